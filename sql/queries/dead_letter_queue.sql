@@ -1,0 +1,32 @@
+-- name: DeadLetterInsertMany :exec
+INSERT INTO queen.dead_letter_queue (message_id, partition_id, consumer_group, error_message, retry_count, original_created_at)
+SELECT unnest(@message_ids::uuid[]), unnest(@partition_ids::uuid[]), unnest(@consumer_groups::text[]),
+       unnest(@error_messages::text[]), unnest(@retry_counts::integer[]),
+       unnest(@original_created_ats::timestamptz[]);
+
+-- name: DeadLetterList :many
+-- Newest failure first, filtered by queue, group, partition and time window.
+SELECT d.id AS dlq_id, d.consumer_group, d.error_message, d.retry_count, d.failed_at,
+       m.id AS message_id, m.transaction_id, m.trace_id, m.payload, m.is_encrypted, m.producer_sub,
+       m.created_at, p.id AS partition_id, p.name AS partition_name, q.name AS queue_name
+FROM queen.dead_letter_queue d
+JOIN queen.messages m ON m.id = d.message_id
+JOIN queen.partitions p ON p.id = d.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE (@queue_name::text = '' OR q.name = @queue_name::text)
+  AND (@consumer_group::text = '' OR d.consumer_group = @consumer_group::text)
+  AND (@partition_name::text = '' OR p.name = @partition_name::text)
+  AND (sqlc.narg(failed_from)::timestamptz IS NULL OR d.failed_at >= sqlc.narg(failed_from)::timestamptz)
+  AND (sqlc.narg(failed_to)::timestamptz IS NULL OR d.failed_at <= sqlc.narg(failed_to)::timestamptz)
+ORDER BY d.failed_at DESC, d.id
+LIMIT @row_limit OFFSET @row_offset;
+
+-- name: DeadLetterCount :one
+SELECT count(*) FROM queen.dead_letter_queue d
+JOIN queen.partitions p ON p.id = d.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE (@queue_name::text = '' OR q.name = @queue_name::text)
+  AND (@consumer_group::text = '' OR d.consumer_group = @consumer_group::text)
+  AND (@partition_name::text = '' OR p.name = @partition_name::text)
+  AND (sqlc.narg(failed_from)::timestamptz IS NULL OR d.failed_at >= sqlc.narg(failed_from)::timestamptz)
+  AND (sqlc.narg(failed_to)::timestamptz IS NULL OR d.failed_at <= sqlc.narg(failed_to)::timestamptz);

@@ -1,0 +1,142 @@
+-- name: PartitionConsumerClaimAndRead :many
+-- Takes the group's lease on one partition and reads the next batch in one
+-- round trip. No row back means another consumer of the group holds the lease;
+-- one row with a NULL message id means the lease was taken but nothing is
+-- deliverable. A new cursor row starts at `start_after_time` (a subscription
+-- point) when given, else at the beginning of the partition.
+WITH claim AS (
+    INSERT INTO queen.partition_consumers AS pc (
+        partition_id, consumer_group, last_seq, lease_id, lease_acquired_at, lease_expires_at,
+        batch_size, acked_count)
+    VALUES (
+        @partition_id, @consumer_group,
+        CASE WHEN sqlc.narg(start_after_time)::timestamptz IS NULL THEN 0
+             ELSE (SELECT COALESCE(max(s.seq), 0) FROM queen.messages s
+                   WHERE s.partition_id = @partition_id AND s.created_at <= sqlc.narg(start_after_time)::timestamptz)
+        END,
+        @lease_id, now(), now() + make_interval(secs => @lease_seconds::integer),
+        @batch_size, 0)
+    ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
+        lease_id = EXCLUDED.lease_id,
+        lease_acquired_at = EXCLUDED.lease_acquired_at,
+        lease_expires_at = EXCLUDED.lease_expires_at,
+        batch_size = EXCLUDED.batch_size,
+        acked_count = 0
+    WHERE pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now()
+    RETURNING pc.last_seq, pc.batch_retry_count, pc.lease_expires_at
+)
+SELECT claim.last_seq AS cursor_seq, claim.batch_retry_count, claim.lease_expires_at::timestamptz AS lease_expires_at,
+       COALESCE(m.seq, 0)::bigint AS seq,
+       COALESCE(m.id, '00000000-0000-0000-0000-000000000000'::uuid)::uuid AS id,
+       COALESCE(m.transaction_id, '')::text AS transaction_id,
+       m.trace_id,
+       COALESCE(m.payload, 'null'::jsonb)::jsonb AS payload,
+       COALESCE(m.is_encrypted, false)::boolean AS is_encrypted,
+       m.producer_sub,
+       COALESCE(m.created_at, now())::timestamptz AS created_at
+FROM claim
+LEFT JOIN LATERAL (
+    SELECT s.id, s.seq, s.transaction_id, s.trace_id, s.payload, s.is_encrypted, s.producer_sub, s.created_at
+    FROM queen.messages s
+    WHERE s.partition_id = @partition_id
+      AND s.seq > claim.last_seq
+      AND (@delay_seconds::integer = 0 OR s.created_at <= now() - make_interval(secs => @delay_seconds::integer))
+    ORDER BY s.seq
+    LIMIT @batch_size
+) m ON true
+ORDER BY m.seq;
+
+-- name: PartitionConsumerSetBatchSize :exec
+-- Records how many messages a pop delivered, so the lease is released when
+-- that many have been acked.
+UPDATE queen.partition_consumers SET batch_size = @batch_size
+WHERE partition_id = @partition_id AND consumer_group = @consumer_group AND lease_id = @lease_id;
+
+-- name: PartitionConsumerRelease :exec
+UPDATE queen.partition_consumers
+SET lease_id = NULL, lease_acquired_at = NULL, lease_expires_at = NULL, batch_size = 0, acked_count = 0
+WHERE partition_id = @partition_id AND consumer_group = @consumer_group AND lease_id = @lease_id;
+
+-- name: PartitionConsumerAutoAck :exec
+-- autoAck: the cursor passes everything just delivered and the lease ends.
+UPDATE queen.partition_consumers
+SET last_seq = GREATEST(last_seq, @last_seq::bigint),
+    last_consumed_id = @last_consumed_id,
+    last_consumed_at = now(),
+    total_messages_consumed = total_messages_consumed + @consumed::bigint,
+    total_batches_consumed = total_batches_consumed + 1,
+    batch_retry_count = 0,
+    lease_id = NULL, lease_acquired_at = NULL, lease_expires_at = NULL, batch_size = 0, acked_count = 0
+WHERE partition_id = @partition_id AND consumer_group = @consumer_group AND lease_id = @lease_id;
+
+-- name: PartitionConsumerLockMany :many
+-- Locks the cursor rows an ack batch touches, in key order so concurrent
+-- ack batches cannot deadlock.
+SELECT pc.partition_id, pc.consumer_group, pc.last_seq, pc.lease_id,
+       COALESCE(pc.lease_expires_at > now(), false)::boolean AS lease_active,
+       pc.batch_size, pc.acked_count, pc.batch_retry_count, q.retry_limit
+FROM queen.partition_consumers pc
+JOIN queen.partitions p ON p.id = pc.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+JOIN (SELECT unnest(@partition_ids::uuid[]) AS partition_id, unnest(@consumer_groups::text[]) AS consumer_group) AS k
+  ON pc.partition_id = k.partition_id AND pc.consumer_group = k.consumer_group
+ORDER BY pc.partition_id, pc.consumer_group
+FOR UPDATE OF pc;
+
+-- name: PartitionConsumerApplyMany :exec
+-- Writes the cursor and lease state an ack batch computed, one row per
+-- (partition, group).
+UPDATE queen.partition_consumers AS pc SET
+    last_seq = v.last_seq,
+    last_consumed_id = CASE WHEN v.consumed > 0 THEN v.last_id ELSE pc.last_consumed_id END,
+    last_consumed_at = CASE WHEN v.consumed > 0 THEN now() ELSE pc.last_consumed_at END,
+    total_messages_consumed = pc.total_messages_consumed + v.consumed,
+    total_batches_consumed = pc.total_batches_consumed + v.batches,
+    acked_count = v.acked_count,
+    batch_retry_count = v.retry_count,
+    lease_id = CASE WHEN v.release THEN NULL ELSE pc.lease_id END,
+    lease_acquired_at = CASE WHEN v.release THEN NULL ELSE pc.lease_acquired_at END,
+    lease_expires_at = CASE WHEN v.release THEN NULL ELSE pc.lease_expires_at END,
+    batch_size = CASE WHEN v.release THEN 0 ELSE pc.batch_size END
+FROM (SELECT unnest(@partition_ids::uuid[]) AS partition_id, unnest(@consumer_groups::text[]) AS consumer_group,
+             unnest(@last_seqs::bigint[]) AS last_seq, unnest(@last_ids::uuid[]) AS last_id,
+             unnest(@consumed::bigint[]) AS consumed, unnest(@batches::bigint[]) AS batches,
+             unnest(@acked_counts::integer[]) AS acked_count, unnest(@retry_counts::integer[]) AS retry_count,
+             unnest(@releases::boolean[]) AS release) AS v
+WHERE pc.partition_id = v.partition_id AND pc.consumer_group = v.consumer_group;
+
+-- name: PartitionConsumerExtendLease :many
+UPDATE queen.partition_consumers
+SET lease_expires_at = GREATEST(lease_expires_at, now() + make_interval(secs => @seconds::integer))
+WHERE lease_id = @lease_id AND lease_expires_at > now()
+RETURNING lease_expires_at;
+
+-- name: PartitionConsumerLeaseExists :one
+SELECT EXISTS (SELECT 1 FROM queen.partition_consumers WHERE lease_id = @lease_id)::boolean;
+
+-- name: PartitionConsumerDeleteByGroup :execrows
+DELETE FROM queen.partition_consumers WHERE consumer_group = @consumer_group;
+
+-- name: PartitionConsumerDeleteByGroupAndQueue :execrows
+DELETE FROM queen.partition_consumers pc
+USING queen.partitions p, queen.queues q
+WHERE pc.partition_id = p.id AND p.queue_id = q.id
+  AND pc.consumer_group = @consumer_group AND q.name = @queue_name;
+
+-- name: PartitionConsumerSeekQueue :execrows
+-- Moves the group's cursor on every partition of a queue: to the newest
+-- message (to_end) or to the last message at or before target_time. Creates
+-- the cursor rows that do not exist yet, so partitions the group never read
+-- move too, and releases any lease.
+INSERT INTO queen.partition_consumers AS pc (partition_id, consumer_group, last_seq)
+SELECT p.id, @consumer_group,
+       CASE WHEN @to_end::boolean THEN p.last_seq
+            ELSE (SELECT COALESCE(max(m.seq), 0) FROM queen.messages m
+                  WHERE m.partition_id = p.id AND m.created_at <= sqlc.narg(target_time)::timestamptz)
+       END
+FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+WHERE q.name = @queue_name AND (@partition_name::text = '' OR p.name = @partition_name::text)
+ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
+    last_seq = EXCLUDED.last_seq,
+    lease_id = NULL, lease_acquired_at = NULL, lease_expires_at = NULL,
+    batch_size = 0, acked_count = 0, batch_retry_count = 0;

@@ -1,0 +1,71 @@
+-- name: QueueGetByName :one
+SELECT * FROM queen.queues WHERE name = @name;
+
+-- name: QueueListByNames :many
+SELECT * FROM queen.queues WHERE name = ANY(@names::text[]);
+
+-- name: QueueListByNamespaceTask :many
+-- Queues for a namespace/task pop; an empty argument matches any value.
+SELECT * FROM queen.queues
+WHERE (@namespace::text = '' OR namespace = @namespace::text)
+  AND (@task::text = '' OR task = @task::text)
+ORDER BY priority DESC, name;
+
+-- name: QueueInsertMany :exec
+-- Creates queues named by a push that do not exist yet, with default options
+-- and tags derived from the name.
+INSERT INTO queen.queues (name, namespace, task)
+SELECT n, ns, t FROM (SELECT unnest(@names::text[]) AS n, unnest(@namespaces::text[]) AS ns, unnest(@tasks::text[]) AS t) AS v
+ON CONFLICT (name) DO NOTHING;
+
+-- name: QueueUpsertConfig :one
+-- configure is a full replace of the options, as in the reference broker.
+INSERT INTO queen.queues (
+    name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl, max_queue_size,
+    dead_letter_queue, dlq_after_max_retries, delayed_processing, window_buffer,
+    retention_seconds, completed_retention_seconds, retention_enabled, encryption_enabled,
+    max_wait_time_seconds)
+VALUES (
+    @name, @namespace, @task, @priority, @lease_time, @retry_limit, @retry_delay, @ttl, @max_queue_size,
+    @dead_letter_queue, @dlq_after_max_retries, @delayed_processing, @window_buffer,
+    @retention_seconds, @completed_retention_seconds, @retention_enabled, @encryption_enabled,
+    @max_wait_time_seconds)
+ON CONFLICT (name) DO UPDATE SET
+    namespace = EXCLUDED.namespace,
+    task = EXCLUDED.task,
+    priority = EXCLUDED.priority,
+    lease_time = EXCLUDED.lease_time,
+    retry_limit = EXCLUDED.retry_limit,
+    retry_delay = EXCLUDED.retry_delay,
+    ttl = EXCLUDED.ttl,
+    max_queue_size = EXCLUDED.max_queue_size,
+    dead_letter_queue = EXCLUDED.dead_letter_queue,
+    dlq_after_max_retries = EXCLUDED.dlq_after_max_retries,
+    delayed_processing = EXCLUDED.delayed_processing,
+    window_buffer = EXCLUDED.window_buffer,
+    retention_seconds = EXCLUDED.retention_seconds,
+    completed_retention_seconds = EXCLUDED.completed_retention_seconds,
+    retention_enabled = EXCLUDED.retention_enabled,
+    encryption_enabled = EXCLUDED.encryption_enabled,
+    max_wait_time_seconds = EXCLUDED.max_wait_time_seconds,
+    updated_at = now()
+RETURNING *;
+
+-- name: QueueDeleteByName :execrows
+DELETE FROM queen.queues WHERE name = @name;
+
+-- name: QueueStatsByName :one
+-- Counts for the queue detail route: partitions, messages, and what the
+-- queue-mode cursor has not consumed yet.
+SELECT
+    (SELECT count(*) FROM queen.partitions p WHERE p.queue_id = q.id)::bigint AS partition_count,
+    (SELECT count(*) FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
+      WHERE p.queue_id = q.id)::bigint AS message_count,
+    (SELECT COALESCE(sum(p.last_seq - COALESCE(pc.last_seq, 0)), 0)
+       FROM queen.partitions p
+       LEFT JOIN queen.partition_consumers pc
+         ON pc.partition_id = p.id AND pc.consumer_group = '__QUEUE_MODE__'
+      WHERE p.queue_id = q.id)::bigint AS pending_count,
+    (SELECT count(*) FROM queen.dead_letter_queue d JOIN queen.partitions p ON p.id = d.partition_id
+      WHERE p.queue_id = q.id)::bigint AS dead_letter_count
+FROM queen.queues q WHERE q.id = @id;
