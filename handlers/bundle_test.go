@@ -1,0 +1,208 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/queenforgo/queen/gen/api"
+	"github.com/queenforgo/queen/sql/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// testBundle is a broker on its own database, served over real HTTP.
+type testBundle struct {
+	t      *testing.T
+	srv    *Server
+	pool   *pgxpool.Pool
+	url    string
+	router routers.Router
+}
+
+type setupOpts struct {
+	repoll time.Duration
+}
+
+func setup(t *testing.T, opts ...setupOpts) *testBundle {
+	t.Helper()
+	o := setupOpts{repoll: 50 * time.Millisecond}
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	pool := pgtest.NewPool(t)
+	srv := New(Config{Pool: pool, RepollInterval: o.repoll})
+	h, err := srv.Handler()
+	require.NoError(t, err)
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	t.Cleanup(srv.Drain) // end parked long-polls before the server closes
+	doc, err := api.GetSwagger()
+	require.NoError(t, err)
+	doc.Servers = nil
+	router, err := legacy.NewRouter(doc)
+	require.NoError(t, err)
+	return &testBundle{t: t, srv: srv, pool: pool, url: hs.URL, router: router}
+}
+
+// do sends a request and checks the answer against openapi.yaml: status
+// declared for the operation, body matching its schema.
+func (b *testBundle) do(method, path string, body any) (int, []byte) {
+	b.t.Helper()
+	var rd io.Reader
+	var raw []byte
+	if body != nil {
+		switch v := body.(type) {
+		case string:
+			raw = []byte(v)
+		case []byte:
+			raw = v
+		default:
+			var err error
+			raw, err = json.Marshal(v)
+			require.NoError(b.t, err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, b.url+path, rd)
+	require.NoError(b.t, err)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(b.t, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	require.NoError(b.t, err)
+	b.validate(req, raw, resp, out)
+	return resp.StatusCode, out
+}
+
+func (b *testBundle) validate(req *http.Request, reqBody []byte, resp *http.Response, body []byte) {
+	b.t.Helper()
+	vreq := req.Clone(context.Background())
+	vreq.Body = io.NopCloser(bytes.NewReader(reqBody))
+	route, params, err := b.router.FindRoute(vreq)
+	if err != nil {
+		// Routes outside the spec (404s) have nothing to validate against.
+		require.Equal(b.t, http.StatusNotFound, resp.StatusCode, "route not in spec: %s %s", req.Method, req.URL.Path)
+		return
+	}
+	in := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{
+			Request: vreq, PathParams: params, Route: route,
+			Options: &openapi3filter.Options{ExcludeRequestBody: true, ExcludeRequestQueryParams: true},
+		},
+		Status: resp.StatusCode,
+		Header: resp.Header,
+		Body:   io.NopCloser(bytes.NewReader(body)),
+		Options: &openapi3filter.Options{IncludeResponseStatus: true},
+	}
+	require.NoError(b.t, openapi3filter.ValidateResponse(context.Background(), in),
+		"%s %s answered %d %s", req.Method, req.URL.Path, resp.StatusCode, body)
+}
+
+// doJSON is do for routes that must answer want, decoding the body into out.
+func (b *testBundle) doJSON(method, path string, body any, want int, out any) {
+	b.t.Helper()
+	status, raw := b.do(method, path, body)
+	require.Equal(b.t, want, status, "%s %s: %s", method, path, raw)
+	if out != nil {
+		require.NoError(b.t, json.Unmarshal(raw, out), "%s", raw)
+	}
+}
+
+type pushed struct {
+	Index         int    `json:"index"`
+	Status        string `json:"status"`
+	MessageID     string `json:"message_id"`
+	PartitionID   string `json:"partition_id"`
+	TransactionID string `json:"transaction_id"`
+}
+
+type popped struct {
+	Queue       string `json:"queue"`
+	LeaseID     string `json:"leaseId"`
+	PartitionID string `json:"partitionId"`
+	Messages    []struct {
+		ID            string          `json:"id"`
+		TransactionID string          `json:"transactionId"`
+		PartitionID   string          `json:"partitionId"`
+		Partition     string          `json:"partition"`
+		Queue         string          `json:"queue"`
+		LeaseID       string          `json:"leaseId"`
+		Data          json.RawMessage `json:"data"`
+		RetryCount    int             `json:"retryCount"`
+		CreatedAt     string          `json:"createdAt"`
+	} `json:"messages"`
+}
+
+type ackResult struct {
+	Success       bool    `json:"success"`
+	Error         *string `json:"error"`
+	LeaseReleased bool    `json:"leaseReleased"`
+	DLQ           bool    `json:"dlq"`
+}
+
+func item(queue, partition, txID string, payload any) map[string]any {
+	it := map[string]any{"queue": queue, "payload": payload}
+	if partition != "" {
+		it["partition"] = partition
+	}
+	if txID != "" {
+		it["transactionId"] = txID
+	}
+	return it
+}
+
+func (b *testBundle) push(items ...map[string]any) []pushed {
+	b.t.Helper()
+	var out []pushed
+	b.doJSON("POST", "/api/v1/push", map[string]any{"items": items}, http.StatusCreated, &out)
+	return out
+}
+
+// pop returns nil on 204.
+func (b *testBundle) pop(path string) *popped {
+	b.t.Helper()
+	status, raw := b.do("GET", path, nil)
+	if status == http.StatusNoContent {
+		require.Empty(b.t, raw)
+		return nil
+	}
+	require.Equal(b.t, http.StatusOK, status, "%s", raw)
+	var p popped
+	require.NoError(b.t, json.Unmarshal(raw, &p))
+	return &p
+}
+
+func (b *testBundle) ack(txID, partitionID, status, group, leaseID string) ackResult {
+	b.t.Helper()
+	body := map[string]any{"transactionId": txID, "partitionId": partitionID, "status": status}
+	if group != "" {
+		body["consumerGroup"] = group
+	}
+	if leaseID != "" {
+		body["leaseId"] = leaseID
+	}
+	var out []ackResult
+	b.doJSON("POST", "/api/v1/ack", body, http.StatusOK, &out)
+	require.Len(b.t, out, 1)
+	return out[0]
+}
+
+func (b *testBundle) configure(queue string, options map[string]any) {
+	b.t.Helper()
+	b.doJSON("POST", "/api/v1/configure", map[string]any{"queue": queue, "options": options}, http.StatusOK, nil)
+}

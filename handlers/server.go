@@ -1,0 +1,174 @@
+// Package handlers implements the broker's HTTP API: the strict server
+// generated from openapi/openapi.yaml, backed by the sqlc queries in gen/db.
+package handlers
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/queenforgo/queen/gen/api"
+	"github.com/queenforgo/queen/gen/db"
+	"github.com/queenforgo/queen/handlers/waiters"
+)
+
+// queueModeGroup is the consumer group of plain queue consumers: one shared
+// cursor, competing consumers.
+const queueModeGroup = "__QUEUE_MODE__"
+
+// Config is what the broker's main passes to New.
+type Config struct {
+	Pool   *pgxpool.Pool
+	Logger *slog.Logger
+
+	// DefaultBatch is the pop batch when the request has none.
+	DefaultBatch int
+	// DefaultTimeout is the long-poll deadline when the request has none.
+	DefaultTimeout time.Duration
+	// DefaultSubscriptionMode applies to named groups whose pop names none.
+	DefaultSubscriptionMode string
+	// RepollInterval is how often a parked long-poll looks again on its own,
+	// for data committed by other brokers and for leases that expired.
+	RepollInterval time.Duration
+	// MaxBodyBytes caps a request body; larger bodies answer 413.
+	MaxBodyBytes int64
+	// Version is reported by /health.
+	Version string
+}
+
+// ConfigDefault fills the zero fields of a Config.
+func ConfigDefault(c Config) Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.DefaultBatch <= 0 {
+		c.DefaultBatch = 1
+	}
+	if c.DefaultTimeout <= 0 {
+		c.DefaultTimeout = 30 * time.Second
+	}
+	if c.RepollInterval <= 0 {
+		c.RepollInterval = time.Second
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 16 << 20
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	return c
+}
+
+// Server implements api.StrictServerInterface.
+type Server struct {
+	cfg     Config
+	pool    *pgxpool.Pool
+	q       *db.Queries
+	log     *slog.Logger
+	queues  *queueCache
+	waiters *waiters.Registry
+
+	// draining is set by the first shutdown signal: /health reports not
+	// ready and parked long-polls end with an empty answer.
+	draining atomic.Bool
+	drainCh  chan struct{}
+}
+
+var _ api.StrictServerInterface = (*Server)(nil)
+
+// New builds the server. It starts nothing in the background.
+func New(cfg Config) *Server {
+	cfg = ConfigDefault(cfg)
+	return &Server{
+		cfg:     cfg,
+		pool:    cfg.Pool,
+		q:       db.New(cfg.Pool),
+		log:     cfg.Logger,
+		queues:  newQueueCache(5 * time.Second),
+		waiters: waiters.New(),
+		drainCh: make(chan struct{}),
+	}
+}
+
+// Drain starts the graceful shutdown of the data plane: /health answers 503
+// and parked long-polls return empty at once. Safe to call more than once.
+func (s *Server) Drain() {
+	if s.draining.CompareAndSwap(false, true) {
+		close(s.drainCh)
+	}
+}
+
+// Handler returns the whole HTTP chain: body limit, request validation
+// against the spec, the generated router and the strict handlers.
+func (s *Server) Handler() (http.Handler, error) {
+	validator, err := newRequestValidator()
+	if err != nil {
+		return nil, err
+	}
+	strict := api.NewStrictHandlerWithOptions(s, nil, api.StrictHTTPServerOptions{
+		RequestErrorHandlerFunc:  s.requestError,
+		ResponseErrorHandlerFunc: s.responseError,
+	})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", s.notFound)
+	api.HandlerWithOptions(strict, api.StdHTTPServerOptions{
+		BaseRouter:       mux,
+		Middlewares:      []api.MiddlewareFunc{validator.middleware(s)},
+		ErrorHandlerFunc: s.requestError,
+	})
+	return s.limitBody(mux), nil
+}
+
+// limitBody caps request bodies so that one client cannot make the broker
+// buffer an unbounded payload.
+func (s *Server) limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > s.cfg.MaxBodyBytes {
+			writeError(w, http.StatusRequestEntityTooLarge, "request body too large")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// notFound answers unknown API paths with a JSON 404 (the reference sends
+// plain text, which the clients cannot parse).
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/api/") || strings.HasPrefix(r.URL.Path, "/streams/") {
+		writeError(w, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
+		return
+	}
+	http.NotFound(w, r)
+}
+
+// notifyQueues wakes parked long-polls waiting on these queues.
+func (s *Server) notifyQueues(ctx context.Context, names []string) {
+	for _, name := range names {
+		s.waiters.Notify(queueKey(name))
+		if q, ok := s.queues.peek(name); ok {
+			if q.Namespace != "" {
+				s.waiters.Notify(namespaceKey(q.Namespace))
+			}
+			if q.Task != "" {
+				s.waiters.Notify(taskKey(q.Task))
+			}
+		}
+	}
+}
+
+func queueKey(name string) string   { return "q:" + name }
+func namespaceKey(ns string) string { return "ns:" + ns }
+func taskKey(task string) string    { return "task:" + task }
+func ptr[T any](v T) *T             { return &v }
+func deref[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
