@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-
 	"github.com/google/uuid"
 
 	"github.com/queenforgo/queen/gen/api"
@@ -255,4 +254,3 @@ func ackItemFrom(txID string, partitionID string, status *api.AckStatus, group *
 	}
 	return it, nil
 }
-

@@ -104,9 +104,9 @@ func (b *testBundle) validate(req *http.Request, reqBody []byte, resp *http.Resp
 			Request: vreq, PathParams: params, Route: route,
 			Options: &openapi3filter.Options{ExcludeRequestBody: true, ExcludeRequestQueryParams: true},
 		},
-		Status: resp.StatusCode,
-		Header: resp.Header,
-		Body:   io.NopCloser(bytes.NewReader(body)),
+		Status:  resp.StatusCode,
+		Header:  resp.Header,
+		Body:    io.NopCloser(bytes.NewReader(body)),
 		Options: &openapi3filter.Options{IncludeResponseStatus: true},
 	}
 	require.NoError(b.t, openapi3filter.ValidateResponse(context.Background(), in),

@@ -42,7 +42,7 @@ func newRequestValidator() (*requestValidator, error) {
 
 func (v *requestValidator) middleware(s *Server) api.MiddlewareFunc {
 	opts := &openapi3filter.Options{
-		AuthenticationFunc: func(context.Context, *openapi3filter.AuthenticationInput) error { return nil },
+		AuthenticationFunc:  func(context.Context, *openapi3filter.AuthenticationInput) error { return nil },
 		ExcludeResponseBody: true,
 	}
 	return func(next http.Handler) http.Handler {

@@ -1,0 +1,203 @@
+// Package config turns the broker's environment into a Config.
+//
+// Load is a pure function: it reads only through the getenv it is given
+// (os.LookupEnv in main, a map in tests), does no I/O and no logging, and
+// reports every problem at once. Each problem is one line that starts with the
+// variable's name; values of secret variables are never echoed.
+package config
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+)
+
+// Defaults for every variable that has one. An unset or empty variable takes
+// its default (QUEEN_BIND_ADDR excepted: set-but-empty is an error).
+const (
+	PortDefault            = 6632
+	BindAddrDefault        = "0.0.0.0"
+	LogLevelDefault        = slog.LevelInfo
+	LogFormatDefault       = LogFormatText
+	MaxBodyBytesDefault    = 16 << 20 // 16 MiB
+	ShutdownTimeoutDefault = 30 * time.Second
+
+	PGHostDefault                  = "localhost"
+	PGPortDefault                  = 5432
+	PGUserDefault                  = "postgres"
+	PGDatabaseDefault              = "postgres"
+	PGPoolSizeDefault              = 20
+	PGSSLRejectUnauthorizedDefault = true
+	PGConnectTimeoutDefault        = 5 * time.Second
+
+	PopBatchSizeDefault = 1
+	PopTimeoutDefault   = 30 * time.Second
+	PopRepollDefault    = time.Second
+
+	PushMaxBatchDefault = 2000
+
+	JWTAlgorithmDefault = "HS256"
+	JWTClockSkewDefault = 30 * time.Second
+)
+
+// Values of LOG_FORMAT.
+const (
+	LogFormatText = "text"
+	LogFormatJSON = "json"
+)
+
+// Config is the broker's whole configuration, built once at boot by Load.
+type Config struct {
+	Server     Server
+	Postgres   Postgres
+	Pop        Pop
+	Push       Push
+	Auth       Auth
+	Encryption Encryption
+	Spool      Spool
+}
+
+// Server holds the HTTP listener and process settings.
+type Server struct {
+	Port            int           // PORT
+	BindAddr        netip.Addr    // QUEEN_BIND_ADDR; "localhost" is stored as 127.0.0.1
+	LogLevel        slog.Level    // LOG_LEVEL
+	LogFormat       string        // LOG_FORMAT: LogFormatText or LogFormatJSON
+	MaxBodyBytes    int64         // QUEEN_MAX_BODY_BYTES
+	ShutdownTimeout time.Duration // QUEEN_SHUTDOWN_TIMEOUT_MS
+}
+
+// Postgres holds the database connection settings.
+type Postgres struct {
+	Host                  string        // PG_HOST
+	Port                  int           // PG_PORT
+	User                  string        // PG_USER
+	Password              string        // PG_PASSWORD (secret)
+	Database              string        // PG_DB
+	PoolSize              int           // DB_POOL_SIZE
+	UseSSL                bool          // PG_USE_SSL
+	SSLRejectUnauthorized bool          // PG_SSL_REJECT_UNAUTHORIZED
+	SSLRootCert           string        // PG_SSL_ROOT_CERT: validated PEM, literal `\n` expanded (secret)
+	ConnectTimeout        time.Duration // QUEEN_PG_CONNECT_TIMEOUT_MS
+}
+
+// Pop holds the defaults of pop requests and long-polls.
+type Pop struct {
+	DefaultBatchSize        int           // DEFAULT_BATCH_SIZE
+	DefaultTimeout          time.Duration // DEFAULT_TIMEOUT (milliseconds in the environment)
+	DefaultSubscriptionMode string        // DEFAULT_SUBSCRIPTION_MODE: "", "all", "new" or "new-only"
+	RepollInterval          time.Duration // QUEEN_POP_REPOLL_MS: fallback re-poll of parked long-polls
+}
+
+// Push holds the push coalescer settings.
+type Push struct {
+	MaxBatch int // QUEEN_PUSH_MAX_BATCH: messages per group-commit flush
+}
+
+// Auth holds the JWT settings. Only their types are checked here; the auth
+// package validates algorithm and key material together.
+type Auth struct {
+	Enabled   bool          // JWT_ENABLED
+	Algorithm string        // JWT_ALGORITHM
+	Secret    string        // JWT_SECRET (secret)
+	PublicKey string        // JWT_PUBLIC_KEY (secret)
+	JWKSURL   string        // JWT_JWKS_URL
+	Issuer    string        // JWT_ISSUER
+	Audience  string        // JWT_AUDIENCE
+	ClockSkew time.Duration // JWT_CLOCK_SKEW (seconds in the environment)
+}
+
+// Encryption holds the payload encryption key.
+type Encryption struct {
+	Key []byte // QUEEN_ENCRYPTION_KEY decoded: nil (off) or 32 bytes (secret)
+}
+
+// Enabled reports whether a key is loaded.
+func (e Encryption) Enabled() bool { return len(e.Key) > 0 }
+
+// Spool holds the disk spool settings.
+type Spool struct {
+	Dir string // FILE_BUFFER_DIR: empty means the spool is off
+}
+
+// Enabled reports whether the spool has a directory.
+func (s Spool) Enabled() bool { return s.Dir != "" }
+
+// Load builds the Config from getenv, which has the shape of os.LookupEnv.
+// A nil getenv means an empty environment. On failure it returns every
+// problem joined with errors.Join, one line per problem, each starting with
+// the variable's name.
+func Load(getenv func(string) (string, bool)) (Config, error) {
+	if getenv == nil {
+		getenv = func(string) (string, bool) { return "", false }
+	}
+	l := &loader{getenv: getenv}
+
+	var c Config
+
+	c.Server = Server{
+		Port:            l.port("PORT", PortDefault),
+		BindAddr:        l.bindAddr("QUEEN_BIND_ADDR"),
+		LogLevel:        l.logLevel("LOG_LEVEL"),
+		LogFormat:       l.oneOf("LOG_FORMAT", LogFormatDefault, LogFormatText, LogFormatJSON),
+		MaxBodyBytes:    l.integer("QUEEN_MAX_BODY_BYTES", MaxBodyBytesDefault, 1024, maxNone),
+		ShutdownTimeout: l.millis("QUEEN_SHUTDOWN_TIMEOUT_MS", ShutdownTimeoutDefault, 1),
+	}
+
+	c.Postgres = Postgres{
+		Host:                  l.pgString("PG_HOST", PGHostDefault, false),
+		Port:                  l.port("PG_PORT", PGPortDefault),
+		User:                  l.pgString("PG_USER", PGUserDefault, false),
+		Password:              l.pgString("PG_PASSWORD", "", true),
+		Database:              l.pgString("PG_DB", PGDatabaseDefault, false),
+		PoolSize:              int(l.integer("DB_POOL_SIZE", PGPoolSizeDefault, 1, 1000)),
+		UseSSL:                l.boolean("PG_USE_SSL", false),
+		SSLRejectUnauthorized: l.boolean("PG_SSL_REJECT_UNAUTHORIZED", PGSSLRejectUnauthorizedDefault),
+		SSLRootCert:           l.rootCert("PG_SSL_ROOT_CERT"),
+		ConnectTimeout:        l.millis("QUEEN_PG_CONNECT_TIMEOUT_MS", PGConnectTimeoutDefault, 1),
+	}
+
+	c.Pop = Pop{
+		DefaultBatchSize:        int(l.integer("DEFAULT_BATCH_SIZE", PopBatchSizeDefault, 1, 1000)),
+		DefaultTimeout:          l.millis("DEFAULT_TIMEOUT", PopTimeoutDefault, 0),
+		DefaultSubscriptionMode: l.oneOf("DEFAULT_SUBSCRIPTION_MODE", "", "all", "new", "new-only"),
+		RepollInterval:          l.millis("QUEEN_POP_REPOLL_MS", PopRepollDefault, 10),
+	}
+
+	c.Push = Push{
+		MaxBatch: int(l.integer("QUEEN_PUSH_MAX_BATCH", PushMaxBatchDefault, 1, maxNone)),
+	}
+
+	c.Auth = Auth{
+		Enabled:   l.boolean("JWT_ENABLED", false),
+		Algorithm: l.str("JWT_ALGORITHM", JWTAlgorithmDefault),
+		Secret:    l.str("JWT_SECRET", ""),
+		PublicKey: l.str("JWT_PUBLIC_KEY", ""),
+		JWKSURL:   l.str("JWT_JWKS_URL", ""),
+		Issuer:    l.str("JWT_ISSUER", ""),
+		Audience:  l.str("JWT_AUDIENCE", ""),
+		ClockSkew: l.seconds("JWT_CLOCK_SKEW", JWTClockSkewDefault, 0),
+	}
+
+	c.Encryption = Encryption{Key: l.hexKey("QUEEN_ENCRYPTION_KEY")}
+
+	c.Spool = Spool{Dir: l.str("FILE_BUFFER_DIR", "")}
+
+	if err := errors.Join(l.errs...); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// ListenAddr is the HTTP listener address, host and port joined (an IPv6
+// host is bracketed).
+func (c Config) ListenAddr() string {
+	host := BindAddrDefault
+	if c.Server.BindAddr.IsValid() {
+		host = c.Server.BindAddr.String()
+	}
+	return net.JoinHostPort(host, strconv.Itoa(c.Server.Port))
+}

@@ -1,0 +1,586 @@
+package config
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/netip"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+)
+
+// env is a getenv over a map: a key present with "" is set-but-empty.
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+// problems splits a joined error into its lines.
+func problems(err error) []string {
+	if err == nil {
+		return nil
+	}
+	return strings.Split(err.Error(), "\n")
+}
+
+// testCertPEM returns a freshly made self-signed CA certificate in PEM.
+func testCertPEM(t testing.TB) string {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "queen test ca"},
+		NotBefore:             time.Unix(0, 0),
+		NotAfter:              time.Unix(0, 0).Add(100 * 365 * 24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, priv)
+	require.NoError(t, err)
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+}
+
+const (
+	hexKey    = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	hexKeyUp  = "00112233445566778899AABBCCDDEEFF00112233445566778899AABBCCDDEEFF"
+	notHexKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeefg"
+)
+
+func TestLoadDefaults(t *testing.T) {
+	t.Parallel()
+
+	want := Config{
+		Server: Server{
+			Port:            6632,
+			BindAddr:        netip.MustParseAddr("0.0.0.0"),
+			LogLevel:        slog.LevelInfo,
+			LogFormat:       "text",
+			MaxBodyBytes:    16777216,
+			ShutdownTimeout: 30 * time.Second,
+		},
+		Postgres: Postgres{
+			Host:                  "localhost",
+			Port:                  5432,
+			User:                  "postgres",
+			Database:              "postgres",
+			PoolSize:              20,
+			SSLRejectUnauthorized: true,
+			ConnectTimeout:        5 * time.Second,
+		},
+		Pop: Pop{
+			DefaultBatchSize: 1,
+			DefaultTimeout:   30 * time.Second,
+			RepollInterval:   time.Second,
+		},
+		Push: Push{MaxBatch: 2000},
+		Auth: Auth{Algorithm: "HS256", ClockSkew: 30 * time.Second},
+	}
+
+	for name, getenv := range map[string]func(string) (string, bool){
+		"unset": env(nil),
+		"nil":   nil,
+		// Every variable but QUEEN_BIND_ADDR set to empty or blank means its default.
+		"empty": env(map[string]string{
+			"PORT": "", "LOG_LEVEL": "", "LOG_FORMAT": " ", "QUEEN_MAX_BODY_BYTES": "",
+			"QUEEN_SHUTDOWN_TIMEOUT_MS": "", "PG_HOST": "", "PG_PORT": "\t", "PG_USER": "",
+			"PG_PASSWORD": "", "PG_DB": "", "DB_POOL_SIZE": "", "PG_USE_SSL": "",
+			"PG_SSL_REJECT_UNAUTHORIZED": " ", "PG_SSL_ROOT_CERT": "", "QUEEN_PG_CONNECT_TIMEOUT_MS": "",
+			"DEFAULT_BATCH_SIZE": "", "DEFAULT_TIMEOUT": "", "DEFAULT_SUBSCRIPTION_MODE": "",
+			"QUEEN_POP_REPOLL_MS": "", "QUEEN_PUSH_MAX_BATCH": "", "JWT_ENABLED": "",
+			"JWT_ALGORITHM": "", "JWT_SECRET": "", "JWT_PUBLIC_KEY": "", "JWT_JWKS_URL": "",
+			"JWT_ISSUER": "", "JWT_AUDIENCE": "", "JWT_CLOCK_SKEW": "", "QUEEN_ENCRYPTION_KEY": "",
+			"FILE_BUFFER_DIR": "",
+		}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Load(getenv)
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+			require.Equal(t, "0.0.0.0:6632", got.ListenAddr())
+			require.False(t, got.Encryption.Enabled())
+			require.False(t, got.Spool.Enabled())
+		})
+	}
+}
+
+func TestLoadGoodValues(t *testing.T) {
+	t.Parallel()
+
+	cert := testCertPEM(t)
+	oneLineCert := strings.ReplaceAll(strings.TrimSpace(cert), "\n", `\n`)
+
+	tests := []struct {
+		name  string
+		env   map[string]string
+		check func(t *testing.T, c Config)
+	}{
+		{"port trimmed", map[string]string{"PORT": " 8080 "}, func(t *testing.T, c Config) {
+			require.Equal(t, 8080, c.Server.Port)
+		}},
+		{"port bounds", map[string]string{"PORT": "1", "PG_PORT": "65535"}, func(t *testing.T, c Config) {
+			require.Equal(t, 1, c.Server.Port)
+			require.Equal(t, 65535, c.Postgres.Port)
+		}},
+		{"bind ipv4", map[string]string{"QUEEN_BIND_ADDR": "127.0.0.1"}, func(t *testing.T, c Config) {
+			require.Equal(t, "127.0.0.1:6632", c.ListenAddr())
+		}},
+		{"bind ipv6", map[string]string{"QUEEN_BIND_ADDR": "::1"}, func(t *testing.T, c Config) {
+			require.Equal(t, "[::1]:6632", c.ListenAddr())
+		}},
+		{"bind bracketed ipv6", map[string]string{"QUEEN_BIND_ADDR": "[::]", "PORT": "7000"}, func(t *testing.T, c Config) {
+			require.Equal(t, "[::]:7000", c.ListenAddr())
+		}},
+		{"bind localhost", map[string]string{"QUEEN_BIND_ADDR": " LocalHost "}, func(t *testing.T, c Config) {
+			require.Equal(t, netip.MustParseAddr("127.0.0.1"), c.Server.BindAddr)
+		}},
+		{"log level and format", map[string]string{"LOG_LEVEL": "DEBUG", "LOG_FORMAT": "Json"}, func(t *testing.T, c Config) {
+			require.Equal(t, slog.LevelDebug, c.Server.LogLevel)
+			require.Equal(t, LogFormatJSON, c.Server.LogFormat)
+		}},
+		{"log level warn", map[string]string{"LOG_LEVEL": "warn"}, func(t *testing.T, c Config) {
+			require.Equal(t, slog.LevelWarn, c.Server.LogLevel)
+		}},
+		{"log level error", map[string]string{"LOG_LEVEL": " Error"}, func(t *testing.T, c Config) {
+			require.Equal(t, slog.LevelError, c.Server.LogLevel)
+		}},
+		{"integer minimums", map[string]string{
+			"QUEEN_MAX_BODY_BYTES": "1024", "DB_POOL_SIZE": "1", "DEFAULT_BATCH_SIZE": "1",
+			"DEFAULT_TIMEOUT": "0", "QUEEN_POP_REPOLL_MS": "10", "QUEEN_PUSH_MAX_BATCH": "1",
+			"JWT_CLOCK_SKEW": "0", "QUEEN_SHUTDOWN_TIMEOUT_MS": "1", "QUEEN_PG_CONNECT_TIMEOUT_MS": "1",
+		}, func(t *testing.T, c Config) {
+			require.Equal(t, int64(1024), c.Server.MaxBodyBytes)
+			require.Equal(t, 1, c.Postgres.PoolSize)
+			require.Equal(t, 1, c.Pop.DefaultBatchSize)
+			require.Equal(t, time.Duration(0), c.Pop.DefaultTimeout)
+			require.Equal(t, 10*time.Millisecond, c.Pop.RepollInterval)
+			require.Equal(t, 1, c.Push.MaxBatch)
+			require.Equal(t, time.Duration(0), c.Auth.ClockSkew)
+			require.Equal(t, time.Millisecond, c.Server.ShutdownTimeout)
+			require.Equal(t, time.Millisecond, c.Postgres.ConnectTimeout)
+		}},
+		{"integer maximums", map[string]string{
+			"DB_POOL_SIZE": "1000", "DEFAULT_BATCH_SIZE": "+1000", "DEFAULT_TIMEOUT": "86400000",
+			"QUEEN_PUSH_MAX_BATCH": "50000", "JWT_CLOCK_SKEW": "86400",
+		}, func(t *testing.T, c Config) {
+			require.Equal(t, 1000, c.Postgres.PoolSize)
+			require.Equal(t, 1000, c.Pop.DefaultBatchSize)
+			require.Equal(t, 24*time.Hour, c.Pop.DefaultTimeout)
+			require.Equal(t, 50000, c.Push.MaxBatch)
+			require.Equal(t, 24*time.Hour, c.Auth.ClockSkew)
+		}},
+		{"subscription mode", map[string]string{"DEFAULT_SUBSCRIPTION_MODE": "New-Only"}, func(t *testing.T, c Config) {
+			require.Equal(t, "new-only", c.Pop.DefaultSubscriptionMode)
+		}},
+		{"postgres strings kept as given", map[string]string{
+			"PG_HOST": "db.internal", "PG_USER": "queen", "PG_PASSWORD": " p w'\\ ", "PG_DB": "queen db",
+		}, func(t *testing.T, c Config) {
+			require.Equal(t, "db.internal", c.Postgres.Host)
+			require.Equal(t, "queen", c.Postgres.User)
+			require.Equal(t, " p w'\\ ", c.Postgres.Password)
+			require.Equal(t, "queen db", c.Postgres.Database)
+		}},
+		{"postgres tls", map[string]string{"PG_USE_SSL": "yes", "PG_SSL_REJECT_UNAUTHORIZED": "off"}, func(t *testing.T, c Config) {
+			require.True(t, c.Postgres.UseSSL)
+			require.False(t, c.Postgres.SSLRejectUnauthorized)
+		}},
+		{"root cert pem", map[string]string{"PG_SSL_ROOT_CERT": cert}, func(t *testing.T, c Config) {
+			require.Equal(t, strings.TrimSpace(cert), c.Postgres.SSLRootCert)
+		}},
+		{"root cert bundle with comments", map[string]string{"PG_SSL_ROOT_CERT": "# ca one\n" + cert + "# ca two\n" + cert}, func(t *testing.T, c Config) {
+			require.Equal(t, 2, strings.Count(c.Postgres.SSLRootCert, "BEGIN CERTIFICATE"))
+		}},
+		{"root cert one line", map[string]string{"PG_SSL_ROOT_CERT": oneLineCert}, func(t *testing.T, c Config) {
+			require.Equal(t, strings.TrimSpace(cert), c.Postgres.SSLRootCert)
+		}},
+		{"auth", map[string]string{
+			"JWT_ENABLED": "1", "JWT_ALGORITHM": "RS256", "JWT_SECRET": "s", "JWT_PUBLIC_KEY": "pk",
+			"JWT_JWKS_URL": "https://idp.example/jwks", "JWT_ISSUER": "iss", "JWT_AUDIENCE": "aud", "JWT_CLOCK_SKEW": "5",
+		}, func(t *testing.T, c Config) {
+			require.Equal(t, Auth{
+				Enabled: true, Algorithm: "RS256", Secret: "s", PublicKey: "pk",
+				JWKSURL: "https://idp.example/jwks", Issuer: "iss", Audience: "aud", ClockSkew: 5 * time.Second,
+			}, c.Auth)
+		}},
+		{"jwt algorithm not validated here", map[string]string{"JWT_ALGORITHM": "ES256"}, func(t *testing.T, c Config) {
+			require.Equal(t, "ES256", c.Auth.Algorithm)
+		}},
+		{"encryption key", map[string]string{"QUEEN_ENCRYPTION_KEY": hexKey}, func(t *testing.T, c Config) {
+			require.True(t, c.Encryption.Enabled())
+			require.Len(t, c.Encryption.Key, 32)
+			require.Equal(t, byte(0x11), c.Encryption.Key[1])
+		}},
+		{"encryption key upper case with trailing newline", map[string]string{"QUEEN_ENCRYPTION_KEY": hexKeyUp + "\n"}, func(t *testing.T, c Config) {
+			require.Len(t, c.Encryption.Key, 32)
+			require.Equal(t, byte(0xff), c.Encryption.Key[15])
+		}},
+		{"spool", map[string]string{"FILE_BUFFER_DIR": "/var/lib/queen/buffers"}, func(t *testing.T, c Config) {
+			require.True(t, c.Spool.Enabled())
+			require.Equal(t, "/var/lib/queen/buffers", c.Spool.Dir)
+		}},
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Load(env(tt.env))
+			require.NoError(t, err)
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestLoadBooleans(t *testing.T) {
+	t.Parallel()
+
+	for value, want := range map[string]bool{
+		"true": true, "TRUE": true, "1": true, "yes": true, "Yes": true, "on": true, " ON\n": true,
+		"false": false, "False": false, "0": false, "no": false, "NO": false, "off": false, " off ": false,
+	} {
+		for _, name := range []string{"JWT_ENABLED", "PG_USE_SSL", "PG_SSL_REJECT_UNAUTHORIZED"} {
+			c, err := Load(env(map[string]string{name: value}))
+			require.NoError(t, err, "%s=%q", name, value)
+			got := map[string]bool{
+				"JWT_ENABLED":                c.Auth.Enabled,
+				"PG_USE_SSL":                 c.Postgres.UseSSL,
+				"PG_SSL_REJECT_UNAUTHORIZED": c.Postgres.SSLRejectUnauthorized,
+			}[name]
+			require.Equal(t, want, got, "%s=%q", name, value)
+		}
+	}
+}
+
+func TestLoadBadValues(t *testing.T) {
+	t.Parallel()
+
+	cert := testCertPEM(t)
+	keyPEM := "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIJ+DYvh6SEqVTm50DFtMDoQikTmiCqirVv9mWG9qfSnF\n-----END PRIVATE KEY-----\n"
+	junkPEM := "-----BEGIN CERTIFICATE-----\naGVsbG8=\n-----END CERTIFICATE-----\n"
+
+	tests := []struct {
+		name, value string
+		want        string // the whole problem line
+	}{
+		{"PORT", "abc", `PORT: "abc" is not a port number (1-65535)`},
+		{"PORT", "0", `PORT: "0" is not a port number (1-65535)`},
+		{"PORT", "65536", `PORT: "65536" is not a port number (1-65535)`},
+		{"PORT", "6632x", `PORT: "6632x" is not a port number (1-65535)`},
+		{"PORT", "0x1A", `PORT: "0x1A" is not a port number (1-65535)`},
+		{"PG_PORT", "-1", `PG_PORT: "-1" is not a port number (1-65535)`},
+		{"QUEEN_BIND_ADDR", "", `QUEEN_BIND_ADDR: is set to the empty string (unset it for the default 0.0.0.0)`},
+		{"QUEEN_BIND_ADDR", "  ", `QUEEN_BIND_ADDR: is set to the empty string (unset it for the default 0.0.0.0)`},
+		{"QUEEN_BIND_ADDR", "0.0.0.0:7000", `QUEEN_BIND_ADDR: "0.0.0.0:7000" carries a port; give the host only and set the port with PORT`},
+		{"QUEEN_BIND_ADDR", "[::1]:6632", `QUEEN_BIND_ADDR: "[::1]:6632" carries a port; give the host only and set the port with PORT`},
+		{"QUEEN_BIND_ADDR", "localhost:80", `QUEEN_BIND_ADDR: "localhost:80" carries a port; give the host only and set the port with PORT`},
+		{"QUEEN_BIND_ADDR", "example.com", `QUEEN_BIND_ADDR: "example.com" is not an IP address (use an IPv4 or IPv6 literal, or localhost)`},
+		{"QUEEN_BIND_ADDR", "1.2.3", `QUEEN_BIND_ADDR: "1.2.3" is not an IP address (use an IPv4 or IPv6 literal, or localhost)`},
+		{"QUEEN_BIND_ADDR", "a\nb", `QUEEN_BIND_ADDR: "a\nb" is not an IP address (use an IPv4 or IPv6 literal, or localhost)`},
+		{"LOG_LEVEL", "verbose", `LOG_LEVEL: "verbose" is not one of debug, info, warn, error`},
+		{"LOG_FORMAT", "xml", `LOG_FORMAT: "xml" is not one of text, json`},
+		{"QUEEN_MAX_BODY_BYTES", "1023", `QUEEN_MAX_BODY_BYTES: "1023" is out of range (minimum 1024)`},
+		{"QUEEN_MAX_BODY_BYTES", "16MiB", `QUEEN_MAX_BODY_BYTES: "16MiB" is not an integer`},
+		{"QUEEN_MAX_BODY_BYTES", "99999999999999999999", `QUEEN_MAX_BODY_BYTES: "99999999999999999999" is out of range (minimum 1024)`},
+		{"QUEEN_SHUTDOWN_TIMEOUT_MS", "0", `QUEEN_SHUTDOWN_TIMEOUT_MS: "0" is out of range (1-86400000)`},
+		{"QUEEN_SHUTDOWN_TIMEOUT_MS", "1e3", `QUEEN_SHUTDOWN_TIMEOUT_MS: "1e3" is not an integer`},
+		{"QUEEN_SHUTDOWN_TIMEOUT_MS", "86400001", `QUEEN_SHUTDOWN_TIMEOUT_MS: "86400001" is out of range (1-86400000)`},
+		{"DB_POOL_SIZE", "0", `DB_POOL_SIZE: "0" is out of range (1-1000)`},
+		{"DB_POOL_SIZE", "1001", `DB_POOL_SIZE: "1001" is out of range (1-1000)`},
+		{"DB_POOL_SIZE", "2 0", `DB_POOL_SIZE: "2 0" is not an integer`},
+		{"PG_USE_SSL", "enabled", `PG_USE_SSL: "enabled" is not a boolean (use true/false, 1/0, yes/no or on/off)`},
+		{"PG_SSL_REJECT_UNAUTHORIZED", "y", `PG_SSL_REJECT_UNAUTHORIZED: "y" is not a boolean (use true/false, 1/0, yes/no or on/off)`},
+		{"PG_SSL_ROOT_CERT", "not a pem", `PG_SSL_ROOT_CERT: holds no PEM certificate`},
+		{"PG_SSL_ROOT_CERT", keyPEM, `PG_SSL_ROOT_CERT: PEM block 1 is not a CERTIFICATE`},
+		{"PG_SSL_ROOT_CERT", junkPEM, `PG_SSL_ROOT_CERT: certificate 1 is not a valid X.509 certificate`},
+		{"PG_SSL_ROOT_CERT", cert + "-----BEGIN CERTIFICATE-----\nAAAA", `PG_SSL_ROOT_CERT: PEM block 2 is malformed`},
+		{"QUEEN_PG_CONNECT_TIMEOUT_MS", "-5", `QUEEN_PG_CONNECT_TIMEOUT_MS: "-5" is out of range (1-86400000)`},
+		{"PG_HOST", "db\x00", `PG_HOST: "db\x00" contains a NUL byte`},
+		{"PG_PASSWORD", "pw\x00", `PG_PASSWORD: contains a NUL byte`},
+		{"DEFAULT_BATCH_SIZE", "0", `DEFAULT_BATCH_SIZE: "0" is out of range (1-1000)`},
+		{"DEFAULT_BATCH_SIZE", "1001", `DEFAULT_BATCH_SIZE: "1001" is out of range (1-1000)`},
+		{"DEFAULT_TIMEOUT", "-1", `DEFAULT_TIMEOUT: "-1" is out of range (0-86400000)`},
+		{"DEFAULT_TIMEOUT", "30s", `DEFAULT_TIMEOUT: "30s" is not an integer`},
+		{"DEFAULT_SUBSCRIPTION_MODE", "old", `DEFAULT_SUBSCRIPTION_MODE: "old" is not one of all, new, new-only (or empty)`},
+		{"QUEEN_POP_REPOLL_MS", "9", `QUEEN_POP_REPOLL_MS: "9" is out of range (10-86400000)`},
+		{"QUEEN_PUSH_MAX_BATCH", "0", `QUEEN_PUSH_MAX_BATCH: "0" is out of range (minimum 1)`},
+		{"JWT_ENABLED", "enabled", `JWT_ENABLED: "enabled" is not a boolean (use true/false, 1/0, yes/no or on/off)`},
+		{"JWT_ENABLED", "2", `JWT_ENABLED: "2" is not a boolean (use true/false, 1/0, yes/no or on/off)`},
+		{"JWT_CLOCK_SKEW", "-1", `JWT_CLOCK_SKEW: "-1" is out of range (0-86400)`},
+		{"JWT_CLOCK_SKEW", "30s", `JWT_CLOCK_SKEW: "30s" is not an integer`},
+		{"QUEEN_ENCRYPTION_KEY", hexKey[:63], `QUEEN_ENCRYPTION_KEY: must be 64 hexadecimal characters (32 bytes), got 63 characters`},
+		{"QUEEN_ENCRYPTION_KEY", hexKey + "0", `QUEEN_ENCRYPTION_KEY: must be 64 hexadecimal characters (32 bytes), got 65 characters`},
+		{"QUEEN_ENCRYPTION_KEY", notHexKey, `QUEEN_ENCRYPTION_KEY: must be 64 hexadecimal characters (32 bytes) and holds a non-hex character`},
+		{"QUEEN_ENCRYPTION_KEY", "secret-passphrase", `QUEEN_ENCRYPTION_KEY: must be 64 hexadecimal characters (32 bytes), got 17 characters`},
+	}
+
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s=%q", tt.name, tt.value), func(t *testing.T) {
+			t.Parallel()
+			c, err := Load(env(map[string]string{tt.name: tt.value}))
+			require.Error(t, err)
+			require.Equal(t, Config{}, c)
+			require.Equal(t, []string{tt.want}, problems(err))
+		})
+	}
+}
+
+func TestLoadReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+
+	_, err := Load(env(map[string]string{
+		"PORT":                 "abc",
+		"QUEEN_BIND_ADDR":      "example.com",
+		"PG_PORT":              "99999",
+		"DB_POOL_SIZE":         "0",
+		"JWT_ENABLED":          "enabled",
+		"QUEEN_ENCRYPTION_KEY": "short",
+		"LOG_LEVEL":            "loud",
+		"PG_HOST":              "fine",
+	}))
+	require.Error(t, err)
+
+	var named []string
+	for _, line := range problems(err) {
+		name, _, ok := strings.Cut(line, ": ")
+		require.True(t, ok, line)
+		named = append(named, name)
+	}
+	require.ElementsMatch(t, []string{
+		"PORT", "QUEEN_BIND_ADDR", "PG_PORT", "DB_POOL_SIZE", "JWT_ENABLED", "QUEEN_ENCRYPTION_KEY", "LOG_LEVEL",
+	}, named)
+}
+
+func TestSecretsNeverLeak(t *testing.T) {
+	t.Parallel()
+
+	cert := testCertPEM(t)
+	// Secret values that pass, each long and distinctive enough to grep for.
+	good := map[string]string{
+		"PG_PASSWORD":          "pg-password-7f3a91",
+		"JWT_SECRET":           "jwt-secret-c4e8d2",
+		"JWT_PUBLIC_KEY":       "jwt-public-key-9b1f60",
+		"QUEEN_ENCRYPTION_KEY": hexKey,
+		"PG_SSL_ROOT_CERT":     cert,
+		"JWT_JWKS_URL":         "https://user:jwks-pass-5d2e@idp.example/jwks",
+	}
+	// Secret values that fail, with other failures next to them.
+	bad := map[string]string{
+		"PG_PASSWORD":          "pg-password-7f3a91\x00",
+		"JWT_SECRET":           "jwt-secret-c4e8d2",
+		"JWT_PUBLIC_KEY":       "jwt-public-key-9b1f60",
+		"QUEEN_ENCRYPTION_KEY": "enc-key-3a7c5e-not-hex-" + strings.Repeat("z", 41),
+		"PG_SSL_ROOT_CERT":     "-----BEGIN PRIVATE KEY-----\nroot-cert-8e4b1a\n-----END PRIVATE KEY-----\n",
+		"PORT":                 "nope",
+	}
+	secrets := []string{
+		"pg-password-7f3a91", "jwt-secret-c4e8d2", "jwt-public-key-9b1f60", hexKey, "BEGIN CERTIFICATE",
+		cert[40:80], "jwks-pass-5d2e", "enc-key-3a7c5e", "root-cert-8e4b1a", "PRIVATE KEY",
+	}
+
+	_, err := Load(env(bad))
+	require.Error(t, err)
+	require.Len(t, problems(err), 4) // PG_PASSWORD, QUEEN_ENCRYPTION_KEY, PG_SSL_ROOT_CERT, PORT
+	for _, s := range secrets {
+		require.NotContains(t, err.Error(), s)
+	}
+
+	c, err := Load(env(good))
+	require.NoError(t, err)
+	summary := fmt.Sprint(c.Summary())
+	for _, s := range secrets {
+		require.NotContains(t, summary, s)
+	}
+
+	attrs := map[string]string{}
+	for area, list := range c.Summary() {
+		for _, a := range list {
+			attrs[area+"."+a.Key] = a.Value.String()
+		}
+	}
+	require.Equal(t, "<set:18 chars>", attrs["postgres.password"])
+	require.Equal(t, fmt.Sprintf("<set:%d chars>", len(strings.TrimSpace(cert))), attrs["postgres.ssl_root_cert"])
+	require.Equal(t, "<set:17 chars>", attrs["auth.secret"])
+	require.Equal(t, "<set:21 chars>", attrs["auth.public_key"])
+	require.Equal(t, "https://user:xxxxx@idp.example/jwks", attrs["auth.jwks_url"])
+	require.Equal(t, "<set:64 chars>", attrs["encryption.key"])
+	require.Equal(t, "true", attrs["encryption.enabled"])
+
+	def, err := Load(env(nil))
+	require.NoError(t, err)
+	for area, list := range def.Summary() {
+		for _, a := range list {
+			attrs[area+"."+a.Key] = a.Value.String()
+		}
+	}
+	require.Equal(t, "<unset>", attrs["postgres.password"])
+	require.Equal(t, "<unset>", attrs["postgres.ssl_root_cert"])
+	require.Equal(t, "<unset>", attrs["auth.secret"])
+	require.Equal(t, "<unset>", attrs["auth.public_key"])
+	require.Equal(t, "<unset>", attrs["encryption.key"])
+}
+
+func TestSummaryAreas(t *testing.T) {
+	t.Parallel()
+
+	c, err := Load(env(nil))
+	require.NoError(t, err)
+	summary := c.Summary()
+	require.Len(t, summary, len(SummaryAreas()))
+	for _, area := range SummaryAreas() {
+		require.NotEmpty(t, summary[area], area)
+	}
+
+	attrs := map[string]string{}
+	for _, a := range summary["postgres"] {
+		attrs[a.Key] = a.Value.String()
+	}
+	require.Equal(t, "plaintext", attrs["ssl_trust"])
+	require.Equal(t, "false", attrs["ssl_verified"])
+}
+
+func TestPostgresURL(t *testing.T) {
+	t.Parallel()
+
+	cert := testCertPEM(t)
+	tests := []struct {
+		name        string
+		env         map[string]string
+		sslmode     string
+		trust       string
+		wantTLS     bool
+		wantVerify  bool
+		wantTimeout time.Duration
+	}{
+		{"defaults", nil, "sslmode=disable", "plaintext", false, false, 5 * time.Second},
+		{"tls verified", map[string]string{"PG_USE_SSL": "true"}, "sslmode=verify-full", "webpki-roots", true, true, 5 * time.Second},
+		{"tls accept any", map[string]string{"PG_USE_SSL": "on", "PG_SSL_REJECT_UNAUTHORIZED": "off"}, "sslmode=require", "accept-any", true, false, 5 * time.Second},
+		{"root cert outranks reject off", map[string]string{
+			"PG_USE_SSL": "1", "PG_SSL_REJECT_UNAUTHORIZED": "0", "PG_SSL_ROOT_CERT": cert,
+		}, "sslmode=verify-full", "supplied-ca", true, true, 5 * time.Second},
+		{"timeout rounds up", map[string]string{"QUEEN_PG_CONNECT_TIMEOUT_MS": "1500"}, "sslmode=disable", "plaintext", false, false, 2 * time.Second},
+		{"sub-second timeout", map[string]string{"QUEEN_PG_CONNECT_TIMEOUT_MS": "1"}, "sslmode=disable", "plaintext", false, false, time.Second},
+		{"awkward strings", map[string]string{
+			"PG_HOST": "db.example", "PG_PORT": "6543", "PG_USER": "o'brien",
+			"PG_PASSWORD": ` it's a \ pass=word `, "PG_DB": "my db",
+		}, "sslmode=disable", "plaintext", false, false, 5 * time.Second},
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Load(env(tt.env))
+			require.NoError(t, err)
+
+			dsn := c.PostgresURL()
+			require.Contains(t, dsn, tt.sslmode)
+
+			pc, err := pgconn.ParseConfig(dsn)
+			require.NoError(t, err)
+			require.Equal(t, c.Postgres.Host, pc.Host)
+			require.Equal(t, uint16(c.Postgres.Port), pc.Port)
+			require.Equal(t, c.Postgres.User, pc.User)
+			require.Equal(t, c.Postgres.Password, pc.Password)
+			require.Equal(t, c.Postgres.Database, pc.Database)
+			require.Equal(t, "UTC", pc.RuntimeParams["TimeZone"])
+			require.Equal(t, "queen", pc.RuntimeParams["application_name"])
+			require.Equal(t, tt.wantTimeout, pc.ConnectTimeout)
+			require.Equal(t, tt.wantTLS, pc.TLSConfig != nil)
+			if tt.wantTLS {
+				require.Equal(t, !tt.wantVerify, pc.TLSConfig.InsecureSkipVerify)
+			}
+			require.Empty(t, pc.Fallbacks, "no plaintext fallback")
+
+			attrs := map[string]string{}
+			for _, a := range c.Summary()["postgres"] {
+				attrs[a.Key] = a.Value.String()
+			}
+			require.Equal(t, tt.trust, attrs["ssl_trust"])
+			require.Equal(t, fmt.Sprint(tt.wantVerify), attrs["ssl_verified"])
+		})
+	}
+}
+
+func TestListenAddr(t *testing.T) {
+	t.Parallel()
+
+	require.Equal(t, "0.0.0.0:0", Config{}.ListenAddr())
+
+	for bind, want := range map[string]string{
+		"0.0.0.0":      "0.0.0.0:9000",
+		"::":           "[::]:9000",
+		"fe80::1%eth0": "[fe80::1%eth0]:9000",
+		"localhost":    "127.0.0.1:9000",
+	} {
+		c, err := Load(env(map[string]string{"QUEEN_BIND_ADDR": bind, "PORT": "9000"}))
+		require.NoError(t, err, bind)
+		require.Equal(t, want, c.ListenAddr())
+	}
+}
+
+var (
+	// A key error line may say only these things: no part of the value.
+	keyProblem = regexp.MustCompile(`^QUEEN_ENCRYPTION_KEY: must be 64 hexadecimal characters \(32 bytes\)(, got \d+ characters| and holds a non-hex character)$`)
+	// Likewise for the root certificate.
+	certProblem = regexp.MustCompile(`^PG_SSL_ROOT_CERT: (holds no PEM certificate|PEM block \d+ is (not a CERTIFICATE|malformed)|certificate \d+ is not a valid X\.509 certificate)$`)
+)
+
+func FuzzLoad(f *testing.F) {
+	f.Add("6632", "0.0.0.0", "false", "20", "", "")
+	f.Add("", "", "", "", "", "")
+	f.Add("abc", "0.0.0.0:7000", "enabled", "0", "short", "not pem")
+	f.Add("65536", "[::1]", "ON", "1000", hexKey, "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
+	f.Add(" 1 ", "fe80::1%eth0", " no ", "+7", hexKeyUp+"\n", `-----BEGIN CERTIFICATE-----\nAAAA`)
+	f.Add("-1", "localhost", "1", "99999999999999999999", notHexKey, "-----BEGIN X-----\n-----END X-----\n")
+	f.Add("\x00", "\n", "\xff", "\t", "\x00", "\x00")
+
+	vars := []string{"PORT", "QUEEN_BIND_ADDR", "JWT_ENABLED", "DB_POOL_SIZE", "QUEEN_ENCRYPTION_KEY", "PG_SSL_ROOT_CERT"}
+	f.Fuzz(func(t *testing.T, port, bind, jwt, pool, key, cert string) {
+		values := []string{port, bind, jwt, pool, key, cert}
+		m := make(map[string]string, len(vars))
+		for i, name := range vars {
+			m[name] = values[i]
+		}
+
+		c, err := Load(env(m))
+		if err != nil {
+			for _, line := range problems(err) {
+				name, _, ok := strings.Cut(line, ": ")
+				require.True(t, ok, "problem line without a variable: %q", line)
+				require.Contains(t, vars, name, "problem names an unset variable: %q", line)
+				switch name {
+				case "QUEEN_ENCRYPTION_KEY":
+					require.Regexp(t, keyProblem, line)
+				case "PG_SSL_ROOT_CERT":
+					require.Regexp(t, certProblem, line)
+				}
+			}
+			return
+		}
+
+		require.GreaterOrEqual(t, c.Server.Port, 1)
+		require.LessOrEqual(t, c.Server.Port, 65535)
+		require.GreaterOrEqual(t, c.Postgres.PoolSize, 1)
+		require.LessOrEqual(t, c.Postgres.PoolSize, 1000)
+		require.True(t, c.Server.BindAddr.IsValid())
+		require.True(t, len(c.Encryption.Key) == 0 || len(c.Encryption.Key) == 32)
+		_, _, err = net.SplitHostPort(c.ListenAddr())
+		require.NoError(t, err)
+		if k := strings.TrimSpace(key); len(k) >= 8 {
+			require.NotContains(t, fmt.Sprint(c.Summary()), k)
+		}
+	})
+}

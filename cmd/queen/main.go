@@ -1,0 +1,146 @@
+// Command queen is the broker: the HTTP API, /health and the data plane on
+// one port, backed by PostgreSQL.
+//
+// Configuration comes from the environment (see cmd/queen/config); a bad
+// value stops the boot with one line naming the variable.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/queenforgo/queen/cmd/queen/config"
+	"github.com/queenforgo/queen/handlers"
+	"github.com/queenforgo/queen/sql/migrate"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	cfg, err := config.Load(os.LookupEnv)
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(os.Stderr, "queen: config: "+line)
+		}
+		return 2
+	}
+	logger := newLogger(cfg.Server)
+	summary := cfg.Summary()
+	for _, area := range config.SummaryAreas() {
+		logger.LogAttrs(context.Background(), slog.LevelInfo, "config: "+area, summary[area]...)
+	}
+
+	// The first signal starts a graceful drain; stop() below restores the
+	// default handling so that a second signal ends the process at once.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	pool, err := openPool(ctx, cfg, logger)
+	if err != nil {
+		logger.Error("postgres unavailable at boot", "err", err)
+		return 1
+	}
+	defer pool.Close()
+
+	srv := handlers.New(handlers.Config{
+		Pool:                    pool,
+		Logger:                  logger,
+		DefaultBatch:            cfg.Pop.DefaultBatchSize,
+		DefaultTimeout:          cfg.Pop.DefaultTimeout,
+		DefaultSubscriptionMode: cfg.Pop.DefaultSubscriptionMode,
+		RepollInterval:          cfg.Pop.RepollInterval,
+		MaxBodyBytes:            cfg.Server.MaxBodyBytes,
+		Version:                 version,
+	})
+	handler, err := srv.Handler()
+	if err != nil {
+		logger.Error("build http handler", "err", err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", cfg.ListenAddr())
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "queen: PORT/QUEEN_BIND_ADDR: cannot listen on %s: %v\n", cfg.ListenAddr(), err)
+		return 1
+	}
+	logger.Info("auth: disabled, every client has full access (set JWT_ENABLED=true to require tokens)")
+	httpSrv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpSrv.Serve(ln) }()
+	logger.Info("queen listening", "addr", ln.Addr().String(), "version", version)
+
+	select {
+	case err := <-serveErr:
+		logger.Error("http server stopped", "err", err)
+		return 1
+	case <-ctx.Done():
+	}
+	stop()
+	logger.Info("shutting down: draining requests (send the signal again to exit at once)")
+	srv.Drain()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
+	defer cancel()
+	if err := httpSrv.Shutdown(shutdownCtx); err != nil {
+		logger.Warn("requests still running at the shutdown deadline", "err", err)
+	}
+	logger.Info("shut down")
+	return 0
+}
+
+// openPool connects to PostgreSQL, retrying for a while so that a broker
+// started together with its database waits for it, and applies the
+// migrations under an advisory lock.
+func openPool(ctx context.Context, cfg config.Config, logger *slog.Logger) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(cfg.PostgresURL())
+	if err != nil {
+		return nil, fmt.Errorf("parse postgres settings: %w", err)
+	}
+	pcfg.MaxConns = int32(cfg.Postgres.PoolSize)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("create pool: %w", err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err = migrate.Apply(ctx, pool, logger)
+		if err == nil {
+			return pool, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			pool.Close()
+			return nil, errors.Join(err, ctx.Err())
+		}
+		logger.Warn("postgres not ready, retrying", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+func newLogger(s config.Server) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: s.LogLevel}
+	if s.LogFormat == config.LogFormatJSON {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}

@@ -1,0 +1,8 @@
+// Package openapi holds the broker's one spec, openapi.yaml, and the commands that generate
+// code from it: gen/api (oapi-codegen: models, the strict server and the embedded spec) and
+// gen/routes (routegen: the route → access-level table). `go generate ./openapi` runs them from
+// the repository root, in this order.
+package openapi
+
+//go:generate sh -c "cd .. && go tool oapi-codegen -config openapi/oapi-codegen.yaml openapi/openapi.yaml"
+//go:generate sh -c "cd .. && go run ./openapi/routegen"
