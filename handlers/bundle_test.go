@@ -46,6 +46,7 @@ func setup(t *testing.T, opts ...setupOpts) *testBundle {
 	h, err := srv.Handler()
 	require.NoError(t, err)
 	hs := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
 	t.Cleanup(hs.Close)
 	t.Cleanup(srv.Drain) // end parked long-polls before the server closes
 	doc, err := api.GetSwagger()

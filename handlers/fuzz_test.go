@@ -18,6 +18,7 @@ import (
 // process so that a fuzz iteration costs no network round trip.
 func fuzzHandler(f *testing.F) http.Handler {
 	srv := New(Config{Pool: pgtest.NewPool(f)})
+	f.Cleanup(srv.Close)
 	h, err := srv.Handler()
 	require.NoError(f, err)
 	return h

@@ -34,9 +34,15 @@ func (s *Server) PushMessages(ctx context.Context, req api.PushMessagesRequestOb
 	return resp, nil
 }
 
-// push stores items in their own transaction and wakes long-polls on commit.
-// A queue deleted by another broker while cached is retried once fresh.
+// push stores items, committed together with concurrent pushes (see
+// pushCoalescer), and wakes long-polls on commit.
 func (s *Server) push(ctx context.Context, items []pushItem) ([]pushOutcome, error) {
+	return s.pusher.submit(ctx, items)
+}
+
+// pushDirect stores items in their own transaction. A queue deleted by
+// another broker while cached is retried once fresh.
+func (s *Server) pushDirect(ctx context.Context, items []pushItem) ([]pushOutcome, error) {
 	for attempt := 0; ; attempt++ {
 		out, err := s.pushOnce(ctx, items)
 		if err != nil && attempt == 0 && isForeignKeyViolation(err) {

@@ -39,6 +39,10 @@ type Config struct {
 	MaxBodyBytes int64
 	// Version is reported by /health.
 	Version string
+	// PushMaxBatch caps the messages committed by one group-commit flush.
+	PushMaxBatch int
+	// PushFlushers is how many group-commit flushes may run at once.
+	PushFlushers int
 }
 
 // ConfigDefault fills the zero fields of a Config.
@@ -61,6 +65,12 @@ func ConfigDefault(c Config) Config {
 	if c.Version == "" {
 		c.Version = "dev"
 	}
+	if c.PushMaxBatch <= 0 {
+		c.PushMaxBatch = 2000
+	}
+	if c.PushFlushers <= 0 {
+		c.PushFlushers = 4
+	}
 	return c
 }
 
@@ -72,6 +82,7 @@ type Server struct {
 	log     *slog.Logger
 	queues  *queueCache
 	waiters *waiters.Registry
+	pusher  *pushCoalescer
 
 	// draining is set by the first shutdown signal: /health reports not
 	// ready and parked long-polls end with an empty answer.
@@ -81,10 +92,10 @@ type Server struct {
 
 var _ api.StrictServerInterface = (*Server)(nil)
 
-// New builds the server. It starts nothing in the background.
+// New builds the server and starts its push flushers; Close stops them.
 func New(cfg Config) *Server {
 	cfg = ConfigDefault(cfg)
-	return &Server{
+	s := &Server{
 		cfg:     cfg,
 		pool:    cfg.Pool,
 		q:       db.New(cfg.Pool),
@@ -93,6 +104,15 @@ func New(cfg Config) *Server {
 		waiters: waiters.New(),
 		drainCh: make(chan struct{}),
 	}
+	s.pusher = newPushCoalescer(s, cfg.PushFlushers, cfg.PushMaxBatch)
+	return s
+}
+
+// Close flushes queued pushes and stops the background work. Call it after
+// the HTTP server has stopped taking requests. Idempotent.
+func (s *Server) Close() {
+	s.Drain()
+	s.pusher.stop()
 }
 
 // Drain starts the graceful shutdown of the data plane: /health answers 503

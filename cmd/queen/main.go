@@ -66,6 +66,7 @@ func run() int {
 		DefaultSubscriptionMode: cfg.Pop.DefaultSubscriptionMode,
 		RepollInterval:          cfg.Pop.RepollInterval,
 		MaxBodyBytes:            cfg.Server.MaxBodyBytes,
+		PushMaxBatch:            cfg.Push.MaxBatch,
 		Version:                 version,
 	})
 	handler, err := srv.Handler()
@@ -102,6 +103,9 @@ func run() int {
 	if err := httpSrv.Shutdown(shutdownCtx); err != nil {
 		logger.Warn("requests still running at the shutdown deadline", "err", err)
 	}
+	// Pushes already queued for a group commit are committed before the
+	// pool closes (deferred above).
+	srv.Close()
 	logger.Info("shut down")
 	return 0
 }
