@@ -49,9 +49,21 @@ func (s *Server) AckBatch(ctx context.Context, req api.AckBatchRequestObject) (a
 	return api.AckBatch200JSONResponse(res), nil
 }
 
-// ack applies items in one transaction and wakes the consumers of partitions
-// whose lease it released.
+// ack applies items, committed together with concurrent acks (see
+// coalescer), and wakes the consumers of partitions whose lease it released.
 func (s *Server) ack(ctx context.Context, items []ackItem) ([]api.AckResult, error) {
+	res, err := s.acker.submit(ctx, items)
+	if err != nil {
+		return nil, err
+	}
+	for i := range res {
+		res[i].Index = i // indexes are per request, not per flush
+	}
+	return res, nil
+}
+
+// ackDirect applies items in one transaction.
+func (s *Server) ackDirect(ctx context.Context, items []ackItem) ([]api.AckResult, error) {
 	var res []api.AckResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error

@@ -35,7 +35,7 @@ func (s *Server) PushMessages(ctx context.Context, req api.PushMessagesRequestOb
 }
 
 // push stores items, committed together with concurrent pushes (see
-// pushCoalescer), and wakes long-polls on commit.
+// coalescer), and wakes long-polls on commit.
 func (s *Server) push(ctx context.Context, items []pushItem) ([]pushOutcome, error) {
 	return s.pusher.submit(ctx, items)
 }

@@ -39,9 +39,11 @@ type Config struct {
 	MaxBodyBytes int64
 	// Version is reported by /health.
 	Version string
-	// PushMaxBatch caps the messages committed by one group-commit flush.
+	// PushMaxBatch caps the items (messages or acks) committed by one
+	// group-commit flush.
 	PushMaxBatch int
-	// PushFlushers is how many group-commit flushes may run at once.
+	// PushFlushers is how many group-commit flushes of each kind (push,
+	// ack) may run at once.
 	PushFlushers int
 }
 
@@ -82,7 +84,8 @@ type Server struct {
 	log     *slog.Logger
 	queues  *queueCache
 	waiters *waiters.Registry
-	pusher  *pushCoalescer
+	pusher  *coalescer[pushItem, pushOutcome]
+	acker   *coalescer[ackItem, api.AckResult]
 
 	// draining is set by the first shutdown signal: /health reports not
 	// ready and parked long-polls end with an empty answer.
@@ -104,15 +107,17 @@ func New(cfg Config) *Server {
 		waiters: waiters.New(),
 		drainCh: make(chan struct{}),
 	}
-	s.pusher = newPushCoalescer(s, cfg.PushFlushers, cfg.PushMaxBatch)
+	s.pusher = newCoalescer(cfg.PushFlushers, cfg.PushMaxBatch, s.pushDirect)
+	s.acker = newCoalescer(cfg.PushFlushers, cfg.PushMaxBatch, s.ackDirect)
 	return s
 }
 
-// Close flushes queued pushes and stops the background work. Call it after
+// Close flushes queued pushes and acks and stops the background work. Call it after
 // the HTTP server has stopped taking requests. Idempotent.
 func (s *Server) Close() {
 	s.Drain()
 	s.pusher.stop()
+	s.acker.stop()
 }
 
 // Drain starts the graceful shutdown of the data plane: /health answers 503

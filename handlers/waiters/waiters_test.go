@@ -1,0 +1,26 @@
+package waiters
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestNotifyWakesOnlyMatchingWaiters(t *testing.T) {
+	t.Parallel()
+	r := New()
+	a := r.Register("q:a", "ns:x")
+	b := r.Register("q:b")
+	r.Notify("ns:x")
+	r.Notify("ns:x") // a second wake-up never blocks the notifier
+	require.Len(t, a.C, 1)
+	require.Empty(t, b.C)
+	require.Equal(t, 1, r.Len("q:a"))
+	a.Cancel()
+	a.Cancel() // idempotent
+	require.Zero(t, r.Len("q:a"))
+	require.Zero(t, r.Len("ns:x"))
+	r.Notify("q:a") // nobody waits: no effect
+	b.Cancel()
+	require.Empty(t, r.byKey)
+}
