@@ -65,20 +65,30 @@ func (s *Server) UpdateConsumerGroupSubscription(ctx context.Context, req api.Up
 	if req.Body == nil {
 		return nil, badRequest("Missing subscriptionTimestamp in request body")
 	}
-	ts := req.Body.SubscriptionTimestamp
-	n, err := s.q.SubscriptionUpdateTimestamp(ctx, db.SubscriptionUpdateTimestampParams{SubscriptionTimestamp: pgtype.Timestamptz{Time: ts, Valid: true}, ConsumerGroup: req.Group})
+	ts, err := parseTimestampParam("subscriptionTimestamp", &req.Body.SubscriptionTimestamp)
+	if err != nil {
+		return nil, err
+	}
+	if ts == nil {
+		return nil, badRequest("Missing subscriptionTimestamp in request body")
+	}
+	n, err := s.q.SubscriptionUpdateTimestamp(ctx, db.SubscriptionUpdateTimestampParams{SubscriptionTimestamp: pgtype.Timestamptz{Time: *ts, Valid: true}, ConsumerGroup: req.Group})
 	if err != nil {
 		return nil, fmt.Errorf("update subscription of %q: %w", req.Group, err)
 	}
 	return api.UpdateConsumerGroupSubscription200JSONResponse{
-		Success: true, ConsumerGroup: req.Group, NewTimestamp: fmtMillis(ts), RowsUpdated: int(n),
+		Success: true, ConsumerGroup: req.Group, NewTimestamp: fmtMillis(*ts), RowsUpdated: int(n),
 	}, nil
 }
 
 // SeekConsumerGroup moves a group's cursor on every partition of a queue.
 func (s *Server) SeekConsumerGroup(ctx context.Context, req api.SeekConsumerGroupRequestObject) (api.SeekConsumerGroupResponseObject, error) {
-	if req.Body == nil || (!deref(req.Body.ToEnd, false) && req.Body.Timestamp == nil) {
+	if req.Body == nil || (!deref(req.Body.ToEnd, false) && deref(req.Body.Timestamp, "") == "") {
 		return nil, badRequest("Must specify either 'toEnd': true or 'timestamp'")
+	}
+	at, err := parseTimestampParam("timestamp", req.Body.Timestamp)
+	if err != nil {
+		return nil, err
 	}
 	if _, ok, err := s.lookupQueue(ctx, req.Queue); err != nil || !ok {
 		if err != nil {
@@ -90,8 +100,8 @@ func (s *Server) SeekConsumerGroup(ctx context.Context, req api.SeekConsumerGrou
 	params := db.PartitionConsumerSeekQueueParams{ConsumerGroup: req.Group, ToEnd: toEnd, QueueName: req.Queue}
 	var target *string
 	if !toEnd {
-		params.TargetTime = pgtype.Timestamptz{Time: *req.Body.Timestamp, Valid: true}
-		target = ptr(fmtMillis(*req.Body.Timestamp))
+		params.TargetTime = pgtype.Timestamptz{Time: *at, Valid: true}
+		target = ptr(fmtMillis(*at))
 	}
 	n, err := s.q.PartitionConsumerSeekQueue(ctx, params)
 	if err != nil {

@@ -15,11 +15,18 @@ func (s *Server) ListDeadLetters(ctx context.Context, req api.ListDeadLettersReq
 	p := req.Params
 	limit, offset := deref(p.Limit, 100), deref(p.Offset, 0)
 	var from, to pgtype.Timestamptz
-	if p.From != nil {
-		from = pgtype.Timestamptz{Time: *p.From, Valid: true}
-	}
-	if p.To != nil {
-		to = pgtype.Timestamptz{Time: *p.To, Valid: true}
+	for _, f := range []struct {
+		name string
+		in   *string
+		out  *pgtype.Timestamptz
+	}{{"from", p.From, &from}, {"to", p.To, &to}} {
+		t, err := parseTimestampParam(f.name, f.in)
+		if err != nil {
+			return nil, err
+		}
+		if t != nil {
+			*f.out = pgtype.Timestamptz{Time: *t, Valid: true}
+		}
 	}
 	list := db.DeadLetterListParams{
 		QueueName: deref(p.Queue, ""), ConsumerGroup: deref(p.ConsumerGroup, ""), PartitionName: deref(p.Partition, ""),

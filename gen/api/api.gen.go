@@ -18,7 +18,6 @@ import (
 	"net/url"
 	"path"
 	"strings"
-	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oapi-codegen/runtime"
@@ -551,6 +550,10 @@ type QueueOptionsResolved struct {
 	WindowBuffer              int  `json:"windowBuffer"`
 }
 
+// Timestamp ISO-8601 / RFC 3339, with or without fractional seconds; without a zone it means UTC
+// (Python's `datetime.isoformat()` of a naive time). A date alone means its midnight UTC.
+type Timestamp = string
+
 // TraceRequest defines model for TraceRequest.
 type TraceRequest struct {
 	ConsumerGroup *OptionalName `json:"consumerGroup,omitempty"`
@@ -693,13 +696,17 @@ type DeleteConsumerGroupForQueueParams struct {
 
 // SeekConsumerGroupJSONBody defines parameters for SeekConsumerGroup.
 type SeekConsumerGroupJSONBody struct {
-	Timestamp *time.Time `json:"timestamp,omitempty"`
+	// Timestamp ISO-8601 / RFC 3339, with or without fractional seconds; without a zone it means UTC
+	// (Python's `datetime.isoformat()` of a naive time). A date alone means its midnight UTC.
+	Timestamp *Timestamp `json:"timestamp,omitempty"`
 	ToEnd     *bool      `json:"toEnd,omitempty"`
 }
 
 // UpdateConsumerGroupSubscriptionJSONBody defines parameters for UpdateConsumerGroupSubscription.
 type UpdateConsumerGroupSubscriptionJSONBody struct {
-	SubscriptionTimestamp time.Time `json:"subscriptionTimestamp"`
+	// SubscriptionTimestamp ISO-8601 / RFC 3339, with or without fractional seconds; without a zone it means UTC
+	// (Python's `datetime.isoformat()` of a naive time). A date alone means its midnight UTC.
+	SubscriptionTimestamp Timestamp `json:"subscriptionTimestamp"`
 }
 
 // ListDeadLettersParams defines parameters for ListDeadLetters.
@@ -709,10 +716,10 @@ type ListDeadLettersParams struct {
 	Partition     *Name `form:"partition,omitempty" json:"partition,omitempty"`
 
 	// From only failures at or after this time
-	From *time.Time `form:"from,omitempty" json:"from,omitempty"`
+	From *Timestamp `form:"from,omitempty" json:"from,omitempty"`
 
 	// To only failures at or before this time
-	To     *time.Time `form:"to,omitempty" json:"to,omitempty"`
+	To     *Timestamp `form:"to,omitempty" json:"to,omitempty"`
 	Limit  *int       `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset *int       `form:"offset,omitempty" json:"offset,omitempty"`
 }
@@ -741,7 +748,7 @@ type PopNamespaceTaskParams struct {
 	// `new` (now; `new-only` is an alias). The first decision for a group sticks.
 	SubscriptionMode *PopNamespaceTaskParamsSubscriptionMode `form:"subscriptionMode,omitempty" json:"subscriptionMode,omitempty"`
 
-	// SubscriptionFrom `now` or an ISO-8601 timestamp; wins over subscriptionMode
+	// SubscriptionFrom `now` or a Timestamp; wins over subscriptionMode
 	SubscriptionFrom *SubscriptionFrom `form:"subscriptionFrom,omitempty" json:"subscriptionFrom,omitempty"`
 
 	// Partitions claim up to this many partitions in one pop (default 1)
@@ -772,7 +779,7 @@ type PopQueueParams struct {
 	// `new` (now; `new-only` is an alias). The first decision for a group sticks.
 	SubscriptionMode *PopQueueParamsSubscriptionMode `form:"subscriptionMode,omitempty" json:"subscriptionMode,omitempty"`
 
-	// SubscriptionFrom `now` or an ISO-8601 timestamp; wins over subscriptionMode
+	// SubscriptionFrom `now` or a Timestamp; wins over subscriptionMode
 	SubscriptionFrom *SubscriptionFrom `form:"subscriptionFrom,omitempty" json:"subscriptionFrom,omitempty"`
 
 	// Partitions claim up to this many partitions in one pop (default 1)
@@ -803,7 +810,7 @@ type PopPartitionParams struct {
 	// `new` (now; `new-only` is an alias). The first decision for a group sticks.
 	SubscriptionMode *PopPartitionParamsSubscriptionMode `form:"subscriptionMode,omitempty" json:"subscriptionMode,omitempty"`
 
-	// SubscriptionFrom `now` or an ISO-8601 timestamp; wins over subscriptionMode
+	// SubscriptionFrom `now` or a Timestamp; wins over subscriptionMode
 	SubscriptionFrom *SubscriptionFrom `form:"subscriptionFrom,omitempty" json:"subscriptionFrom,omitempty"`
 }
 
@@ -1197,7 +1204,7 @@ func (siw *ServerInterfaceWrapper) ListDeadLetters(w http.ResponseWriter, r *htt
 
 	// ------------- Optional query parameter "from" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -1210,7 +1217,7 @@ func (siw *ServerInterfaceWrapper) ListDeadLetters(w http.ResponseWriter, r *htt
 
 	// ------------- Optional query parameter "to" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -3792,116 +3799,118 @@ func (sh *strictHandler) GetHealth(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17c9u6lfhXOaNfZ2r/SsnOc1r7jx3fJLeb3eTm5UxneuUNYfJIQkUCDABaVrP+7jt4kAQpUKL8SG+m",
-	"95/Ekgjg4OC8cF78Nkp4XnCGTMnRybdRQQTJUaEwn85Kxc+Spf4zRZkIWijK2ehklPMrBLVASEohuQDO",
-	"IMWMXqFYA2EpKLJEYBwyJBLhgKhxzqUac5bg4SgaUT3H1xLFehSNGMlxdDIibq1oJJMF5kQvqtaF/umS",
-	"8wwJG93cRKOfiEoWmwBpWPQSkKOUZI4SFAeBqhQMDlKckTJT8Khv7Uszqb9yTq5pXuajk0fHx8fRKKfM",
-	"fYwqoChTOEdhgHrBmSxzFH8VvCzCwM31T7BacFkjTSPKIogIhFJiegqYF2oN+sdLiUxvhzAJ8ZcvHz6/",
-	"+vzqy9t3L199+RL3bCNpgeFv5w8CZ6OT0f87ak77yP4qj94ZMEn2i55E7+YlZqjwLSqSEkU2t0MyyfVx",
-	"o7I0YLb2RwmyvKwfA6mIUFBwypRsTkCJspcA0vayO+jA7PE9UYYWzHSF/lDPNnc4EPi1pALT0YleeyhO",
-	"aly8J0JRvaEtSxXVM/e4nNxEe5IRmkNZaMpWCyohJ2wN9eISKAPOEApeDCD5Ztwd6P5DiSVuwcxX/fvd",
-	"sfLJI6yfBc83cRMzvooN2zB4/end+M/Pjx+BojlKRfLiFFaUSeBXKFpE+pan2IMe2V2yg6Q3yOZ628+f",
-	"1oiRSlA23wDYLLIB8GqBAoGAXi51wsGwjNSylDTHClTBgkgtTJ3YmHFxAjHJshgONPtd4pwyRtn8ELiY",
-	"spjhKoYDxlenoP8ec5atY6BS44ZklMjDCZwvEGZUSAUpJlTqdWYaezUkNFnKyZQNwI5DYoMdZJpgfh2N",
-	"ohHJMj0IV/ZfA8roIoSxc5ojL9UmojLO5uOCZxmkSNKMMtR0ntMsoxITzlJPujw5Pj4+7iN45VYIUvtz",
-	"PdKn9+Mgvf+N0K0glkzRDEilhIAIQa9QasKM3foxFERKlD1QrvQKW0XfjWYnWXCmJzn5NvqJpB/xa4nS",
-	"QJZwppCZP0lRZDQhGsijf0gN6beBjPdKCC7sUh21T7IZF5piuQDKrkhGU6CsKNUpMK4WlM1hRSQkC8Lm",
-	"mI5uotEvXP3MS5Y+PHCMgyyTBQiUvBQJ6tXf8+Ldf9/b0u958dGhPogdZ3rohT+huEJhYX3wnZcMrwtM",
-	"FKYwIzQrBZ4axYx6ANAUjMYmRYFEGDVhxIbgSxSQ8bmG9zMjV4Rm5DLDh4f3PZdqLvDThzdaLJVMIEkW",
-	"emlNVh5sVIJclEppskr5ip1qi06sDSu6RYyVmiyNVfhaoVENheAFCkUtfyTbbTM6Z1xoy0uvq3gxzvAK",
-	"M2iNAoMDe7BYHSkrM4cuq9M6Mi0aGdPuddpRGI+fPYt2j63Fvx2/DcufP79+qYdIRVRpdkyy7N1sdPLr",
-	"9nFnyfKTHXJz0YXoJhopQZgkSQNDdw85ZdXnRyGJ3uj8XzuTtbfXqAN++Q9MlN5LdaKeYGsfKkmWjK8y",
-	"TOd5dXOhCnO5C1ktUrmJ9KZe23HW3nGQECHIWv++QTzDcNs2qTfR20FPdzc9KOnFxgNB+Tuxfy9i/4iy",
-	"zAIHm2ZfQzbAPgdDWYrX3iS1OePO7COa/9LwOjXshkaGrGdM/sFPyzJJUMrw4hunsh3vdqfRBv6rNSqs",
-	"+TB2d9hFSmSOoOfUPtVEWJm8mvL0Jba9rNbJ9VwaZq3DLgLYOGPr//r07pfAjZutQf8CVyQrMQKptM4y",
-	"DgTr48AULtcKjRGv/xhtst31eM7HbkmtxycfyeqttVhG1oUxo/NSYK+U0RaqLEiCt2JyXtTX2mEsa+6W",
-	"79yoINfa2+WgS2Q0UkQubwF4h8bskiF68PDnLMSQmLaP9DBbC8HbEDgUbR9R8uzK2uEdIRvm2/5fekZV",
-	"WN2ONW/jzXRtkKLaV9BgwU3fbL0H743us56rrSfQVpQbG7JOqLTth9kUnbnzUtkFe86zJQr3EX0d9DWS",
-	"pOvg24R2E7QQ0l4iSd+gUihug6NEIFGYnqkwBp3PcKs6doKu0mSVHBqiMqw07Vmcpj2uYXchp5rS+g2Q",
-	"4Jy7OKcQPC0TFJ/Ky+EaMjiT0QwveMlUmOqUIInjxJ2r7Ks804DmDDOo7+7sEmTrNFsbcoTRRpdPS97J",
-	"bifZ945S2mRbX76HXgU8HrjZNPwLMqeMVDTRXiqjOe05IT6bSQz+1sG3naMeENqx4opkm+Qs+EpCri8x",
-	"+lqsjCMvMwGbaNeiNY6qyVv7DMFQOzDaGKjNz+1EZR8LzfufSDLrNe4YvESRS2JFd2NUMWacG5qGqGw+",
-	"hkwoafwuYYG7Ya4tDBTrUTQqWfN3Kghlekxo/isUsk9QrLhYovhC0wHn74CJmh2H0PRGW6GvrhWytNcs",
-	"c17Qljvzz8+fDvDeb1+uT4cOv3rgdUEFSiuq97lBhn/74ub7QoZNyHD1ai8IBDJcYRrm7OHqutqIfwWo",
-	"pu5A5eMosMsQSVT2ROeCAEY6R17cgIvaiTW2Xn1tWZ3Ao/HjZ88gWRBBEi02gM8g/vVs/Hcy/ufx+C9f",
-	"JuOLOAK8TrBQUxZPYnPNiCcTG25YQ0IY4wouEUiaCpQSU6AMCHz++AYKohaHJm6w/QpdEC15Nej/c+At",
-	"Pr5oQ/L///fXycXO3yedb/90+IeQmm/5OwIo1N9HGm82CDtzzkgXXQhs6YE38R/BXfhO6FsYbx6btfdv",
-	"N72iagFNKH5j+N5q9j0vCky9i+ampr2T8VWbvi8yQvM+7u23uW5jhocsobat1MiAroXk6eBN2EMM30bg",
-	"Xc319pl/Pn9hTzynieCVJonubNTTdBft/W6DD7TBq/UG2M9tEvSJsyLYfrL0th0kwlL2hFdaToue0IpE",
-	"hNoHsHHYt3RWt9dyQtqk/cQv7YfYLrXOOEn3IN4OLfWFi8gSGcwEz13kaInM5sCASdQY3dZBNRSHHiF2",
-	"Fdnnz69fNoos4AtsKa7j8V/IeHY2/vni259vxv7Hp/t8fPT4pkdjbbDB5v08xbQsYIlroEzS1OYV1VRy",
-	"CnNkKDShw2qBrJslFVDNt3XjaULvNbUvy9kMxVtyHUB6ou0l55N1h6bnc0Pk8BG1Vh2mXivG3BnM6gob",
-	"82Q/CsIBib6L39Y4g1N5A4Wme9pdo7Y/7rzaLnfC6cjXLz8xssQ9lMqgtXb7SPtdfRs3T/O8Eeqlja5r",
-	"6WxpxXztQgYXYW5KcCjEuzRQ64kvIbXdRvG5N1+F5p4wTH3DbXATojbjr97lt023uVnxmsreH/PGbhp8",
-	"nJ0NVYs3arRacct+FKFZwFjb6jntsZpYH1k9aLygx7PvPEcydEa+T3lTChQ7XOoFslQvsSEo9WVzjaq6",
-	"zaZwuTbqwZzGOOepy0AN+L88J9oOf0wrHbJ2jjmQIn9zm4ceMuOYjSYGghm+xVadUY3VXop6V/RkhaLJ",
-	"ubYTQYYzBbxUxjqRQJX0bq/de4MLVX5EhUyP/uQ5krakwfnI+NDhII/xUszIGtP3gutLU/Bgq/y9Jl9u",
-	"RTTIlzjjApuE8gOT07cDpuzr2UwZ5fwRlXCbDAgLloi1AeAV05KzR2wYQ/mchvwEddbhE5tr2Ot0C8KZ",
-	"k+tP9J+BaQ+OD11YNwJN8chmXCRG7Oyc8W+EKg3s4BMsBOWCqnUYjAWdL1BY/pImN914VVOXMXq5hpqs",
-	"jzRRQ8EL6WPi0XE3nXJcf7UJjKgIcOuJiL3J1FxpXmoyDNQvSDjQIB2eOqTvRLOZ7U3l+e8g7cnh9u0H",
-	"Z1Qq20Zdz/eBbkVZylc/GQNiG6M17sG8lMaH97WkqG7Bcjc7JFWtSwIeiy2S5z6lzfeVElt5fSjbbmfV",
-	"++SdXfyyiwN66Xk3ce5SxdWOfQS3lm/B2uDZgrBJMcFzD9FMB9QA4qIt1Bs4jRAlBY8+pPfPtaH//XP+",
-	"9o3fXyFT5wb275P6Z+4/GvzQndpoJuMYgIxKBXxmddX++VDfLSXQYbyHAqph7woUdTi6U/tSlHIRO5Mv",
-	"Nvf6GA4yukQ40j8dginQQ5hlRIH+HQ5io9zjCOIaFPvBOMviaMriFsz6R+dwig9PISbJslrRRqAxS00k",
-	"6YgkS1s38ptLUX0ox8o9Jb/uV6Z3K9bZ3xe6lwfz/pNy+zzt/2L/5Q5nY/VF4+7RbDiKRiRZhqufWrJC",
-	"/7pDGvRqBV6JieGEHhQyAaLPKas+b3JAtQGTQTDU2emxZA8Ge3yX3i53ImpnGkMgAiTLTN0Kgc5tGohy",
-	"3meic3+CcwX6bqz8C9LNW27gvSN8Qz2s95ti3rDywNxz/VSzZugcjDA2lfa1DLtHERYQYDfmWGZ8kyvP",
-	"IBW8GFMGAouMJJgjU3Xew4cSkcHbD64aawLnCyphRjMEatW+NpozBFtup7W/EqVa6AmmzPqlBC8VRiCs",
-	"vNJ/WH40coAYJIEtuDqIr8df9Ypj+3V8AkV5mdFEDyKpKR2NpmwlqEL7wX5vvoiApDllrrDV5oCBVOWl",
-	"rNcGU6xopIbtULBAC92RXW/KlKlAowzmyI6M26OJOpk4H1WTKZuyF5xdWTNfY4EoWPAsNVjz9nwyZWMw",
-	"2XPWgxJ/m1oumo5OYDqaTCbT0U08gbd1RaVWuRHk1FxF/PpKa1xF1pC1RcyPnz2bMmgl8QjgpTKhs24y",
-	"j9mu6XBQDdcC3RiCEgiTKxTw9PjYPGYLN/XcrpxzAmdQpahVxYVukIRn19cguUVCklEtFW2F3ilQpYnE",
-	"UAEQkDTTlOXYYqJxc14VZ1v81EXblEGdlaCNeIWCZBD/PT41he1x7T6NTVm0n7hg5n1P1AKaLhZm8s8f",
-	"34xTTHiKqXnm1bUSpKHFJa4l5GTtUpowtVhSNMfTel9WaUHJloyvmBlj7VxFlZaHI8sumgz+ykdeouDo",
-	"ePJocmw98shIQUcnoyeT48kTcw9QCyOZjkhBj64eaevZyAYuA26muL57xnDABcQOn/Eh5PzKmeJVMwZX",
-	"LG56BTT5zwf2RC5JslwRkcpDfepTJmy9i53BtqTgLLFR2NWCZ6apQIGOjEwtebLEdAKxDVTFEJjBiAGN",
-	"5tqrZMuja9/9HyXEza3elKiXElMoi0g/xLxdVfDb7UyZvuKPM3PHt3MZ6rWV1ZpPIU6zrzF4j0kgymzq",
-	"1C0agnkyZWcwp1fIIHZGfVx7yjrYFchUBKb0VmsBNwG8RzE2dyxeqoTnzoFK2ZTp8Y+Pj+GSp2tLOrUd",
-	"o3XP6CxZ+pnTRmr9xNP1vdXjeiWEN20F5izuVl354+PjvVYeWn/ZZyNtlgnrO6uon35q4QnNXsN95BXD",
-	"30SjZ0OG+JXaZsyT3WP8amlTjFzmORFre4iulBPNndsR7sTEf+bSVXtqw6Ct7kYno0admTk9kXB0WTW9",
-	"CQuG11aUa8lsCpVNPqafCZqiiIBnKTYNcqwzX4v3mocN2VZSe8rkklqeX2tBTDSr+RLIEvnMGgIkR79l",
-	"BWu+TUiWnVgO01NMmRlXaZBKhJ3AjGQSra6ishEamFpVYLwMBk6NVqvn62rtKYtb/oW4KtjW8sIqZb3q",
-	"BM6q1BFDcw0Uv17EPRz5k+sM9ED82Kpy/sGYEgoUBq+RPnDTBcKS2o/JraabTt09yvXS8e4Hd2DhJm+r",
-	"l4XPYFZmWWWHn0A4rGuLPQ1Ze7HdCbwwRpFsVKvlIyWnrE6G8/jT5FA5S3MCcR3Ni49iReQyhrpdE3f8",
-	"Yu8SMsQkdeHjB6/Zz32zykZ16gPwysD1+/t/GJlnK3OrE6+9KT8GP1g6AldNoC8VjiANublsBZ8RGsre",
-	"jx28sgR59M38f9Mk+rQ8WYbIbILQi07Sqt+srsfX2Dxy1HQMu4l2PtzpgXZz8bDE1VvC2kNmzrj8bpTV",
-	"ohILIpC6vqRz6TAtrKwAs3R04KRRq/mWPOwQkk8TQXIyd/whlHRkUxeOvpn/9yWsn3kdN3xAAmtap/1O",
-	"jQ9PjVqXG2L4XjR31CSUHX2r/745koitG36bGj8hLlv4f9+uMPlNEGO7JeKdaXHvchZzqm/5FabnfJBP",
-	"eqOJyb7O5W0e5LJISU/26eAy/m39SKr5uxsPpCE+AG8+PX66e0jd4u3uzPy26ivbcWM5Fm5M2IJI5XSM",
-	"M7kCN+0hDL6fjdLl8i47dxx2ir9i6Ynpeho7b1Yv4Ke2RaDxiVYPO+9dRrx7O1FTxkWVsUWVcQW2+0BO",
-	"wK4c276Xxty/5Gphndr0CtkEPjOTIWDc4DhDgSzBaMq8dqJN11rTf9I4DjW2wDb/5TxqOtha74NzqKWh",
-	"a8KGaPtuEu3i9leStmyqj0d/mHGREzU6GWn2HCuboxRIln7F+mRDgH3v90Kzr2Rtzv7zhlDr1lL2C0vE",
-	"5XnfrndF44iYozr30bxfe55hIrYBcXPJEBb+7UStFU+eA3FWXQkfWLr694N+K8meS0uY+A137yJY7k1W",
-	"+Ds531dubFB1aK6L36AEYbhqbXYzt4KvtguX++iK1IKiveb3YeU7cuYLE4QF2yK60cJNe2i/53fVHVpZ",
-	"3bxGdU886pJB5hjgwDdUqqZ/jtzkuFBr46p6ar/m39/usdP99jn9gul95+v6yLN1FSy3cUcBZKZQ2L7t",
-	"julDMMy6rcaHiYshADiDcRcEit9q/dBUVY+jZraqGOnkkcko26fXfHgJ1z4puMaudt4P6UTpdKvqiaMU",
-	"Ltf4X+E0qQPjzQ1ERsBwhVLViR42RujJE9cNMyxDTHd3X4SY28DRNxdJvzlC01qo/770CZW9dpiY+lrb",
-	"HegSB6oou30JwoJnKWVzL0ivuCZz/VEB4yv4E8QuKySesrpB/PPjQxsEdLNxUSd0uBdx9MQlQzca2yjJ",
-	"ZDz2CMD2yxCa5gv9r0PYL8n84mGCLYGuUzebfefvk11Cjad+I5r5zjEVuy1HyBm9qtJjXFibSqCpz2Lm",
-	"130UdcELT1F3OSrDRHmBQeleQVPH/AC/liSTfhQQDozHwDgKTIKQG2Nq/ezjU+Yihf6jUcOCWrq53AC1",
-	"4nCJmlsrsnfZPZe4IFcoofJDTJmt6F3R1L7ExGRhkcxkDFHhWT1Rq0QRqoKhKqXhFUkWlUybsoQIQV0x",
-	"rCt7CHHze178UmHg3FbqDrBp/Prefi4eqC9dgfBe8+y42tj0hQEPmjdbDHiuek/HgEfb3p4BA6q3TQ14",
-	"dOMFK3uOMa902cfXLXsd3dvlgn0BxU00emyv9xul7baLI69KL38cufaeF0ASwaVsxfrqbB2bRtfIGcLS",
-	"Iy6MEPHFnZZe+wk764P1g3tB0Wd6akn3vqSmzEnG0PJxVvm7deaHcdBu+kUi4+FkXE2ZdXJWbQjs5czk",
-	"MwujnpzgowJsNSHYvh6nEJs0rhgSUrSyGqXD45RpYWdH5xM4yzJr7mDqgywXZh3m9MjrtEea3S6GuVck",
-	"6Hfp8rt0eUDpYpLuCVsDZnROLzMv/nMgD3u8kneVJ03g1o/b9kqZ87oGciP8XOVRt3tZwYFm3frhAoUf",
-	"1aqGH05Z09y/FmJOfjRiw/kUurJqAq+MRHZtsqzFXN1tpuzx8VMrphk3ycgn9SWoTvupQYrcNhaY2UxQ",
-	"TVTYtBaNnJCbMivlgCSKXmFUvw7KUZ4+4giaN2W5t2FFxtDLib6VM8IS7BFmt4+D3yW0/bsEvJsE/F2m",
-	"bcg0zawMr5WrpDAirhXZvossK+WWJPEPrp0La1kT2pZwJTVaVNkOL3oid41qZNPcvMlO36Ia+TNlOWdc",
-	"cUYTkBq3LEFgZX6Jwm/kR5lEYd7i5eXTRiB503DEJA4DlZDwPKcmxJ2imMAZtEr0gGR683Xs3GWa2yie",
-	"B2ztx6n7q8VG5NkqDC7onDKSea8FsLFsDRHXGwOBBRLlb8Jks1fFZAeqfoHiijJ5ODFlYa4qxODPhcTt",
-	"djR2FZ+jEZ0H1mK0vxye2uMvpSmr6eYcT1nstaOMwVaU1F0nSalv0spsMLU9KIGzbK1tTdd40LVvrlsX",
-	"xhqsKQsV5AZlbykXb5uWtQ/hbvJbLg6KYT26/xR4r+fhv1sOvN56663JxncjIOei9hm1hUZLRGmZE5JR",
-	"TaFmS0ZVL2eUW3M0O+UtKeYF16d9CrHrxufI2nXii0FhlsFqYTlM8hybl1EKzPkVGh9bKPfzzvekh4wj",
-	"hLoj/qaTMD0ngFYVvs+uiTJUiZn6CFMkKbgSPZ+wakLZlpYZhcOTf0X1I5yq6RHZc5o2WPpjZJK8q5Jr",
-	"m3N3pQK2ppiXTO1xtuFYkukGIvuTQj5iwkVqeiY9kJ5q9WN6AEXVTSDZ3rYgwSGtIpokiWrIkAwIYXBp",
-	"+4D+APRnjx4IFHUrLzBtqeyrtAOJoY6Y9rCtPaNsSxFXlkHTm8RZeFUpmffSW28yrWmZ/jnlJjJJkqVx",
-	"bLDqTj5llZHKRVUVLxXJqjCS4FnmPLBW5V3qKYw70tnAj4+Pne27EdWE99ZSte23OesY200PKTioTeLa",
-	"jeDZ1hFQZS1nxm302JrlzWyHTa34ka3NJslS+gXaVX22tnnb7WTsy8sHGqyvrjEpFXrdTh5OHHTb8Xzn",
-	"orRQn5sAN9dXENMSXtOLKeRPlo2vXiCRP1Kd2llRZGtLQcY0dfctxXOakCxbd3i9poQhDL+oX03VZ1u4",
-	"l1c94Mm6FQKHWb2mqsHhAy9YvxlLE0/rbdydM3lDr5ChlO6tpCSl+tMpPDt+YjPQ93jrd/UKLv8c3bmE",
-	"jtA2irHQ2+Yv1torRaZRplRxcnSU8YRkCy7VyfPnTx4bA89N/a0KwLolbqL6G3O98T/zwv9InDetCuB6",
-	"pOZ9bSP63hf+exzqLxujqP1kK3/P+ynNvnbWNmMvbv4vAAD//w==",
+	"7H15c9s4lvhXeaXfVI39G+rIWTP2H1vuJD2b3aTjXDVV0/KGMPkkYUQCDABa1mT93bdwkAQpUIePTKem",
+	"/0ksiQAeHt6Fd/HbIOF5wRkyJQcn3wYFESRHhcJ8OisVP0uW+s8UZSJooShng5NBzq8Q1AIhKYXkAjiD",
+	"FDN6hWINhKWgyBKBcciQSIQjooY5l2rIWYLHg2hA9RxfSxTrQTRgJMfByYC4taKBTBaYE72oWhf6p0vO",
+	"MyRscHMTDX4iKllsAqRh0UtAjlKSOUpQHASqUjA4SnFGykzBo761L82k/so5uaZ5mQ9OHk0mk2iQU+Y+",
+	"RhVQlCmcozBAveBMljmKvwpeFmHg5vonWC24rJGmEWURRARCKTE9BcwLtQb946VEprdDmIT4y5f3n199",
+	"fvXl7buXr758iXu2kbTA8LfzB4Gzwcng/42b0x7bX+X4nQGTZL/oSfRuXmKGCt+iIilRZHM7JJNcHzcq",
+	"SwNma3+UIMvL+jGQiggFBadMyeYElCh7CSBtL7uDDswez4kytGCmK/SHera5w4HAryUVmA5O9Nr74qTG",
+	"xTkRiuoNbVmqqJ65x+XkJtqTjNAcykJTtlpQCTlha6gXl0AZcIZQ8GIPkm/G3YHu35dY4hbMfNW/3x0r",
+	"Hz3C+lnwfBM3MeOr2LANfKI5SkXy4hRWlEngVyhapPmWp9iDFNldqIOaN8jmerPPn9bokEpQNt8A0yyy",
+	"AeZqgQKBgF4udSLBMIrUEpQ0hwlUwYJILUKdsJhxcQIxybIYjjTTXeKcMkbZ/Bi4mLKY4SqGI8ZXp6D/",
+	"HnKWrWOgEggDklEij0fwaYEwo0IqSDGhUq8zMzirIKHJUo6mbA/sOCQ22EGmyeTXwSAakCzTg3Bl/zWg",
+	"DC5CGNNnxUu1iaiMs/mw4FkGKZI0oww1dec0y6jEhLPUkylPJpPJpI/MlVshSOPP9UifyidBKv8boVtB",
+	"LJmiGZBK9QARgl6h1OQYu/VjKIiUKHugXOkVtgq8G81EsuBMT3LybfATST/g1xKlgSzhTCEzf5KiyGhC",
+	"NJDjf0gN6bc92e2VEFzYpTrKnmQzLjTFcgGUXZGMpkBZUapTYFwtKJvDikhIFoTNMR3cRINfuPqZlyx9",
+	"eOAYB1kmCxAoeSkS1Kuf8+Ldf9/b0ue8+OBQH8SOMzj0wh9RXKGwsD74zkuG1wUmClOYEZqVAk+NOkY9",
+	"AGgKRk+TokAijHIwYkPwJQrI+FzD+5mRK0Izcpnhw8N7zqWaC/z4/o0WSyUTSJKFXlqTlQcblSAXpVKa",
+	"rFK+YqfajhNrw4puEWObJktjC75WaBRCIXiBQlHLH8l2i4zOGRfa3tLrKl4MM7zCDFqjwODAHixWR8rK",
+	"zKHLarKOTIsGxqB7nXYUxuNnz6LdY2vxb8dvw/Lnz69f6iFSEVWaHZMsezcbnPy6fdxZsvxoh9xcdCG6",
+	"iQZKECZJ0sDQ3UNOWfX5UUiiN5r+185k7e016oBf/gMTpfdSnagn2NqHSpIl46sM03le3VeowlzuQlaL",
+	"VG4ivanXdpy1chwkRAiy1r9vEM9+uG0b0pvo7aCnu5selPRi44Gg/J3Yvxexf0BZZoGDTbOvIRvgkIOh",
+	"LMVrb5LanHFn9gHNf2l4nRp2QyP7rGcM/b2flmWSoJThxTdOZTve7U6jDfxXa1RY82Hs7rCLlMgcQc+p",
+	"fayJsDJ5NeXpq2t7Wa2T67k0zFqHXQSwccbW//Xx3S+BezZbg/4FrkhWYgRSaZ1l3AbWs4EpXK4VGiNe",
+	"/zHYZLvr4ZwP3ZJaj48+kNVba7EMrONiRuelwF4poy1UWZAEb8XkvKgvs/uxrLlRvnOjglxr75R7XR2j",
+	"gSJyeQvAOzRmlwzRg4c/ZyGGxLR9pIfZWgjehsB90fYBJc+urB3eEbJhvu3/pWdUhdXtWPM23kzXBimq",
+	"PQQNFtz0zdZ78N7oPuuv2noCbUW5sSHrekrb3pdN0Zk735RdsOc8W6LwENHXQV8jSbpuvU1oN0ELIe0l",
+	"kvQNKoXiNjhKBBKF6ZkKY9B5CreqYyfoKk1WyaF9VIaVpj2L07THIewu5FRTWr8BEpxzF+cUgqdlguJj",
+	"ebm/hgzOZDTDC14yFaY6JUjiOHHnKocqzzSgOcMM6js5uwTZOs3WhhxhtNHl05J3sttJ9txRSpts68v3",
+	"vlcBjwduNg3/gswpIxVNtJfKaE57TojPZhKDv3XwbeeoB4R2rLgi2SY5C76SkOtLjL4WK+PIy0yYJtq1",
+	"aI2javLWPkMw1A6MNgZq83M7UdnHQvP+J5LM+oo7Bi9R5JJY0d0YVYwZ54amISqbjyETShq/S1jgbphr",
+	"CwPFehANStb8nQpCmR4Tmv8KhewTFCsulii+0HSP83fARM2OQ2h6o63QV9cKWdprljkvaMud+efnT/fw",
+	"2W9frk+H7n/1wOuCCpRWVB9ygwz/9sXN94XsNyHD1auDIBDIcIVpmLP3V9fVRvwrQDV1ByofR4Fdhkii",
+	"sic6FwQw0jny4gZc1E6sofXqa8vqBB4NHz97BsmCCJJosQF8BvGvZ8O/k+E/J8O/fBkNL+II8DrBQk1Z",
+	"PIrNNSMejWy4YQ0JYYwruEQgaSpQSkyBMiDw+cMbKIhaHJu4wfYrdEG05NWg/8+Rt/jwog3J///fX0cX",
+	"O38fdb790/EfQmq+5e8IoFB/H2m82dDrzDkjXXQhsKUH3sR/BHfhO6FvYbx5bNbev930iqoFNAH4jeEH",
+	"q9lzXhSYehfNTU17J+OrNn1fZITmfdzbb3PdxgwPWUJtW6mRAV0LydPBm7CHGL6NwLua6+0z//zphT3x",
+	"nCaCV5okurNRT9NdtPe7Db6nDV6tt4f93CZBnzgrgu0nS2/bQSIsZU94peW06AmtSESofQAbh31LZ3V7",
+	"LSekTbJP/NJ+iO1S64yT9ADi7dBSX7iILJHBTPDcRY6WyGzmC5j0jMFtHVT74tAjxK4i+/z59ctGkQV8",
+	"gS3FNRn+hQxnZ8OfL779+Wbof3x6yMdHj296NNYGG2zez1NMywKWuAbKJE1tNlFNJacwR4ZCEzqsFsi6",
+	"uVEB1XxbN54m9F5T+7KczVC8JdcBpCfaXnI+WXdoej43RO4/otaq+6nXijF3BrO6wsY82Y+CcECi7+K3",
+	"Nc7gVN6eQtM97a5R2x93Xm2XO+F05OuXHxlZ4gFKZa+1dvtI+119GzdP87wR6qWNrmvpbGnFfO1CBhdh",
+	"bkpwX4h3aaDWE19CaruN4k/efBWae8Iw9Q23wU2I2oy/epffNt3mZsVrKnt/zBu7ae/j7GyoWrxRo9WK",
+	"W/ajCM0CxtpWz2mP1cT6yOpB4wU9nn3nOZKhM/J9yptSoNjhUi+QpXqJDUGpL5trVNVtNoXLtVEP5jSG",
+	"OU9d3mnA/+U50Xb4Y1pJkLVzzIEU+ZvbPPSQGcdsNDEQzPAttuqMaqz2UtS7oicXFE2mtZ0IMpwp4KUy",
+	"1okEqqR3e+3eG1yo8gMqZHr0R8+RtCUNzkfG+w4HeYyXYkbWmJ4Lri9NwYOt8veafLkV0SBf4owLbNLI",
+	"j0xO3w6Ysq9nM2WU8wdUwm0yICxYItYGgFdMS84esWEM5U805Ceosw6f2FzDXqdbEM6cXH+k/wxMezQ5",
+	"dmHdCDTFI5txkRixs3PGvxGqNLB7n2AhKBdUrcNgLOh8gcLylzQZ6carmrqM0cs11GQ91kQNBS+kj4lH",
+	"k2465bD+ahMYURHg1hMRB5OpudK81GQYqFqQcKRBOj51SN+JZjPbm8rz30Hak+Pt2w/OqFS2jbqeHwLd",
+	"irKUr34yBsQ2Rmvcg3kpjQ/va0lR3YLlbnZIqlqXBDwWWyTPfUqb7ysltvL6vmy7nVXvk3d28csuDuil",
+	"593EuUsVVzv2EdxavgVrg2cLwibFBM89RDMdUAOIi7ZQb+A0QpQUPPqQ3q/LFzYZ+vXHd8M/P588gjF8",
+	"+PkFPHny5C+RdeRxYf7XNsBMWEOdZOAEwGn9G4F/coZAq7Kiz59eTNnR+VotOPujhDglChXNcUQln3GR",
+	"E3V0HAOfmYoFeoWgfzwewRnoJ4FkejY7ldbgOU0ZnS+UnnfUjQY8f9oOBkwC95ZP+pLz/fMdD81duEKm",
+	"PhnYv0/ao7n7afBD/gSjlW3lS0al0qdl9PThuWDfLR3SYTxI/c2wdwWKOhTfqfYpSrmInbkbG59GDEcZ",
+	"XSKM9U/HYEoSEWYZUaB/h6PYGDZxBHENiv1gHIVxNGVxC2b9o3O2xcenEJNkWa1oo++YpSaKNibJ0lL7",
+	"by4996GcSveU+HtYYeKtWOdwP/BB3tv7T0juizL8i323Oxyt1ReNq0uz4SAakGQZrvxqyQr96w5p0KsV",
+	"eCUm9if0oJAJEH1OWfV5kwOqDZjsiX0dvR5L9mCwx2/r7XInonamcASiX7LM1K0Q6FzGgQjvfSZ59yd3",
+	"V6Dvxsq/INW+5QI/OLq5r3f5ftPrG1beM+9eP9WsGToHI4xNb4Faht2jCAsIsBtzLDO+yZVnkApeDCkD",
+	"gUVGEsyRqTrn432JyODte1eJNoJPCyphRjMEatW+vjBkCLbUUGt/JUq10BNMmfXJCV4qjEBYeaX/sPxo",
+	"5AAxSAJbbHYUXw+/6hWH9uv4BIryMqOJHkRSUzYbTdlKUIX2g/3efBEBSXPKXFGvzX8DqcpLWa8NplDT",
+	"SA3bk2GBFrqxXW/KlKm+owzmyMbG5dNE3EyMk6rRlE3ZC86u7BVHY4EoWPAsNVjz9nwyZUMwmYPWexR/",
+	"m1oumg5OYDoYjUbTwU08grd1NalWuRHk1FzD/NpSa1xF1pC1BdyPnz2bMmglMAngpTJhw24ik9mu6elQ",
+	"DdcC3RiCEgiTKxTwdDIxj9miVT23K2V11xuTnlcVVrpBEp5dX4PkFglJRrVUtNWJp/pWRSUYKgACkmaa",
+	"shxbjDRu6pudxU99m6MM6owMbcQrFCSD+O/xqSnlj2vXcWxKwv2kDTPvOVELaPp2mMk/f3gzTDHhKabm",
+	"mVfXSpCGFpe4lpCTtUvnwtRiSV/vTut9WaUFJVsyvmJmjLVzFVVaHg4su2gy+CsfeEmSg8no0WhioxHI",
+	"SEEHJ4Mno8noibkHqIWRTGNS0PHVI209G9nAZcDFFtf37hiOuIDY4TM+hpxfOVO8aj/hCuVNd4Qm9/vI",
+	"nsglSZYrIlJ5rE99yoSt9bEz2CYcnCU2Ar1a8My0USjQkZGpo0+WmI4gtkG6GAIzGDGg0Vx71GxpeB23",
+	"0JfsxqNhyvNLiSmURaQfYt6uKvjtdqYs1ayfGf+GnctQr60q13wKcZp9jcF7TAJRZlOnbtEQzKMpO4M5",
+	"vUIGsTPq49pL2MGuQKYiMGXHWgu4CeAcxdDcsXipEp475zFlU6bHP55M4JKna0s6tR2jdc/gLFn6WeNG",
+	"av3E0/W91SJ75ZM3bQXmLO5WTf3jyeSglfetPe2zkTZLpPWdVdRPP7XwhGav4R57jQBuosGzfYb4Vepm",
+	"zJPdY/xKcVOIXeY5EWt7iK6MFcH6g8yJjkzsay5dpas2DNrqbnAyaNSZmdMTCePLqs1PWDC8tqJcS2ZT",
+	"pG1yUf0s2BRFBDxLsWkJZAMZWrzXPGzItpLaUyaX1PL8WgtiolnNl0CWyGfWECA5+u06WPNtQrLsxHKY",
+	"nmLKzLhKg1Qi7ARmJJNodRWVjdDA1KoC42UwcGq0Wj1fV6pPWdzyL8RVsbqWF1Yp61VHcFalzRiaa6D4",
+	"9SLu4cifXC+kB+LHVoX3D8aUUKAweI30gZsOGJbUfkxuNf2D6n5ZrnuQdz+4Aws3OWu9LHwGszLLKjv8",
+	"BMIhbVvoasjai2uP4IUximSjWi0fKTlldSKgx58mf8xZmiOI60hmPI4VkcsY6gZV3PGLvUvIEJPURZ/v",
+	"vfZG980qG5W5D8Are67f3/vEyDxblVydeO1N+TH4wdIRuEoKfalwBGnIzWVq+IzQUPZh7OCVZMjxN/P/",
+	"TZPk1PJkGSKzyVEvOgm7fnu+Hl9j88i46ZF2E+18uNP17ebiYYmrt3y3h8yccfndKKtFJRZEIHVtTefS",
+	"Ydp3WQFm6ejISaNW4zF53CEknyaC5GTu+PtQ0timbYy/mf8PJayfeR0zfUACa5rF/U6ND0+NWpcbYvhe",
+	"NDdukunG3+q/b8YSsXXDb1PjR8RlC//n7eqa3wQxtptA3pkWDy7lMaf6ll9h+onv5ZPeaOByqHN5mwe5",
+	"LFLSk3m7dwuDbb1Yqvm7Gw+kYD4Abz6dPN09pG5vd3dmflt10u24sRwLNyZsQaRyOsaZXIGb9j4MfpiN",
+	"0uXyLjt3HHaKv2LpienzGjtvVi/gp7Y9ovGJVg87711GvHs7UVPGRZWtRpVxBbZ7YI7Arhzbnp/G3L/k",
+	"amGd2vQK2Qg+M5MhYNzgOEOBLMFoyrwGqk2fXtN70zgONbbAtjvmPGp69lrvg3OopaFrwoZo+24S7eL2",
+	"V5K2bFJ+MtLWiGD9oMm+fsX6xEOAg+/3TnOocG2O//OGXOuWkvbLS8Tlp75d7wrIETFH1Ur7Oqw70X5S",
+	"tgFxc8kQFv7tpK2VUJ4PcVbdCh9YwPpXhH5DyZ5LS574/YbvIlvuTVz4O/l0C9GxQdih6S5+g0KE4aq1",
+	"380MC77aLl/uoy9UC4r2mt+Hm+/InC9MKBZsk+xGFzcNsv1e51V/bGU19BrVPbGpSwmZY4AJ31Cpmg5C",
+	"cpPpQs2dq/qxw5qef7vHDv/b5/RLxg+dr+spz9ZVyNxGHwWQmUJh+9Urm9IdgmHWbba+t8TYBwZnOe4C",
+	"QvHbghCarer11ExYFWWdPDLZZYd02g8v4dpIBdfY1db8IR0qna5dPTGVwuUd/yscKHWQvLmNyAgYrlCq",
+	"OunDxgs9qeK6goYliely7wsSczMYf3NR9ZsxmhZL/Xenj6jsFcTE19faAEGXRFBF3O0rIBY8SymbewF7",
+	"xTWl648KGF/BnyB2GSLxlNWN8p9Pjm1A0M3GRZ3c4V5D0hOjDN1ubMMok/3YIwbbr4JomlD0vwzisITz",
+	"i4cJvAS6b91s9t+/T3YJNeD6jejnO8dX7LYcIWf0qkqVcSFuKoGmPouZXw9R1wUvPHXd5agME+UFCaV7",
+	"AU8d/wP8WpJM+hFBODLeA+M0MMlCboypebSPT5mLGvqPRg0Launm8gTUisMlam6tyN5l+lziglyhhMon",
+	"MWW2snlFU/sKF5ORRTKTPUSFZ/tErVJNqAqnqvSGVyRZVDJtyhIiBHVFwa4EIsTN57z4pcLAJ1uxvIdl",
+	"49c593Pxxu01PJkrlD5onh13HJvKsMeD5g0fezxXva9kj0fbnp89BlTv2trj0Y0XzRw4xrza5hC/t+x1",
+	"em+XC/ZFHDfR4LG952+U+NtulrwqQf1x5No5L4AkgkvZivvVmTs2pa6RM4SlYy6MEPHFnZZehwk764/1",
+	"A31B0Wd6i0n3tqim5EnG0PJ3Vrm8dRaIcdZuOkgi4+1kXE2ZdXhW7RjsFc3kNgujnpzgowJsVSXY/ian",
+	"EJuUrhgSUrQyHKXD45RpYWdH5yM4yzJr7mDqgywXZh3m9MjrtEea3S6eeVBU6Hfp8rt0eUDpYhLwCVsD",
+	"ZnROLzMvFnQkj3vck3eVJ00Q14/h9kqZT3U95EYousqpbvf0giPNuvXDBQo/wlUNP56y5iUHtRBz8qMR",
+	"G86z0JVVI3hlJLJrF2Yt5upuM2WPJ0+tmGbcJCaf1JegOgWoBily21hgZrNCNVFh02I1ckJuyqyUA5Io",
+	"eoVR/VosR3n6iCNo3hjm3goWGUMvJ/pWzghLsEeY3T4mfpcw9+8S8G4S8HeZtiHTNLMyvFauqsKIuFaU",
+	"+y6yrJRbEsbfu7Y2rGVNaFvClddoUWU73eiJ3DWqkU1z80Y/0+Wglj9TlnPGFWc0AalxyxIEVuaXKPyG",
+	"hpRJFOZtZl5ubQSSN41XTBIxUAkJz3Nqwt0pihGcQatcD0imN1/H0V3WuQ3necDWfpy6z1xsRJ6tyOCC",
+	"zikjmfd6BBvX1hBxvTEQWCBR/iZMZntVWHak6hdJriiTxyNTIuYqRAz+XHjcbkdjV/E5GtF5ZC1G+8vx",
+	"qT3+UpoSm27+8ZTFXlvOGGx1Sd19k5T6Jq3MBlPbixM4y9ba1nQNGF0b67qFY6zBmrJQcW5Q9pZy8bZp",
+	"3fsQ7ia/9eRekaxH958O7/V+/HfLh9dbb70z2vhuBORc1D6jttBoiSgtc0IyqinabMmo6iWVcmu+ZqfU",
+	"JcW84Pq0TyF2XQkdWbuOhDEozDJYLSyHSZ5j81JOgTm/QuNjC+WB3vme9JBxhFCXyN90QqbnBNCqwvfZ",
+	"NVGGKklTH2GKJAVXrucTVk0o21I0o3CQ8q+ofoRTNb0ye07Thkx/jJSSd1WibXPurmzA1hfzkqkDzjYc",
+	"SzKdQWR/dsgHTLhITf+kB9JTrd5MD6Coupkk21sYJLhP24gmVaIask8ehDC4tP1QfwD6s0cPBIq6pRmY",
+	"FlX2leKBJFFHTAfY1p5RtqWgK8ug6VPiLLyqrMx7+a83mda0TP+cchOZJMnSODZYdSefsspIdS3OgIBU",
+	"JKvCSIJnmfPAWpV3qacw7khnAz+eTJztuxHVhHNrqdo25Jx1jO2mnxQc1SZx7UbwbOsIqLKWM+M2emzN",
+	"8ma246ZufGzrtEmylH6xdlWrrW3edmsZ+xL3PQ3WV9eYlAq9zicPJw66rXm+c4FaqOdNgJvrK4hpja/p",
+	"xRT1J8vGVy+QyB+pZu2sKLK1pSBjmrr7luI5TUiWrTu8XlPCPgy/qF/R1WdbuJd4PeDJuhUCh1m9rqvB",
+	"4QMvWL8hTBNP663knTN5Q6+QoZTu7awkpfrTKTybPLHZ6Ae8/bx6FZl/ju5cQkdom8ZY6G0jGGvtlSLT",
+	"KFOqOBmPM56QbMGlOnn+/MljY+C5qb9VAVi3xE1Uf2OuN/5nXvgfifOmVQFcj9S8r21E3/vCf59F/WVj",
+	"FLWfbGXxeT+l2dfO2mbsxc3/BQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
