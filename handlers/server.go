@@ -14,6 +14,7 @@ import (
 
 	"github.com/queenforgo/queen/gen/api"
 	"github.com/queenforgo/queen/gen/db"
+	"github.com/queenforgo/queen/handlers/auth"
 	"github.com/queenforgo/queen/handlers/waiters"
 )
 
@@ -45,6 +46,9 @@ type Config struct {
 	// PushFlushers is how many group-commit flushes of each kind (push,
 	// ack) may run at once.
 	PushFlushers int
+	// Auth, when set, guards every route with JWT authentication; nil means
+	// auth is off and every client has full access (JWT-14).
+	Auth *auth.Authenticator
 }
 
 // ConfigDefault fills the zero fields of a Config.
@@ -128,8 +132,9 @@ func (s *Server) Drain() {
 	}
 }
 
-// Handler returns the whole HTTP chain: body limit, request validation
-// against the spec, the generated router and the strict handlers.
+// Handler returns the whole HTTP chain: authentication (when Config.Auth is
+// set), body limit, request validation against the spec, the generated
+// router and the strict handlers.
 func (s *Server) Handler() (http.Handler, error) {
 	validator, err := newRequestValidator()
 	if err != nil {
@@ -146,7 +151,13 @@ func (s *Server) Handler() (http.Handler, error) {
 		Middlewares:      []api.MiddlewareFunc{validator.middleware(s)},
 		ErrorHandlerFunc: s.requestError,
 	})
-	return s.limitBody(mux), nil
+	h := s.limitBody(mux)
+	if s.cfg.Auth != nil {
+		// Outermost: a request without a valid token learns nothing from
+		// the layers behind, not even that its body is too large.
+		h = s.cfg.Auth.Middleware(h, WithSubject)
+	}
+	return h, nil
 }
 
 // limitBody caps request bodies so that one client cannot make the broker

@@ -22,6 +22,7 @@ import (
 
 	"github.com/queenforgo/queen/cmd/queen/config"
 	"github.com/queenforgo/queen/handlers"
+	"github.com/queenforgo/queen/handlers/auth"
 	"github.com/queenforgo/queen/sql/migrate"
 )
 
@@ -45,11 +46,30 @@ func run() int {
 	for _, area := range config.SummaryAreas() {
 		logger.LogAttrs(context.Background(), slog.LevelInfo, "config: "+area, summary[area]...)
 	}
+	authn, err := newAuthenticator(cfg.Auth, logger)
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(os.Stderr, "queen: invalid JWT auth configuration: "+line)
+		}
+		return 2
+	}
 
 	// The first signal starts a graceful drain; stop() below restores the
 	// default handling so that a second signal ends the process at once.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+
+	// The auth mode in one line (JWT-2): off means open, and says so.
+	if authn != nil {
+		logger.Info("JWT auth ENABLED", "algorithm", cfg.Auth.Algorithm,
+			"skip_paths", strings.Join(cfg.Auth.SkipPaths, ","), "key_source", authn.KeySource())
+		// Fetches the JWKS, if one is used, and logs the outcome; a failure
+		// is not fatal, keys are fetched again on demand (JWT-6).
+		_ = authn.Start(ctx)
+		defer authn.Stop()
+	} else {
+		logger.Info("JWT auth disabled — API and dashboard are open (standalone); set JWT_ENABLED=true to require tokens")
+	}
 
 	pool, err := openPool(ctx, cfg, logger)
 	if err != nil {
@@ -68,6 +88,7 @@ func run() int {
 		MaxBodyBytes:            cfg.Server.MaxBodyBytes,
 		PushMaxBatch:            cfg.Push.MaxBatch,
 		Version:                 version,
+		Auth:                    authn,
 	})
 	handler, err := srv.Handler()
 	if err != nil {
@@ -79,7 +100,6 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "queen: PORT/QUEEN_BIND_ADDR: cannot listen on %s: %v\n", cfg.ListenAddr(), err)
 		return 1
 	}
-	logger.Info("auth: disabled, every client has full access (set JWT_ENABLED=true to require tokens)")
 	httpSrv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -139,6 +159,33 @@ func openPool(ctx context.Context, cfg config.Config, logger *slog.Logger) (*pgx
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// newAuthenticator builds the JWT authenticator, or nil when JWT_ENABLED is
+// off. Its error has one line per problem, each naming the variable (JWT-1).
+func newAuthenticator(a config.Auth, logger *slog.Logger) (*auth.Authenticator, error) {
+	if !a.Enabled {
+		return nil, nil
+	}
+	return auth.New(auth.Config{
+		Algorithm:           a.Algorithm,
+		Secret:              a.Secret,
+		PublicKey:           a.PublicKey,
+		JWKSURL:             a.JWKSURL,
+		JWKSRefreshInterval: a.JWKSRefreshInterval,
+		JWKSTimeout:         a.JWKSTimeout,
+		Issuer:              a.Issuer,
+		Audience:            a.Audience,
+		ClockSkew:           a.ClockSkew,
+		SkipPaths:           a.SkipPaths,
+		RolesClaim:          a.RolesClaim,
+		RolesArrayClaim:     a.RolesArrayClaim,
+		RoleAdmin:           a.RoleAdmin,
+		RoleReadWrite:       a.RoleReadWrite,
+		RoleReadOnly:        a.RoleReadOnly,
+		RoleWriteOnly:       a.RoleWriteOnly,
+		Logger:              logger,
+	})
 }
 
 func newLogger(s config.Server) *slog.Logger {

@@ -39,9 +39,23 @@ const (
 
 	PushMaxBatchDefault = 2000
 
-	JWTAlgorithmDefault = "HS256"
-	JWTClockSkewDefault = 30 * time.Second
+	JWTAlgorithmDefault           = "HS256"
+	JWTClockSkewDefault           = 30 * time.Second
+	JWTJWKSRefreshIntervalDefault = time.Hour
+	JWTJWKSTimeoutDefault         = 5 * time.Second
+	JWTRolesClaimDefault          = "role"
+	JWTRolesArrayClaimDefault     = "roles"
+	JWTRoleAdminDefault           = "admin"
+	JWTRoleReadWriteDefault       = "read-write"
+	JWTRoleReadOnlyDefault        = "read-only"
+	JWTRoleWriteOnlyDefault       = "write-only"
 )
+
+// JWTSkipPathsDefault is JWT_SKIP_PATHS when unset. Every entry is public
+// anyway; the list exists for parity with the reference.
+func JWTSkipPathsDefault() []string {
+	return []string{"/health", "/metrics/prometheus", "/metrics", "/"}
+}
 
 // Values of LOG_FORMAT.
 const (
@@ -98,16 +112,27 @@ type Push struct {
 }
 
 // Auth holds the JWT settings. Only their types are checked here; the auth
-// package validates algorithm and key material together.
+// package (handlers/auth) validates algorithm and key material together.
 type Auth struct {
-	Enabled   bool          // JWT_ENABLED
-	Algorithm string        // JWT_ALGORITHM
-	Secret    string        // JWT_SECRET (secret)
-	PublicKey string        // JWT_PUBLIC_KEY (secret)
-	JWKSURL   string        // JWT_JWKS_URL
-	Issuer    string        // JWT_ISSUER
-	Audience  string        // JWT_AUDIENCE
-	ClockSkew time.Duration // JWT_CLOCK_SKEW (seconds in the environment)
+	Enabled             bool          // JWT_ENABLED
+	Algorithm           string        // JWT_ALGORITHM
+	Secret              string        // JWT_SECRET (secret)
+	PublicKey           string        // JWT_PUBLIC_KEY (secret)
+	JWKSURL             string        // JWT_JWKS_URL
+	JWKSRefreshInterval time.Duration // JWT_JWKS_REFRESH_INTERVAL (seconds, at least 1)
+	JWKSTimeout         time.Duration // JWT_JWKS_TIMEOUT_MS (at least 1)
+	Issuer              string        // JWT_ISSUER
+	Audience            string        // JWT_AUDIENCE
+	ClockSkew           time.Duration // JWT_CLOCK_SKEW (seconds in the environment)
+	// SkipPaths is JWT_SKIP_PATHS split at commas, trimmed, empties dropped.
+	// Set-but-empty means skip nothing (CFG-2); only unset takes the default.
+	SkipPaths       []string
+	RolesClaim      string // JWT_ROLES_CLAIM: claim holding one role string
+	RolesArrayClaim string // JWT_ROLES_ARRAY_CLAIM: claim holding an array of roles
+	RoleAdmin       string // JWT_ROLE_ADMIN
+	RoleReadWrite   string // JWT_ROLE_READ_WRITE
+	RoleReadOnly    string // JWT_ROLE_READ_ONLY
+	RoleWriteOnly   string // JWT_ROLE_WRITE_ONLY
 }
 
 // Encryption holds the payload encryption key.
@@ -172,14 +197,23 @@ func Load(getenv func(string) (string, bool)) (Config, error) {
 	}
 
 	c.Auth = Auth{
-		Enabled:   l.boolean("JWT_ENABLED", false),
-		Algorithm: l.str("JWT_ALGORITHM", JWTAlgorithmDefault),
-		Secret:    l.str("JWT_SECRET", ""),
-		PublicKey: l.str("JWT_PUBLIC_KEY", ""),
-		JWKSURL:   l.str("JWT_JWKS_URL", ""),
-		Issuer:    l.str("JWT_ISSUER", ""),
-		Audience:  l.str("JWT_AUDIENCE", ""),
-		ClockSkew: l.seconds("JWT_CLOCK_SKEW", JWTClockSkewDefault, 0),
+		Enabled:             l.boolean("JWT_ENABLED", false),
+		Algorithm:           l.str("JWT_ALGORITHM", JWTAlgorithmDefault),
+		Secret:              l.str("JWT_SECRET", ""),
+		PublicKey:           l.str("JWT_PUBLIC_KEY", ""),
+		JWKSURL:             l.str("JWT_JWKS_URL", ""),
+		JWKSRefreshInterval: l.seconds("JWT_JWKS_REFRESH_INTERVAL", JWTJWKSRefreshIntervalDefault, 1),
+		JWKSTimeout:         l.millis("JWT_JWKS_TIMEOUT_MS", JWTJWKSTimeoutDefault, 1),
+		Issuer:              l.str("JWT_ISSUER", ""),
+		Audience:            l.str("JWT_AUDIENCE", ""),
+		ClockSkew:           l.seconds("JWT_CLOCK_SKEW", JWTClockSkewDefault, 0),
+		SkipPaths:           l.list("JWT_SKIP_PATHS", JWTSkipPathsDefault()),
+		RolesClaim:          l.str("JWT_ROLES_CLAIM", JWTRolesClaimDefault),
+		RolesArrayClaim:     l.str("JWT_ROLES_ARRAY_CLAIM", JWTRolesArrayClaimDefault),
+		RoleAdmin:           l.str("JWT_ROLE_ADMIN", JWTRoleAdminDefault),
+		RoleReadWrite:       l.str("JWT_ROLE_READ_WRITE", JWTRoleReadWriteDefault),
+		RoleReadOnly:        l.str("JWT_ROLE_READ_ONLY", JWTRoleReadOnlyDefault),
+		RoleWriteOnly:       l.str("JWT_ROLE_WRITE_ONLY", JWTRoleWriteOnlyDefault),
 	}
 
 	c.Encryption = Encryption{Key: l.hexKey("QUEEN_ENCRYPTION_KEY")}

@@ -88,7 +88,7 @@ func TestLoadDefaults(t *testing.T) {
 			RepollInterval:   time.Second,
 		},
 		Push: Push{MaxBatch: 2000},
-		Auth: Auth{Algorithm: "HS256", ClockSkew: 30 * time.Second},
+		Auth: defaultAuth(),
 	}
 
 	for name, getenv := range map[string]func(string) (string, bool){
@@ -104,7 +104,10 @@ func TestLoadDefaults(t *testing.T) {
 			"QUEEN_POP_REPOLL_MS": "", "QUEEN_PUSH_MAX_BATCH": "", "JWT_ENABLED": "",
 			"JWT_ALGORITHM": "", "JWT_SECRET": "", "JWT_PUBLIC_KEY": "", "JWT_JWKS_URL": "",
 			"JWT_ISSUER": "", "JWT_AUDIENCE": "", "JWT_CLOCK_SKEW": "", "QUEEN_ENCRYPTION_KEY": "",
-			"FILE_BUFFER_DIR": "",
+			"FILE_BUFFER_DIR": "", "JWT_JWKS_REFRESH_INTERVAL": "", "JWT_JWKS_TIMEOUT_MS": " ",
+			"JWT_ROLES_CLAIM": "", "JWT_ROLES_ARRAY_CLAIM": "", "JWT_ROLE_ADMIN": "",
+			"JWT_ROLE_READ_WRITE": "", "JWT_ROLE_READ_ONLY": "", "JWT_ROLE_WRITE_ONLY": "",
+			// JWT_SKIP_PATHS is the exception: empty means skip nothing (see TestLoadAuth).
 		}),
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -212,10 +215,10 @@ func TestLoadGoodValues(t *testing.T) {
 			"JWT_ENABLED": "1", "JWT_ALGORITHM": "RS256", "JWT_SECRET": "s", "JWT_PUBLIC_KEY": "pk",
 			"JWT_JWKS_URL": "https://idp.example/jwks", "JWT_ISSUER": "iss", "JWT_AUDIENCE": "aud", "JWT_CLOCK_SKEW": "5",
 		}, func(t *testing.T, c Config) {
-			require.Equal(t, Auth{
-				Enabled: true, Algorithm: "RS256", Secret: "s", PublicKey: "pk",
-				JWKSURL: "https://idp.example/jwks", Issuer: "iss", Audience: "aud", ClockSkew: 5 * time.Second,
-			}, c.Auth)
+			want := defaultAuth()
+			want.Enabled, want.Algorithm, want.Secret, want.PublicKey = true, "RS256", "s", "pk"
+			want.JWKSURL, want.Issuer, want.Audience, want.ClockSkew = "https://idp.example/jwks", "iss", "aud", 5*time.Second
+			require.Equal(t, want, c.Auth)
 		}},
 		{"jwt algorithm not validated here", map[string]string{"JWT_ALGORITHM": "ES256"}, func(t *testing.T, c Config) {
 			require.Equal(t, "ES256", c.Auth.Algorithm)
@@ -583,4 +586,75 @@ func FuzzLoad(f *testing.F) {
 			require.NotContains(t, fmt.Sprint(c.Summary()), k)
 		}
 	})
+}
+
+// defaultAuth is the Auth of an empty environment.
+func defaultAuth() Auth {
+	return Auth{
+		Algorithm:           "HS256",
+		JWKSRefreshInterval: time.Hour,
+		JWKSTimeout:         5 * time.Second,
+		ClockSkew:           30 * time.Second,
+		SkipPaths:           []string{"/health", "/metrics/prometheus", "/metrics", "/"},
+		RolesClaim:          "role",
+		RolesArrayClaim:     "roles",
+		RoleAdmin:           "admin",
+		RoleReadWrite:       "read-write",
+		RoleReadOnly:        "read-only",
+		RoleWriteOnly:       "write-only",
+	}
+}
+
+// The JWT variables of SECURITY-REQUIREMENTS §3.1 beyond the key material.
+func TestLoadAuth(t *testing.T) {
+	t.Parallel()
+
+	for _, tt := range []struct {
+		name  string
+		env   map[string]string
+		check func(t *testing.T, a Auth)
+	}{
+		{"skip paths split and trimmed", map[string]string{"JWT_SKIP_PATHS": " /status , ,/open/,/health,"}, func(t *testing.T, a Auth) {
+			require.Equal(t, []string{"/status", "/open/", "/health"}, a.SkipPaths)
+		}},
+		{"skip paths set but empty means none (CFG-2)", map[string]string{"JWT_SKIP_PATHS": ""}, func(t *testing.T, a Auth) {
+			require.NotNil(t, a.SkipPaths)
+			require.Empty(t, a.SkipPaths)
+		}},
+		{"skip paths only commas", map[string]string{"JWT_SKIP_PATHS": " , ,"}, func(t *testing.T, a Auth) {
+			require.Empty(t, a.SkipPaths)
+		}},
+		{"jwks timings", map[string]string{"JWT_JWKS_REFRESH_INTERVAL": "1", "JWT_JWKS_TIMEOUT_MS": "250"}, func(t *testing.T, a Auth) {
+			require.Equal(t, time.Second, a.JWKSRefreshInterval)
+			require.Equal(t, 250*time.Millisecond, a.JWKSTimeout)
+		}},
+		{"role names", map[string]string{
+			"JWT_ROLES_CLAIM": "scope", "JWT_ROLES_ARRAY_CLAIM": "groups", "JWT_ROLE_ADMIN": "queen:admin",
+			"JWT_ROLE_READ_WRITE": "queen:rw", "JWT_ROLE_READ_ONLY": "queen:ro", "JWT_ROLE_WRITE_ONLY": "queen:wo",
+		}, func(t *testing.T, a Auth) {
+			require.Equal(t, "scope", a.RolesClaim)
+			require.Equal(t, "groups", a.RolesArrayClaim)
+			require.Equal(t, "queen:admin", a.RoleAdmin)
+			require.Equal(t, "queen:rw", a.RoleReadWrite)
+			require.Equal(t, "queen:ro", a.RoleReadOnly)
+			require.Equal(t, "queen:wo", a.RoleWriteOnly)
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Load(env(tt.env))
+			require.NoError(t, err)
+			tt.check(t, c.Auth)
+		})
+	}
+
+	for _, tt := range []struct{ name, value, want string }{
+		{"JWT_JWKS_REFRESH_INTERVAL", "0", `JWT_JWKS_REFRESH_INTERVAL: "0" is out of range (1-86400)`},
+		{"JWT_JWKS_REFRESH_INTERVAL", "1h", `JWT_JWKS_REFRESH_INTERVAL: "1h" is not an integer`},
+		{"JWT_JWKS_TIMEOUT_MS", "0", `JWT_JWKS_TIMEOUT_MS: "0" is out of range (1-86400000)`},
+		{"JWT_JWKS_TIMEOUT_MS", "-5", `JWT_JWKS_TIMEOUT_MS: "-5" is out of range (1-86400000)`},
+	} {
+		_, err := Load(env(map[string]string{tt.name: tt.value}))
+		require.Equal(t, []string{tt.want}, problems(err), "%s=%q", tt.name, tt.value)
+	}
 }

@@ -63,6 +63,23 @@ func (l *loader) str(name, def string) string {
 	return v
 }
 
+// list splits a comma-separated value, trimming each entry and dropping
+// empty ones. Unlike the other variables, set-but-empty is kept: it means an
+// empty list (CFG-2); only an unset variable takes def.
+func (l *loader) list(name string, def []string) []string {
+	v, ok := l.getenv(name)
+	if !ok {
+		return def
+	}
+	out := []string{}
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // pgString is str for values that end up in the PostgreSQL connection
 // string, where a NUL byte is refused by the driver.
 func (l *loader) pgString(name, def string, secret bool) string {
