@@ -50,6 +50,27 @@ func (e AckStatus) Valid() bool {
 	}
 }
 
+// Defines values for ConsumerGroupSummaryState.
+const (
+	Dead    ConsumerGroupSummaryState = "Dead"
+	Lagging ConsumerGroupSummaryState = "Lagging"
+	Stable  ConsumerGroupSummaryState = "Stable"
+)
+
+// Valid indicates whether the value is a known member of the ConsumerGroupSummaryState enum.
+func (e ConsumerGroupSummaryState) Valid() bool {
+	switch e {
+	case Dead:
+		return true
+	case Lagging:
+		return true
+	case Stable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HealthDatabase.
 const (
 	Connected    HealthDatabase = "connected"
@@ -83,6 +104,54 @@ func (e HealthStatus) Valid() bool {
 	case Healthy:
 		return true
 	case Unhealthy:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for MessageModeType.
+const (
+	Bus    MessageModeType = "bus"
+	Hybrid MessageModeType = "hybrid"
+	None   MessageModeType = "none"
+	Queue  MessageModeType = "queue"
+)
+
+// Valid indicates whether the value is a known member of the MessageModeType enum.
+func (e MessageModeType) Valid() bool {
+	switch e {
+	case Bus:
+		return true
+	case Hybrid:
+		return true
+	case None:
+		return true
+	case Queue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for MessageStatus.
+const (
+	MessageStatusCompleted  MessageStatus = "completed"
+	MessageStatusDeadLetter MessageStatus = "dead_letter"
+	MessageStatusPending    MessageStatus = "pending"
+	MessageStatusProcessing MessageStatus = "processing"
+)
+
+// Valid indicates whether the value is a known member of the MessageStatus enum.
+func (e MessageStatus) Valid() bool {
+	switch e {
+	case MessageStatusCompleted:
+		return true
+	case MessageStatusDeadLetter:
+		return true
+	case MessageStatusPending:
+		return true
+	case MessageStatusProcessing:
 		return true
 	default:
 		return false
@@ -149,6 +218,30 @@ func (e SubscriptionMode) Valid() bool {
 	case SubscriptionModeNew:
 		return true
 	case SubscriptionModeNewOnly:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListMessagesParamsStatus.
+const (
+	ListMessagesParamsStatusCompleted  ListMessagesParamsStatus = "completed"
+	ListMessagesParamsStatusDeadLetter ListMessagesParamsStatus = "dead_letter"
+	ListMessagesParamsStatusPending    ListMessagesParamsStatus = "pending"
+	ListMessagesParamsStatusProcessing ListMessagesParamsStatus = "processing"
+)
+
+// Valid indicates whether the value is a known member of the ListMessagesParamsStatus enum.
+func (e ListMessagesParamsStatus) Valid() bool {
+	switch e {
+	case ListMessagesParamsStatusCompleted:
+		return true
+	case ListMessagesParamsStatusDeadLetter:
+		return true
+	case ListMessagesParamsStatusPending:
+		return true
+	case ListMessagesParamsStatusProcessing:
 		return true
 	default:
 		return false
@@ -303,6 +396,37 @@ type ConsumerGroupDeleteResponse struct {
 	Success           bool    `json:"success"`
 }
 
+// ConsumerGroupQueue defines model for ConsumerGroupQueue.
+type ConsumerGroupQueue struct {
+	Partitions []struct {
+		LastConsumedAt *string `json:"lastConsumedAt"`
+		LeaseActive    bool    `json:"leaseActive"`
+		OffsetLag      int     `json:"offsetLag"`
+		Partition      string  `json:"partition"`
+		TimeLagSeconds int     `json:"timeLagSeconds"`
+		TotalConsumed  int     `json:"totalConsumed"`
+		WorkerId       *string `json:"workerId"`
+	} `json:"partitions"`
+}
+
+// ConsumerGroupSummary defines model for ConsumerGroupSummary.
+type ConsumerGroupSummary struct {
+	MaxTimeLag            int                       `json:"maxTimeLag"`
+	Members               int                       `json:"members"`
+	Name                  string                    `json:"name"`
+	PartitionsWithLag     int                       `json:"partitionsWithLag"`
+	QueueName             string                    `json:"queueName"`
+	State                 ConsumerGroupSummaryState `json:"state"`
+	SubscriptionCreatedAt *string                   `json:"subscriptionCreatedAt"`
+	SubscriptionMode      *string                   `json:"subscriptionMode"`
+	SubscriptionTimestamp *string                   `json:"subscriptionTimestamp"`
+	Topics                []string                  `json:"topics"`
+	TotalLag              int                       `json:"totalLag"`
+}
+
+// ConsumerGroupSummaryState defines model for ConsumerGroupSummary.State.
+type ConsumerGroupSummaryState string
+
 // DeadLetter defines model for DeadLetter.
 type DeadLetter struct {
 	ConsumerGroup string `json:"consumerGroup"`
@@ -356,6 +480,30 @@ type HealthDatabase string
 // HealthStatus defines model for Health.Status.
 type HealthStatus string
 
+// LagStats defines model for LagStats.
+type LagStats struct {
+	Avg    float64 `json:"avg"`
+	Max    float64 `json:"max"`
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+}
+
+// LaggingPartition defines model for LaggingPartition.
+type LaggingPartition struct {
+	ConsumerGroup      string  `json:"consumer_group"`
+	LagHours           float64 `json:"lag_hours"`
+	LastConsumedAt     *string `json:"last_consumed_at"`
+	OffsetLag          int     `json:"offset_lag"`
+	OldestUnconsumedAt *string `json:"oldest_unconsumed_at"`
+	PartitionId        string  `json:"partition_id"`
+	PartitionName      string  `json:"partition_name"`
+	QueueName          string  `json:"queue_name"`
+	TimeLagSeconds     int     `json:"time_lag_seconds"`
+
+	// WorkerId always null; the broker does not record workers
+	WorkerId *string `json:"worker_id"`
+}
+
 // LeaseExtendRequest defines model for LeaseExtendRequest.
 type LeaseExtendRequest struct {
 	Seconds *int `json:"seconds,omitempty"`
@@ -372,12 +520,222 @@ type LeaseExtendResponse struct {
 	Success        bool    `json:"success"`
 }
 
+// MessageCounts defines model for MessageCounts.
+type MessageCounts struct {
+	DeadLetter int `json:"deadLetter"`
+
+	// Pending not yet consumed by the queue-mode group, less processing
+	Pending int `json:"pending"`
+
+	// Processing the un-acked part of live queue-mode leases
+	Processing int `json:"processing"`
+
+	// Total stored messages (see /api/v1/resources/partitions)
+	Total int `json:"total"`
+}
+
+// MessageDeleteResponse defines model for MessageDeleteResponse.
+type MessageDeleteResponse struct {
+	Message       string `json:"message"`
+	PartitionId   string `json:"partitionId"`
+	Success       bool   `json:"success"`
+	TransactionId string `json:"transactionId"`
+}
+
+// MessageDetail defines model for MessageDetail.
+type MessageDetail struct {
+	ConsumerGroups []struct {
+		Consumed       bool    `json:"consumed"`
+		LeaseExpiresAt *string `json:"leaseExpiresAt"`
+		Name           string  `json:"name"`
+	} `json:"consumerGroups"`
+	CreatedAt string `json:"createdAt"`
+
+	// Data any JSON value, stored and returned byte for byte
+	Data *AnyJSON `json:"data"`
+
+	// ErrorMessage from the newest dead-letter row
+	ErrorMessage   *string     `json:"errorMessage"`
+	Id             string      `json:"id"`
+	IsEncrypted    bool        `json:"isEncrypted"`
+	LeaseExpiresAt *string     `json:"leaseExpiresAt"`
+	Mode           MessageMode `json:"mode"`
+	Namespace      string      `json:"namespace"`
+	Partition      string      `json:"partition"`
+	PartitionId    string      `json:"partitionId"`
+
+	// Payload any JSON value, stored and returned byte for byte
+	Payload     *AnyJSON `json:"payload"`
+	ProducerSub *string  `json:"producerSub"`
+	Queue       string   `json:"queue"`
+	QueueConfig struct {
+		LeaseTime  int `json:"leaseTime"`
+		Priority   int `json:"priority"`
+		RetryDelay int `json:"retryDelay"`
+		RetryLimit int `json:"retryLimit"`
+		Ttl        int `json:"ttl"`
+	} `json:"queueConfig"`
+	QueuePath string `json:"queuePath"`
+
+	// RetryCount from the newest dead-letter row
+	RetryCount    *int          `json:"retryCount"`
+	Status        MessageStatus `json:"status"`
+	Task          string        `json:"task"`
+	TraceId       *string       `json:"traceId"`
+	TransactionId string        `json:"transactionId"`
+}
+
+// MessageMode defines model for MessageMode.
+type MessageMode struct {
+	BusGroupsCount   int             `json:"busGroupsCount"`
+	ConsumedByGroups *int            `json:"consumedByGroups,omitempty"`
+	HasQueueMode     bool            `json:"hasQueueMode"`
+	Type             MessageModeType `json:"type"`
+}
+
+// MessageModeType defines model for MessageMode.Type.
+type MessageModeType string
+
+// MessagePage defines model for MessagePage.
+type MessagePage struct {
+	Messages   []MessageSummary `json:"messages"`
+	Mode       MessageMode      `json:"mode"`
+	Pagination struct {
+		// HasMore more messages match after this page
+		HasMore bool `json:"hasMore"`
+		Limit   int  `json:"limit"`
+		Offset  int  `json:"offset"`
+	} `json:"pagination"`
+
+	// Total messages in this page
+	Total int `json:"total"`
+}
+
+// MessageStatus defines model for MessageStatus.
+type MessageStatus string
+
+// MessageSummary defines model for MessageSummary.
+type MessageSummary struct {
+	BusStatus struct {
+		ConsumedBy  int `json:"consumedBy"`
+		TotalGroups int `json:"totalGroups"`
+	} `json:"busStatus"`
+	CreatedAt string `json:"createdAt"`
+	Id        string `json:"id"`
+
+	// LeaseExpiresAt the queue-mode lease on the partition
+	LeaseExpiresAt *string `json:"leaseExpiresAt"`
+	Namespace      string  `json:"namespace"`
+	Partition      string  `json:"partition"`
+	PartitionId    string  `json:"partitionId"`
+	ProducerSub    *string `json:"producerSub"`
+	Queue          string  `json:"queue"`
+
+	// QueuePath queue/partition
+	QueuePath     string        `json:"queuePath"`
+	QueuePriority int           `json:"queuePriority"`
+	QueueStatus   MessageStatus `json:"queueStatus"`
+	Status        MessageStatus `json:"status"`
+	Task          string        `json:"task"`
+	TraceId       *string       `json:"traceId"`
+	TransactionId string        `json:"transactionId"`
+}
+
+// MessageTrace defines model for MessageTrace.
+type MessageTrace struct {
+	ConsumerGroup string `json:"consumer_group"`
+	CreatedAt     string `json:"created_at"`
+
+	// Data any JSON value, stored and returned byte for byte
+	Data       *AnyJSON `json:"data"`
+	EventType  string   `json:"event_type"`
+	Id         string   `json:"id"`
+	TraceNames []string `json:"trace_names"`
+	WorkerId   *string  `json:"worker_id"`
+}
+
+// MessageTraceList defines model for MessageTraceList.
+type MessageTraceList struct {
+	Traces []MessageTrace `json:"traces"`
+}
+
 // Name a queue, partition or consumer-group name: 1-255 characters of `[A-Za-z0-9_.-]`, except
 // `.` and `..` (they cannot be addressed in a URL path)
 type Name = string
 
+// NamespaceList defines model for NamespaceList.
+type NamespaceList struct {
+	Namespaces []NamespaceSummary `json:"namespaces"`
+}
+
+// NamespaceSummary defines model for NamespaceSummary.
+type NamespaceSummary struct {
+	Messages   MessageCounts `json:"messages"`
+	Namespace  string        `json:"namespace"`
+	Partitions int           `json:"partitions"`
+	Queues     int           `json:"queues"`
+}
+
 // OptionalName a Name, or empty for the default
 type OptionalName = string
+
+// Overview defines model for Overview.
+type Overview struct {
+	Lag struct {
+		Offset LagStats `json:"offset"`
+		Time   LagStats `json:"time"`
+	} `json:"lag"`
+	Messages struct {
+		Completed  int `json:"completed"`
+		DeadLetter int `json:"deadLetter"`
+		Failed     int `json:"failed"`
+		Pending    int `json:"pending"`
+		Processing int `json:"processing"`
+		Total      int `json:"total"`
+	} `json:"messages"`
+	Namespaces int `json:"namespaces"`
+	Partitions int `json:"partitions"`
+	Queues     int `json:"queues"`
+	StatsAge   int `json:"statsAge"`
+	Tasks      int `json:"tasks"`
+	Throughput struct {
+		IngestedPerSecond  float64 `json:"ingestedPerSecond"`
+		ProcessedPerSecond float64 `json:"processedPerSecond"`
+	} `json:"throughput"`
+	Timestamp string `json:"timestamp"`
+}
+
+// Pagination defines model for Pagination.
+type Pagination struct {
+	Limit  int `json:"limit"`
+	Offset int `json:"offset"`
+}
+
+// PartitionPage defines model for PartitionPage.
+type PartitionPage struct {
+	Pagination Pagination         `json:"pagination"`
+	Partitions []PartitionSummary `json:"partitions"`
+	Total      int                `json:"total"`
+	Truncated  bool               `json:"truncated"`
+}
+
+// PartitionSummary defines model for PartitionSummary.
+type PartitionSummary struct {
+	CreatedAt  string `json:"createdAt"`
+	DeadLetter int    `json:"deadLetter"`
+	Id         string `json:"id"`
+
+	// LagSeconds age of the oldest pending message, 0 when none
+	LagSeconds    int     `json:"lagSeconds"`
+	LastMessageAt *string `json:"lastMessageAt"`
+	Partition     string  `json:"partition"`
+
+	// Pending not yet consumed by the queue-mode group, in-flight included
+	Pending    int    `json:"pending"`
+	Processing int    `json:"processing"`
+	Queue      string `json:"queue"`
+	Total      int    `json:"total"`
+}
 
 // PopResponse defines model for PopResponse.
 type PopResponse struct {
@@ -496,6 +854,19 @@ type QueueDetail struct {
 	} `json:"totals"`
 }
 
+// QueueList defines model for QueueList.
+type QueueList struct {
+	Pagination struct {
+		// Limit null when every queue was asked for
+		Limit  *int `json:"limit"`
+		Offset int  `json:"offset"`
+	} `json:"pagination"`
+	Queues []QueueSummary `json:"queues"`
+
+	// Total queues matching the filters
+	Total int `json:"total"`
+}
+
 // QueueOptions every option left out takes its default
 type QueueOptions struct {
 	CompletedRetentionSeconds *int  `json:"completedRetentionSeconds,omitempty"`
@@ -550,9 +921,78 @@ type QueueOptionsResolved struct {
 	WindowBuffer              int  `json:"windowBuffer"`
 }
 
+// QueueSummary defines model for QueueSummary.
+type QueueSummary struct {
+	CreatedAt  string        `json:"createdAt"`
+	Id         string        `json:"id"`
+	Messages   MessageCounts `json:"messages"`
+	Name       string        `json:"name"`
+	Namespace  string        `json:"namespace"`
+	Partitions int           `json:"partitions"`
+	Priority   int           `json:"priority"`
+	Task       string        `json:"task"`
+}
+
+// TaskList defines model for TaskList.
+type TaskList struct {
+	Tasks []TaskSummary `json:"tasks"`
+}
+
+// TaskSummary defines model for TaskSummary.
+type TaskSummary struct {
+	Messages   MessageCounts `json:"messages"`
+	Partitions int           `json:"partitions"`
+	Queues     int           `json:"queues"`
+	Task       string        `json:"task"`
+}
+
 // Timestamp ISO-8601 / RFC 3339, with or without fractional seconds; without a zone it means UTC
 // (Python's `datetime.isoformat()` of a naive time). A date alone means its midnight UTC.
 type Timestamp = string
+
+// TraceNameEvent defines model for TraceNameEvent.
+type TraceNameEvent struct {
+	ConsumerGroup string `json:"consumer_group"`
+	CreatedAt     string `json:"created_at"`
+
+	// Data any JSON value, stored and returned byte for byte
+	Data      *AnyJSON `json:"data"`
+	EventType string   `json:"event_type"`
+	Id        string   `json:"id"`
+
+	// MessagePayload any JSON value, stored and returned byte for byte
+	MessagePayload *AnyJSON `json:"message_payload"`
+	PartitionId    string   `json:"partition_id"`
+	PartitionName  string   `json:"partition_name"`
+	QueueName      string   `json:"queue_name"`
+	TraceNames     []string `json:"trace_names"`
+	TransactionId  string   `json:"transaction_id"`
+	WorkerId       *string  `json:"worker_id"`
+}
+
+// TraceNameEventPage defines model for TraceNameEventPage.
+type TraceNameEventPage struct {
+	Pagination Pagination `json:"pagination"`
+
+	// Total events carrying the name
+	Total  int              `json:"total"`
+	Traces []TraceNameEvent `json:"traces"`
+}
+
+// TraceNamePage defines model for TraceNamePage.
+type TraceNamePage struct {
+	Pagination Pagination      `json:"pagination"`
+	Total      int             `json:"total"`
+	TraceNames []TraceNameStat `json:"trace_names"`
+}
+
+// TraceNameStat defines model for TraceNameStat.
+type TraceNameStat struct {
+	LastSeen     string `json:"last_seen"`
+	MessageCount int    `json:"message_count"`
+	TraceCount   int    `json:"trace_count"`
+	TraceName    string `json:"trace_name"`
+}
 
 // TraceRequest defines model for TraceRequest.
 type TraceRequest struct {
@@ -682,6 +1122,12 @@ type ServerError = Error
 // Unavailable defines model for Unavailable.
 type Unavailable = Error
 
+// ListLaggingPartitionsParams defines parameters for ListLaggingPartitions.
+type ListLaggingPartitionsParams struct {
+	// MinLagSeconds seconds (default 3600)
+	MinLagSeconds *int `form:"minLagSeconds,omitempty" json:"minLagSeconds,omitempty"`
+}
+
 // DeleteConsumerGroupParams defines parameters for DeleteConsumerGroup.
 type DeleteConsumerGroupParams struct {
 	// DeleteMetadata also delete the group's subscription start points (default true)
@@ -723,6 +1169,30 @@ type ListDeadLettersParams struct {
 	Limit  *int       `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset *int       `form:"offset,omitempty" json:"offset,omitempty"`
 }
+
+// ListMessagesParams defines parameters for ListMessages.
+type ListMessagesParams struct {
+	Queue     *Name `form:"queue,omitempty" json:"queue,omitempty"`
+	Partition *Name `form:"partition,omitempty" json:"partition,omitempty"`
+
+	// Ns namespace
+	Ns *string `form:"ns,omitempty" json:"ns,omitempty"`
+
+	// Namespace alias of `ns`
+	Namespace *string                   `form:"namespace,omitempty" json:"namespace,omitempty"`
+	Task      *string                   `form:"task,omitempty" json:"task,omitempty"`
+	Status    *ListMessagesParamsStatus `form:"status,omitempty" json:"status,omitempty"`
+	From      *Timestamp                `form:"from,omitempty" json:"from,omitempty"`
+	To        *Timestamp                `form:"to,omitempty" json:"to,omitempty"`
+
+	// ConsumerGroup accepted and ignored
+	ConsumerGroup *string `form:"consumerGroup,omitempty" json:"consumerGroup,omitempty"`
+	Limit         *int    `form:"limit,omitempty" json:"limit,omitempty"`
+	Offset        *int    `form:"offset,omitempty" json:"offset,omitempty"`
+}
+
+// ListMessagesParamsStatus defines parameters for ListMessages.
+type ListMessagesParamsStatus string
 
 // PopNamespaceTaskParams defines parameters for PopNamespaceTask.
 type PopNamespaceTaskParams struct {
@@ -817,6 +1287,33 @@ type PopPartitionParams struct {
 // PopPartitionParamsSubscriptionMode defines parameters for PopPartition.
 type PopPartitionParamsSubscriptionMode string
 
+// ListPartitionsParams defines parameters for ListPartitions.
+type ListPartitionsParams struct {
+	Queue  *Name `form:"queue,omitempty" json:"queue,omitempty"`
+	Limit  *int  `form:"limit,omitempty" json:"limit,omitempty"`
+	Offset *int  `form:"offset,omitempty" json:"offset,omitempty"`
+}
+
+// ListQueuesParams defines parameters for ListQueues.
+type ListQueuesParams struct {
+	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
+	Task      *string `form:"task,omitempty" json:"task,omitempty"`
+	Limit     *int    `form:"limit,omitempty" json:"limit,omitempty"`
+	Offset    *int    `form:"offset,omitempty" json:"offset,omitempty"`
+}
+
+// ListTracesByNameParams defines parameters for ListTracesByName.
+type ListTracesByNameParams struct {
+	Limit  *int `form:"limit,omitempty" json:"limit,omitempty"`
+	Offset *int `form:"offset,omitempty" json:"offset,omitempty"`
+}
+
+// ListTraceNamesParams defines parameters for ListTraceNames.
+type ListTraceNamesParams struct {
+	Limit  *int `form:"limit,omitempty" json:"limit,omitempty"`
+	Offset *int `form:"offset,omitempty" json:"offset,omitempty"`
+}
+
 // AckMessageJSONRequestBody defines body for AckMessage for application/json ContentType.
 type AckMessageJSONRequestBody = AckRequest
 
@@ -855,9 +1352,18 @@ type ServerInterface interface {
 	// ConfigureQueue Create a queue or replace its options.
 	// (POST /api/v1/configure)
 	ConfigureQueue(w http.ResponseWriter, r *http.Request)
+	// ListConsumerGroups One row per (consumer group, queue) with its lag, by group then queue.
+	// (GET /api/v1/consumer-groups)
+	ListConsumerGroups(w http.ResponseWriter, r *http.Request)
+	// ListLaggingPartitions (group, partition) pairs whose oldest unconsumed message is older than minLagSeconds, worst first.
+	// (GET /api/v1/consumer-groups/lagging)
+	ListLaggingPartitions(w http.ResponseWriter, r *http.Request, params ListLaggingPartitionsParams)
 	// DeleteConsumerGroup Delete a consumer group's cursors on every queue (and its subscriptions).
 	// (DELETE /api/v1/consumer-groups/{group})
 	DeleteConsumerGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params DeleteConsumerGroupParams)
+	// GetConsumerGroup A group's cursors and lag per partition, keyed by queue name.
+	// (GET /api/v1/consumer-groups/{group})
+	GetConsumerGroup(w http.ResponseWriter, r *http.Request, group GroupPath)
 	// DeleteConsumerGroupForQueue Delete a consumer group's cursors on one queue.
 	// (DELETE /api/v1/consumer-groups/{group}/queues/{queue})
 	DeleteConsumerGroupForQueue(w http.ResponseWriter, r *http.Request, group GroupPath, queue QueuePath, params DeleteConsumerGroupForQueueParams)
@@ -876,6 +1382,15 @@ type ServerInterface interface {
 	// ExtendLease Extend every live lease with this id.
 	// (POST /api/v1/lease/{leaseId}/extend)
 	ExtendLease(w http.ResponseWriter, r *http.Request, leaseId string)
+	// ListMessages Stored messages with their status, newest first (no payloads).
+	// (GET /api/v1/messages)
+	ListMessages(w http.ResponseWriter, r *http.Request, params ListMessagesParams)
+	// DeleteMessage Delete a stored message with its dead-letter and trace rows.
+	// (DELETE /api/v1/messages/{partitionId}/{transactionId})
+	DeleteMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string)
+	// GetMessage One message with its payload, status, queue options and consumers.
+	// (GET /api/v1/messages/{partitionId}/{transactionId})
+	GetMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string)
 	// PopNamespaceTask Pop across every queue with the given namespace and/or task.
 	// (GET /api/v1/pop)
 	PopNamespaceTask(w http.ResponseWriter, r *http.Request, params PopNamespaceTaskParams)
@@ -888,15 +1403,39 @@ type ServerInterface interface {
 	// PushMessages Push messages to one or more queues and partitions.
 	// (POST /api/v1/push)
 	PushMessages(w http.ResponseWriter, r *http.Request)
+	// ListNamespaces Non-empty queue namespaces with their queue, partition and message counts.
+	// (GET /api/v1/resources/namespaces)
+	ListNamespaces(w http.ResponseWriter, r *http.Request)
+	// GetOverview System-wide counts, computed live from the tables.
+	// (GET /api/v1/resources/overview)
+	GetOverview(w http.ResponseWriter, r *http.Request)
+	// ListPartitions Partitions with live counts, by queue then partition name.
+	// (GET /api/v1/resources/partitions)
+	ListPartitions(w http.ResponseWriter, r *http.Request, params ListPartitionsParams)
+	// ListQueues Queues with live message counts, newest first.
+	// (GET /api/v1/resources/queues)
+	ListQueues(w http.ResponseWriter, r *http.Request, params ListQueuesParams)
 	// DeleteQueue Delete a queue with its partitions, messages, cursors and dead letters.
 	// (DELETE /api/v1/resources/queues/{queue})
 	DeleteQueue(w http.ResponseWriter, r *http.Request, queue QueuePath)
 	// GetQueue One queue with its options and counts.
 	// (GET /api/v1/resources/queues/{queue})
 	GetQueue(w http.ResponseWriter, r *http.Request, queue QueuePath)
+	// ListTasks Non-empty queue tasks with their queue, partition and message counts.
+	// (GET /api/v1/resources/tasks)
+	ListTasks(w http.ResponseWriter, r *http.Request)
 	// RecordTrace Record a processing event on a message.
 	// (POST /api/v1/traces)
 	RecordTrace(w http.ResponseWriter, r *http.Request)
+	// ListTracesByName Events carrying a trace name, oldest first; `total` counts them all.
+	// (GET /api/v1/traces/by-name/{traceName})
+	ListTracesByName(w http.ResponseWriter, r *http.Request, traceName string, params ListTracesByNameParams)
+	// ListTraceNames Trace names with their event and message counts, most recently used first.
+	// (GET /api/v1/traces/names)
+	ListTraceNames(w http.ResponseWriter, r *http.Request, params ListTraceNamesParams)
+	// GetMessageTraces Events recorded on one message, oldest first (empty for an unknown message).
+	// (GET /api/v1/traces/{partitionId}/{transactionId})
+	GetMessageTraces(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string)
 	// ExecuteTransaction Apply acks and pushes atomically.
 	// (POST /api/v1/transaction)
 	ExecuteTransaction(w http.ResponseWriter, r *http.Request)
@@ -956,6 +1495,53 @@ func (siw *ServerInterfaceWrapper) ConfigureQueue(w http.ResponseWriter, r *http
 	handler.ServeHTTP(w, r)
 }
 
+// ListConsumerGroups operation middleware
+func (siw *ServerInterfaceWrapper) ListConsumerGroups(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListConsumerGroups(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListLaggingPartitions operation middleware
+func (siw *ServerInterfaceWrapper) ListLaggingPartitions(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListLaggingPartitionsParams
+
+	// ------------- Optional query parameter "minLagSeconds" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "minLagSeconds", r.URL.Query(), &params.MinLagSeconds, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "minLagSeconds"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "minLagSeconds", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListLaggingPartitions(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // DeleteConsumerGroup operation middleware
 func (siw *ServerInterfaceWrapper) DeleteConsumerGroup(w http.ResponseWriter, r *http.Request) {
 
@@ -989,6 +1575,32 @@ func (siw *ServerInterfaceWrapper) DeleteConsumerGroup(w http.ResponseWriter, r 
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.DeleteConsumerGroup(w, r, group, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetConsumerGroup operation middleware
+func (siw *ServerInterfaceWrapper) GetConsumerGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", r.PathValue("group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetConsumerGroup(w, r, group)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1282,6 +1894,239 @@ func (siw *ServerInterfaceWrapper) ExtendLease(w http.ResponseWriter, r *http.Re
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ExtendLease(w, r, leaseId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListMessages operation middleware
+func (siw *ServerInterfaceWrapper) ListMessages(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListMessagesParams
+
+	// ------------- Optional query parameter "queue" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", r.URL.Query(), &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "queue"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "queue", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "partition" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "partition", r.URL.Query(), &params.Partition, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "partition"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "partition", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "ns" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ns", r.URL.Query(), &params.Ns, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "ns"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ns", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "namespace" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", r.URL.Query(), &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "namespace"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "task" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "task", r.URL.Query(), &params.Task, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "task"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "task", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "status" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "status", r.URL.Query(), &params.Status, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "status"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "status", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "from"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "from", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "to" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "to"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "to", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "consumerGroup" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "consumerGroup", r.URL.Query(), &params.ConsumerGroup, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "consumerGroup"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "consumerGroup", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "offset" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", r.URL.Query(), &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "offset"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "offset", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListMessages(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteMessage operation middleware
+func (siw *ServerInterfaceWrapper) DeleteMessage(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "partitionId" -------------
+	var partitionId UUID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "partitionId", r.PathValue("partitionId"), &partitionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "partitionId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "transactionId" -------------
+	var transactionId string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "transactionId", r.PathValue("transactionId"), &transactionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "transactionId", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteMessage(w, r, partitionId, transactionId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetMessage operation middleware
+func (siw *ServerInterfaceWrapper) GetMessage(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "partitionId" -------------
+	var partitionId UUID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "partitionId", r.PathValue("partitionId"), &partitionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "partitionId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "transactionId" -------------
+	var transactionId string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "transactionId", r.PathValue("transactionId"), &transactionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "transactionId", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetMessage(w, r, partitionId, transactionId)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1717,6 +2562,165 @@ func (siw *ServerInterfaceWrapper) PushMessages(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// ListNamespaces operation middleware
+func (siw *ServerInterfaceWrapper) ListNamespaces(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListNamespaces(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetOverview operation middleware
+func (siw *ServerInterfaceWrapper) GetOverview(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetOverview(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListPartitions operation middleware
+func (siw *ServerInterfaceWrapper) ListPartitions(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListPartitionsParams
+
+	// ------------- Optional query parameter "queue" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", r.URL.Query(), &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "queue"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "queue", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "offset" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", r.URL.Query(), &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "offset"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "offset", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListPartitions(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListQueues operation middleware
+func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListQueuesParams
+
+	// ------------- Optional query parameter "namespace" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", r.URL.Query(), &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "namespace"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "task" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "task", r.URL.Query(), &params.Task, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "task"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "task", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "offset" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", r.URL.Query(), &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "offset"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "offset", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListQueues(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // DeleteQueue operation middleware
 func (siw *ServerInterfaceWrapper) DeleteQueue(w http.ResponseWriter, r *http.Request) {
 
@@ -1769,11 +2773,161 @@ func (siw *ServerInterfaceWrapper) GetQueue(w http.ResponseWriter, r *http.Reque
 	handler.ServeHTTP(w, r)
 }
 
+// ListTasks operation middleware
+func (siw *ServerInterfaceWrapper) ListTasks(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListTasks(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // RecordTrace operation middleware
 func (siw *ServerInterfaceWrapper) RecordTrace(w http.ResponseWriter, r *http.Request) {
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.RecordTrace(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListTracesByName operation middleware
+func (siw *ServerInterfaceWrapper) ListTracesByName(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "traceName" -------------
+	var traceName string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "traceName", r.PathValue("traceName"), &traceName, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "traceName", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListTracesByNameParams
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "offset" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", r.URL.Query(), &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "offset"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "offset", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListTracesByName(w, r, traceName, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListTraceNames operation middleware
+func (siw *ServerInterfaceWrapper) ListTraceNames(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListTraceNamesParams
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "offset" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", r.URL.Query(), &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "offset"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "offset", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListTraceNames(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetMessageTraces operation middleware
+func (siw *ServerInterfaceWrapper) GetMessageTraces(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "partitionId" -------------
+	var partitionId UUID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "partitionId", r.PathValue("partitionId"), &partitionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "partitionId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "transactionId" -------------
+	var transactionId string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "transactionId", r.PathValue("transactionId"), &transactionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "transactionId", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetMessageTraces(w, r, partitionId, transactionId)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1944,12 +3098,26 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/api/v1/resources/queues/{queue}", wrapper.DeleteQueue)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/resources/queues/{queue}", wrapper.GetQueue)
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/api/v1/consumer-groups/{group}", wrapper.DeleteConsumerGroup)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/consumer-groups/{group}", wrapper.GetConsumerGroup)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/consumer-groups/{group}/subscription", wrapper.UpdateConsumerGroupSubscription)
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/api/v1/consumer-groups/{group}/queues/{queue}", wrapper.DeleteConsumerGroupForQueue)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/consumer-groups/{group}/queues/{queue}/seek", wrapper.SeekConsumerGroup)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek", wrapper.SeekConsumerGroupPartition)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/dlq", wrapper.ListDeadLetters)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/traces", wrapper.RecordTrace)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/resources/overview", wrapper.GetOverview)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/resources/queues", wrapper.ListQueues)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/resources/namespaces", wrapper.ListNamespaces)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/resources/tasks", wrapper.ListTasks)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/resources/partitions", wrapper.ListPartitions)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/messages", wrapper.ListMessages)
+	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/api/v1/messages/{partitionId}/{transactionId}", wrapper.DeleteMessage)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/messages/{partitionId}/{transactionId}", wrapper.GetMessage)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/consumer-groups", wrapper.ListConsumerGroups)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/consumer-groups/lagging", wrapper.ListLaggingPartitions)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/traces/names", wrapper.ListTraceNames)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/traces/by-name/{traceName}", wrapper.ListTracesByName)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/traces/{partitionId}/{transactionId}", wrapper.GetMessageTraces)
 
 	return m
 }
@@ -2156,6 +3324,91 @@ func (response ConfigureQueue503JSONResponse) VisitConfigureQueueResponse(w http
 	return err
 }
 
+type ListConsumerGroupsRequestObject struct {
+}
+
+type ListConsumerGroupsResponseObject interface {
+	VisitListConsumerGroupsResponse(w http.ResponseWriter) error
+}
+
+type ListConsumerGroups200JSONResponse []ConsumerGroupSummary
+
+func (response ListConsumerGroups200JSONResponse) VisitListConsumerGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListConsumerGroups500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response ListConsumerGroups500JSONResponse) VisitListConsumerGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLaggingPartitionsRequestObject struct {
+	Params ListLaggingPartitionsParams
+}
+
+type ListLaggingPartitionsResponseObject interface {
+	VisitListLaggingPartitionsResponse(w http.ResponseWriter) error
+}
+
+type ListLaggingPartitions200JSONResponse []LaggingPartition
+
+func (response ListLaggingPartitions200JSONResponse) VisitListLaggingPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLaggingPartitions400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response ListLaggingPartitions400JSONResponse) VisitListLaggingPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLaggingPartitions500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response ListLaggingPartitions500JSONResponse) VisitListLaggingPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type DeleteConsumerGroupRequestObject struct {
 	Group  GroupPath `json:"group"`
 	Params DeleteConsumerGroupParams
@@ -2196,6 +3449,56 @@ func (response DeleteConsumerGroup400JSONResponse) VisitDeleteConsumerGroupRespo
 type DeleteConsumerGroup500JSONResponse struct{ ServerErrorJSONResponse }
 
 func (response DeleteConsumerGroup500JSONResponse) VisitDeleteConsumerGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConsumerGroupRequestObject struct {
+	Group GroupPath `json:"group"`
+}
+
+type GetConsumerGroupResponseObject interface {
+	VisitGetConsumerGroupResponse(w http.ResponseWriter) error
+}
+
+type GetConsumerGroup200JSONResponse map[string]ConsumerGroupQueue
+
+func (response GetConsumerGroup200JSONResponse) VisitGetConsumerGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConsumerGroup400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response GetConsumerGroup400JSONResponse) VisitGetConsumerGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConsumerGroup500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response GetConsumerGroup500JSONResponse) VisitGetConsumerGroupResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -2576,6 +3879,172 @@ func (response ExtendLease503JSONResponse) VisitExtendLeaseResponse(w http.Respo
 	return err
 }
 
+type ListMessagesRequestObject struct {
+	Params ListMessagesParams
+}
+
+type ListMessagesResponseObject interface {
+	VisitListMessagesResponse(w http.ResponseWriter) error
+}
+
+type ListMessages200JSONResponse MessagePage
+
+func (response ListMessages200JSONResponse) VisitListMessagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListMessages400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response ListMessages400JSONResponse) VisitListMessagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListMessages500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response ListMessages500JSONResponse) VisitListMessagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteMessageRequestObject struct {
+	PartitionId   UUID   `json:"partitionId"`
+	TransactionId string `json:"transactionId"`
+}
+
+type DeleteMessageResponseObject interface {
+	VisitDeleteMessageResponse(w http.ResponseWriter) error
+}
+
+type DeleteMessage200JSONResponse MessageDeleteResponse
+
+func (response DeleteMessage200JSONResponse) VisitDeleteMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteMessage400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DeleteMessage400JSONResponse) VisitDeleteMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteMessage500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response DeleteMessage500JSONResponse) VisitDeleteMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMessageRequestObject struct {
+	PartitionId   UUID   `json:"partitionId"`
+	TransactionId string `json:"transactionId"`
+}
+
+type GetMessageResponseObject interface {
+	VisitGetMessageResponse(w http.ResponseWriter) error
+}
+
+type GetMessage200JSONResponse MessageDetail
+
+func (response GetMessage200JSONResponse) VisitGetMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMessage400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response GetMessage400JSONResponse) VisitGetMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMessage404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response GetMessage404JSONResponse) VisitGetMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMessage500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response GetMessage500JSONResponse) VisitGetMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type PopNamespaceTaskRequestObject struct {
 	Params PopNamespaceTaskParams
 }
@@ -2859,6 +4328,190 @@ func (response PushMessages503JSONResponse) VisitPushMessagesResponse(w http.Res
 	return err
 }
 
+type ListNamespacesRequestObject struct {
+}
+
+type ListNamespacesResponseObject interface {
+	VisitListNamespacesResponse(w http.ResponseWriter) error
+}
+
+type ListNamespaces200JSONResponse NamespaceList
+
+func (response ListNamespaces200JSONResponse) VisitListNamespacesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListNamespaces500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response ListNamespaces500JSONResponse) VisitListNamespacesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetOverviewRequestObject struct {
+}
+
+type GetOverviewResponseObject interface {
+	VisitGetOverviewResponse(w http.ResponseWriter) error
+}
+
+type GetOverview200JSONResponse Overview
+
+func (response GetOverview200JSONResponse) VisitGetOverviewResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetOverview500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response GetOverview500JSONResponse) VisitGetOverviewResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPartitionsRequestObject struct {
+	Params ListPartitionsParams
+}
+
+type ListPartitionsResponseObject interface {
+	VisitListPartitionsResponse(w http.ResponseWriter) error
+}
+
+type ListPartitions200JSONResponse PartitionPage
+
+func (response ListPartitions200JSONResponse) VisitListPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPartitions400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response ListPartitions400JSONResponse) VisitListPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPartitions404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response ListPartitions404JSONResponse) VisitListPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPartitions500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response ListPartitions500JSONResponse) VisitListPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListQueuesRequestObject struct {
+	Params ListQueuesParams
+}
+
+type ListQueuesResponseObject interface {
+	VisitListQueuesResponse(w http.ResponseWriter) error
+}
+
+type ListQueues200JSONResponse QueueList
+
+func (response ListQueues200JSONResponse) VisitListQueuesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListQueues400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response ListQueues400JSONResponse) VisitListQueuesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListQueues500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response ListQueues500JSONResponse) VisitListQueuesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type DeleteQueueRequestObject struct {
 	Queue QueuePath `json:"queue"`
 }
@@ -2973,6 +4626,41 @@ func (response GetQueue500JSONResponse) VisitGetQueueResponse(w http.ResponseWri
 	return err
 }
 
+type ListTasksRequestObject struct {
+}
+
+type ListTasksResponseObject interface {
+	VisitListTasksResponse(w http.ResponseWriter) error
+}
+
+type ListTasks200JSONResponse TaskList
+
+func (response ListTasks200JSONResponse) VisitListTasksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTasks500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response ListTasks500JSONResponse) VisitListTasksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RecordTraceRequestObject struct {
 	Body *RecordTraceJSONRequestBody
 }
@@ -3029,6 +4717,158 @@ func (response RecordTrace404JSONResponse) VisitRecordTraceResponse(w http.Respo
 type RecordTrace500JSONResponse struct{ ServerErrorJSONResponse }
 
 func (response RecordTrace500JSONResponse) VisitRecordTraceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTracesByNameRequestObject struct {
+	TraceName string `json:"traceName"`
+	Params    ListTracesByNameParams
+}
+
+type ListTracesByNameResponseObject interface {
+	VisitListTracesByNameResponse(w http.ResponseWriter) error
+}
+
+type ListTracesByName200JSONResponse TraceNameEventPage
+
+func (response ListTracesByName200JSONResponse) VisitListTracesByNameResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTracesByName400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response ListTracesByName400JSONResponse) VisitListTracesByNameResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTracesByName500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response ListTracesByName500JSONResponse) VisitListTracesByNameResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTraceNamesRequestObject struct {
+	Params ListTraceNamesParams
+}
+
+type ListTraceNamesResponseObject interface {
+	VisitListTraceNamesResponse(w http.ResponseWriter) error
+}
+
+type ListTraceNames200JSONResponse TraceNamePage
+
+func (response ListTraceNames200JSONResponse) VisitListTraceNamesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTraceNames400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response ListTraceNames400JSONResponse) VisitListTraceNamesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTraceNames500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response ListTraceNames500JSONResponse) VisitListTraceNamesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMessageTracesRequestObject struct {
+	PartitionId   UUID   `json:"partitionId"`
+	TransactionId string `json:"transactionId"`
+}
+
+type GetMessageTracesResponseObject interface {
+	VisitGetMessageTracesResponse(w http.ResponseWriter) error
+}
+
+type GetMessageTraces200JSONResponse MessageTraceList
+
+func (response GetMessageTraces200JSONResponse) VisitGetMessageTracesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMessageTraces400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response GetMessageTraces400JSONResponse) VisitGetMessageTracesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMessageTraces500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response GetMessageTraces500JSONResponse) VisitGetMessageTracesResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -3150,9 +4990,18 @@ type StrictServerInterface interface {
 	// ConfigureQueue Create a queue or replace its options.
 	// (POST /api/v1/configure)
 	ConfigureQueue(ctx context.Context, request ConfigureQueueRequestObject) (ConfigureQueueResponseObject, error)
+	// ListConsumerGroups One row per (consumer group, queue) with its lag, by group then queue.
+	// (GET /api/v1/consumer-groups)
+	ListConsumerGroups(ctx context.Context, request ListConsumerGroupsRequestObject) (ListConsumerGroupsResponseObject, error)
+	// ListLaggingPartitions (group, partition) pairs whose oldest unconsumed message is older than minLagSeconds, worst first.
+	// (GET /api/v1/consumer-groups/lagging)
+	ListLaggingPartitions(ctx context.Context, request ListLaggingPartitionsRequestObject) (ListLaggingPartitionsResponseObject, error)
 	// DeleteConsumerGroup Delete a consumer group's cursors on every queue (and its subscriptions).
 	// (DELETE /api/v1/consumer-groups/{group})
 	DeleteConsumerGroup(ctx context.Context, request DeleteConsumerGroupRequestObject) (DeleteConsumerGroupResponseObject, error)
+	// GetConsumerGroup A group's cursors and lag per partition, keyed by queue name.
+	// (GET /api/v1/consumer-groups/{group})
+	GetConsumerGroup(ctx context.Context, request GetConsumerGroupRequestObject) (GetConsumerGroupResponseObject, error)
 	// DeleteConsumerGroupForQueue Delete a consumer group's cursors on one queue.
 	// (DELETE /api/v1/consumer-groups/{group}/queues/{queue})
 	DeleteConsumerGroupForQueue(ctx context.Context, request DeleteConsumerGroupForQueueRequestObject) (DeleteConsumerGroupForQueueResponseObject, error)
@@ -3171,6 +5020,15 @@ type StrictServerInterface interface {
 	// ExtendLease Extend every live lease with this id.
 	// (POST /api/v1/lease/{leaseId}/extend)
 	ExtendLease(ctx context.Context, request ExtendLeaseRequestObject) (ExtendLeaseResponseObject, error)
+	// ListMessages Stored messages with their status, newest first (no payloads).
+	// (GET /api/v1/messages)
+	ListMessages(ctx context.Context, request ListMessagesRequestObject) (ListMessagesResponseObject, error)
+	// DeleteMessage Delete a stored message with its dead-letter and trace rows.
+	// (DELETE /api/v1/messages/{partitionId}/{transactionId})
+	DeleteMessage(ctx context.Context, request DeleteMessageRequestObject) (DeleteMessageResponseObject, error)
+	// GetMessage One message with its payload, status, queue options and consumers.
+	// (GET /api/v1/messages/{partitionId}/{transactionId})
+	GetMessage(ctx context.Context, request GetMessageRequestObject) (GetMessageResponseObject, error)
 	// PopNamespaceTask Pop across every queue with the given namespace and/or task.
 	// (GET /api/v1/pop)
 	PopNamespaceTask(ctx context.Context, request PopNamespaceTaskRequestObject) (PopNamespaceTaskResponseObject, error)
@@ -3183,15 +5041,39 @@ type StrictServerInterface interface {
 	// PushMessages Push messages to one or more queues and partitions.
 	// (POST /api/v1/push)
 	PushMessages(ctx context.Context, request PushMessagesRequestObject) (PushMessagesResponseObject, error)
+	// ListNamespaces Non-empty queue namespaces with their queue, partition and message counts.
+	// (GET /api/v1/resources/namespaces)
+	ListNamespaces(ctx context.Context, request ListNamespacesRequestObject) (ListNamespacesResponseObject, error)
+	// GetOverview System-wide counts, computed live from the tables.
+	// (GET /api/v1/resources/overview)
+	GetOverview(ctx context.Context, request GetOverviewRequestObject) (GetOverviewResponseObject, error)
+	// ListPartitions Partitions with live counts, by queue then partition name.
+	// (GET /api/v1/resources/partitions)
+	ListPartitions(ctx context.Context, request ListPartitionsRequestObject) (ListPartitionsResponseObject, error)
+	// ListQueues Queues with live message counts, newest first.
+	// (GET /api/v1/resources/queues)
+	ListQueues(ctx context.Context, request ListQueuesRequestObject) (ListQueuesResponseObject, error)
 	// DeleteQueue Delete a queue with its partitions, messages, cursors and dead letters.
 	// (DELETE /api/v1/resources/queues/{queue})
 	DeleteQueue(ctx context.Context, request DeleteQueueRequestObject) (DeleteQueueResponseObject, error)
 	// GetQueue One queue with its options and counts.
 	// (GET /api/v1/resources/queues/{queue})
 	GetQueue(ctx context.Context, request GetQueueRequestObject) (GetQueueResponseObject, error)
+	// ListTasks Non-empty queue tasks with their queue, partition and message counts.
+	// (GET /api/v1/resources/tasks)
+	ListTasks(ctx context.Context, request ListTasksRequestObject) (ListTasksResponseObject, error)
 	// RecordTrace Record a processing event on a message.
 	// (POST /api/v1/traces)
 	RecordTrace(ctx context.Context, request RecordTraceRequestObject) (RecordTraceResponseObject, error)
+	// ListTracesByName Events carrying a trace name, oldest first; `total` counts them all.
+	// (GET /api/v1/traces/by-name/{traceName})
+	ListTracesByName(ctx context.Context, request ListTracesByNameRequestObject) (ListTracesByNameResponseObject, error)
+	// ListTraceNames Trace names with their event and message counts, most recently used first.
+	// (GET /api/v1/traces/names)
+	ListTraceNames(ctx context.Context, request ListTraceNamesRequestObject) (ListTraceNamesResponseObject, error)
+	// GetMessageTraces Events recorded on one message, oldest first (empty for an unknown message).
+	// (GET /api/v1/traces/{partitionId}/{transactionId})
+	GetMessageTraces(ctx context.Context, request GetMessageTracesRequestObject) (GetMessageTracesResponseObject, error)
 	// ExecuteTransaction Apply acks and pushes atomically.
 	// (POST /api/v1/transaction)
 	ExecuteTransaction(ctx context.Context, request ExecuteTransactionRequestObject) (ExecuteTransactionResponseObject, error)
@@ -3332,6 +5214,56 @@ func (sh *strictHandler) ConfigureQueue(w http.ResponseWriter, r *http.Request) 
 	}
 }
 
+// ListConsumerGroups operation middleware
+func (sh *strictHandler) ListConsumerGroups(w http.ResponseWriter, r *http.Request) {
+	var request ListConsumerGroupsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListConsumerGroups(ctx, request.(ListConsumerGroupsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListConsumerGroups")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListConsumerGroupsResponseObject); ok {
+		if err := validResponse.VisitListConsumerGroupsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListLaggingPartitions operation middleware
+func (sh *strictHandler) ListLaggingPartitions(w http.ResponseWriter, r *http.Request, params ListLaggingPartitionsParams) {
+	var request ListLaggingPartitionsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListLaggingPartitions(ctx, request.(ListLaggingPartitionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListLaggingPartitions")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListLaggingPartitionsResponseObject); ok {
+		if err := validResponse.VisitListLaggingPartitionsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // DeleteConsumerGroup operation middleware
 func (sh *strictHandler) DeleteConsumerGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params DeleteConsumerGroupParams) {
 	var request DeleteConsumerGroupRequestObject
@@ -3352,6 +5284,32 @@ func (sh *strictHandler) DeleteConsumerGroup(w http.ResponseWriter, r *http.Requ
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(DeleteConsumerGroupResponseObject); ok {
 		if err := validResponse.VisitDeleteConsumerGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetConsumerGroup operation middleware
+func (sh *strictHandler) GetConsumerGroup(w http.ResponseWriter, r *http.Request, group GroupPath) {
+	var request GetConsumerGroupRequestObject
+
+	request.Group = group
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetConsumerGroup(ctx, request.(GetConsumerGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetConsumerGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetConsumerGroupResponseObject); ok {
+		if err := validResponse.VisitGetConsumerGroupResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -3544,6 +5502,86 @@ func (sh *strictHandler) ExtendLease(w http.ResponseWriter, r *http.Request, lea
 	}
 }
 
+// ListMessages operation middleware
+func (sh *strictHandler) ListMessages(w http.ResponseWriter, r *http.Request, params ListMessagesParams) {
+	var request ListMessagesRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListMessages(ctx, request.(ListMessagesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListMessages")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListMessagesResponseObject); ok {
+		if err := validResponse.VisitListMessagesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteMessage operation middleware
+func (sh *strictHandler) DeleteMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string) {
+	var request DeleteMessageRequestObject
+
+	request.PartitionId = partitionId
+	request.TransactionId = transactionId
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteMessage(ctx, request.(DeleteMessageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteMessage")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteMessageResponseObject); ok {
+		if err := validResponse.VisitDeleteMessageResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetMessage operation middleware
+func (sh *strictHandler) GetMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string) {
+	var request GetMessageRequestObject
+
+	request.PartitionId = partitionId
+	request.TransactionId = transactionId
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetMessage(ctx, request.(GetMessageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetMessage")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetMessageResponseObject); ok {
+		if err := validResponse.VisitGetMessageResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // PopNamespaceTask operation middleware
 func (sh *strictHandler) PopNamespaceTask(w http.ResponseWriter, r *http.Request, params PopNamespaceTaskParams) {
 	var request PopNamespaceTaskRequestObject
@@ -3656,6 +5694,106 @@ func (sh *strictHandler) PushMessages(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// ListNamespaces operation middleware
+func (sh *strictHandler) ListNamespaces(w http.ResponseWriter, r *http.Request) {
+	var request ListNamespacesRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListNamespaces(ctx, request.(ListNamespacesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListNamespaces")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListNamespacesResponseObject); ok {
+		if err := validResponse.VisitListNamespacesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetOverview operation middleware
+func (sh *strictHandler) GetOverview(w http.ResponseWriter, r *http.Request) {
+	var request GetOverviewRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetOverview(ctx, request.(GetOverviewRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetOverview")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetOverviewResponseObject); ok {
+		if err := validResponse.VisitGetOverviewResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListPartitions operation middleware
+func (sh *strictHandler) ListPartitions(w http.ResponseWriter, r *http.Request, params ListPartitionsParams) {
+	var request ListPartitionsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListPartitions(ctx, request.(ListPartitionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListPartitions")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListPartitionsResponseObject); ok {
+		if err := validResponse.VisitListPartitionsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListQueues operation middleware
+func (sh *strictHandler) ListQueues(w http.ResponseWriter, r *http.Request, params ListQueuesParams) {
+	var request ListQueuesRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListQueues(ctx, request.(ListQueuesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListQueues")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListQueuesResponseObject); ok {
+		if err := validResponse.VisitListQueuesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // DeleteQueue operation middleware
 func (sh *strictHandler) DeleteQueue(w http.ResponseWriter, r *http.Request, queue QueuePath) {
 	var request DeleteQueueRequestObject
@@ -3708,6 +5846,30 @@ func (sh *strictHandler) GetQueue(w http.ResponseWriter, r *http.Request, queue 
 	}
 }
 
+// ListTasks operation middleware
+func (sh *strictHandler) ListTasks(w http.ResponseWriter, r *http.Request) {
+	var request ListTasksRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListTasks(ctx, request.(ListTasksRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListTasks")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListTasksResponseObject); ok {
+		if err := validResponse.VisitListTasksResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // RecordTrace operation middleware
 func (sh *strictHandler) RecordTrace(w http.ResponseWriter, r *http.Request) {
 	var request RecordTraceRequestObject
@@ -3732,6 +5894,86 @@ func (sh *strictHandler) RecordTrace(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(RecordTraceResponseObject); ok {
 		if err := validResponse.VisitRecordTraceResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListTracesByName operation middleware
+func (sh *strictHandler) ListTracesByName(w http.ResponseWriter, r *http.Request, traceName string, params ListTracesByNameParams) {
+	var request ListTracesByNameRequestObject
+
+	request.TraceName = traceName
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListTracesByName(ctx, request.(ListTracesByNameRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListTracesByName")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListTracesByNameResponseObject); ok {
+		if err := validResponse.VisitListTracesByNameResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListTraceNames operation middleware
+func (sh *strictHandler) ListTraceNames(w http.ResponseWriter, r *http.Request, params ListTraceNamesParams) {
+	var request ListTraceNamesRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListTraceNames(ctx, request.(ListTraceNamesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListTraceNames")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListTraceNamesResponseObject); ok {
+		if err := validResponse.VisitListTraceNamesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetMessageTraces operation middleware
+func (sh *strictHandler) GetMessageTraces(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string) {
+	var request GetMessageTracesRequestObject
+
+	request.PartitionId = partitionId
+	request.TransactionId = transactionId
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetMessageTraces(ctx, request.(GetMessageTracesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetMessageTraces")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetMessageTracesResponseObject); ok {
+		if err := validResponse.VisitGetMessageTracesResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -3799,118 +6041,178 @@ func (sh *strictHandler) GetHealth(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H15c9s4lvhXeaXfVI39G+rIWTP2H1vuJD2b3aTjXDVV0/KGMPkkYUQCDABa1mT93bdwkAQpUIePTKem",
-	"/0ksiQAeHt6Fd/HbIOF5wRkyJQcn3wYFESRHhcJ8OisVP0uW+s8UZSJooShng5NBzq8Q1AIhKYXkAjiD",
-	"FDN6hWINhKWgyBKBcciQSIQjooY5l2rIWYLHg2hA9RxfSxTrQTRgJMfByYC4taKBTBaYE72oWhf6p0vO",
-	"MyRscHMTDX4iKllsAqRh0UtAjlKSOUpQHASqUjA4SnFGykzBo761L82k/so5uaZ5mQ9OHk0mk2iQU+Y+",
-	"RhVQlCmcozBAveBMljmKvwpeFmHg5vonWC24rJGmEWURRARCKTE9BcwLtQb946VEprdDmIT4y5f3n199",
-	"fvXl7buXr758iXu2kbTA8LfzB4Gzwcng/42b0x7bX+X4nQGTZL/oSfRuXmKGCt+iIilRZHM7JJNcHzcq",
-	"SwNma3+UIMvL+jGQiggFBadMyeYElCh7CSBtL7uDDswez4kytGCmK/SHera5w4HAryUVmA5O9Nr74qTG",
-	"xTkRiuoNbVmqqJ65x+XkJtqTjNAcykJTtlpQCTlha6gXl0AZcIZQ8GIPkm/G3YHu35dY4hbMfNW/3x0r",
-	"Hz3C+lnwfBM3MeOr2LANfKI5SkXy4hRWlEngVyhapPmWp9iDFNldqIOaN8jmerPPn9bokEpQNt8A0yyy",
-	"AeZqgQKBgF4udSLBMIrUEpQ0hwlUwYJILUKdsJhxcQIxybIYjjTTXeKcMkbZ/Bi4mLKY4SqGI8ZXp6D/",
-	"HnKWrWOgEggDklEij0fwaYEwo0IqSDGhUq8zMzirIKHJUo6mbA/sOCQ22EGmyeTXwSAakCzTg3Bl/zWg",
-	"DC5CGNNnxUu1iaiMs/mw4FkGKZI0oww1dec0y6jEhLPUkylPJpPJpI/MlVshSOPP9UifyidBKv8boVtB",
-	"LJmiGZBK9QARgl6h1OQYu/VjKIiUKHugXOkVtgq8G81EsuBMT3LybfATST/g1xKlgSzhTCEzf5KiyGhC",
-	"NJDjf0gN6bc92e2VEFzYpTrKnmQzLjTFcgGUXZGMpkBZUapTYFwtKJvDikhIFoTNMR3cRINfuPqZlyx9",
-	"eOAYB1kmCxAoeSkS1Kuf8+Ldf9/b0ue8+OBQH8SOMzj0wh9RXKGwsD74zkuG1wUmClOYEZqVAk+NOkY9",
-	"AGgKRk+TokAijHIwYkPwJQrI+FzD+5mRK0Izcpnhw8N7zqWaC/z4/o0WSyUTSJKFXlqTlQcblSAXpVKa",
-	"rFK+YqfajhNrw4puEWObJktjC75WaBRCIXiBQlHLH8l2i4zOGRfa3tLrKl4MM7zCDFqjwODAHixWR8rK",
-	"zKHLarKOTIsGxqB7nXYUxuNnz6LdY2vxb8dvw/Lnz69f6iFSEVWaHZMsezcbnPy6fdxZsvxoh9xcdCG6",
-	"iQZKECZJ0sDQ3UNOWfX5UUiiN5r+185k7e016oBf/gMTpfdSnagn2NqHSpIl46sM03le3VeowlzuQlaL",
-	"VG4ivanXdpy1chwkRAiy1r9vEM9+uG0b0pvo7aCnu5selPRi44Gg/J3Yvxexf0BZZoGDTbOvIRvgkIOh",
-	"LMVrb5LanHFn9gHNf2l4nRp2QyP7rGcM/b2flmWSoJThxTdOZTve7U6jDfxXa1RY82Hs7rCLlMgcQc+p",
-	"fayJsDJ5NeXpq2t7Wa2T67k0zFqHXQSwccbW//Xx3S+BezZbg/4FrkhWYgRSaZ1l3AbWs4EpXK4VGiNe",
-	"/zHYZLvr4ZwP3ZJaj48+kNVba7EMrONiRuelwF4poy1UWZAEb8XkvKgvs/uxrLlRvnOjglxr75R7XR2j",
-	"gSJyeQvAOzRmlwzRg4c/ZyGGxLR9pIfZWgjehsB90fYBJc+urB3eEbJhvu3/pWdUhdXtWPM23kzXBimq",
-	"PQQNFtz0zdZ78N7oPuuv2noCbUW5sSHrekrb3pdN0Zk735RdsOc8W6LwENHXQV8jSbpuvU1oN0ELIe0l",
-	"kvQNKoXiNjhKBBKF6ZkKY9B5CreqYyfoKk1WyaF9VIaVpj2L07THIewu5FRTWr8BEpxzF+cUgqdlguJj",
-	"ebm/hgzOZDTDC14yFaY6JUjiOHHnKocqzzSgOcMM6js5uwTZOs3WhhxhtNHl05J3sttJ9txRSpts68v3",
-	"vlcBjwduNg3/gswpIxVNtJfKaE57TojPZhKDv3XwbeeoB4R2rLgi2SY5C76SkOtLjL4WK+PIy0yYJtq1",
-	"aI2javLWPkMw1A6MNgZq83M7UdnHQvP+J5LM+oo7Bi9R5JJY0d0YVYwZ54amISqbjyETShq/S1jgbphr",
-	"CwPFehANStb8nQpCmR4Tmv8KhewTFCsulii+0HSP83fARM2OQ2h6o63QV9cKWdprljkvaMud+efnT/fw",
-	"2W9frk+H7n/1wOuCCpRWVB9ygwz/9sXN94XsNyHD1auDIBDIcIVpmLP3V9fVRvwrQDV1ByofR4Fdhkii",
-	"sic6FwQw0jny4gZc1E6sofXqa8vqBB4NHz97BsmCCJJosQF8BvGvZ8O/k+E/J8O/fBkNL+II8DrBQk1Z",
-	"PIrNNSMejWy4YQ0JYYwruEQgaSpQSkyBMiDw+cMbKIhaHJu4wfYrdEG05NWg/8+Rt/jwog3J///fX0cX",
-	"O38fdb790/EfQmq+5e8IoFB/H2m82dDrzDkjXXQhsKUH3sR/BHfhO6FvYbx5bNbev930iqoFNAH4jeEH",
-	"q9lzXhSYehfNTU17J+OrNn1fZITmfdzbb3PdxgwPWUJtW6mRAV0LydPBm7CHGL6NwLua6+0z//zphT3x",
-	"nCaCV5okurNRT9NdtPe7Db6nDV6tt4f93CZBnzgrgu0nS2/bQSIsZU94peW06AmtSESofQAbh31LZ3V7",
-	"LSekTbJP/NJ+iO1S64yT9ADi7dBSX7iILJHBTPDcRY6WyGzmC5j0jMFtHVT74tAjxK4i+/z59ctGkQV8",
-	"gS3FNRn+hQxnZ8OfL779+Wbof3x6yMdHj296NNYGG2zez1NMywKWuAbKJE1tNlFNJacwR4ZCEzqsFsi6",
-	"uVEB1XxbN54m9F5T+7KczVC8JdcBpCfaXnI+WXdoej43RO4/otaq+6nXijF3BrO6wsY82Y+CcECi7+K3",
-	"Nc7gVN6eQtM97a5R2x93Xm2XO+F05OuXHxlZ4gFKZa+1dvtI+119GzdP87wR6qWNrmvpbGnFfO1CBhdh",
-	"bkpwX4h3aaDWE19CaruN4k/efBWae8Iw9Q23wU2I2oy/epffNt3mZsVrKnt/zBu7ae/j7GyoWrxRo9WK",
-	"W/ajCM0CxtpWz2mP1cT6yOpB4wU9nn3nOZKhM/J9yptSoNjhUi+QpXqJDUGpL5trVNVtNoXLtVEP5jSG",
-	"OU9d3mnA/+U50Xb4Y1pJkLVzzIEU+ZvbPPSQGcdsNDEQzPAttuqMaqz2UtS7oicXFE2mtZ0IMpwp4KUy",
-	"1okEqqR3e+3eG1yo8gMqZHr0R8+RtCUNzkfG+w4HeYyXYkbWmJ4Lri9NwYOt8veafLkV0SBf4owLbNLI",
-	"j0xO3w6Ysq9nM2WU8wdUwm0yICxYItYGgFdMS84esWEM5U805Ceosw6f2FzDXqdbEM6cXH+k/wxMezQ5",
-	"dmHdCDTFI5txkRixs3PGvxGqNLB7n2AhKBdUrcNgLOh8gcLylzQZ6carmrqM0cs11GQ91kQNBS+kj4lH",
-	"k2465bD+ahMYURHg1hMRB5OpudK81GQYqFqQcKRBOj51SN+JZjPbm8rz30Hak+Pt2w/OqFS2jbqeHwLd",
-	"irKUr34yBsQ2Rmvcg3kpjQ/va0lR3YLlbnZIqlqXBDwWWyTPfUqb7ysltvL6vmy7nVXvk3d28csuDuil",
-	"593EuUsVVzv2EdxavgVrg2cLwibFBM89RDMdUAOIi7ZQb+A0QpQUPPqQ3q/LFzYZ+vXHd8M/P588gjF8",
-	"+PkFPHny5C+RdeRxYf7XNsBMWEOdZOAEwGn9G4F/coZAq7Kiz59eTNnR+VotOPujhDglChXNcUQln3GR",
-	"E3V0HAOfmYoFeoWgfzwewRnoJ4FkejY7ldbgOU0ZnS+UnnfUjQY8f9oOBkwC95ZP+pLz/fMdD81duEKm",
-	"PhnYv0/ao7n7afBD/gSjlW3lS0al0qdl9PThuWDfLR3SYTxI/c2wdwWKOhTfqfYpSrmInbkbG59GDEcZ",
-	"XSKM9U/HYEoSEWYZUaB/h6PYGDZxBHENiv1gHIVxNGVxC2b9o3O2xcenEJNkWa1oo++YpSaKNibJ0lL7",
-	"by4996GcSveU+HtYYeKtWOdwP/BB3tv7T0juizL8i323Oxyt1ReNq0uz4SAakGQZrvxqyQr96w5p0KsV",
-	"eCUm9if0oJAJEH1OWfV5kwOqDZjsiX0dvR5L9mCwx2/r7XInonamcASiX7LM1K0Q6FzGgQjvfSZ59yd3",
-	"V6Dvxsq/INW+5QI/OLq5r3f5ftPrG1beM+9eP9WsGToHI4xNb4Faht2jCAsIsBtzLDO+yZVnkApeDCkD",
-	"gUVGEsyRqTrn432JyODte1eJNoJPCyphRjMEatW+vjBkCLbUUGt/JUq10BNMmfXJCV4qjEBYeaX/sPxo",
-	"5AAxSAJbbHYUXw+/6hWH9uv4BIryMqOJHkRSUzYbTdlKUIX2g/3efBEBSXPKXFGvzX8DqcpLWa8NplDT",
-	"SA3bk2GBFrqxXW/KlKm+owzmyMbG5dNE3EyMk6rRlE3ZC86u7BVHY4EoWPAsNVjz9nwyZUMwmYPWexR/",
-	"m1oumg5OYDoYjUbTwU08grd1NalWuRHk1FzD/NpSa1xF1pC1BdyPnz2bMmglMAngpTJhw24ik9mu6elQ",
-	"DdcC3RiCEgiTKxTwdDIxj9miVT23K2V11xuTnlcVVrpBEp5dX4PkFglJRrVUtNWJp/pWRSUYKgACkmaa",
-	"shxbjDRu6pudxU99m6MM6owMbcQrFCSD+O/xqSnlj2vXcWxKwv2kDTPvOVELaPp2mMk/f3gzTDHhKabm",
-	"mVfXSpCGFpe4lpCTtUvnwtRiSV/vTut9WaUFJVsyvmJmjLVzFVVaHg4su2gy+CsfeEmSg8no0WhioxHI",
-	"SEEHJ4Mno8noibkHqIWRTGNS0PHVI209G9nAZcDFFtf37hiOuIDY4TM+hpxfOVO8aj/hCuVNd4Qm9/vI",
-	"nsglSZYrIlJ5rE99yoSt9bEz2CYcnCU2Ar1a8My0USjQkZGpo0+WmI4gtkG6GAIzGDGg0Vx71GxpeB23",
-	"0JfsxqNhyvNLiSmURaQfYt6uKvjtdqYs1ayfGf+GnctQr60q13wKcZp9jcF7TAJRZlOnbtEQzKMpO4M5",
-	"vUIGsTPq49pL2MGuQKYiMGXHWgu4CeAcxdDcsXipEp475zFlU6bHP55M4JKna0s6tR2jdc/gLFn6WeNG",
-	"av3E0/W91SJ75ZM3bQXmLO5WTf3jyeSglfetPe2zkTZLpPWdVdRPP7XwhGav4R57jQBuosGzfYb4Vepm",
-	"zJPdY/xKcVOIXeY5EWt7iK6MFcH6g8yJjkzsay5dpas2DNrqbnAyaNSZmdMTCePLqs1PWDC8tqJcS2ZT",
-	"pG1yUf0s2BRFBDxLsWkJZAMZWrzXPGzItpLaUyaX1PL8WgtiolnNl0CWyGfWECA5+u06WPNtQrLsxHKY",
-	"nmLKzLhKg1Qi7ARmJJNodRWVjdDA1KoC42UwcGq0Wj1fV6pPWdzyL8RVsbqWF1Yp61VHcFalzRiaa6D4",
-	"9SLu4cifXC+kB+LHVoX3D8aUUKAweI30gZsOGJbUfkxuNf2D6n5ZrnuQdz+4Aws3OWu9LHwGszLLKjv8",
-	"BMIhbVvoasjai2uP4IUximSjWi0fKTlldSKgx58mf8xZmiOI60hmPI4VkcsY6gZV3PGLvUvIEJPURZ/v",
-	"vfZG980qG5W5D8Are67f3/vEyDxblVydeO1N+TH4wdIRuEoKfalwBGnIzWVq+IzQUPZh7OCVZMjxN/P/",
-	"TZPk1PJkGSKzyVEvOgm7fnu+Hl9j88i46ZF2E+18uNP17ebiYYmrt3y3h8yccfndKKtFJRZEIHVtTefS",
-	"Ydp3WQFm6ejISaNW4zF53CEknyaC5GTu+PtQ0timbYy/mf8PJayfeR0zfUACa5rF/U6ND0+NWpcbYvhe",
-	"NDdukunG3+q/b8YSsXXDb1PjR8RlC//n7eqa3wQxtptA3pkWDy7lMaf6ll9h+onv5ZPeaOByqHN5mwe5",
-	"LFLSk3m7dwuDbb1Yqvm7Gw+kYD4Abz6dPN09pG5vd3dmflt10u24sRwLNyZsQaRyOsaZXIGb9j4MfpiN",
-	"0uXyLjt3HHaKv2LpienzGjtvVi/gp7Y9ovGJVg87711GvHs7UVPGRZWtRpVxBbZ7YI7Arhzbnp/G3L/k",
-	"amGd2vQK2Qg+M5MhYNzgOEOBLMFoyrwGqk2fXtN70zgONbbAtjvmPGp69lrvg3OopaFrwoZo+24S7eL2",
-	"V5K2bFJ+MtLWiGD9oMm+fsX6xEOAg+/3TnOocG2O//OGXOuWkvbLS8Tlp75d7wrIETFH1Ur7Oqw70X5S",
-	"tgFxc8kQFv7tpK2VUJ4PcVbdCh9YwPpXhH5DyZ5LS574/YbvIlvuTVz4O/l0C9GxQdih6S5+g0KE4aq1",
-	"380MC77aLl/uoy9UC4r2mt+Hm+/InC9MKBZsk+xGFzcNsv1e51V/bGU19BrVPbGpSwmZY4AJ31Cpmg5C",
-	"cpPpQs2dq/qxw5qef7vHDv/b5/RLxg+dr+spz9ZVyNxGHwWQmUJh+9Urm9IdgmHWbba+t8TYBwZnOe4C",
-	"QvHbghCarer11ExYFWWdPDLZZYd02g8v4dpIBdfY1db8IR0qna5dPTGVwuUd/yscKHWQvLmNyAgYrlCq",
-	"OunDxgs9qeK6goYliely7wsSczMYf3NR9ZsxmhZL/Xenj6jsFcTE19faAEGXRFBF3O0rIBY8SymbewF7",
-	"xTWl648KGF/BnyB2GSLxlNWN8p9Pjm1A0M3GRZ3c4V5D0hOjDN1ubMMok/3YIwbbr4JomlD0vwzisITz",
-	"i4cJvAS6b91s9t+/T3YJNeD6jejnO8dX7LYcIWf0qkqVcSFuKoGmPouZXw9R1wUvPHXd5agME+UFCaV7",
-	"AU8d/wP8WpJM+hFBODLeA+M0MMlCboypebSPT5mLGvqPRg0Launm8gTUisMlam6tyN5l+lziglyhhMon",
-	"MWW2snlFU/sKF5ORRTKTPUSFZ/tErVJNqAqnqvSGVyRZVDJtyhIiBHVFwa4EIsTN57z4pcLAJ1uxvIdl",
-	"49c593Pxxu01PJkrlD5onh13HJvKsMeD5g0fezxXva9kj0fbnp89BlTv2trj0Y0XzRw4xrza5hC/t+x1",
-	"em+XC/ZFHDfR4LG952+U+NtulrwqQf1x5No5L4AkgkvZivvVmTs2pa6RM4SlYy6MEPHFnZZehwk764/1",
-	"A31B0Wd6i0n3tqim5EnG0PJ3Vrm8dRaIcdZuOkgi4+1kXE2ZdXhW7RjsFc3kNgujnpzgowJsVSXY/ian",
-	"EJuUrhgSUrQyHKXD45RpYWdH5yM4yzJr7mDqgywXZh3m9MjrtEea3S6eeVBU6Hfp8rt0eUDpYhLwCVsD",
-	"ZnROLzMvFnQkj3vck3eVJ00Q14/h9kqZT3U95EYousqpbvf0giPNuvXDBQo/wlUNP56y5iUHtRBz8qMR",
-	"G86z0JVVI3hlJLJrF2Yt5upuM2WPJ0+tmGbcJCaf1JegOgWoBily21hgZrNCNVFh02I1ckJuyqyUA5Io",
-	"eoVR/VosR3n6iCNo3hjm3goWGUMvJ/pWzghLsEeY3T4mfpcw9+8S8G4S8HeZtiHTNLMyvFauqsKIuFaU",
-	"+y6yrJRbEsbfu7Y2rGVNaFvClddoUWU73eiJ3DWqkU1z80Y/0+Wglj9TlnPGFWc0AalxyxIEVuaXKPyG",
-	"hpRJFOZtZl5ubQSSN41XTBIxUAkJz3Nqwt0pihGcQatcD0imN1/H0V3WuQ3necDWfpy6z1xsRJ6tyOCC",
-	"zikjmfd6BBvX1hBxvTEQWCBR/iZMZntVWHak6hdJriiTxyNTIuYqRAz+XHjcbkdjV/E5GtF5ZC1G+8vx",
-	"qT3+UpoSm27+8ZTFXlvOGGx1Sd19k5T6Jq3MBlPbixM4y9ba1nQNGF0b67qFY6zBmrJQcW5Q9pZy8bZp",
-	"3fsQ7ia/9eRekaxH958O7/V+/HfLh9dbb70z2vhuBORc1D6jttBoiSgtc0IyqinabMmo6iWVcmu+ZqfU",
-	"JcW84Pq0TyF2XQkdWbuOhDEozDJYLSyHSZ5j81JOgTm/QuNjC+WB3vme9JBxhFCXyN90QqbnBNCqwvfZ",
-	"NVGGKklTH2GKJAVXrucTVk0o21I0o3CQ8q+ofoRTNb0ye07Thkx/jJSSd1WibXPurmzA1hfzkqkDzjYc",
-	"SzKdQWR/dsgHTLhITf+kB9JTrd5MD6Coupkk21sYJLhP24gmVaIask8ehDC4tP1QfwD6s0cPBIq6pRmY",
-	"FlX2leKBJFFHTAfY1p5RtqWgK8ug6VPiLLyqrMx7+a83mda0TP+cchOZJMnSODZYdSefsspIdS3OgIBU",
-	"JKvCSIJnmfPAWpV3qacw7khnAz+eTJztuxHVhHNrqdo25Jx1jO2mnxQc1SZx7UbwbOsIqLKWM+M2emzN",
-	"8ma246ZufGzrtEmylH6xdlWrrW3edmsZ+xL3PQ3WV9eYlAq9zicPJw66rXm+c4FaqOdNgJvrK4hpja/p",
-	"xRT1J8vGVy+QyB+pZu2sKLK1pSBjmrr7luI5TUiWrTu8XlPCPgy/qF/R1WdbuJd4PeDJuhUCh1m9rqvB",
-	"4QMvWL8hTBNP663knTN5Q6+QoZTu7awkpfrTKTybPLHZ6Ae8/bx6FZl/ju5cQkdom8ZY6G0jGGvtlSLT",
-	"KFOqOBmPM56QbMGlOnn+/MljY+C5qb9VAVi3xE1Uf2OuN/5nXvgfifOmVQFcj9S8r21E3/vCf59F/WVj",
-	"FLWfbGXxeT+l2dfO2mbsxc3/BQAA//8=",
+	"7H3/c9u4kue/gtJt1dq3tKx8rffsurryZDJv5zZfnNipV7WjXAiTkIQ1BTAAaEUv5//9Cg2ABCiQomw5",
+	"k+zLLzORSeJLo7vR6P6g++so48uSM8KUHJ18HZVY4CVRRMCvs0rxs+xa/zMnMhO0VJSz0cloyW8IUguC",
+	"skpILhBnKCcFvSFijTDLkcLXBDGOCoIlQQdYHS25VEecZeRwlIyobuNzRcR6lIwYXpLRyQjbvpKRzBZk",
+	"iXWnal3qR1ecFwSz0e1tMvoFq2yxOSA9Ft0FWhIp8ZxIpDgSRFWCoYOczHBVKPSoq+8raNTveYm/0GW1",
+	"HJ08mkwmyWhJmf2ZuEFRpsicCBjUC85ktSTib4JXZXxwc/0IrRZc1kTThDIEwoKgSpL8FJFlqdZIP7yS",
+	"hOnpYCZR+unTuw8vP7z89Prtry8/fUo7ppEFw/Cn8y+CzEYno/9x3Kz2sXkqj9/CMHHxRjeiZ/MrKYgi",
+	"r4nCOVZ4czq4kFwvN1GGB2Bq/yqRrK7q15BUWChUcsqUbFZAiaqTAfKw2y18AHM8xwp4AZor9Y+6tbml",
+	"gSCfKypIPjrRfQ+lSU2LcywU1RPq6ap07+yxO7lJ9qzAdImqUnO2WlCJlpitUd25RJQhzggqeTmA5Zvv",
+	"7sH37ypSkR7KfNbP70+VC4+xfhN8uUmblPFVCmKDLumSSIWX5SlaUSYRvyEiYM3XPCcdRJHtjlqkeUXY",
+	"XE/2+dOaHFIJyuYbw4RONoa5WhBBEEa6u9yqBBAUqTUobhYTUYUWWGoVapXFjIsTlOKiSNGBFrorMqeM",
+	"UTY/RFxMWcrIKkUHjK9Okf73EWfFOkVUIswQLiiWh2N0uSBoRoVUKCcZlbqfGdDMjYRm13I8ZQOoY4nY",
+	"UIcwzSZ/jEbJCBeF/oiszH9hKKOPMYrpteKV2iRUwdn8qORFgXKC84Iyorl7SYuCSpJxlns65clkMpl0",
+	"sbmyPUR5/Ln+0ufySZTL/45p7xArpmiBsNt6EBaC3hCp2TG1/aeoxFIS2THKle6hV+HdaiGSJWe6kZOv",
+	"o19w/p58roiEkWWcKcLgn7gsC5phPcjj/5J6pF8HittLIbgwXbU2e1zMuNAcywWi7AYXNEeUlZU6RYyr",
+	"BWVztMISZQvM5iQf3SajN1z9xiuWP/zgGEeyyhZIEMkrkRHd+zkv3/7H3ro+5+V7S/oodazBoTu+IOKG",
+	"CDPWB595xciXkmSK5GiGaVEJcgrbMdEfIJoj2KdxWRIsYHMAtSH4NRGo4HM93g8M32Ba4KuCPPx4z7lU",
+	"c0Eu3r3SaqliguBsobvWbOWNjUokF5VSmq1yvmKn2o4TaxBF2wnYptk12IK/KwIbQil4SYSiRj6yfouM",
+	"zhkX2t7S/SpeHhXkhhQo+AoBDczCErekrCosucxO1tJpyQgMut/z1obx+NmzZPu3tfo33/dR+cOH33/V",
+	"n0iFVQUzxkXxdjY6+aP/u7Ps+sJ8cvuxPaLbZKQEZhJnzRjac1hS5n4/imn0Zqf/o9VYOL1mO+BX/0Uy",
+	"pefiVtRTbOGi4uya8VVB8vnSnVeoIku5jVgBq9wmelK/m++MlWNHgoXAa/18g3mG0TY0pDfJ2yJPezYd",
+	"JOmkxgON8iezfytmf09kVUQWNi8+x2yAXRaGspx88RqpzRm7Zu8J/C+P91OPHXhkSH9g6A9+W1ZZRqSM",
+	"d76xKv10NzNNNujv+nBU88fYnmGbKAksQceqXdRM6ExezXn66Bp2q/fkui09Zr2HfYxQ44yt/8/F2zeR",
+	"czZbI/0E3eCiIgmSSu9Z4DYwng2So6u1ImDE63+MNsXuy9GcH9ku9T4+fo9Xr43FMjKOixmdV4J0ahlt",
+	"ocoSZ+ROQs7L+jA7TGThRPnWfhWVWnOmHHR0TEYKy+s7DLzFY6bLGD949LMWYkxNm1c6hC0gcB8Bh5Lt",
+	"PZG8uDF2eEvJxuW2+0nHV46q/VTzJt40Fw4pqT0EDRVs883UO+je7H3GX9W7AuFGuTEh43rKQ+/Lpupc",
+	"Wt+U6bBjPQNVuIvqa5Gv0SRtt97maDeHtpVo79zKh7QqAxLU1lX4UoGlso3lZ2q4pXCWKXpD4mTjs5kk",
+	"6hWex0nf+NiiDEmX5BWeXxjXQLwFxRUu3Kjjr6y4uCbCMP1uGsJ3AdatJG1CtQfhz3pjEiHNYusZmq1d",
+	"IxogQBfVconFenOhl/jLpRlVl0Asr2yoYPMh65KBZmh/p2rR2fgWQVJYEX8XvlCwXMnoFZ7P9UvJ6FeC",
+	"8+iW63uyXgiC1WA+lhEf304f1e7JQV8qXtIsFMXNd1qnF+CxDqq2mIQZ68f2EppIbm1j6+V1kvhM4pYl",
+	"ifoKo1ToWowY0+r1fEWUIuIuSj7zF3pzC7Chjt7zhLXUnCnuDKkhK2nMwY7Oad4R0bIeRap1Rbcc9UtZ",
+	"xyZeCp5XGREX1dVwEz/aEpi2L3jFVIfmFTgjg7Tq7tZ/HjH94xaGr6LbO2qwmsGELGOE5PJ5yVvZfpY9",
+	"t5zS0rDOezjUl+HJQET2SzynDDueaO3adEk7VshsQwMUhmmj/iC6K2nNsMnOgq8kWmKVgbtYQSSiUEbB",
+	"bOm0ppFrPJhnbAy1BzakQH1+7mcq81qs3X8nuDDBrtaJHSt8hSUJT4WMgXdW8xCVzc/ohgSO486NLjxv",
+	"LmAU61Eyqljz71xgyvQ3sfZviJBdisLYK59oPmD97WCSZsYxMmkrRmEVsRzxDWxLMy6WWI1ORjmvzKZt",
+	"22CV3nSsj27omySnmA19mQ57s+2ru4GdzvRkWjFD7Ji+NkDOffUc36w+zTt3qwLPPy14ZYyrARPTpuYn",
+	"227+CQ+zZowYfyq6TDBe5ESqTxXbteFa2YZsFXuh00wExd39WJvLeuSfZJ/VHzB3G8awwmuJ9FxO/fhD",
+	"zolEjCskSMZFjkwTcrSr16C1yMGENgjQIpk/8GCZIvP2eaVjySLsEWVcfeB4+UURlnf6gzxq13HUvzx/",
+	"OgAs0N9d1+F9uM+TfCmpIHKXA2mHaQTPPtn2hrI8I6uXO41AEEZWXUfR4X4CNxHf9+iabo3Kp1FkljGW",
+	"sEYRGEMRfZ4HFnnk2E5Yrqe7IXxavtZEuYhbjq7WIIMgI0dLnltYUYIKIiUqBddTM8e6SDfN46gdXbEj",
+	"nF2THAAWiM9QQW+CvoAWMtp2hz1jnbE13OxAEoKOcUmPbx4du2C0PG7OTofbDZ3aurFUCyaW+MTuWapt",
+	"3rBlc2jZ+cywT8d9w62hvd625t14e6esMC22nAn7HFrZplvIm1hh9NQust2xa8WP31njD2p1td3r88DH",
+	"2pDnZ4IvQUq1dgEUEc6PCuBIJPhqNCAg0GEOUPmSZWJdqj2uwdK6Z/qmbqcKHoqtvvh7nrfxuuA432Ex",
+	"9ndChycmVhE5F2rSXtKAYQPdSrmgah1/CkflX0mB+56/6j55KlUMOXbWQwxaDLo3bXnjjQnPZx+wuMWR",
+	"sSfe9zf1+ig3gCdd5Loz3PJdOFbODd4z5mSJhHTq46MThtq94iuAZmJ9bpc+n01LW4QCYDVD0t4eejYY",
+	"5+kNBeeqkubTHt+X0+2/rJtNaPOtBZYQj3H9RDZX+EvjA3AEvwJyLtZXAlaMcUbiUEt/cYPukvY87Nc9",
+	"5NiTK8sxuo0+RPa2O6jwPg/YAsvXXJDYdQZBGlMOvFQIz7RoA9C6NCwW2ZX271JL6lHu4Fyrhw4ov40R",
+	"D3CsWZEY6F8LVZTHlh2Wq4+Q0IrzU9E2YxtF1eKKmNQ1/cbNuF/WPSHAbjmMn991a+GnMYr0W2G055wZ",
+	"GDWbR5f2IQVxA+QMNO0Qc/TB7Jr9Wilucw4pAY+O/Tl3fN1rrMArF3fbhH/u3W7v9qmYeOLYvW2HSxNu",
+	"4wNOPJaol8Iy8M6+VNuf9eTc+4x0Q5j65DbkobIOtAFf347h3MCDuZsHEhjBG25tbW24Jn1vo0etcNjb",
+	"1uYVjTkMoYWdjQKz2NtADrbt2MAccKDl8zX6NPFu2nBRw76PzD0YPdsT9Ojo8bNnKFtggTNFhER8htI/",
+	"zo7+Ex/9Y3L010/jo49pgsiXjJRqytJxCsC8dDw2F3TWKMOMcYWuCMJ5LoiUJNf7M0Yf3r9CJVaLw6mN",
+	"IvSATkusN0o99P974HV+9DEcyf/8f3+MP259Pm799d8O/yWmSd844Y8vaK0bhi9q3WKnrRfxjNg+uhY3",
+	"aK/XGB3Abta/OXyrlD07jByIvHAK1n6UhHfy6hnECBCAuCNcrv+eaNY290ln9oaFvTIV4boH5rP/HWW0",
+	"tzdE3FCyiiHMIo6KxqTuW9E6+GhjRMPfbysX42/oCXX7TNbelJzBG2WTbW5zix3e5lLf5gjvcWbfzxPt",
+	"2/MNzrnfPR2qjR6E386iZWwTeTbv8GBpA6YLFLgQvJovyiqi5yibE6lIfk6EweQNjMRaSu364Qauvd17",
+	"tOXoIdGHmA1ANm+oHm+pHPUS/7BoA5EN7fw+vdWIDe78z0eoeHe651EIrD/C3puBzZsbDDxoX6xH0uMD",
+	"6RRZbZxVLMMdPvNuPGhzzG8a2Hrk3xjqps7rD0RsUXldR+QA1dva5uZEG2V6YzNRb2TVlXPlJGiCVgvC",
+	"ELjFYh7ZAktlTYCzHZENcfvg/vFOyo5mBZ0vFKIsK6qc5ANCnh3qMn7AGLgH0E70nH98CwiY7BDCDNY2",
+	"ynHevds7wD29AH+4FMYkWlG1QE3Okc3o0a7ezHNeliT37tZsYvPuFz5y8vuiwLQTwt697He5eRBb/dCR",
+	"0KAP2phKb7/YHHvHensEvC/AN1zzD5cvzIovaSZ4g5y5ry+gz7G3bSF/onYDB1XjPNqKuA1Z0GdOx7Dd",
+	"bOlNO8qEley4UR4cDDtuk0tCUH3taWOx73g/N+zLHuEgv1H6q/mR7iW+3HVDHl8Thurwp+LXhJlkPwgy",
+	"0ozueidvKA09Rmwfcz98+P3X5pgb8YQHx9rJ0V/x0ezs6LePX/9ye+T/fLrLz0ePbzvOsxtisOnOz0le",
+	"leiarBFlkuYk9OWfojlhRGhGN4ZLKx1U5OB+15uLmtE7QX5X1WxGxGsDwW0RPctIqew1VLtouj37iRz+",
+	"Rb2rDttenWBuvb/fVjbwZjcJ4newu6DivVer7ZY3UGnatwd5du1FXpsuxu6Rv/96wfA12WFTGeZF3hqj",
+	"6b2UFQYE4X1Q6pVJKGICzppXfO/Bx6TLY073swMFb0RBySGJL732HJk7bp6HgRGgTYzbIOK+DZyX990s",
+	"JV+o7HzYB+vrWs7WhFznzTbqeuyZTwfy7i7h0E6o94Neke6O0OmjzF0wr1scWfc+I/bDVLec6qJ+gOa0",
+	"1uvEi5lxFsMYCRj6Fptbo5qqnRwVjzkMutfUomZVFHYThbSUQEXIU4XlNcnRDJJCbAdt7dPz1PgwB+15",
+	"QJAhrqFIsPyul61qj+BAKEiQsGHzrA2kN6uPCjJTiFcKTEqJqJJeQKLDf/6eKMLA7eTdO+hJ1+Zz8LuW",
+	"2vO0ZU4KvCb5eQ9u3OWZa/K6rbAe8hWZcUGadKcHkHtuy5iKz2czBRbVe6IEJR0QamIwcJSzl0xzZR8Y",
+	"1iE246M+eGJy4nXe0YiOc4m/XNB/RJo9mBza9CMJXI0hbMZFBnvF1hb/jqnSgx28gj7idHMYCzpfEIEs",
+	"k2NBEFyey21mw6s1qnXRsdZEqOSl9CnxaNJO+3dU/ykKYDUM2LsiYmc2DYGzLTiXRAd6SIenluhbyRzC",
+	"bFtEe3LYP/1oixaY28Vdz3cZ3YqynK9+AauvT9CaoPyykhA5/1xRou4gcrdbNFVtAHRH7mKaZ5/a5ttq",
+	"iV5ZHyq2dwCH31F2vhnQfJM5t9lPDYxpGCrd0dnh09scE133GM+0hhohXNLDvZHViHFSdOk79/07xoI6",
+	"7P97YTbucHDYaqj3MvewJEhbbOQyDoobDgS5xPK6A3flot6DTE3dzlBwjmm5azT7h+TcBxkwbJXsatwB",
+	"iBOkcwn3td8v3h795fnkETpG7397gZ48efLXxAQhuID/a1N4JoyTARfI7oOn9TOM/sEZQdRlgf9w+WLK",
+	"Ds7XasHZv0qU5lgRRZdkTCU38IKDwxTxGSSYpjcE6YeHY3SG9JsIF7o105Q2ZJc0ZxBn/HD5YtyGoj1/",
+	"GiLRJhGfC2D03uAleXljs8b+kMhM54e7gwP9G9xyvytsdJu7aw/I0lYXG1fY74c87b8t31607UjVkFv3",
+	"C/3oOIgDASTKsBBrdxB3KZfi8bYdFHYofAORsoOP9XXzD0SojvlHOH0QES4UHkgD28PuhIAuoqnwPklC",
+	"WK9qybaEWbe/MOxCsfdu2HJ7KIk38M5Zf/vMw3fR95dW3X+LBMTKMUMszAWibWpQFFRCmgHHaztmZf1m",
+	"iYktxTs4wH32tiSilvVW3Y2ykovUOvRSkNkUHRT0mqBj/egQQXEggmYFVkg/RwcpaPY0QWk9FPMDNHma",
+	"TFkajFk/tDHg9PAUpTi7dj0azyYpckDnH+Ps2hgy312i7IeKde4pBfduJYLuJDq7W1c7gQr2nxq8C/zy",
+	"J0MKtsT/N28KazEcJSOcXW+/GNx58dfTBp27AndqYqf9e1PJRJh+SZn7vSkBbgKvTA6XYfiDZLAp3SKR",
+	"N8uthNqa0ygCypJVoe5EQItkiBwF9pm1pTvNuhv6dqr8CUnvA2TGzqC7oaCH/ebLaUR5YAZ8c9ByfcbW",
+	"AZQxmO+1DtujCososFtYlhnflMozlAteHlGGBCkLnJElYaq+qPSuIoSh1+9sTrYxulxQiWa0IIiabV9S",
+	"Ni8IMnmWAAYuKrXQDUyZiToKXimSIGH0lf6HkUfQAxiIhEzZl4P0y9Fn3eOR+XN6gsrqqqCZ/gjnUMAq",
+	"mbKVoIqYH+bv8IcE4XxJmS2vZRI5IqmqK1n3jaBkEmgNUx1xQczojk1/Uwa5ixFlaE7YMQS1GiAYQO+o",
+	"Gk/ZlL3g7MY4cTUVsEILXkAoG3lzPpmyIwQpME18LP06NVI0HZ2g6Wg8Hk9Ht+kYva7rOuktN0FLCo5m",
+	"v8qTMa4SY8iaUmqPnz2bMhRcjBSIVwrQbO0LkjBdqK7oPtcKHQxBiTCTKyLQ08kEXjPlo3TbtqiU9VxB",
+	"nklX4sh+JNGzL1+Q5IYIWUHhoA1+91NElWYS4AKEkaSF5iwrFmNNm9ppZ+hTO+ooQzVQWBvxighcoPQ/",
+	"01MoqpfWLtoUirP5WGJo9xyrBWoqaELjH96/OspJxnOSwzsvvyiBG168JmuJlnhtr4mS3FBJ0SU5redl",
+	"Ni1UsWvGVwy+MXauokrrw5ERF80Gf+MjL9vnaDJ+NJ4YkAxhuKSjk9GT8WT8BM4BagGaySUtw6bQZ8ll",
+	"JIiY1pGFFB1wgVJLz/QQLfmNNcVdIUhbsg7qFDZJjA/Milzh7HqFRS4P9apPmTBVN0wLLsVBZoCRqwUv",
+	"oKBhSSwbQUW77JrkY5Qa7FiKIi2AGtBkrmOGpkhbDaf5V4nSJmYDhfIqSXJUlYl+iXmzcuM305kyP/OP",
+	"AZVo7jX13bScojQvPqd+giCJsIJJndpOY2MeT9kZmtMbwlBqjfq0joO2qCsIUwmCAmB6F7ANoHMijuCM",
+	"xSuV8aUNj1M2Zfr7x5MJuuL52rBObcfovWd0ll37qXRAa/3C8/XeqoJ5hYxuww3MWtxBdbvHk8lOPQ+t",
+	"AtVlI20WK9NnVlG//dSMJ9Z6Pe5jryTfbTJ6NuQTv14cfPNk+zd+zTYoiebiLXoRbUEpgoyrH1Z0DOGm",
+	"ubQ1p7RhEG53o5NRs51Bm55KOL5yBXfjiuF3o8q1ZoZyaXDH3b9dnxORuPtZTpQAqqHVey3DwLZOa0+Z",
+	"vKZG5tdaEWMtar4GMkxurn5JvCR+4UzW/DXDRXFiJEw3MWXwndtBnAo7QTNcSGL2KiobpUFysxWAlwHG",
+	"qclq9vm6ZtyUpYF/IXVl47S+MJuy7nWMzhyaG3iuGcUfH9MOifzFViV+IHkMaq39YEKJSiKArolecKhF",
+	"aVjtx5RWqOTrJ3HSM/XOB/cQ4eYqRacIn6FZVRTODj9BcdCeKTkFbO0h98bIlGyQzdZq5EjJKavvp3jy",
+	"CYhMa2mOUVrHxNPjVGF5naK6VDS38mLOEjImJHX5pXdeoeF9i8pGjawHkJWB/XdXIQWdZ1LSuhWvvSk/",
+	"hjwYPkI2Q4s+VFiGBHazAGJfEBrO3k0cvFQvsFZzEpUJkwtGNyPrQQHzUnPq0n9tqt9rgeUzGKpXkZsL",
+	"OCjgKQtqo2tDnarTKLhb70Dtcu96p2wkqKkmv8ByypoS0ZxZ+HilDw1wbDQFp73687wqclubXcGzAz3k",
+	"YHT67JFMGSmk+bKpND1Gqa0Kk7peTNfSd+a7KjGpTwlzppoyZwGUWMIIbAMJSl1FmdRc6AYQNSrwHGkW",
+	"ceeipsUEpU3hmdRYuFAqhTkgRetueJMRvTaMUArlasD6T23W/hThK35D0JPJZMpsSwkCYqSmxFBq2KAh",
+	"KhxrXOPu3V8JzqMb+yta14RymSe/xUYbLfg0YM91foXV3dRCIOJv9f7NV7B5HzhJdPfeQRAODaNonizw",
+	"PNH2n6ExnMnglZYKCKS5UxFACfIePXBc2KJRjT7YXLV2XQeLFLKnfQg5dMBl61Llz7srlS8pC6p/efXK",
+	"+4CuH78F82xUtBjAOMbshu88sf1m+1HAeAeWx+pxHKISUyHRasFlj4bQikE/FEgtsDZbvCVK0IoLqexZ",
+	"5kGY8iv8/7a5GLbJl+ZC2YvWJecWV8bI1rxyDF9BMsDbZOvLpsPXttzg6N78N1hnta7OdXCc9Xz8OWxm",
+	"hqjtgkC31R4xqbdo/zbSgTWVgw1YHu7KTeCA1uOPmjIX+igM5ZewRB2sloBOrsUDTqvO3WgUcH1e/Xqb",
+	"Jrol8IUJMiOCsCwonhLb9f5G1N6Y9L4sh/Ocmnj2eRCCGsyK5rSxecdgkyWv3Eoz/Gcx5dkGE2qm04ZV",
+	"sOQJuiZr43FpRvygau3YwG2Pv8L/d9Vyv/EaP/+A2u5dnSf1p2p8eNWoD1F3svGsAtyZ57zyLMdf63/f",
+	"HktCglhIyI0XhFwH9D8P0+N8F8zoJTnbh87cORcPrOprfkPyS75bYq03vVDpu1RWTkZVmQ/Mk9Zddrmv",
+	"frxrvz3xjwP2iPvL5tPJ0+2fvOHqN16xfA/CrGcXC/hZEW5cFXDKNwZPWC/pThvLVm9Ol5S3xbkV2lT8",
+	"JctPkObL1Mb9Ogd+itI61aF72cY5C+xFOLCaMi7czUWqIGi64U2BnlO0okwap8IVVwsT/qc3hI3RBwZY",
+	"SgAMOFMrmTLPsRJ4g2zQW1MLxoYU54nZ7020UTdtQ495zEzbUG3fTKN9vLvztnXvyb+R04udql8EYPpL",
+	"1qUeIhK8X+/vrsq1Wf4PG3pteAFtQq4vu2a9DbqExZyoXUpZ30nLNkPc7DJGhX86bWs0lBdtnTlX9QMr",
+	"WP+82m0omXVpeR69D+97BtyHuuiszT5QdWwwdqy5j9+hEmFkddmTKDiBis29+uUuGSXb4h6MIuzz20jz",
+	"PYXzBYDWNuIsEGGBM423VVNl9mgoLYtztCZqT2JqwbOdnuumaHjEZx1zRrsEUMMOowaEr/f7WFvtJd9H",
+	"m37Ox13ba2MKirUDFxqclvBLP9kk8LExzARfDu4+0BhDxmAtx22DUPyuQ4i15lIYNQ26BD0njwCH7ycR",
+	"2VbwN95FXeYq0seWpCQP6lBpFervQJ+U9obWn+FAqeGEXtnZxJUjdPDYjWiEVg3DXXVwMjj+avGHt8cE",
+	"qjN3n50uiDJHEEAirrUBQizc0mETIUkoRMwpm3vQRsU1p+ufCjG+Qv+GUhsvS6esjpg9nxwa6JRtjYva",
+	"L22Qnl1ortjpxtSahnsiHWqwNCWRnDjUWWTDrToIzu10Ne/jw0BUIoW7b62J8UDiEqvd/Z3sz/dGophp",
+	"WUaGStGG1SwYkEpEc1/E4Oku27WfCSMasknNnRKbzMG+foJSr3aeRSHgdiFS4yewMK1TbYF4eZWmDAwP",
+	"2G9soqwcHVxV8hC5OJAPswQctiFD6+wBaOccUWXgDlOW2hSC6SniakHEikoStFVjJjzAy2ZjaZMt3nwy",
+	"ZQbNj5fcXqCva3nXeDkgUrSitwNjuMEZ7KZJozNlVKJUb+IpOoBU+5LekKTGn2l1v+CVQHjOD52PR/OF",
+	"hZUsKasUgH5SxdM6xj9ljK8AKcNzkiKzrlcWH+dMoRqb0nLk2Cx9SJKCZGpsQTEpotIAXEytEP1xtOIj",
+	"xOUsAFbvCwJtxOcOALejNTGs65SZYpcWF5Rh5uHuDZ0OT1Ha3JEf2+qUKVKkKMBrpZcbYcTIFwWjmDJI",
+	"Gyq7wC+vg8Tw39IS3Z/V6KfyifXEWgiObUmbN+4sFhSbimNMpl19eGPYqauoHWmL/N23nToZbtPS3mqD",
+	"dvV5H0N8vzb1sIunO52R7rgOPZb84//mlrxfpPi7M+MvgmiCrC8YUIGM6DQWPaSzPGAc2avzIS7Ez0o1",
+	"0Lh3n3ihTm3jfw0uorbi8C1UbLHCa4keTyanzQ2wjZ2gyZcqkc0pPd7YCVyw3F062m6Nh4krui3y7dkI",
+	"ao4OO2jfbd6r0f+wzP4jIQDCgFoD+PQNWbglK3BmgEu78b21t5O4O+xvRP1kun0xHSR/72C2ZZPP5gcI",
+	"srxt7ss1HGkVb1KrZns1wcD0zKVlZ9HfUzeXvOw8DV7AacC7YeNwq7UFiMjnChfSv06DDuDEBXFkuGlr",
+	"v4GUyOb1KbNXbvxXk8YrY+80QNWXFUdXRB8bHH/aa7JXZIFviEQuTD1l5gy2ojlc3DWwfVwUdpPzAfx+",
+	"JmfkMmG6u4EvcbZwKzJlGRaC2pzhNn9Q7Hhxzsu6NOylzbC5/YjxpxvSW8Je5h7ggBf/jqka8p62Wnk1",
+	"6NUQDDDggzNbUm3Aq34s8DXPya7f/Kbt/l2gULITB9WvNs55+fY/tJJ5bLTSRtkGk2afuwzVP46r65yX",
+	"CGeCSxlWSXDXXs199EbPYJYfcwFKxFd4Wnvt4P8qeWkgOj72M6r6oF6cRFUJ5a4a5ZGGnhOXCKM2q+vr",
+	"RaHfKgEADONqygwGxpXYcBjnHF7glbKKjwrrBUGmZs0pSuE+dIoyXAbpAaSl45RpZWe+Xo7RWVEYDzjJ",
+	"/SHLBfTDrJ/q97xDm90N4roTUPCndvmpXR5Qu8A1RMzWiBR0Tq8Kz+d5IA87ECv31ScNrteH9XZqmcs6",
+	"meAGOtklJAm9tehAi279cgCkh1/w+eGUaY3iLk5bJWb1R6M2bLC5ravG6CVoZFsCzhzdXLhryh5Pnho1",
+	"zThk9Tip42L1/VkP22+msSCFSanAwEdfTyCpXeJGyyF9HrkhiUvE4zhPL3GCCs7mRyXXJp2R9AQMvSWm",
+	"+miBWUY6lNndYdL3QT7/1ID304A/ddqGTjPxlS/KpiQCFRcAn++jyyrZk23lna16wwJrQtsSNjeVVlXG",
+	"c6gbsseoRjdpe85mf6/1z5QtOeOKM5ohqWnLsjrS5BWppEwSAZEjz2WRIMmbuiyQgQNRiTK+XFJAQOdE",
+	"jNEZCrwcCBd68jW02kasDMLTG2wd2q9rB6ag8kwsjAs6pwwXzV3N3ECd9Yi4nhgSpCRY+ZOAtDAuK9uB",
+	"CblpYq0ok4djyK9m0ysB/Sxi2kxHU1fxufFymhul9snhqVn+SkJ+qnbyjilLvVKrKTKpmeqKqrjSJ2kF",
+	"E8xNfVWI0Gpb0xbVNLlp0rosZ6qHNWWxAENU91Zy4UXdHgKB4JcTHQRufLT/W8pePc9/tmQyeuqNSCtu",
+	"fDcCLbmofUah0ghUlNY5MR3VZDwMdJQgJu2iPK5PhrIXf/imee0B3ZJ1L1AQJX4bs/H13N9n+IazI2Od",
+	"NTcmzSz9sA48SwK11ji/TRYNfy1q2u7gPGzWg98QcUPJqhtZ4pikzuARuuPlSYOW0Lpspc/W0TwlDspa",
+	"J77QZ2ppvzCgjSbOiw5mBYd+sEITgBR4QI8A1qEJpY8Fek9x3sQG0SFPA1TJ/0KAkEBHyA5a/6vp9Qg1",
+	"1ZZODXzG/LAJQ1rYGd14nZBMImyiXRMIwhV0BsVWDNlcdsdrUqrDMUoLbMjFIXuZcaXUxwMLczmQhHTd",
+	"v4bLQAvBq/mirNSYsjmRiuTnRJhsAwYCUgt4uHHCxaNnFpAi0TF6AvE5S4dWK/Ws9LYkFVbybG4yoExO",
+	"antfb+E4W8R3k78R9dax2QNKc91HVzCrfn7/oOxaKrI0PmsjFYnepMtK760ALGrKn2vlu0eBDWsbxX1g",
+	"Rk4VviYIoxlZIcj4q/n8isjW4VNLH9wBg6wC9B/kxAMRGROoxAzx2ZS1bD3PIrH5MCzmycajQz2ReGqi",
+	"blU3YATLWFV15swh+qPV3QFlR7OCzhfK43uAaeUkN8l21yCC5AvOFKqM8vHeBJsPm4GtiCkfSIyFTNDV",
+	"esogl1+ghyyFNlRRB7rsFOTepgNxX0+ZnnGYesjppjoT6sTA4fQQbN5gxxFQOoKyuXSJgqfMMTrCeY5M",
+	"KhxJ9LIfNctu9xGUKlExMCTNeIRLWgWGQMNsDvcFaU1q/JjJaxUkf7DBltoWfzp52oXr6suL89DIrn9i",
+	"4Lrn7ngQwMu3jsSet5KGgeg5rVxnp4DgY8P/7WQV91PKTUG5fhtqfEdLCbUMpSnrtJTG6O+2GlxamEzF",
+	"fpwGspWqSrD4Tq2l8p1X0+67D4QOE+2wlO1/L2luaqB/d9A163tqhDI8xITAtX0LYzxLTCsVcU6WJddr",
+	"ALa+PSKA5wQQyfqXIqYqPDhxJF8SY/CusJakJb/phqrdOxT34GzzI4HAvDhzmDMz8e42+QmL9FEN2XTq",
+	"w5mrnRlr4yTzI6xqH8rqs0tF9YNgrFrrHkKp9usLqQvgdrqlLuGNB1zAujpv3BkFW+T+/VAw8W/sgmqq",
+	"V8ZTAbwnGRc5lBV8IA90ULLwAVzQ7bQB/ZV9MjKkmlJzL959MuTSuwBakvwHEXuz9Aj7jjmo3Ggup0Uy",
+	"Allm2iFqZr44vlofafsOIO2mUONtvwKAz35ZN1mdtsCB63aHInUfTR4/3Vqv8eeZtre47fd5k+Nlq7gv",
+	"toB1Tdq64AXYwqe1C8663NWCLBEuil14vkPjHtcFc/uZ/I2tRDrgFNjDd8/+Sdju++S4y5q/gt3d6NLN",
+	"LT1BSy4VEiQjTBVrU99o43B2V77beodoy+2LS1eQ+ucdjPvcwQAydpmYcGMZ1NSfqiKdveLyA9YhBF9J",
+	"ogNjws64QLjxP9t3D+/Lsm59e6qgFAVqintaZIerxXLOpZoLcvHulY/sQFyADx/lHJzmOLuGcEE9/Kbe",
+	"AReurJxUuHAZBQQvCou8Nn6IK90EwJCtv/3xZGIxLxsJLtC5QajkJK9KgCgGIJumCDM6qKEwNXzQw9Qk",
+	"iCqDmGHcJBIxka6mtcOm2NqxKW6Gs+vWhS1T4Gw8ZWlYj9XEHAcCVV5+IVmliFcu9OEOC+16tt+4qkus",
+	"UGxEhGvoUQIVUXhRQCW87LrB6AuC5Y9U6OWsLIu14SCApFicleJLmuGiWLdEveaEIceBBcGFWvRtP/9u",
+	"3njAlbU9RBbTjG7t0fCBO6yY7VIzj1xUCvB7OV+x1pq8ojeEEWlWRBOV6l+n6NnkiYkfegqQSlQxQXC2",
+	"gKKlLq+pyS9BJcoFpoyyub+Odl1iS2gqrZrRm+qpxhCoRKFJplR5cnxc8AwXCy7VyfPnTx6D1802/dVt",
+	"4rYLvcU7u6GS4W9e+j+xRdFuGgH+n01yF+8PTdkh74+NyyR8M0jo5j3Ki8+tvlvf1lcIbz/e/v8AAAD/",
+	"/w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -73,6 +73,34 @@ func (q *Queries) DeadLetterInsertMany(ctx context.Context, arg DeadLetterInsert
 	return err
 }
 
+const deadLetterLatestByMessage = `-- name: DeadLetterLatestByMessage :one
+SELECT error_message, retry_count, consumer_group, failed_at
+FROM queen.dead_letter_queue
+WHERE message_id = $1
+ORDER BY failed_at DESC
+LIMIT 1
+`
+
+type DeadLetterLatestByMessageRow struct {
+	ErrorMessage  *string
+	RetryCount    int32
+	ConsumerGroup string
+	FailedAt      pgtype.Timestamptz
+}
+
+// The newest dead-letter row of a message, for the message detail.
+func (q *Queries) DeadLetterLatestByMessage(ctx context.Context, messageID uuid.UUID) (DeadLetterLatestByMessageRow, error) {
+	row := q.db.QueryRow(ctx, deadLetterLatestByMessage, messageID)
+	var i DeadLetterLatestByMessageRow
+	err := row.Scan(
+		&i.ErrorMessage,
+		&i.RetryCount,
+		&i.ConsumerGroup,
+		&i.FailedAt,
+	)
+	return i, err
+}
+
 const deadLetterList = `-- name: DeadLetterList :many
 SELECT d.id AS dlq_id, d.consumer_group, d.error_message, d.retry_count, d.failed_at,
        m.id AS message_id, m.transaction_id, m.trace_id, m.payload, m.is_encrypted, m.producer_sub,

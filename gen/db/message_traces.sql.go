@@ -10,7 +10,19 @@ import (
 	"encoding/json"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
+
+const traceCountByName = `-- name: TraceCountByName :one
+SELECT count(*) FROM queen.message_trace_names WHERE trace_name = $1
+`
+
+func (q *Queries) TraceCountByName(ctx context.Context, traceName string) (int64, error) {
+	row := q.db.QueryRow(ctx, traceCountByName, traceName)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
 
 const traceInsert = `-- name: TraceInsert :one
 INSERT INTO queen.message_traces (message_id, partition_id, transaction_id, consumer_group, event_type, data, worker_id)
@@ -43,6 +55,143 @@ func (q *Queries) TraceInsert(ctx context.Context, arg TraceInsertParams) (uuid.
 	return id, err
 }
 
+const traceListByMessage = `-- name: TraceListByMessage :many
+SELECT t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at,
+       COALESCE((SELECT array_agg(n.trace_name ORDER BY n.trace_name)
+                 FROM queen.message_trace_names n WHERE n.trace_id = t.id), '{}')::text[] AS trace_names
+FROM queen.message_traces t
+WHERE t.partition_id = $1 AND t.transaction_id = $2
+ORDER BY t.created_at, t.id
+`
+
+type TraceListByMessageParams struct {
+	PartitionID   uuid.UUID
+	TransactionID string
+}
+
+type TraceListByMessageRow struct {
+	ID            uuid.UUID
+	EventType     string
+	Data          json.RawMessage
+	ConsumerGroup string
+	WorkerID      *string
+	CreatedAt     pgtype.Timestamptz
+	TraceNames    []string
+}
+
+// The events recorded on one message, oldest first, with their names.
+func (q *Queries) TraceListByMessage(ctx context.Context, arg TraceListByMessageParams) ([]TraceListByMessageRow, error) {
+	rows, err := q.db.Query(ctx, traceListByMessage, arg.PartitionID, arg.TransactionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TraceListByMessageRow
+	for rows.Next() {
+		var i TraceListByMessageRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.EventType,
+			&i.Data,
+			&i.ConsumerGroup,
+			&i.WorkerID,
+			&i.CreatedAt,
+			&i.TraceNames,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const traceListByName = `-- name: TraceListByName :many
+SELECT t.id, t.transaction_id, t.partition_id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at,
+       q.name AS queue_name, p.name AS partition_name, m.payload AS message_payload, m.is_encrypted,
+       COALESCE((SELECT array_agg(n2.trace_name ORDER BY n2.trace_name)
+                 FROM queen.message_trace_names n2 WHERE n2.trace_id = t.id), '{}')::text[] AS trace_names
+FROM queen.message_trace_names n
+JOIN queen.message_traces t ON t.id = n.trace_id
+JOIN queen.messages m ON m.id = t.message_id
+JOIN queen.partitions p ON p.id = m.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE n.trace_name = $1
+ORDER BY t.created_at, t.id
+LIMIT $3 OFFSET $2
+`
+
+type TraceListByNameParams struct {
+	TraceName string
+	RowOffset int32
+	RowLimit  int32
+}
+
+type TraceListByNameRow struct {
+	ID             uuid.UUID
+	TransactionID  string
+	PartitionID    uuid.UUID
+	EventType      string
+	Data           json.RawMessage
+	ConsumerGroup  string
+	WorkerID       *string
+	CreatedAt      pgtype.Timestamptz
+	QueueName      string
+	PartitionName  string
+	MessagePayload json.RawMessage
+	IsEncrypted    bool
+	TraceNames     []string
+}
+
+// One page of the events carrying a name, oldest first, with the message's
+// queue, partition and payload.
+func (q *Queries) TraceListByName(ctx context.Context, arg TraceListByNameParams) ([]TraceListByNameRow, error) {
+	rows, err := q.db.Query(ctx, traceListByName, arg.TraceName, arg.RowOffset, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TraceListByNameRow
+	for rows.Next() {
+		var i TraceListByNameRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.TransactionID,
+			&i.PartitionID,
+			&i.EventType,
+			&i.Data,
+			&i.ConsumerGroup,
+			&i.WorkerID,
+			&i.CreatedAt,
+			&i.QueueName,
+			&i.PartitionName,
+			&i.MessagePayload,
+			&i.IsEncrypted,
+			&i.TraceNames,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const traceNameCount = `-- name: TraceNameCount :one
+SELECT count(DISTINCT trace_name) FROM queen.message_trace_names
+`
+
+func (q *Queries) TraceNameCount(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, traceNameCount)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const traceNameInsertMany = `-- name: TraceNameInsertMany :exec
 INSERT INTO queen.message_trace_names (trace_id, trace_name)
 SELECT $1, n FROM unnest($2::text[]) AS n
@@ -57,4 +206,53 @@ type TraceNameInsertManyParams struct {
 func (q *Queries) TraceNameInsertMany(ctx context.Context, arg TraceNameInsertManyParams) error {
 	_, err := q.db.Exec(ctx, traceNameInsertMany, arg.TraceID, arg.Names)
 	return err
+}
+
+const traceNameList = `-- name: TraceNameList :many
+SELECT n.trace_name, count(*)::bigint AS trace_count, count(DISTINCT t.message_id)::bigint AS message_count,
+       max(t.created_at)::timestamptz AS last_seen
+FROM queen.message_trace_names n
+JOIN queen.message_traces t ON t.id = n.trace_id
+GROUP BY n.trace_name
+ORDER BY last_seen DESC, n.trace_name
+LIMIT $2 OFFSET $1
+`
+
+type TraceNameListParams struct {
+	RowOffset int32
+	RowLimit  int32
+}
+
+type TraceNameListRow struct {
+	TraceName    string
+	TraceCount   int64
+	MessageCount int64
+	LastSeen     pgtype.Timestamptz
+}
+
+// Trace names with how many events and messages carry them, most recently
+// used first.
+func (q *Queries) TraceNameList(ctx context.Context, arg TraceNameListParams) ([]TraceNameListRow, error) {
+	rows, err := q.db.Query(ctx, traceNameList, arg.RowOffset, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TraceNameListRow
+	for rows.Next() {
+		var i TraceNameListRow
+		if err := rows.Scan(
+			&i.TraceName,
+			&i.TraceCount,
+			&i.MessageCount,
+			&i.LastSeen,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -13,6 +13,35 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const messageCountCreatedSince = `-- name: MessageCountCreatedSince :one
+SELECT count(*) FROM queen.messages WHERE created_at >= $1
+`
+
+func (q *Queries) MessageCountCreatedSince(ctx context.Context, since pgtype.Timestamptz) (int64, error) {
+	row := q.db.QueryRow(ctx, messageCountCreatedSince, since)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
+const messageDeleteByTransactionID = `-- name: MessageDeleteByTransactionID :execrows
+DELETE FROM queen.messages WHERE partition_id = $1 AND transaction_id = $2
+`
+
+type MessageDeleteByTransactionIDParams struct {
+	PartitionID   uuid.UUID
+	TransactionID string
+}
+
+// Deletes a stored message; its dead-letter and trace rows go with it.
+func (q *Queries) MessageDeleteByTransactionID(ctx context.Context, arg MessageDeleteByTransactionIDParams) (int64, error) {
+	result, err := q.db.Exec(ctx, messageDeleteByTransactionID, arg.PartitionID, arg.TransactionID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const messageGetByTransactionID = `-- name: MessageGetByTransactionID :one
 SELECT m.id, m.partition_id, m.seq, m.transaction_id, m.trace_id, m.payload, m.is_encrypted, m.producer_sub, m.created_at, p.name AS partition_name, q.name AS queue_name
 FROM queen.messages m
@@ -251,4 +280,187 @@ func (q *Queries) MessageListByTransactionIDs(ctx context.Context, arg MessageLi
 		return nil, err
 	}
 	return items, nil
+}
+
+const messageListPage = `-- name: MessageListPage :many
+SELECT m.id, m.partition_id, m.seq, m.transaction_id, m.trace_id, m.producer_sub, m.created_at,
+       p.name AS partition_name, q.name AS queue_name, q.namespace, q.task, q.priority,
+       s.status::text AS status,
+       COALESCE(s.consumed_by, 0)::integer AS consumed_by,
+       COALESCE(bus.groups, 0)::integer AS bus_groups,
+       (qm.last_seq IS NOT NULL)::boolean AS has_queue_mode,
+       qm.lease_expires_at
+FROM queen.messages m
+JOIN queen.partitions p ON p.id = m.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+LEFT JOIN LATERAL (
+    SELECT c.last_seq, c.lease_expires_at,
+           (c.lease_expires_at > now() AND c.batch_size > c.acked_count) AS leased,
+           (SELECT n.seq FROM queen.messages n
+             WHERE n.partition_id = c.partition_id AND n.seq > c.last_seq
+             ORDER BY n.seq OFFSET GREATEST(c.batch_size - c.acked_count, 1) - 1 LIMIT 1) AS inflight_last_seq
+    FROM queen.partition_consumers c
+    WHERE c.partition_id = p.id AND c.consumer_group = '__QUEUE_MODE__'
+) qm ON true
+LEFT JOIN LATERAL (
+    SELECT count(*) AS groups, array_agg(c.last_seq) AS seqs
+    FROM queen.partition_consumers c
+    WHERE c.partition_id = p.id AND c.consumer_group <> '__QUEUE_MODE__'
+) bus ON true
+CROSS JOIN LATERAL (
+    SELECT x.consumed_by,
+           CASE
+               WHEN EXISTS (SELECT 1 FROM queen.dead_letter_queue d WHERE d.message_id = m.id) THEN 'dead_letter'
+               WHEN qm.last_seq IS NULL AND bus.groups > 0 THEN
+                   CASE WHEN x.consumed_by = bus.groups THEN 'completed' ELSE 'pending' END
+               WHEN m.seq <= qm.last_seq THEN 'completed'
+               WHEN qm.leased AND (qm.inflight_last_seq IS NULL OR m.seq <= qm.inflight_last_seq) THEN 'processing'
+               ELSE 'pending'
+           END AS status
+    FROM (SELECT (SELECT count(*) FROM unnest(bus.seqs) AS b(seq) WHERE b.seq >= m.seq) AS consumed_by) x
+) s
+WHERE ($1::timestamptz IS NULL OR m.created_at >= $1::timestamptz)
+  AND ($2::timestamptz IS NULL OR m.created_at < $2::timestamptz)
+  AND ($3::text = '' OR q.name = $3::text)
+  AND ($4::text = '' OR p.name = $4::text)
+  AND ($5::text = '' OR q.namespace = $5::text)
+  AND ($6::text = '' OR q.task = $6::text)
+  AND ($7::uuid IS NULL OR m.partition_id = $7::uuid)
+  AND ($8::text = '' OR m.transaction_id = $8::text)
+  AND ($9::text = '' OR s.status = $9::text)
+ORDER BY m.created_at DESC, m.id DESC
+LIMIT $11 OFFSET $10
+`
+
+type MessageListPageParams struct {
+	CreatedFrom   pgtype.Timestamptz
+	CreatedBefore pgtype.Timestamptz
+	QueueName     string
+	PartitionName string
+	Namespace     string
+	Task          string
+	PartitionID   *uuid.UUID
+	TransactionID string
+	Status        string
+	RowOffset     int32
+	RowLimit      int32
+}
+
+type MessageListPageRow struct {
+	ID             uuid.UUID
+	PartitionID    uuid.UUID
+	Seq            int64
+	TransactionID  string
+	TraceID        *uuid.UUID
+	ProducerSub    *string
+	CreatedAt      pgtype.Timestamptz
+	PartitionName  string
+	QueueName      string
+	Namespace      string
+	Task           string
+	Priority       int32
+	Status         string
+	ConsumedBy     int32
+	BusGroups      int32
+	HasQueueMode   bool
+	LeaseExpiresAt pgtype.Timestamptz
+}
+
+// The admin message listing, newest first, with each message's status:
+// dead_letter when a dead-letter row refers to it; on a partition read only
+// by named (bus) groups, completed once every group's cursor passed it, else
+// pending; otherwise completed when the queue-mode cursor passed it,
+// processing when it is among the un-acked messages of a live queue-mode
+// lease, else pending. The status filter applies to that final status.
+// NULL or empty filters match everything. Without a status filter the scan
+// stops once the page is full.
+func (q *Queries) MessageListPage(ctx context.Context, arg MessageListPageParams) ([]MessageListPageRow, error) {
+	rows, err := q.db.Query(ctx, messageListPage,
+		arg.CreatedFrom,
+		arg.CreatedBefore,
+		arg.QueueName,
+		arg.PartitionName,
+		arg.Namespace,
+		arg.Task,
+		arg.PartitionID,
+		arg.TransactionID,
+		arg.Status,
+		arg.RowOffset,
+		arg.RowLimit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageListPageRow
+	for rows.Next() {
+		var i MessageListPageRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.PartitionID,
+			&i.Seq,
+			&i.TransactionID,
+			&i.TraceID,
+			&i.ProducerSub,
+			&i.CreatedAt,
+			&i.PartitionName,
+			&i.QueueName,
+			&i.Namespace,
+			&i.Task,
+			&i.Priority,
+			&i.Status,
+			&i.ConsumedBy,
+			&i.BusGroups,
+			&i.HasQueueMode,
+			&i.LeaseExpiresAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const messageModeSummary = `-- name: MessageModeSummary :one
+SELECT COALESCE(bool_or(c.consumer_group = '__QUEUE_MODE__'), false)::boolean AS has_queue_mode,
+       count(DISTINCT c.consumer_group) FILTER (WHERE c.consumer_group <> '__QUEUE_MODE__')::integer AS bus_groups
+FROM queen.partition_consumers c
+JOIN queen.partitions p ON p.id = c.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE ($1::text = '' OR q.name = $1::text)
+  AND ($2::text = '' OR p.name = $2::text)
+  AND ($3::text = '' OR q.namespace = $3::text)
+  AND ($4::text = '' OR q.task = $4::text)
+  AND ($5::uuid IS NULL OR p.id = $5::uuid)
+`
+
+type MessageModeSummaryParams struct {
+	QueueName     string
+	PartitionName string
+	Namespace     string
+	Task          string
+	PartitionID   *uuid.UUID
+}
+
+type MessageModeSummaryRow struct {
+	HasQueueMode bool
+	BusGroups    int32
+}
+
+// Which kinds of consumers read the partitions a message listing covers:
+// whether the queue-mode group does, and how many named (bus) groups.
+func (q *Queries) MessageModeSummary(ctx context.Context, arg MessageModeSummaryParams) (MessageModeSummaryRow, error) {
+	row := q.db.QueryRow(ctx, messageModeSummary,
+		arg.QueueName,
+		arg.PartitionName,
+		arg.Namespace,
+		arg.Task,
+		arg.PartitionID,
+	)
+	var i MessageModeSummaryRow
+	err := row.Scan(&i.HasQueueMode, &i.BusGroups)
+	return i, err
 }

@@ -62,6 +62,19 @@ func (q *Queries) PartitionAllocateMany(ctx context.Context, arg PartitionAlloca
 	return items, nil
 }
 
+const partitionCountFiltered = `-- name: PartitionCountFiltered :one
+SELECT count(*) FROM queen.partitions p
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE ($1::text = '' OR q.name = $1::text)
+`
+
+func (q *Queries) PartitionCountFiltered(ctx context.Context, queueName string) (int64, error) {
+	row := q.db.QueryRow(ctx, partitionCountFiltered, queueName)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const partitionEnsure = `-- name: PartitionEnsure :one
 INSERT INTO queen.partitions AS p (queue_id, name) VALUES ($1, $2)
 ON CONFLICT (queue_id, name) DO UPDATE SET name = EXCLUDED.name
@@ -147,6 +160,42 @@ func (q *Queries) PartitionGetByQueueAndName(ctx context.Context, arg PartitionG
 	return i, err
 }
 
+const partitionListPage = `-- name: PartitionListPage :many
+SELECT p.id FROM queen.partitions p
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE ($1::text = '' OR q.name = $1::text)
+ORDER BY q.name, p.name
+LIMIT $3 OFFSET $2
+`
+
+type PartitionListPageParams struct {
+	QueueName string
+	RowOffset int32
+	RowLimit  int32
+}
+
+// One page of partition ids, by queue then partition name; an empty queue
+// name matches every queue.
+func (q *Queries) PartitionListPage(ctx context.Context, arg PartitionListPageParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, partitionListPage, arg.QueueName, arg.RowOffset, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const partitionListPopCandidates = `-- name: PartitionListPopCandidates :many
 SELECT p.id, p.name, p.queue_id, q.name AS queue_name
 FROM queen.partitions p
@@ -191,6 +240,96 @@ func (q *Queries) PartitionListPopCandidates(ctx context.Context, arg PartitionL
 			&i.Name,
 			&i.QueueID,
 			&i.QueueName,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const partitionStatsList = `-- name: PartitionStatsList :many
+SELECT p.id, p.name, p.queue_id, p.created_at, p.last_message_at,
+       q.name AS queue_name, q.namespace, q.task,
+       COALESCE(span.newest - span.oldest + 1, 0)::bigint AS total,
+       COALESCE(span.newest - pend.seq + 1, 0)::bigint AS pending,
+       (CASE WHEN qm.lease_expires_at > now() THEN GREATEST(qm.batch_size - qm.acked_count, 0) ELSE 0 END)::bigint AS leased,
+       (SELECT count(*) FROM queen.dead_letter_queue d WHERE d.partition_id = p.id)::bigint AS dead_letter,
+       pend.created_at AS oldest_pending_at,
+       now()::timestamptz AS observed_at
+FROM queen.partitions p
+JOIN queen.queues q ON q.id = p.queue_id
+LEFT JOIN queen.partition_consumers qm ON qm.partition_id = p.id AND qm.consumer_group = '__QUEUE_MODE__'
+CROSS JOIN LATERAL (
+    SELECT min(m.seq) AS oldest, max(m.seq) AS newest FROM queen.messages m WHERE m.partition_id = p.id
+) span
+LEFT JOIN LATERAL (
+    SELECT m.seq, m.created_at FROM queen.messages m
+    WHERE m.partition_id = p.id AND m.seq > COALESCE(qm.last_seq, 0)
+    ORDER BY m.seq LIMIT 1
+) pend ON true
+WHERE ($1::uuid[] IS NULL OR p.queue_id = ANY($1::uuid[]))
+  AND ($2::uuid[] IS NULL OR p.id = ANY($2::uuid[]))
+ORDER BY q.name, p.name
+`
+
+type PartitionStatsListParams struct {
+	QueueIds     []uuid.UUID
+	PartitionIds []uuid.UUID
+}
+
+type PartitionStatsListRow struct {
+	ID              uuid.UUID
+	Name            string
+	QueueID         uuid.UUID
+	CreatedAt       pgtype.Timestamptz
+	LastMessageAt   pgtype.Timestamptz
+	QueueName       string
+	Namespace       string
+	Task            string
+	Total           int64
+	Pending         int64
+	Leased          int64
+	DeadLetter      int64
+	OldestPendingAt pgtype.Timestamptz
+	ObservedAt      pgtype.Timestamptz
+}
+
+// Live counts per partition, measured against the queue-mode cursor, in a
+// few index probes per partition whatever its size: a partition's messages
+// span the sequence numbers from its oldest to its newest stored message,
+// and the pending ones those from the first message past the cursor to the
+// newest (in-flight ones included). So the counts are exact unless messages
+// inside that span are missing (deleted one by one). leased is the un-acked
+// part of a live queue-mode lease; observed_at is the database clock that
+// ages are measured with. NULL filters match everything.
+func (q *Queries) PartitionStatsList(ctx context.Context, arg PartitionStatsListParams) ([]PartitionStatsListRow, error) {
+	rows, err := q.db.Query(ctx, partitionStatsList, arg.QueueIds, arg.PartitionIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PartitionStatsListRow
+	for rows.Next() {
+		var i PartitionStatsListRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.QueueID,
+			&i.CreatedAt,
+			&i.LastMessageAt,
+			&i.QueueName,
+			&i.Namespace,
+			&i.Task,
+			&i.Total,
+			&i.Pending,
+			&i.Leased,
+			&i.DeadLetter,
+			&i.OldestPendingAt,
+			&i.ObservedAt,
 		); err != nil {
 			return nil, err
 		}

@@ -11,6 +11,24 @@ import (
 	"github.com/google/uuid"
 )
 
+const queueCountFiltered = `-- name: QueueCountFiltered :one
+SELECT count(*) FROM queen.queues
+WHERE ($1::text = '' OR namespace = $1::text)
+  AND ($2::text = '' OR task = $2::text)
+`
+
+type QueueCountFilteredParams struct {
+	Namespace string
+	Task      string
+}
+
+func (q *Queries) QueueCountFiltered(ctx context.Context, arg QueueCountFilteredParams) (int64, error) {
+	row := q.db.QueryRow(ctx, queueCountFiltered, arg.Namespace, arg.Task)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const queueDeleteByName = `-- name: QueueDeleteByName :execrows
 DELETE FROM queen.queues WHERE name = $1
 `
@@ -136,6 +154,70 @@ type QueueListByNamespaceTaskParams struct {
 // Queues for a namespace/task pop; an empty argument matches any value.
 func (q *Queries) QueueListByNamespaceTask(ctx context.Context, arg QueueListByNamespaceTaskParams) ([]QueenQueue, error) {
 	rows, err := q.db.Query(ctx, queueListByNamespaceTask, arg.Namespace, arg.Task)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []QueenQueue
+	for rows.Next() {
+		var i QueenQueue
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.Namespace,
+			&i.Task,
+			&i.Priority,
+			&i.LeaseTime,
+			&i.RetryLimit,
+			&i.RetryDelay,
+			&i.Ttl,
+			&i.MaxQueueSize,
+			&i.DeadLetterQueue,
+			&i.DlqAfterMaxRetries,
+			&i.DelayedProcessing,
+			&i.WindowBuffer,
+			&i.RetentionSeconds,
+			&i.CompletedRetentionSeconds,
+			&i.RetentionEnabled,
+			&i.EncryptionEnabled,
+			&i.MaxWaitTimeSeconds,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const queueListPage = `-- name: QueueListPage :many
+SELECT id, name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl, max_queue_size, dead_letter_queue, dlq_after_max_retries, delayed_processing, window_buffer, retention_seconds, completed_retention_seconds, retention_enabled, encryption_enabled, max_wait_time_seconds, created_at, updated_at FROM queen.queues
+WHERE ($1::text = '' OR namespace = $1::text)
+  AND ($2::text = '' OR task = $2::text)
+ORDER BY created_at DESC, name
+LIMIT $4 OFFSET $3
+`
+
+type QueueListPageParams struct {
+	Namespace string
+	Task      string
+	RowOffset int32
+	RowLimit  *int32
+}
+
+// One page of queues for the resources listing, newest first; an empty
+// namespace or task matches any value.
+func (q *Queries) QueueListPage(ctx context.Context, arg QueueListPageParams) ([]QueenQueue, error) {
+	rows, err := q.db.Query(ctx, queueListPage,
+		arg.Namespace,
+		arg.Task,
+		arg.RowOffset,
+		arg.RowLimit,
+	)
 	if err != nil {
 		return nil, err
 	}

@@ -30,3 +30,11 @@ WHERE (@queue_name::text = '' OR q.name = @queue_name::text)
   AND (@partition_name::text = '' OR p.name = @partition_name::text)
   AND (sqlc.narg(failed_from)::timestamptz IS NULL OR d.failed_at >= sqlc.narg(failed_from)::timestamptz)
   AND (sqlc.narg(failed_to)::timestamptz IS NULL OR d.failed_at <= sqlc.narg(failed_to)::timestamptz);
+
+-- name: DeadLetterLatestByMessage :one
+-- The newest dead-letter row of a message, for the message detail.
+SELECT error_message, retry_count, consumer_group, failed_at
+FROM queen.dead_letter_queue
+WHERE message_id = @message_id
+ORDER BY failed_at DESC
+LIMIT 1;

@@ -7,3 +7,45 @@ RETURNING id;
 INSERT INTO queen.message_trace_names (trace_id, trace_name)
 SELECT @trace_id, n FROM unnest(@names::text[]) AS n
 ON CONFLICT DO NOTHING;
+
+-- name: TraceListByMessage :many
+-- The events recorded on one message, oldest first, with their names.
+SELECT t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at,
+       COALESCE((SELECT array_agg(n.trace_name ORDER BY n.trace_name)
+                 FROM queen.message_trace_names n WHERE n.trace_id = t.id), '{}')::text[] AS trace_names
+FROM queen.message_traces t
+WHERE t.partition_id = @partition_id AND t.transaction_id = @transaction_id
+ORDER BY t.created_at, t.id;
+
+-- name: TraceListByName :many
+-- One page of the events carrying a name, oldest first, with the message's
+-- queue, partition and payload.
+SELECT t.id, t.transaction_id, t.partition_id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at,
+       q.name AS queue_name, p.name AS partition_name, m.payload AS message_payload, m.is_encrypted,
+       COALESCE((SELECT array_agg(n2.trace_name ORDER BY n2.trace_name)
+                 FROM queen.message_trace_names n2 WHERE n2.trace_id = t.id), '{}')::text[] AS trace_names
+FROM queen.message_trace_names n
+JOIN queen.message_traces t ON t.id = n.trace_id
+JOIN queen.messages m ON m.id = t.message_id
+JOIN queen.partitions p ON p.id = m.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE n.trace_name = @trace_name
+ORDER BY t.created_at, t.id
+LIMIT @row_limit OFFSET @row_offset;
+
+-- name: TraceCountByName :one
+SELECT count(*) FROM queen.message_trace_names WHERE trace_name = @trace_name;
+
+-- name: TraceNameList :many
+-- Trace names with how many events and messages carry them, most recently
+-- used first.
+SELECT n.trace_name, count(*)::bigint AS trace_count, count(DISTINCT t.message_id)::bigint AS message_count,
+       max(t.created_at)::timestamptz AS last_seen
+FROM queen.message_trace_names n
+JOIN queen.message_traces t ON t.id = n.trace_id
+GROUP BY n.trace_name
+ORDER BY last_seen DESC, n.trace_name
+LIMIT @row_limit OFFSET @row_offset;
+
+-- name: TraceNameCount :one
+SELECT count(DISTINCT trace_name) FROM queen.message_trace_names;

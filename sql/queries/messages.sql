@@ -41,3 +41,81 @@ FROM queen.messages m
 JOIN queen.partitions p ON p.id = m.partition_id
 JOIN queen.queues q ON q.id = p.queue_id
 WHERE m.partition_id = @partition_id AND m.transaction_id = @transaction_id;
+
+-- name: MessageListPage :many
+-- The admin message listing, newest first, with each message's status:
+-- dead_letter when a dead-letter row refers to it; on a partition read only
+-- by named (bus) groups, completed once every group's cursor passed it, else
+-- pending; otherwise completed when the queue-mode cursor passed it,
+-- processing when it is among the un-acked messages of a live queue-mode
+-- lease, else pending. The status filter applies to that final status.
+-- NULL or empty filters match everything. Without a status filter the scan
+-- stops once the page is full.
+SELECT m.id, m.partition_id, m.seq, m.transaction_id, m.trace_id, m.producer_sub, m.created_at,
+       p.name AS partition_name, q.name AS queue_name, q.namespace, q.task, q.priority,
+       s.status::text AS status,
+       COALESCE(s.consumed_by, 0)::integer AS consumed_by,
+       COALESCE(bus.groups, 0)::integer AS bus_groups,
+       (qm.last_seq IS NOT NULL)::boolean AS has_queue_mode,
+       qm.lease_expires_at
+FROM queen.messages m
+JOIN queen.partitions p ON p.id = m.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+LEFT JOIN LATERAL (
+    SELECT c.last_seq, c.lease_expires_at,
+           (c.lease_expires_at > now() AND c.batch_size > c.acked_count) AS leased,
+           (SELECT n.seq FROM queen.messages n
+             WHERE n.partition_id = c.partition_id AND n.seq > c.last_seq
+             ORDER BY n.seq OFFSET GREATEST(c.batch_size - c.acked_count, 1) - 1 LIMIT 1) AS inflight_last_seq
+    FROM queen.partition_consumers c
+    WHERE c.partition_id = p.id AND c.consumer_group = '__QUEUE_MODE__'
+) qm ON true
+LEFT JOIN LATERAL (
+    SELECT count(*) AS groups, array_agg(c.last_seq) AS seqs
+    FROM queen.partition_consumers c
+    WHERE c.partition_id = p.id AND c.consumer_group <> '__QUEUE_MODE__'
+) bus ON true
+CROSS JOIN LATERAL (
+    SELECT x.consumed_by,
+           CASE
+               WHEN EXISTS (SELECT 1 FROM queen.dead_letter_queue d WHERE d.message_id = m.id) THEN 'dead_letter'
+               WHEN qm.last_seq IS NULL AND bus.groups > 0 THEN
+                   CASE WHEN x.consumed_by = bus.groups THEN 'completed' ELSE 'pending' END
+               WHEN m.seq <= qm.last_seq THEN 'completed'
+               WHEN qm.leased AND (qm.inflight_last_seq IS NULL OR m.seq <= qm.inflight_last_seq) THEN 'processing'
+               ELSE 'pending'
+           END AS status
+    FROM (SELECT (SELECT count(*) FROM unnest(bus.seqs) AS b(seq) WHERE b.seq >= m.seq) AS consumed_by) x
+) s
+WHERE (sqlc.narg(created_from)::timestamptz IS NULL OR m.created_at >= sqlc.narg(created_from)::timestamptz)
+  AND (sqlc.narg(created_before)::timestamptz IS NULL OR m.created_at < sqlc.narg(created_before)::timestamptz)
+  AND (@queue_name::text = '' OR q.name = @queue_name::text)
+  AND (@partition_name::text = '' OR p.name = @partition_name::text)
+  AND (@namespace::text = '' OR q.namespace = @namespace::text)
+  AND (@task::text = '' OR q.task = @task::text)
+  AND (sqlc.narg(partition_id)::uuid IS NULL OR m.partition_id = sqlc.narg(partition_id)::uuid)
+  AND (@transaction_id::text = '' OR m.transaction_id = @transaction_id::text)
+  AND (@status::text = '' OR s.status = @status::text)
+ORDER BY m.created_at DESC, m.id DESC
+LIMIT @row_limit OFFSET @row_offset;
+
+-- name: MessageModeSummary :one
+-- Which kinds of consumers read the partitions a message listing covers:
+-- whether the queue-mode group does, and how many named (bus) groups.
+SELECT COALESCE(bool_or(c.consumer_group = '__QUEUE_MODE__'), false)::boolean AS has_queue_mode,
+       count(DISTINCT c.consumer_group) FILTER (WHERE c.consumer_group <> '__QUEUE_MODE__')::integer AS bus_groups
+FROM queen.partition_consumers c
+JOIN queen.partitions p ON p.id = c.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE (@queue_name::text = '' OR q.name = @queue_name::text)
+  AND (@partition_name::text = '' OR p.name = @partition_name::text)
+  AND (@namespace::text = '' OR q.namespace = @namespace::text)
+  AND (@task::text = '' OR q.task = @task::text)
+  AND (sqlc.narg(partition_id)::uuid IS NULL OR p.id = sqlc.narg(partition_id)::uuid);
+
+-- name: MessageDeleteByTransactionID :execrows
+-- Deletes a stored message; its dead-letter and trace rows go with it.
+DELETE FROM queen.messages WHERE partition_id = @partition_id AND transaction_id = @transaction_id;
+
+-- name: MessageCountCreatedSince :one
+SELECT count(*) FROM queen.messages WHERE created_at >= @since;

@@ -38,3 +38,49 @@ WHERE p.queue_id = ANY(@queue_ids::uuid[])
   AND (q.window_buffer = 0 OR p.last_message_at <= now() - make_interval(secs => q.window_buffer))
 ORDER BY q.priority DESC, pc.last_consumed_at ASC NULLS FIRST, p.last_message_at ASC
 LIMIT @max_candidates;
+
+-- name: PartitionStatsList :many
+-- Live counts per partition, measured against the queue-mode cursor, in a
+-- few index probes per partition whatever its size: a partition's messages
+-- span the sequence numbers from its oldest to its newest stored message,
+-- and the pending ones those from the first message past the cursor to the
+-- newest (in-flight ones included). So the counts are exact unless messages
+-- inside that span are missing (deleted one by one). leased is the un-acked
+-- part of a live queue-mode lease; observed_at is the database clock that
+-- ages are measured with. NULL filters match everything.
+SELECT p.id, p.name, p.queue_id, p.created_at, p.last_message_at,
+       q.name AS queue_name, q.namespace, q.task,
+       COALESCE(span.newest - span.oldest + 1, 0)::bigint AS total,
+       COALESCE(span.newest - pend.seq + 1, 0)::bigint AS pending,
+       (CASE WHEN qm.lease_expires_at > now() THEN GREATEST(qm.batch_size - qm.acked_count, 0) ELSE 0 END)::bigint AS leased,
+       (SELECT count(*) FROM queen.dead_letter_queue d WHERE d.partition_id = p.id)::bigint AS dead_letter,
+       pend.created_at AS oldest_pending_at,
+       now()::timestamptz AS observed_at
+FROM queen.partitions p
+JOIN queen.queues q ON q.id = p.queue_id
+LEFT JOIN queen.partition_consumers qm ON qm.partition_id = p.id AND qm.consumer_group = '__QUEUE_MODE__'
+CROSS JOIN LATERAL (
+    SELECT min(m.seq) AS oldest, max(m.seq) AS newest FROM queen.messages m WHERE m.partition_id = p.id
+) span
+LEFT JOIN LATERAL (
+    SELECT m.seq, m.created_at FROM queen.messages m
+    WHERE m.partition_id = p.id AND m.seq > COALESCE(qm.last_seq, 0)
+    ORDER BY m.seq LIMIT 1
+) pend ON true
+WHERE (sqlc.narg(queue_ids)::uuid[] IS NULL OR p.queue_id = ANY(sqlc.narg(queue_ids)::uuid[]))
+  AND (sqlc.narg(partition_ids)::uuid[] IS NULL OR p.id = ANY(sqlc.narg(partition_ids)::uuid[]))
+ORDER BY q.name, p.name;
+
+-- name: PartitionListPage :many
+-- One page of partition ids, by queue then partition name; an empty queue
+-- name matches every queue.
+SELECT p.id FROM queen.partitions p
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE (@queue_name::text = '' OR q.name = @queue_name::text)
+ORDER BY q.name, p.name
+LIMIT @row_limit OFFSET @row_offset;
+
+-- name: PartitionCountFiltered :one
+SELECT count(*) FROM queen.partitions p
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE (@queue_name::text = '' OR q.name = @queue_name::text);

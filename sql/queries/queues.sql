@@ -69,3 +69,17 @@ SELECT
     (SELECT count(*) FROM queen.dead_letter_queue d JOIN queen.partitions p ON p.id = d.partition_id
       WHERE p.queue_id = q.id)::bigint AS dead_letter_count
 FROM queen.queues q WHERE q.id = @id;
+
+-- name: QueueListPage :many
+-- One page of queues for the resources listing, newest first; an empty
+-- namespace or task matches any value.
+SELECT * FROM queen.queues
+WHERE (@namespace::text = '' OR namespace = @namespace::text)
+  AND (@task::text = '' OR task = @task::text)
+ORDER BY created_at DESC, name
+LIMIT sqlc.narg(row_limit) OFFSET @row_offset;
+
+-- name: QueueCountFiltered :one
+SELECT count(*) FROM queen.queues
+WHERE (@namespace::text = '' OR namespace = @namespace::text)
+  AND (@task::text = '' OR task = @task::text);

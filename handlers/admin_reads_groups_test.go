@@ -1,0 +1,186 @@
+package handlers
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+type wireGroup struct {
+	Name                  string   `json:"name"`
+	Topics                []string `json:"topics"`
+	QueueName             string   `json:"queueName"`
+	Members               int      `json:"members"`
+	PartitionsWithLag     int      `json:"partitionsWithLag"`
+	TotalLag              int      `json:"totalLag"`
+	MaxTimeLag            int      `json:"maxTimeLag"`
+	State                 string   `json:"state"`
+	SubscriptionMode      *string  `json:"subscriptionMode"`
+	SubscriptionTimestamp *string  `json:"subscriptionTimestamp"`
+}
+
+type wireGroupPartition struct {
+	Partition      string  `json:"partition"`
+	LastConsumedAt *string `json:"lastConsumedAt"`
+	TotalConsumed  int     `json:"totalConsumed"`
+	OffsetLag      int     `json:"offsetLag"`
+	TimeLagSeconds int     `json:"timeLagSeconds"`
+	LeaseActive    bool    `json:"leaseActive"`
+}
+
+type wireLagging struct {
+	ConsumerGroup  string  `json:"consumer_group"`
+	QueueName      string  `json:"queue_name"`
+	PartitionName  string  `json:"partition_name"`
+	PartitionID    string  `json:"partition_id"`
+	OffsetLag      int     `json:"offset_lag"`
+	TimeLagSeconds int     `json:"time_lag_seconds"`
+	LagHours       float64 `json:"lag_hours"`
+	Oldest         *string `json:"oldest_unconsumed_at"`
+}
+
+// groupsWorkload: queue cg with partitions a (a0..a2) and b (b0, b1).
+//
+//	__QUEUE_MODE__ popped a0 and a1 from a and acked both; it never read b.
+//	g1 read b to the end with autoAck and never read a.
+//	late subscribed with mode new after every message: nothing to read.
+//	lease holds a live lease on b without acking.
+func groupsWorkload(b *testBundle) {
+	b.t.Helper()
+	b.push(item("cg", "a", "a0", 0), item("cg", "a", "a1", 1), item("cg", "a", "a2", 2))
+	b.push(item("cg", "b", "b0", 0), item("cg", "b", "b1", 1))
+	p := b.pop("/api/v1/pop/queue/cg/partition/a?batch=2")
+	require.Len(b.t, p.Messages, 2)
+	require.True(b.t, b.ack("a0", p.PartitionID, "completed", "", p.LeaseID).Success)
+	require.True(b.t, b.ack("a1", p.PartitionID, "completed", "", p.LeaseID).Success)
+	require.Len(b.t, b.pop("/api/v1/pop/queue/cg/partition/b?consumerGroup=g1&autoAck=true&batch=10").Messages, 2)
+	require.Nil(b.t, b.pop("/api/v1/pop/queue/cg?consumerGroup=late&subscriptionMode=new"))
+	require.Len(b.t, b.pop("/api/v1/pop/queue/cg/partition/b?consumerGroup=lease&subscriptionMode=all").Messages, 1)
+}
+
+func TestConsumerGroupsListAndDetail(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var list []wireGroup
+	b.doJSON("GET", "/api/v1/consumer-groups", nil, http.StatusOK, &list)
+	require.Empty(t, list)
+
+	groupsWorkload(b)
+	b.doJSON("GET", "/api/v1/consumer-groups", nil, http.StatusOK, &list)
+	byName := map[string]wireGroup{}
+	var names []string
+	for _, g := range list {
+		byName[g.Name] = g
+		names = append(names, g.Name)
+		require.Equal(t, []string{"cg"}, g.Topics)
+		require.Equal(t, "cg", g.QueueName)
+	}
+	require.Equal(t, []string{"__QUEUE_MODE__", "g1", "late", "lease"}, names, "by group name")
+
+	qm := byName["__QUEUE_MODE__"]
+	require.Equal(t, 1, qm.Members, "a cursor on a only")
+	require.Equal(t, 2, qm.PartitionsWithLag, "a2, and all of b (read from the beginning)")
+	require.Equal(t, 3, qm.TotalLag)
+	require.Equal(t, "Stable", qm.State)
+	require.Nil(t, qm.SubscriptionMode)
+
+	g1 := byName["g1"]
+	require.Equal(t, 1, g1.Members)
+	require.Equal(t, 1, g1.PartitionsWithLag, "a, never read")
+	require.Equal(t, 3, g1.TotalLag)
+	require.Equal(t, "Stable", g1.State)
+
+	late := byName["late"]
+	require.Zero(t, late.TotalLag, "everything predates the subscription")
+	require.Zero(t, late.PartitionsWithLag)
+	require.Equal(t, "Dead", late.State, "never consumed")
+	require.Equal(t, "new", *late.SubscriptionMode)
+	require.NotNil(t, late.SubscriptionTimestamp)
+
+	lease := byName["lease"]
+	require.Equal(t, 5, lease.TotalLag, "in-flight is still lag")
+	require.Equal(t, "Dead", lease.State)
+
+	// Detail: keyed by queue, one entry per partition.
+	var detail map[string]struct {
+		Partitions []wireGroupPartition `json:"partitions"`
+	}
+	b.doJSON("GET", "/api/v1/consumer-groups/g1", nil, http.StatusOK, &detail)
+	require.Len(t, detail, 1)
+	parts := detail["cg"].Partitions
+	require.Len(t, parts, 2)
+	require.Equal(t, "a", parts[0].Partition)
+	require.Equal(t, 3, parts[0].OffsetLag, "never read: from the beginning")
+	require.Nil(t, parts[0].LastConsumedAt)
+	require.False(t, parts[0].LeaseActive)
+	require.Equal(t, "b", parts[1].Partition)
+	require.Zero(t, parts[1].OffsetLag)
+	require.Equal(t, 2, parts[1].TotalConsumed)
+	require.NotNil(t, parts[1].LastConsumedAt)
+
+	b.doJSON("GET", "/api/v1/consumer-groups/lease", nil, http.StatusOK, &detail)
+	require.True(t, detail["cg"].Partitions[1].LeaseActive)
+
+	status, raw := b.do("GET", "/api/v1/consumer-groups/nobody", nil)
+	require.Equal(t, http.StatusOK, status)
+	require.JSONEq(t, `{}`, string(raw), "an unknown group is empty, as in the reference")
+	status, _ = b.do("GET", "/api/v1/consumer-groups/bad%20name", nil)
+	require.Equal(t, http.StatusBadRequest, status)
+
+	// Deleting a queue removes its rows.
+	b.doJSON("DELETE", "/api/v1/resources/queues/cg", nil, http.StatusOK, nil)
+	b.doJSON("GET", "/api/v1/consumer-groups", nil, http.StatusOK, &list)
+	require.Empty(t, list)
+}
+
+func TestConsumerGroupsLagging(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	groupsWorkload(b)
+
+	var lagging []wireLagging
+	b.doJSON("GET", "/api/v1/consumer-groups/lagging", nil, http.StatusOK, &lagging)
+	require.Empty(t, lagging, "nothing is an hour old")
+
+	// Inject time: a2 is two hours old, b0 ten minutes.
+	b.exec(`UPDATE queen.messages SET created_at = now() - interval '2 hours' WHERE transaction_id = 'a2'`)
+	b.exec(`UPDATE queen.messages SET created_at = now() - interval '10 minutes' WHERE transaction_id = 'b0'`)
+	b.doJSON("GET", "/api/v1/consumer-groups/lagging", nil, http.StatusOK, &lagging)
+	require.Len(t, lagging, 1)
+	l := lagging[0]
+	require.Equal(t, "__QUEUE_MODE__", l.ConsumerGroup)
+	require.Equal(t, "cg", l.QueueName)
+	require.Equal(t, "a", l.PartitionName)
+	require.NotEmpty(t, l.PartitionID)
+	require.Equal(t, 1, l.OffsetLag)
+	require.GreaterOrEqual(t, l.TimeLagSeconds, 7200)
+	require.InDelta(t, 2.0, l.LagHours, 0.01)
+	require.NotNil(t, l.Oldest)
+
+	// A lower threshold adds b0's ten minutes, for the queue-mode group (which
+	// never read b) and for lease (which holds b0 unacked). g1 and lease have
+	// not read a, whose oldest message a0 is fresh.
+	b.doJSON("GET", "/api/v1/consumer-groups/lagging?minLagSeconds=300", nil, http.StatusOK, &lagging)
+	type key struct{ group, partition string }
+	var got []key
+	for _, l := range lagging {
+		got = append(got, key{l.ConsumerGroup, l.PartitionName})
+	}
+	require.Equal(t, key{"__QUEUE_MODE__", "a"}, got[0], "worst first")
+	require.ElementsMatch(t, []key{{"__QUEUE_MODE__", "a"}, {"__QUEUE_MODE__", "b"}, {"lease", "b"}}, got)
+
+	var list []wireGroup
+	b.doJSON("GET", "/api/v1/consumer-groups", nil, http.StatusOK, &list)
+	for _, g := range list {
+		if g.Name == "__QUEUE_MODE__" {
+			require.Equal(t, "Lagging", g.State)
+			require.GreaterOrEqual(t, g.MaxTimeLag, 7200)
+		}
+	}
+
+	for _, bad := range []string{"abc", "-1"} {
+		status, _ := b.do("GET", "/api/v1/consumer-groups/lagging?minLagSeconds="+bad, nil)
+		require.Equal(t, http.StatusBadRequest, status, bad)
+	}
+}
