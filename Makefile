@@ -46,3 +46,7 @@ fmt:
 
 clean:
 	rm -rf bin
+
+# Benchmarks against a running broker (make run in another terminal).
+bench:
+	$(GO) run ./cmd/queen-bench all -url http://127.0.0.1:6632

@@ -1,0 +1,259 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// popResponse is the part of a pop answer the bench reads.
+type popResponse struct {
+	LeaseID  string          `json:"leaseId"`
+	Messages []poppedMessage `json:"messages"`
+}
+
+type poppedMessage struct {
+	TransactionID string          `json:"transactionId"`
+	PartitionID   string          `json:"partitionId"`
+	LeaseID       string          `json:"leaseId"`
+	Data          json.RawMessage `json:"data"`
+}
+
+type ackItem struct {
+	TransactionID string `json:"transactionId"`
+	PartitionID   string `json:"partitionId"`
+	LeaseID       string `json:"leaseId,omitempty"`
+	Status        string `json:"status"`
+}
+
+type ackBatchRequest struct {
+	Acknowledgments []ackItem `json:"acknowledgments"`
+	ConsumerGroup   string    `json:"consumerGroup,omitempty"`
+}
+
+// consumer pops a batch from a queue, then acks all of it in one request.
+type consumer struct {
+	b     *bench
+	url   string // the pop URL with its query
+	group string // "" is queue mode
+	resp  bytes.Buffer
+	cycle recorder // pop request sent -> ack answered
+	e2e   recorder // push request built -> pop answered, from the payload's "t"
+}
+
+// newConsumer pops from queue in group ("" for queue mode); a named group
+// starts at the beginning of every partition (subscriptionMode=all).
+func (b *bench) newConsumer(queue, group string) *consumer {
+	q := url.Values{}
+	q.Set("batch", strconv.Itoa(b.cfg.Batch))
+	q.Set("wait", "true")
+	q.Set("timeout", strconv.FormatInt(b.cfg.PollTimeout.Milliseconds(), 10))
+	if group != "" {
+		q.Set("consumerGroup", group)
+		q.Set("subscriptionMode", "all")
+	}
+	return &consumer{
+		b:     b,
+		url:   b.base + "/api/v1/pop/queue/" + url.PathEscape(queue) + "?" + q.Encode(),
+		group: group,
+	}
+}
+
+// run pops and acks until the deadline, ctx, -max-messages, or an empty
+// long-poll while stopOnEmpty says so.
+func (c *consumer) run(ctx context.Context, deadline time.Time, t *tally, stopOnEmpty func() bool) {
+	for ctx.Err() == nil && time.Now().Before(deadline) && t.msgs.Load() < c.b.cfg.MaxMessages {
+		start := time.Now()
+		p, err := c.b.pop(ctx, c.url, &c.resp)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			t.fail(err)
+			sleepUntil(ctx, time.Now().Add(50*time.Millisecond))
+			continue
+		}
+		if p == nil || len(p.Messages) == 0 {
+			if stopOnEmpty() {
+				return
+			}
+			continue
+		}
+		popped := time.Now()
+		for _, m := range p.Messages {
+			if ns, ok := payloadTime(m.Data); ok {
+				c.e2e.add(popped.Sub(time.Unix(0, ns)))
+			}
+		}
+		acked, err := c.b.ack(ctx, c.group, p, &c.resp)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			t.fail(err)
+			continue
+		}
+		end := time.Now()
+		c.cycle.add(end.Sub(start))
+		t.count(acked, end)
+	}
+}
+
+// pop long-polls once; a nil answer is a 204.
+func (b *bench) pop(ctx context.Context, popURL string, resp *bytes.Buffer) (*popResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.PollTimeout+requestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, popURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	status, err := b.do(req, resp)
+	if err != nil {
+		return nil, fmt.Errorf("pop: %w", err)
+	}
+	switch status {
+	case http.StatusNoContent:
+		return nil, nil
+	case http.StatusOK:
+		var p popResponse
+		if err := json.Unmarshal(resp.Bytes(), &p); err != nil {
+			return nil, fmt.Errorf("pop: decode answer: %w", err)
+		}
+		return &p, nil
+	default:
+		return nil, fmt.Errorf("pop: status %d: %s", status, excerpt(resp.Bytes()))
+	}
+}
+
+// ack completes every message of a pop in one batch ack and returns how
+// many succeeded.
+func (b *bench) ack(ctx context.Context, group string, p *popResponse, resp *bytes.Buffer) (int64, error) {
+	body := ackBatchRequest{ConsumerGroup: group, Acknowledgments: make([]ackItem, len(p.Messages))}
+	for i, m := range p.Messages {
+		lease := m.LeaseID
+		if lease == "" {
+			lease = p.LeaseID
+		}
+		body.Acknowledgments[i] = ackItem{TransactionID: m.TransactionID, PartitionID: m.PartitionID, LeaseID: lease, Status: "completed"}
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+"/api/v1/ack/batch", bytes.NewReader(data))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	status, err := b.do(req, resp)
+	if err != nil {
+		return 0, fmt.Errorf("ack: %w", err)
+	}
+	if status != http.StatusOK {
+		return 0, fmt.Errorf("ack: status %d: %s", status, excerpt(resp.Bytes()))
+	}
+	ok := int64(bytes.Count(resp.Bytes(), []byte(`"success":true`)))
+	if ok < int64(len(p.Messages)) {
+		return ok, fmt.Errorf("ack: %d of %d failed: %s", int64(len(p.Messages))-ok, len(p.Messages), excerpt(resp.Bytes()))
+	}
+	return ok, nil
+}
+
+// payloadTime reads the "t" member (UnixNano) of a bench payload. jsonb
+// may reorder members and add spaces, so it scans rather than assumes.
+func payloadTime(data []byte) (int64, bool) {
+	i := bytes.Index(data, []byte(`"t"`))
+	if i < 0 {
+		return 0, false
+	}
+	rest := bytes.TrimLeft(data[i+3:], " \t\r\n")
+	if len(rest) == 0 || rest[0] != ':' {
+		return 0, false
+	}
+	rest = bytes.TrimLeft(rest[1:], " \t\r\n")
+	end := 0
+	for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+		end++
+	}
+	if end == 0 {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(string(rest[:end]), 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return v, true
+}
+
+// consumeFor runs consumers per group until they stop and returns them.
+func (b *bench) consumeFor(ctx context.Context, queue string, groups []string, deadline time.Time, t *tally, stopOnEmpty func() bool) []*consumer {
+	var cs []*consumer
+	for _, g := range groups {
+		for range b.cfg.Consumers {
+			cs = append(cs, b.newConsumer(queue, g))
+		}
+	}
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Go(func() { c.run(ctx, deadline, t, stopOnEmpty) })
+	}
+	wg.Wait()
+	return cs
+}
+
+func cycleRecorders(cs []*consumer) *recorder {
+	rs := make([]*recorder, len(cs))
+	for i, c := range cs {
+		rs[i] = &c.cycle
+	}
+	return mergeRecorders(rs...)
+}
+
+func e2eRecorders(cs []*consumer) *recorder {
+	rs := make([]*recorder, len(cs))
+	for i, c := range cs {
+		rs[i] = &c.e2e
+	}
+	return mergeRecorders(rs...)
+}
+
+// consumeScenario drains a backlog in queue mode: the push run's queue in
+// `all`, else one prefilled for -duration (not measured). Each consumer
+// stops at its first empty long-poll; the rate counts up to the last ack.
+// Latency is one pop + batch-ack cycle.
+func (b *bench) consumeScenario(ctx context.Context, pushed string) (result, error) {
+	queue, from := pushed, "the push run's backlog"
+	if queue == "" {
+		queue = b.queue("consume")
+		fmt.Fprintf(b.log, "queen-bench: consume: prefilling %s for %s\n", queue, b.cfg.Duration)
+		var pt tally
+		b.pushFor(ctx, queue, time.Now().Add(b.cfg.Duration), &pt, nil)
+		if pt.msgs.Load() == 0 {
+			return result{}, fmt.Errorf("prefill pushed nothing: %s", pt.errorNote())
+		}
+		from = fmt.Sprintf("%d prefilled", pt.msgs.Load())
+	}
+	m := b.startMeasure(ctx)
+	var t tally
+	start := time.Now()
+	cs := b.consumeFor(ctx, queue, []string{""}, start.Add(b.cfg.Duration), &t, func() bool { return true })
+	res := result{
+		Scenario: "consume",
+		Command:  b.command("consume", "duration", "consumers", "batch", "poll-timeout"),
+		Messages: t.msgs.Load(),
+		Elapsed:  t.lastAt(start).Sub(start),
+		Latency:  cycleRecorders(cs).summary(),
+	}
+	res.note("from " + from)
+	res.note(t.errorNote())
+	m.finish(ctx, &res)
+	return res, nil
+}

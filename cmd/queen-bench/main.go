@@ -1,0 +1,483 @@
+// Command queen-bench drives a Queen-compatible broker over HTTP and prints a
+// Markdown table, one line per run: messages per second, p50/p99 latency,
+// messages per PostgreSQL commit, the broker's peak RSS, and the push rate as
+// a ratio of the ceiling (the same rows inserted straight into PostgreSQL).
+//
+//	queen-bench <scenario> [flags]
+//
+// Scenarios: push, consume, mixed, fanout, wakeup, ceiling, all. Every run
+// stops by itself after -duration (and after -max-messages); only loopback
+// targets are accepted. -pg (or PG_HOST and friends, as the broker reads them)
+// enables the commit count and the ceiling; -pid enables the RSS column.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Scenarios in the order `all` runs them: the wake-up latency first, while
+// the broker is idle; the ceiling last, so that the push row gets its ratio.
+var scenarios = []string{"wakeup", "push", "consume", "mixed", "fanout", "ceiling"}
+
+// config is the command line after parsing and validation.
+type config struct {
+	Scenario     string
+	URL          string
+	PG           string // "" disables the commit count and the ceiling
+	PID          int    // 0 disables the RSS column
+	Duration     time.Duration
+	Producers    int
+	Consumers    int
+	Batch        int
+	Partitions   int
+	PayloadBytes int
+	Groups       int
+	Queue        string // "" picks a unique name per run (see defaultQueue)
+	PollTimeout  time.Duration
+	Rate         int // total push msg/s for mixed and fanout; 0 is unthrottled
+	Wakeups      int
+	MaxMessages  int64
+	StatsSettle  time.Duration
+	Keep         bool
+}
+
+// configDefault holds the value of every flag that is not given.
+var configDefault = config{
+	URL:          "http://127.0.0.1:6632",
+	Duration:     10 * time.Second,
+	Producers:    4,
+	Consumers:    4,
+	Batch:        100,
+	Partitions:   8,
+	PayloadBytes: 256,
+	Groups:       4,
+	PollTimeout:  time.Second,
+	Wakeups:      200,
+	MaxMessages:  10_000_000,
+	StatsSettle:  11 * time.Second,
+}
+
+const usageText = `usage: queen-bench <scenario> [flags]
+
+scenarios:
+  push      producers push batches for -duration
+  consume   pop + batch ack until the queue is empty or -duration (prefills when run alone)
+  mixed     push and consume at once; latency is push sent -> message popped
+  fanout    like mixed with -groups consumer groups, each reading every message
+  wakeup    p50/p99 from a push's answer to a parked long-poll's answer, idle broker
+  ceiling   the same rows inserted straight into PostgreSQL (needs -pg)
+  all       every scenario above, one table
+
+flags:
+`
+
+// namePattern is the broker's queue and group name rule (openapi Name),
+// without the dot-only forms that the bench never needs.
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9_.-]*$`)
+
+// parseArgs reads the command line: one scenario, before or after the flags.
+// It reports every problem at once. lookupEnv supplies PG_* when -pg is not
+// given, so that `eval "$(scripts/localpg env)"` is enough for the ceiling.
+func parseArgs(args []string, lookupEnv func(string) (string, bool)) (config, error) {
+	cfg := configDefault
+	fs := newFlagSet(&cfg, io.Discard)
+	var positional []string
+	rest := args
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return cfg, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	if cfg.PG == "" {
+		cfg.PG = pgURLFromEnv(lookupEnv)
+	}
+
+	var errs []error
+	switch len(positional) {
+	case 0:
+		errs = append(errs, errors.New("scenario: missing (one of "+strings.Join(scenarios, ", ")+", all)"))
+	case 1:
+		cfg.Scenario = positional[0]
+		if cfg.Scenario != "all" && !contains(scenarios, cfg.Scenario) {
+			errs = append(errs, fmt.Errorf("scenario: unknown %q (one of %s, all)", cfg.Scenario, strings.Join(scenarios, ", ")))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("scenario: want one, got %q", positional))
+	}
+	if err := checkLoopbackURL(cfg.URL); err != nil {
+		errs = append(errs, fmt.Errorf("-url: %w", err))
+	}
+	if cfg.PG != "" {
+		if err := checkLoopbackPG(cfg.PG); err != nil {
+			errs = append(errs, fmt.Errorf("-pg: %w", err))
+		}
+	}
+	if cfg.Scenario == "ceiling" && cfg.PG == "" {
+		errs = append(errs, errors.New("-pg: the ceiling scenario needs a PostgreSQL URL"))
+	}
+	errs = append(errs,
+		checkRange("-pid", cfg.PID, 0, 1<<22),
+		checkRange("-producers", cfg.Producers, 1, 256),
+		checkRange("-consumers", cfg.Consumers, 1, 256),
+		checkRange("-batch", cfg.Batch, 1, 1000),
+		checkRange("-partitions", cfg.Partitions, 1, 10000),
+		checkRange("-payload-bytes", cfg.PayloadBytes, 0, 1<<20),
+		checkRange("-groups", cfg.Groups, 1, 64),
+		checkRange("-rate", cfg.Rate, 0, 10_000_000),
+		checkRange("-wakeups", cfg.Wakeups, 1, 100_000),
+		checkDuration("-duration", cfg.Duration, time.Second, time.Hour),
+		checkDuration("-poll-timeout", cfg.PollTimeout, 10*time.Millisecond, time.Minute),
+		checkDuration("-stats-settle", cfg.StatsSettle, 0, time.Minute),
+	)
+	if cfg.MaxMessages < 1 {
+		errs = append(errs, fmt.Errorf("-max-messages: must be at least 1, got %d", cfg.MaxMessages))
+	}
+	// The bench appends "-fanout-g63" and the like to the queue name.
+	if cfg.Queue != "" && (len(cfg.Queue) > 200 || !namePattern.MatchString(cfg.Queue)) {
+		errs = append(errs, fmt.Errorf("-queue: %q is not 1-200 characters of [A-Za-z0-9_.-]", cfg.Queue))
+	}
+	return cfg, errors.Join(errs...)
+}
+
+func newFlagSet(cfg *config, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("queen-bench", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&cfg.URL, "url", cfg.URL, "broker base URL (loopback only)")
+	fs.StringVar(&cfg.PG, "pg", cfg.PG, "the broker's PostgreSQL URL, for xact_commit and the ceiling (default from PG_HOST, PG_PORT, PG_USER, PG_PASSWORD, PG_DB)")
+	fs.IntVar(&cfg.PID, "pid", cfg.PID, "broker pid, for RSS from /proc/<pid>/status")
+	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "length of each run")
+	fs.IntVar(&cfg.Producers, "producers", cfg.Producers, "concurrent push requests (and ceiling connections)")
+	fs.IntVar(&cfg.Consumers, "consumers", cfg.Consumers, "concurrent consumers (per group in fanout)")
+	fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "messages per push, per pop and per ceiling INSERT")
+	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions per queue; each push goes to one")
+	fs.IntVar(&cfg.PayloadBytes, "payload-bytes", cfg.PayloadBytes, "size of each JSON payload")
+	fs.IntVar(&cfg.Groups, "groups", cfg.Groups, "consumer groups in fanout")
+	fs.StringVar(&cfg.Queue, "queue", cfg.Queue, "queue name prefix (default bench-<time>-<pid>)")
+	fs.DurationVar(&cfg.PollTimeout, "poll-timeout", cfg.PollTimeout, "long-poll timeout of consumers")
+	fs.IntVar(&cfg.Rate, "rate", cfg.Rate, "total push msg/s in mixed and fanout (0: as fast as possible)")
+	fs.IntVar(&cfg.Wakeups, "wakeups", cfg.Wakeups, "wake-ups to time in the wakeup scenario")
+	fs.Int64Var(&cfg.MaxMessages, "max-messages", cfg.MaxMessages, "stop a run after this many messages")
+	fs.DurationVar(&cfg.StatsSettle, "stats-settle", cfg.StatsSettle, "wait before reading xact_commit after a run (PostgreSQL flushes idle backends' stats within 10s)")
+	fs.BoolVar(&cfg.Keep, "keep", cfg.Keep, "keep the bench queues instead of deleting them at the end")
+	return fs
+}
+
+// pgURLFromEnv builds a PostgreSQL URL from the broker's PG_* variables, or
+// "" when PG_HOST is not set.
+func pgURLFromEnv(lookupEnv func(string) (string, bool)) string {
+	host, ok := lookupEnv("PG_HOST")
+	if !ok || host == "" {
+		return ""
+	}
+	get := func(key, def string) string {
+		if v, ok := lookupEnv(key); ok && v != "" {
+			return v
+		}
+		return def
+	}
+	u := url.URL{
+		Scheme:   "postgres",
+		User:     url.UserPassword(get("PG_USER", "postgres"), get("PG_PASSWORD", "")),
+		Host:     net.JoinHostPort(host, get("PG_PORT", "5432")),
+		Path:     "/" + get("PG_DB", "postgres"),
+		RawQuery: "sslmode=disable",
+	}
+	return u.String()
+}
+
+func checkLoopbackURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("want an http or https URL, got %q", raw)
+	}
+	return checkLoopbackHost(u.Hostname())
+}
+
+// checkLoopbackPG accepts a URL or keyword/value string whose host is a
+// loopback address or a Unix socket directory.
+func checkLoopbackPG(raw string) error {
+	host := ""
+	if strings.HasPrefix(raw, "postgres://") || strings.HasPrefix(raw, "postgresql://") {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return errors.New("not a valid URL")
+		}
+		host = u.Hostname()
+		if host == "" {
+			host = u.Query().Get("host")
+		}
+	} else {
+		for _, field := range strings.Fields(raw) {
+			if v, ok := strings.CutPrefix(field, "host="); ok {
+				host = strings.Trim(v, `'`)
+			}
+		}
+	}
+	if strings.HasPrefix(host, "/") {
+		return nil
+	}
+	return checkLoopbackHost(host)
+}
+
+func checkLoopbackHost(host string) error {
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("host %q is not a loopback address; the bench only drives local targets", host)
+}
+
+func checkRange(name string, v, lo, hi int) error {
+	if v < lo || v > hi {
+		return fmt.Errorf("%s: must be in [%d, %d], got %d", name, lo, hi, v)
+	}
+	return nil
+}
+
+func checkDuration(name string, d, lo, hi time.Duration) error {
+	if d < lo || d > hi {
+		return fmt.Errorf("%s: must be in [%s, %s], got %s", name, lo, hi, d)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// defaultQueue is a queue name that no earlier run used.
+func defaultQueue(now time.Time, pid int) string {
+	return "bench-" + now.UTC().Format("20060102-150405") + "-" + strconv.Itoa(pid)
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseArgs(args, os.LookupEnv)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usageText)
+		defaults := configDefault
+		newFlagSet(&defaults, stdout).PrintDefaults()
+		return 0
+	}
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(stderr, "queen-bench: "+line)
+		}
+		fmt.Fprintln(stderr, "queen-bench: run with -h for usage")
+		return 2
+	}
+	if cfg.Queue == "" {
+		cfg.Queue = defaultQueue(time.Now(), os.Getpid())
+	}
+
+	// The first signal ends the current run early and still prints the
+	// table; a second one exits at once.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+
+	b, err := newBench(ctx, cfg, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "queen-bench: "+err.Error())
+		return 1
+	}
+	defer b.close()
+	results, runErr := b.runAll(ctx)
+	writeReport(stdout, b.header(), results)
+	if runErr != nil {
+		fmt.Fprintln(stderr, "queen-bench: "+runErr.Error())
+		return 1
+	}
+	return 0
+}
+
+// newHTTPClient returns the one client of a bench: keep-alive connections
+// for every concurrent request, no proxy (targets are local), no gzip.
+func newHTTPClient(conns int) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        conns,
+		MaxIdleConnsPerHost: conns,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}}
+}
+
+// bench is one invocation: the flags, the one HTTP client, and the optional
+// PostgreSQL pool used for xact_commit (the ceiling opens its own).
+type bench struct {
+	cfg    config
+	base   string
+	client *http.Client
+	pg     *pgxpool.Pool // nil without -pg
+	pgInfo string        // version and durability settings, for the header
+	log    io.Writer
+	queues []string // every queue a run pushed to, deleted at the end
+}
+
+func newBench(ctx context.Context, cfg config, log io.Writer) (*bench, error) {
+	conns := cfg.Producers + cfg.Consumers*max(cfg.Groups, 1) + 8
+	b := &bench{
+		cfg:    cfg,
+		base:   strings.TrimRight(cfg.URL, "/"),
+		client: newHTTPClient(conns),
+		log:    log,
+	}
+	if err := b.checkHealth(ctx); err != nil {
+		return nil, err
+	}
+	if cfg.PG != "" {
+		pool, info, err := openStatsPool(ctx, cfg.PG)
+		if err != nil {
+			return nil, err
+		}
+		b.pg, b.pgInfo = pool, info
+	}
+	return b, nil
+}
+
+func (b *bench) close() {
+	if b.pg != nil {
+		b.pg.Close()
+	}
+	b.client.CloseIdleConnections()
+}
+
+// checkHealth fails fast when nothing answers at -url.
+func (b *bench) checkHealth(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base+"/health", nil)
+	if err != nil {
+		return fmt.Errorf("-url: %w", err)
+	}
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("broker at %s: %w (is it running? make run)", b.base, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("broker at %s: /health answered %s", b.base, resp.Status)
+	}
+	return nil
+}
+
+// queue names the queue of one scenario and remembers it for the cleanup.
+func (b *bench) queue(suffix string) string {
+	name := b.cfg.Queue + "-" + suffix
+	if !contains(b.queues, name) {
+		b.queues = append(b.queues, name)
+	}
+	return name
+}
+
+// runAll runs the chosen scenario, or every one for `all`, and returns the
+// rows finished so far even when a run fails or a signal arrives.
+func (b *bench) runAll(ctx context.Context) ([]result, error) {
+	list := []string{b.cfg.Scenario}
+	if b.cfg.Scenario == "all" {
+		list = scenarios
+	}
+	defer b.cleanup()
+	var results []result
+	pushed := "" // the push run's queue: consume drains it instead of prefilling
+	for _, name := range list {
+		if ctx.Err() != nil {
+			break
+		}
+		if name == "ceiling" && b.pg == nil {
+			fmt.Fprintln(b.log, "queen-bench: skipping ceiling: no -pg and no PG_HOST")
+			continue
+		}
+		fmt.Fprintf(b.log, "queen-bench: %s: running for up to %s\n", name, b.cfg.Duration)
+		var fn func(context.Context) (result, error)
+		switch name {
+		case "push":
+			fn = b.pushScenario
+		case "consume":
+			fn = func(ctx context.Context) (result, error) { return b.consumeScenario(ctx, pushed) }
+		case "mixed":
+			fn = b.mixedScenario
+		case "fanout":
+			fn = b.fanoutScenario
+		case "wakeup":
+			fn = b.wakeupScenario
+		case "ceiling":
+			fn = b.ceilingScenario
+		}
+		res, err := fn(ctx)
+		if err != nil {
+			return results, fmt.Errorf("%s: %w", name, err)
+		}
+		if name == "push" {
+			pushed = b.queue("push")
+		}
+		fmt.Fprintln(b.log, "queen-bench: "+res.summaryLine())
+		results = append(results, res)
+	}
+	applyCeiling(results)
+	return results, nil
+}
+
+// cleanup deletes the bench queues with their messages, unless -keep.
+func (b *bench) cleanup() {
+	if b.cfg.Keep {
+		return
+	}
+	for _, q := range b.queues {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, b.base+"/api/v1/resources/queues/"+url.PathEscape(q), nil)
+		if err == nil {
+			var resp *http.Response
+			if resp, err = b.client.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					err = errors.New(resp.Status)
+				}
+			}
+		}
+		cancel()
+		if err != nil {
+			fmt.Fprintf(b.log, "queen-bench: delete queue %s: %v\n", q, err)
+		}
+	}
+}
