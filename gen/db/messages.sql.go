@@ -230,11 +230,13 @@ func (q *Queries) MessageListAfterSeq(ctx context.Context, arg MessageListAfterS
 const messageListByTransactionIDs = `-- name: MessageListByTransactionIDs :many
 SELECT m.id, m.partition_id, m.transaction_id, m.seq, m.created_at,
        p.name AS partition_name, q.name AS queue_name
-FROM queen.messages m
+FROM (SELECT unnest($1::uuid[]) AS partition_id, unnest($2::text[]) AS transaction_id) AS k
+CROSS JOIN LATERAL (
+    SELECT s.id, s.partition_id, s.transaction_id, s.seq, s.created_at FROM queen.messages s
+    WHERE s.partition_id = k.partition_id AND s.transaction_id = k.transaction_id
+) AS m
 JOIN queen.partitions p ON p.id = m.partition_id
 JOIN queen.queues q ON q.id = p.queue_id
-JOIN (SELECT unnest($1::uuid[]) AS partition_id, unnest($2::text[]) AS transaction_id) AS k
-  ON m.partition_id = k.partition_id AND m.transaction_id = k.transaction_id
 `
 
 type MessageListByTransactionIDsParams struct {
@@ -253,7 +255,9 @@ type MessageListByTransactionIDsRow struct {
 }
 
 // Finds stored messages by (partition, transactionId) pairs: duplicates on
-// push, and the messages acks refer to.
+// push, and the messages acks refer to. LATERAL makes every key one probe of
+// the (partition_id, transaction_id) unique index whatever the table's
+// statistics say; a plain join let stale statistics pick a full scan per ack.
 func (q *Queries) MessageListByTransactionIDs(ctx context.Context, arg MessageListByTransactionIDsParams) ([]MessageListByTransactionIDsRow, error) {
 	rows, err := q.db.Query(ctx, messageListByTransactionIDs, arg.PartitionIds, arg.TransactionIds)
 	if err != nil {

@@ -10,14 +10,18 @@ RETURNING id, partition_id, transaction_id;
 
 -- name: MessageListByTransactionIDs :many
 -- Finds stored messages by (partition, transactionId) pairs: duplicates on
--- push, and the messages acks refer to.
+-- push, and the messages acks refer to. LATERAL makes every key one probe of
+-- the (partition_id, transaction_id) unique index whatever the table's
+-- statistics say; a plain join let stale statistics pick a full scan per ack.
 SELECT m.id, m.partition_id, m.transaction_id, m.seq, m.created_at,
        p.name AS partition_name, q.name AS queue_name
-FROM queen.messages m
+FROM (SELECT unnest(@partition_ids::uuid[]) AS partition_id, unnest(@transaction_ids::text[]) AS transaction_id) AS k
+CROSS JOIN LATERAL (
+    SELECT s.id, s.partition_id, s.transaction_id, s.seq, s.created_at FROM queen.messages s
+    WHERE s.partition_id = k.partition_id AND s.transaction_id = k.transaction_id
+) AS m
 JOIN queen.partitions p ON p.id = m.partition_id
-JOIN queen.queues q ON q.id = p.queue_id
-JOIN (SELECT unnest(@partition_ids::uuid[]) AS partition_id, unnest(@transaction_ids::text[]) AS transaction_id) AS k
-  ON m.partition_id = k.partition_id AND m.transaction_id = k.transaction_id;
+JOIN queen.queues q ON q.id = p.queue_id;
 
 -- name: MessageListAfterSeq :many
 -- The next messages of a partition after a cursor, oldest first, leaving out
