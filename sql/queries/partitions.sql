@@ -44,8 +44,9 @@ LIMIT @max_candidates;
 -- few index probes per partition whatever its size: a partition's messages
 -- span the sequence numbers from its oldest to its newest stored message,
 -- and the pending ones those from the first message past the cursor to the
--- newest (in-flight ones included). So the counts are exact unless messages
--- inside that span are missing (deleted one by one). leased is the un-acked
+-- newest (in-flight ones included). So the counts are exact unless a number
+-- inside a span holds no message: a message deleted on its own, or a number
+-- reserved by a push that turned out to be a duplicate. leased is the un-acked
 -- part of a live queue-mode lease; observed_at is the database clock that
 -- ages are measured with. NULL filters match everything.
 SELECT p.id, p.name, p.queue_id, p.created_at, p.last_message_at,
