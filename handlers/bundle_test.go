@@ -61,6 +61,16 @@ func setup(t *testing.T, opts ...setupOpts) *testBundle {
 // declared for the operation, body matching its schema.
 func (b *testBundle) do(method, path string, body any) (int, []byte) {
 	b.t.Helper()
+	return b.doWithHeaders(method, path, body, func(req *http.Request) {
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+	})
+}
+
+// doWithHeaders is do with the request's headers set by setHeaders.
+func (b *testBundle) doWithHeaders(method, path string, body any, setHeaders func(*http.Request)) (int, []byte) {
+	b.t.Helper()
 	var rd io.Reader
 	var raw []byte
 	if body != nil {
@@ -78,9 +88,7 @@ func (b *testBundle) do(method, path string, body any) (int, []byte) {
 	}
 	req, err := http.NewRequest(method, b.url+path, rd)
 	require.NoError(b.t, err)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
+	setHeaders(req)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(b.t, err)
 	defer resp.Body.Close()

@@ -8,10 +8,8 @@ package handlers
 // contract is written down in docs/client-wire-contract.md.
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"testing"
@@ -37,35 +35,14 @@ const (
 // against openapi.yaml, like testBundle.do.
 func (b *testBundle) cwDo(c cwClient, method, path string, body any) (int, []byte) {
 	b.t.Helper()
-	var raw []byte
-	switch v := body.(type) {
-	case nil:
-	case string:
-		raw = []byte(v)
-	default:
-		var err error
-		raw, err = json.Marshal(v)
-		require.NoError(b.t, err)
-	}
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequest(method, b.url+path, rd)
-	require.NoError(b.t, err)
-	if c != cwPy || body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c == cwGo {
-		req.Header.Set("Accept", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(b.t, err)
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	require.NoError(b.t, err)
-	b.validate(req, raw, resp, out)
-	return resp.StatusCode, out
+	return b.doWithHeaders(method, path, body, func(req *http.Request) {
+		if c != cwPy || body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if c == cwGo {
+			req.Header.Set("Accept", "application/json")
+		}
+	})
 }
 
 // cwCall replays one JS or Python request; a 2xx body is parsed as untyped

@@ -146,19 +146,8 @@ func (b *bench) ack(ctx context.Context, group string, p *popResponse, resp *byt
 	if err != nil {
 		return 0, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+"/api/v1/ack/batch", bytes.NewReader(data))
-	if err != nil {
+	if err := b.postJSON(ctx, "ack", "/api/v1/ack/batch", data, http.StatusOK, resp); err != nil {
 		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	status, err := b.do(req, resp)
-	if err != nil {
-		return 0, fmt.Errorf("ack: %w", err)
-	}
-	if status != http.StatusOK {
-		return 0, fmt.Errorf("ack: status %d: %s", status, excerpt(resp.Bytes()))
 	}
 	ok := int64(bytes.Count(resp.Bytes(), []byte(`"success":true`)))
 	if ok < int64(len(p.Messages)) {

@@ -114,21 +114,30 @@ func appendPayload(buf []byte, t int64, pad string) []byte {
 
 // push sends one push request and returns how many items were queued.
 func (b *bench) push(ctx context.Context, body []byte, resp *bytes.Buffer) (int64, error) {
+	if err := b.postJSON(ctx, "push", "/api/v1/push", body, http.StatusCreated, resp); err != nil {
+		return 0, err
+	}
+	return int64(bytes.Count(resp.Bytes(), []byte(`"status":"queued"`))), nil
+}
+
+// postJSON posts a JSON body and reads the answer into resp; any status but
+// want is an error naming what was being done.
+func (b *bench) postJSON(ctx context.Context, what, path string, body []byte, want int, resp *bytes.Buffer) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+"/api/v1/push", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+path, bytes.NewReader(body))
 	if err != nil {
-		return 0, err
+		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	status, err := b.do(req, resp)
 	if err != nil {
-		return 0, fmt.Errorf("push: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	if status != http.StatusCreated {
-		return 0, fmt.Errorf("push: status %d: %s", status, excerpt(resp.Bytes()))
+	if status != want {
+		return fmt.Errorf("%s: status %d: %s", what, status, excerpt(resp.Bytes()))
 	}
-	return int64(bytes.Count(resp.Bytes(), []byte(`"status":"queued"`))), nil
+	return nil
 }
 
 // do sends req and reads the whole answer into resp.

@@ -163,6 +163,8 @@ func (p *pacer) wait(deadline time.Time) bool {
 	if !slot.Before(deadline) {
 		return false
 	}
+	// Pacing is the point of -rate: this sleep sets the offered load, it
+	// does not wait for anything to happen.
 	time.Sleep(time.Until(slot))
 	return true
 }

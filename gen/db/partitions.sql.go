@@ -93,37 +93,6 @@ func (q *Queries) PartitionEnsure(ctx context.Context, arg PartitionEnsureParams
 	return id, err
 }
 
-const partitionGetByID = `-- name: PartitionGetByID :one
-SELECT p.id, p.queue_id, p.name, p.last_seq, p.last_message_at, p.created_at, q.name AS queue_name FROM queen.partitions p
-JOIN queen.queues q ON q.id = p.queue_id
-WHERE p.id = $1
-`
-
-type PartitionGetByIDRow struct {
-	ID            uuid.UUID
-	QueueID       uuid.UUID
-	Name          string
-	LastSeq       int64
-	LastMessageAt pgtype.Timestamptz
-	CreatedAt     pgtype.Timestamptz
-	QueueName     string
-}
-
-func (q *Queries) PartitionGetByID(ctx context.Context, id uuid.UUID) (PartitionGetByIDRow, error) {
-	row := q.db.QueryRow(ctx, partitionGetByID, id)
-	var i PartitionGetByIDRow
-	err := row.Scan(
-		&i.ID,
-		&i.QueueID,
-		&i.Name,
-		&i.LastSeq,
-		&i.LastMessageAt,
-		&i.CreatedAt,
-		&i.QueueName,
-	)
-	return i, err
-}
-
 const partitionGetByQueueAndName = `-- name: PartitionGetByQueueAndName :one
 SELECT p.id, p.queue_id, p.name, p.last_seq, p.last_message_at, p.created_at, (p.last_message_at IS NOT NULL AND p.last_message_at > now() - make_interval(secs => $1::integer))::boolean AS window_active
 FROM queen.partitions p WHERE p.queue_id = $2 AND p.name = $3

@@ -23,22 +23,6 @@ CROSS JOIN LATERAL (
 JOIN queen.partitions p ON p.id = m.partition_id
 JOIN queen.queues q ON q.id = p.queue_id;
 
--- name: MessageListAfterSeq :many
--- The next messages of a partition after a cursor, oldest first, leaving out
--- messages younger than the queue's delayedProcessing.
-SELECT id, seq, transaction_id, trace_id, payload, is_encrypted, producer_sub, created_at
-FROM queen.messages
-WHERE partition_id = @partition_id
-  AND seq > @after_seq
-  AND (@delay_seconds::integer = 0 OR created_at <= now() - make_interval(secs => @delay_seconds::integer))
-ORDER BY seq
-LIMIT @max_messages;
-
--- name: MessageLastSeqAtOrBefore :one
--- Where a cursor starts when a group subscribes from a point in time.
-SELECT COALESCE(max(seq), 0)::bigint FROM queen.messages
-WHERE partition_id = @partition_id AND created_at <= @at;
-
 -- name: MessageGetByTransactionID :one
 SELECT m.*, p.name AS partition_name, q.name AS queue_name
 FROM queen.messages m

@@ -18,11 +18,6 @@ RETURNING p.id;
 SELECT p.*, (p.last_message_at IS NOT NULL AND p.last_message_at > now() - make_interval(secs => @window_seconds::integer))::boolean AS window_active
 FROM queen.partitions p WHERE p.queue_id = @queue_id AND p.name = @name;
 
--- name: PartitionGetByID :one
-SELECT p.*, q.name AS queue_name FROM queen.partitions p
-JOIN queen.queues q ON q.id = p.queue_id
-WHERE p.id = @id;
-
 -- name: PartitionListPopCandidates :many
 -- Partitions of the given queues that hold messages past the group's cursor,
 -- are not leased by the group and are out of their window buffer. Higher queue
