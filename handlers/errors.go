@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -67,11 +69,21 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 // requestError answers input the generated decoder rejected.
 func (s *Server) requestError(w http.ResponseWriter, r *http.Request, err error) {
 	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
+	var syntaxErr *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &mbe):
 		writeError(w, http.StatusRequestEntityTooLarge, "request body too large")
-		return
+	case errors.Is(err, io.EOF):
+		writeError(w, http.StatusBadRequest, "Empty request body")
+	case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
+		writeError(w, http.StatusBadRequest, "Invalid JSON: "+errors.Unwrap(err).Error())
+	case errors.As(err, &typeErr):
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid request body at %s: expected %s, got %s",
+			strings.ReplaceAll(typeErr.Field, ".", "/"), typeErr.Type, typeErr.Value))
+	default:
+		writeError(w, http.StatusBadRequest, err.Error())
 	}
-	writeError(w, http.StatusBadRequest, err.Error())
 }
 
 // responseError answers a handler's error: a 400 it raised on purpose, a 503

@@ -15,6 +15,9 @@ func (s *Server) PushMessages(ctx context.Context, req api.PushMessagesRequestOb
 	if req.Body == nil {
 		return nil, badRequest("Empty request body")
 	}
+	if err := s.validator.checkPushItems(req.Body.Items); err != nil {
+		return nil, err
+	}
 	items := make([]pushItem, len(req.Body.Items))
 	for i, it := range req.Body.Items {
 		items[i] = pushItemFrom(it.Queue, it.Partition, it.TransactionId, it.TraceId, it.Payload)

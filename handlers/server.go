@@ -82,14 +82,15 @@ func ConfigDefault(c Config) Config {
 
 // Server implements api.StrictServerInterface.
 type Server struct {
-	cfg     Config
-	pool    *pgxpool.Pool
-	q       *db.Queries
-	log     *slog.Logger
-	queues  *queueCache
-	waiters *waiters.Registry
-	pusher  *coalescer[pushItem, pushOutcome]
-	acker   *coalescer[ackItem, api.AckResult]
+	cfg       Config
+	pool      *pgxpool.Pool
+	q         *db.Queries
+	log       *slog.Logger
+	queues    *queueCache
+	waiters   *waiters.Registry
+	pusher    *coalescer[pushItem, pushOutcome]
+	validator *requestValidator
+	acker     *coalescer[ackItem, api.AckResult]
 
 	// draining is set by the first shutdown signal: /health reports not
 	// ready and parked long-polls end with an empty answer.
@@ -140,6 +141,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.validator = validator
 	strict := api.NewStrictHandlerWithOptions(s, nil, api.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc:  s.requestError,
 		ResponseErrorHandlerFunc: s.responseError,

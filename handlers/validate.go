@@ -21,7 +21,24 @@ type requestValidator struct {
 	doc *openapi3.T
 	// byPattern maps the mux pattern ("POST /api/v1/push") to the route.
 	byPattern map[string]*routers.Route
+
+	// The push body, the hottest input, is not run through the generic
+	// validator (which decodes it into a tree a second time, payloads
+	// included). The handler decodes it once into the typed struct and
+	// checks each item's fields against these schemas, taken from the same
+	// spec, so openapi.yaml stays the one description of the rules.
+	pushMaxItems  int
+	pushItemProps []pushItemProp
 }
+
+type pushItemProp struct {
+	name   string
+	schema *openapi3.Schema
+}
+
+// typedBodyOperations are validated by their handler after the typed decode
+// instead of by the generic body validator.
+var typedBodyOperations = map[string]bool{"pushMessages": true}
 
 func newRequestValidator() (*requestValidator, error) {
 	doc, err := api.GetSwagger()
@@ -30,6 +47,9 @@ func newRequestValidator() (*requestValidator, error) {
 	}
 	doc.Servers = nil
 	v := &requestValidator{doc: doc, byPattern: map[string]*routers.Route{}}
+	if err := v.loadPushSchema(); err != nil {
+		return nil, err
+	}
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
 			v.byPattern[method+" "+path] = &routers.Route{
@@ -40,11 +60,70 @@ func newRequestValidator() (*requestValidator, error) {
 	return v, nil
 }
 
+func (v *requestValidator) loadPushSchema() error {
+	req := v.doc.Components.Schemas["PushRequest"]
+	item := v.doc.Components.Schemas["PushItem"]
+	if req == nil || item == nil || req.Value.Properties["items"] == nil || req.Value.Properties["items"].Value.MaxItems == nil {
+		return fmt.Errorf("spec: PushRequest.items with maxItems and PushItem are required")
+	}
+	v.pushMaxItems = int(*req.Value.Properties["items"].Value.MaxItems)
+	for _, name := range []string{"queue", "partition", "transactionId", "traceId"} {
+		p := item.Value.Properties[name]
+		if p == nil {
+			return fmt.Errorf("spec: PushItem.%s is missing", name)
+		}
+		v.pushItemProps = append(v.pushItemProps, pushItemProp{name, p.Value})
+	}
+	return nil
+}
+
+// checkPushItems applies the PushRequest rules to a decoded push: at most
+// maxItems items, and each item's names and ids as the spec constrains them.
+// The payload has no constraints and is never looked at.
+func (v *requestValidator) checkPushItems(items []api.PushItem) error {
+	if items == nil {
+		return badRequest(`invalid request body: property "items" is missing`)
+	}
+	if len(items) > v.pushMaxItems {
+		return badRequest(fmt.Sprintf("invalid request body at items: at most %d items are allowed", v.pushMaxItems))
+	}
+	for i := range items {
+		it := &items[i]
+		for _, p := range v.pushItemProps {
+			var val *string
+			switch p.name {
+			case "queue":
+				val = &it.Queue
+			case "partition":
+				val = it.Partition
+			case "transactionId":
+				val = it.TransactionId
+			case "traceId":
+				val = it.TraceId
+			}
+			if val == nil {
+				continue
+			}
+			if err := p.schema.VisitJSON(*val); err != nil {
+				reason := err.Error()
+				var schemaErr *openapi3.SchemaError
+				if errors.As(err, &schemaErr) {
+					reason = schemaErr.Reason
+				}
+				return badRequest(fmt.Sprintf("invalid request body at items/%d/%s: %s", i, p.name, reason))
+			}
+		}
+	}
+	return nil
+}
+
 func (v *requestValidator) middleware(s *Server) api.MiddlewareFunc {
 	opts := &openapi3filter.Options{
 		AuthenticationFunc:  func(context.Context, *openapi3filter.AuthenticationInput) error { return nil },
 		ExcludeResponseBody: true,
 	}
+	typedOpts := *opts
+	typedOpts.ExcludeRequestBody = true
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			route := v.byPattern[r.Pattern]
@@ -65,6 +144,9 @@ func (v *requestValidator) middleware(s *Server) api.MiddlewareFunc {
 			}
 			in := &openapi3filter.RequestValidationInput{
 				Request: r, PathParams: params, Route: route, Options: opts,
+			}
+			if typedBodyOperations[route.Operation.OperationID] {
+				in.Options = &typedOpts
 			}
 			if err := openapi3filter.ValidateRequest(r.Context(), in); err != nil {
 				var mbe *http.MaxBytesError
