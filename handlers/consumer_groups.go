@@ -31,6 +31,9 @@ func (s *Server) DeleteConsumerGroup(ctx context.Context, req api.DeleteConsumer
 	if err != nil {
 		return nil, fmt.Errorf("delete consumer group %q: %w", req.Group, err)
 	}
+	if err := s.q.ConsumerWatermarkResetGroup(ctx, req.Group); err != nil {
+		return nil, fmt.Errorf("reset watermarks of %q: %w", req.Group, err)
+	}
 	return api.DeleteConsumerGroup200JSONResponse{
 		Success: true, ConsumerGroup: req.Group, DeletedPartitions: int(n), MetadataDeleted: withMeta,
 	}, nil
@@ -55,6 +58,9 @@ func (s *Server) DeleteConsumerGroupForQueue(ctx context.Context, req api.Delete
 	if err != nil {
 		return nil, fmt.Errorf("delete consumer group %q on %q: %w", req.Group, req.Queue, err)
 	}
+	if err := s.resetWatermark(ctx, req.Group, req.Queue); err != nil {
+		return nil, err
+	}
 	return api.DeleteConsumerGroupForQueue200JSONResponse{
 		Success: true, ConsumerGroup: req.Group, QueueName: ptr(req.Queue), DeletedPartitions: int(n), MetadataDeleted: withMeta,
 	}, nil
@@ -75,6 +81,9 @@ func (s *Server) UpdateConsumerGroupSubscription(ctx context.Context, req api.Up
 	n, err := s.q.SubscriptionUpdateTimestamp(ctx, db.SubscriptionUpdateTimestampParams{SubscriptionTimestamp: pgtype.Timestamptz{Time: *ts, Valid: true}, ConsumerGroup: req.Group})
 	if err != nil {
 		return nil, fmt.Errorf("update subscription of %q: %w", req.Group, err)
+	}
+	if err := s.q.ConsumerWatermarkResetGroup(ctx, req.Group); err != nil {
+		return nil, fmt.Errorf("reset watermarks of %q: %w", req.Group, err)
 	}
 	return api.UpdateConsumerGroupSubscription200JSONResponse{
 		Success: true, ConsumerGroup: req.Group, NewTimestamp: fmtMillis(*ts), RowsUpdated: int(n),
@@ -106,6 +115,9 @@ func (s *Server) SeekConsumerGroup(ctx context.Context, req api.SeekConsumerGrou
 	n, err := s.q.PartitionConsumerSeekQueue(ctx, params)
 	if err != nil {
 		return nil, fmt.Errorf("seek %q on %q: %w", req.Group, req.Queue, err)
+	}
+	if err := s.resetWatermark(ctx, req.Group, req.Queue); err != nil {
+		return nil, err
 	}
 	s.notifyQueues(ctx, []string{req.Queue})
 	return api.SeekConsumerGroup200JSONResponse{
@@ -142,4 +154,16 @@ func (s *Server) SeekConsumerGroupPartition(ctx context.Context, req api.SeekCon
 		Success: true, ConsumerGroup: req.Group, QueueName: req.Queue, PartitionName: req.Partition,
 		Updated: n > 0 && part.LastSeq > 0, CursorMovedTo: fmtTimestamptz(part.LastMessageAt),
 	}, nil
+}
+
+// resetWatermark makes the group's next wildcard pop on the queue scan every
+// partition again. It runs after the change that may have made old
+// partitions pending (a seek back, deleted cursors) has committed, so that a
+// scan still seeing the old state cannot advance the watermark past them.
+func (s *Server) resetWatermark(ctx context.Context, group, queue string) error {
+	err := s.q.ConsumerWatermarkResetQueue(ctx, db.ConsumerWatermarkResetQueueParams{ConsumerGroup: group, QueueName: queue})
+	if err != nil {
+		return fmt.Errorf("reset watermark of %q on %q: %w", group, queue, err)
+	}
+	return nil
 }

@@ -98,39 +98,74 @@ func (s *Server) popOnce(ctx context.Context, pr popRequest) (*api.PopResponse, 
 	return s.popResponse(pr, leaseID.String(), got)
 }
 
-// claimAny claims up to maxPartitions eligible partitions of the queues until
-// the batch budget is spent. A partition whose claim yields nothing is
-// released and does not count.
+// claimAny claims up to maxPartitions eligible partitions of the queues,
+// higher priority queues first, until the batch budget is spent. A partition
+// whose claim yields nothing is released and does not count.
 func (s *Server) claimAny(ctx context.Context, pr popRequest, queues []db.QueenQueue, leaseID string) ([]claimed, error) {
-	byID := make(map[uuid.UUID]db.QueenQueue, len(queues))
-	ids := make([]uuid.UUID, len(queues))
-	for i, q := range queues {
-		byID[q.ID] = q
-		ids[i] = q.ID
-	}
-	cands, err := s.q.PartitionListPopCandidates(ctx, db.PartitionListPopCandidatesParams{
-		QueueIds: ids, ConsumerGroup: pr.group, MaxCandidates: int32(pr.maxPartitions*2 + 8),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list pop candidates: %w", err)
-	}
 	var got []claimed
 	budget := pr.batch
-	for _, cand := range cands {
+	for _, q := range queues { // already ordered by priority
 		if len(got) >= pr.maxPartitions || budget <= 0 {
 			break
 		}
-		c, err := s.claim(ctx, pr, byID[cand.QueueID], cand.ID, cand.Name, leaseID, budget, false)
+		cands, err := s.q.PartitionListPopCandidates(ctx, db.PartitionListPopCandidatesParams{
+			ConsumerGroup: pr.group, QueueID: q.ID, WindowSeconds: q.WindowBuffer,
+			MaxCandidates: int32(pr.maxPartitions*2 + 8),
+		})
 		if err != nil {
-			return got, err
+			return got, fmt.Errorf("list pop candidates of %q: %w", q.Name, err)
 		}
-		if c == nil || len(c.messages) == 0 {
+		if len(cands) == 0 {
+			if err := s.advanceWatermark(ctx, q, pr.group); err != nil {
+				return got, err
+			}
 			continue
 		}
-		got = append(got, *c)
-		budget -= len(c.messages)
+		for _, cand := range cands {
+			if len(got) >= pr.maxPartitions || budget <= 0 {
+				break
+			}
+			c, err := s.claim(ctx, pr, q, cand.ID, cand.Name, leaseID, budget, false)
+			if err != nil {
+				return got, err
+			}
+			if c == nil || len(c.messages) == 0 {
+				continue
+			}
+			got = append(got, *c)
+			budget -= len(c.messages)
+		}
 	}
 	return got, nil
+}
+
+// watermarkMargin is how far a group's watermark trails what a scan saw. A
+// push stamps last_message_at with its transaction's start time, so a push
+// still running when the scan looked could commit a time just below the
+// scan's clock; the margin covers transactions shorter than this.
+const watermarkMargin = 2 * time.Minute
+
+// advanceWatermark runs after a scan of q found nothing to claim: partitions
+// older than the oldest one still pending (or than now, when none is) hold
+// nothing for the group, so later scans can start there.
+func (s *Server) advanceWatermark(ctx context.Context, q db.QueenQueue, group string) error {
+	row, err := s.q.PartitionOldestPending(ctx, db.PartitionOldestPendingParams{ConsumerGroup: group, QueueID: q.ID})
+	if err != nil {
+		return fmt.Errorf("find oldest pending partition of %q: %w", q.Name, err)
+	}
+	from := row.ScannedAt.Time
+	if row.OldestPending.Valid && row.OldestPending.Time.Before(from) {
+		from = row.OldestPending.Time
+	}
+	err = s.q.ConsumerWatermarkAdvance(ctx, db.ConsumerWatermarkAdvanceParams{
+		QueueID: q.ID, ConsumerGroup: group,
+		ScanFrom:  pgtype.Timestamptz{Time: from.Add(-watermarkMargin), Valid: true},
+		ScannedAt: row.ScannedAt,
+	})
+	if err != nil {
+		return fmt.Errorf("advance watermark of %q on %q: %w", group, q.Name, err)
+	}
+	return nil
 }
 
 // claim takes the group's lease on one partition and reads up to limit

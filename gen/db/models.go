@@ -20,6 +20,14 @@ type QueenConsumerGroupsMetadatum struct {
 	CreatedAt             pgtype.Timestamptz
 }
 
+type QueenConsumerWatermark struct {
+	QueueID       uuid.UUID
+	ConsumerGroup string
+	ScanFrom      pgtype.Timestamptz
+	ResetAt       pgtype.Timestamptz
+	UpdatedAt     pgtype.Timestamptz
+}
+
 type QueenDeadLetterQueue struct {
 	ID                uuid.UUID
 	MessageID         uuid.UUID

@@ -166,37 +166,45 @@ func (q *Queries) PartitionListPage(ctx context.Context, arg PartitionListPagePa
 }
 
 const partitionListPopCandidates = `-- name: PartitionListPopCandidates :many
-SELECT p.id, p.name, p.queue_id, q.name AS queue_name
+SELECT p.id, p.name
 FROM queen.partitions p
-JOIN queen.queues q ON q.id = p.queue_id
 LEFT JOIN queen.partition_consumers pc
        ON pc.partition_id = p.id AND pc.consumer_group = $1
-WHERE p.queue_id = ANY($2::uuid[])
+WHERE p.queue_id = $2
+  AND p.last_message_at >= COALESCE(
+        (SELECT w.scan_from FROM queen.consumer_watermarks w
+          WHERE w.queue_id = $2 AND w.consumer_group = $1), '-infinity')
+  AND ($3::integer = 0 OR p.last_message_at <= now() - make_interval(secs => $3::integer))
   AND p.last_seq > COALESCE(pc.last_seq, 0)
   AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
-  AND (q.window_buffer = 0 OR p.last_message_at <= now() - make_interval(secs => q.window_buffer))
-ORDER BY q.priority DESC, pc.last_consumed_at ASC NULLS FIRST, p.last_message_at ASC
-LIMIT $3
+ORDER BY p.last_message_at
+LIMIT $4
 `
 
 type PartitionListPopCandidatesParams struct {
 	ConsumerGroup string
-	QueueIds      []uuid.UUID
+	QueueID       uuid.UUID
+	WindowSeconds int32
 	MaxCandidates int32
 }
 
 type PartitionListPopCandidatesRow struct {
-	ID        uuid.UUID
-	Name      string
-	QueueID   uuid.UUID
-	QueueName string
+	ID   uuid.UUID
+	Name string
 }
 
-// Partitions of the given queues that hold messages past the group's cursor,
-// are not leased by the group and are out of their window buffer. Higher queue
-// priority first, then the partition the group served longest ago.
+// Partitions of a queue that hold messages past the group's cursor, are not
+// leased by the group and are out of their window buffer, oldest newest
+// message first. The walk starts at the group's watermark (see
+// consumer_watermarks) on the (queue_id, last_message_at) index and stops at
+// max_candidates, so consumed partitions below the watermark are never read.
 func (q *Queries) PartitionListPopCandidates(ctx context.Context, arg PartitionListPopCandidatesParams) ([]PartitionListPopCandidatesRow, error) {
-	rows, err := q.db.Query(ctx, partitionListPopCandidates, arg.ConsumerGroup, arg.QueueIds, arg.MaxCandidates)
+	rows, err := q.db.Query(ctx, partitionListPopCandidates,
+		arg.ConsumerGroup,
+		arg.QueueID,
+		arg.WindowSeconds,
+		arg.MaxCandidates,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -204,12 +212,7 @@ func (q *Queries) PartitionListPopCandidates(ctx context.Context, arg PartitionL
 	var items []PartitionListPopCandidatesRow
 	for rows.Next() {
 		var i PartitionListPopCandidatesRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.Name,
-			&i.QueueID,
-			&i.QueueName,
-		); err != nil {
+		if err := rows.Scan(&i.ID, &i.Name); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -218,6 +221,41 @@ func (q *Queries) PartitionListPopCandidates(ctx context.Context, arg PartitionL
 		return nil, err
 	}
 	return items, nil
+}
+
+const partitionOldestPending = `-- name: PartitionOldestPending :one
+SELECT now()::timestamptz AS scanned_at,
+       (SELECT p.last_message_at
+          FROM queen.partitions p
+          LEFT JOIN queen.partition_consumers pc
+                 ON pc.partition_id = p.id AND pc.consumer_group = $1
+         WHERE p.queue_id = $2
+           AND p.last_message_at >= COALESCE(
+                 (SELECT w.scan_from FROM queen.consumer_watermarks w
+                   WHERE w.queue_id = $2 AND w.consumer_group = $1), '-infinity')
+           AND p.last_seq > COALESCE(pc.last_seq, 0)
+         ORDER BY p.last_message_at
+         LIMIT 1)::timestamptz AS oldest_pending
+`
+
+type PartitionOldestPendingParams struct {
+	ConsumerGroup string
+	QueueID       uuid.UUID
+}
+
+type PartitionOldestPendingRow struct {
+	ScannedAt     pgtype.Timestamptz
+	OldestPending pgtype.Timestamptz
+}
+
+// After a scan that found nothing to claim: the newest-message time of the
+// oldest partition still holding anything for the group (leased or in its
+// window buffer included), NULL when none, and the database clock.
+func (q *Queries) PartitionOldestPending(ctx context.Context, arg PartitionOldestPendingParams) (PartitionOldestPendingRow, error) {
+	row := q.db.QueryRow(ctx, partitionOldestPending, arg.ConsumerGroup, arg.QueueID)
+	var i PartitionOldestPendingRow
+	err := row.Scan(&i.ScannedAt, &i.OldestPending)
+	return i, err
 }
 
 const partitionStatsList = `-- name: PartitionStatsList :many

@@ -19,20 +19,41 @@ SELECT p.*, (p.last_message_at IS NOT NULL AND p.last_message_at > now() - make_
 FROM queen.partitions p WHERE p.queue_id = @queue_id AND p.name = @name;
 
 -- name: PartitionListPopCandidates :many
--- Partitions of the given queues that hold messages past the group's cursor,
--- are not leased by the group and are out of their window buffer. Higher queue
--- priority first, then the partition the group served longest ago.
-SELECT p.id, p.name, p.queue_id, q.name AS queue_name
+-- Partitions of a queue that hold messages past the group's cursor, are not
+-- leased by the group and are out of their window buffer, oldest newest
+-- message first. The walk starts at the group's watermark (see
+-- consumer_watermarks) on the (queue_id, last_message_at) index and stops at
+-- max_candidates, so consumed partitions below the watermark are never read.
+SELECT p.id, p.name
 FROM queen.partitions p
-JOIN queen.queues q ON q.id = p.queue_id
 LEFT JOIN queen.partition_consumers pc
        ON pc.partition_id = p.id AND pc.consumer_group = @consumer_group
-WHERE p.queue_id = ANY(@queue_ids::uuid[])
+WHERE p.queue_id = @queue_id
+  AND p.last_message_at >= COALESCE(
+        (SELECT w.scan_from FROM queen.consumer_watermarks w
+          WHERE w.queue_id = @queue_id AND w.consumer_group = @consumer_group), '-infinity')
+  AND (@window_seconds::integer = 0 OR p.last_message_at <= now() - make_interval(secs => @window_seconds::integer))
   AND p.last_seq > COALESCE(pc.last_seq, 0)
   AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
-  AND (q.window_buffer = 0 OR p.last_message_at <= now() - make_interval(secs => q.window_buffer))
-ORDER BY q.priority DESC, pc.last_consumed_at ASC NULLS FIRST, p.last_message_at ASC
+ORDER BY p.last_message_at
 LIMIT @max_candidates;
+
+-- name: PartitionOldestPending :one
+-- After a scan that found nothing to claim: the newest-message time of the
+-- oldest partition still holding anything for the group (leased or in its
+-- window buffer included), NULL when none, and the database clock.
+SELECT now()::timestamptz AS scanned_at,
+       (SELECT p.last_message_at
+          FROM queen.partitions p
+          LEFT JOIN queen.partition_consumers pc
+                 ON pc.partition_id = p.id AND pc.consumer_group = @consumer_group
+         WHERE p.queue_id = @queue_id
+           AND p.last_message_at >= COALESCE(
+                 (SELECT w.scan_from FROM queen.consumer_watermarks w
+                   WHERE w.queue_id = @queue_id AND w.consumer_group = @consumer_group), '-infinity')
+           AND p.last_seq > COALESCE(pc.last_seq, 0)
+         ORDER BY p.last_message_at
+         LIMIT 1)::timestamptz AS oldest_pending;
 
 -- name: PartitionStatsList :many
 -- Live counts per partition, measured against the queue-mode cursor, in a
