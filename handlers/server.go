@@ -44,7 +44,8 @@ type Config struct {
 	// group-commit flush.
 	PushMaxBatch int
 	// PushFlushers is how many group-commit flushes of each kind (push,
-	// ack) may run at once.
+	// ack) may run at once. One is best measured: requests queue while a
+	// flush commits and the next flush takes them all (docs/benchmarks.md).
 	PushFlushers int
 	// Auth, when set, guards every route with JWT authentication; nil means
 	// auth is off and every client has full access (JWT-14).
@@ -75,7 +76,7 @@ func ConfigDefault(c Config) Config {
 		c.PushMaxBatch = 2000
 	}
 	if c.PushFlushers <= 0 {
-		c.PushFlushers = 4
+		c.PushFlushers = 1
 	}
 	return c
 }
