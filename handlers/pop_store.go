@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/google/uuid"
@@ -121,6 +122,10 @@ func (s *Server) claimAny(ctx context.Context, pr popRequest, queues []db.QueenQ
 			}
 			continue
 		}
+		// Concurrent consumers get the same candidates; trying them in
+		// different orders spreads them over the partitions instead of
+		// all racing for the first one.
+		rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
 		for _, cand := range cands {
 			if len(got) >= pr.maxPartitions || budget <= 0 {
 				break

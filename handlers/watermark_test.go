@@ -32,7 +32,8 @@ func TestPopWatermarkSkipsOnlyIdlePartitions(t *testing.T) {
 	b.configure("wm", map[string]any{"leaseTime": 1})
 	b.push(item("wm", "a", "a1", 1), item("wm", "b", "b1", 1), item("wm", "c", "c1", 1))
 
-	// The group drains a and b; c stays leased by a consumer that dies.
+	// The group drains two partitions; the third stays leased by a
+	// consumer that dies.
 	for range 2 {
 		p := b.pop("/api/v1/pop/queue/wm?consumerGroup=g")
 		require.NotNil(t, p)
@@ -40,21 +41,21 @@ func TestPopWatermarkSkipsOnlyIdlePartitions(t *testing.T) {
 	}
 	held := b.pop("/api/v1/pop/queue/wm?consumerGroup=g")
 	require.NotNil(t, held)
-	require.Equal(t, "c1", held.Messages[0].TransactionID)
+	heldTx := held.Messages[0].TransactionID
 	b.backdate()
 
-	// An empty scan advances the watermark, but not past c, which is
-	// still pending under its lease.
+	// An empty scan advances the watermark, but not past the held
+	// partition, which is still pending under its lease.
 	require.Nil(t, b.pop("/api/v1/pop/queue/wm?consumerGroup=g"))
 	var cAt time.Time
-	require.NoError(t, b.pool.QueryRow(t.Context(), "SELECT last_message_at FROM queen.partitions WHERE name = 'c'").Scan(&cAt))
+	require.NoError(t, b.pool.QueryRow(t.Context(), "SELECT last_message_at FROM queen.partitions WHERE id = $1", held.PartitionID).Scan(&cAt))
 	require.False(t, b.watermark("g").After(cAt), "the watermark passed a pending partition")
 
-	// c comes back when its lease expires.
+	// It comes back when its lease expires.
 	again := b.pop("/api/v1/pop/queue/wm?consumerGroup=g&wait=true&timeout=10000")
 	require.NotNil(t, again)
-	require.Equal(t, "c1", again.Messages[0].TransactionID)
-	require.True(t, b.ack("c1", again.PartitionID, "completed", "g", again.LeaseID).Success)
+	require.Equal(t, heldTx, again.Messages[0].TransactionID)
+	require.True(t, b.ack(heldTx, again.PartitionID, "completed", "g", again.LeaseID).Success)
 
 	// Everything consumed and idle: the watermark moves above all of it.
 	require.Nil(t, b.pop("/api/v1/pop/queue/wm?consumerGroup=g"))

@@ -98,18 +98,23 @@ func (q *Queries) PartitionConsumerAutoAck(ctx context.Context, arg PartitionCon
 }
 
 const partitionConsumerClaimAndRead = `-- name: PartitionConsumerClaimAndRead :many
-WITH claim AS (
+WITH gate AS (
+    SELECT pg_try_advisory_xact_lock(
+        hashtextextended(format('%s/%s', $1::uuid, $4::text), 12648430)) AS open
+),
+claim AS (
     INSERT INTO queen.partition_consumers AS pc (
         partition_id, consumer_group, last_seq, lease_id, lease_acquired_at, lease_expires_at,
         batch_size, acked_count)
-    VALUES (
+    SELECT
         $1, $4,
         CASE WHEN $5::timestamptz IS NULL THEN 0
              ELSE (SELECT COALESCE(max(s.seq), 0) FROM queen.messages s
                    WHERE s.partition_id = $1 AND s.created_at <= $5::timestamptz)
         END,
         $6, now(), now() + make_interval(secs => $7::integer),
-        $3, 0)
+        $3, 0
+    FROM gate WHERE gate.open
     ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
         lease_id = EXCLUDED.lease_id,
         lease_acquired_at = EXCLUDED.lease_acquired_at,
@@ -170,6 +175,10 @@ type PartitionConsumerClaimAndReadRow struct {
 // one row with a NULL message id means the lease was taken but nothing is
 // deliverable. A new cursor row starts at `start_after_time` (a subscription
 // point) when given, else at the beginning of the partition.
+//
+// The gate is a try-lock on (partition, group) held until this statement
+// commits: a consumer that finds another one claiming the same partition
+// right now skips it at once instead of queueing on the row lock.
 func (q *Queries) PartitionConsumerClaimAndRead(ctx context.Context, arg PartitionConsumerClaimAndReadParams) ([]PartitionConsumerClaimAndReadRow, error) {
 	rows, err := q.db.Query(ctx, partitionConsumerClaimAndRead,
 		arg.PartitionID,

@@ -4,18 +4,27 @@
 -- one row with a NULL message id means the lease was taken but nothing is
 -- deliverable. A new cursor row starts at `start_after_time` (a subscription
 -- point) when given, else at the beginning of the partition.
-WITH claim AS (
+--
+-- The gate is a try-lock on (partition, group) held until this statement
+-- commits: a consumer that finds another one claiming the same partition
+-- right now skips it at once instead of queueing on the row lock.
+WITH gate AS (
+    SELECT pg_try_advisory_xact_lock(
+        hashtextextended(format('%s/%s', @partition_id::uuid, @consumer_group::text), 12648430)) AS open
+),
+claim AS (
     INSERT INTO queen.partition_consumers AS pc (
         partition_id, consumer_group, last_seq, lease_id, lease_acquired_at, lease_expires_at,
         batch_size, acked_count)
-    VALUES (
+    SELECT
         @partition_id, @consumer_group,
         CASE WHEN sqlc.narg(start_after_time)::timestamptz IS NULL THEN 0
              ELSE (SELECT COALESCE(max(s.seq), 0) FROM queen.messages s
                    WHERE s.partition_id = @partition_id AND s.created_at <= sqlc.narg(start_after_time)::timestamptz)
         END,
         @lease_id, now(), now() + make_interval(secs => @lease_seconds::integer),
-        @batch_size, 0)
+        @batch_size, 0
+    FROM gate WHERE gate.open
     ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
         lease_id = EXCLUDED.lease_id,
         lease_acquired_at = EXCLUDED.lease_acquired_at,
