@@ -116,10 +116,15 @@ func (s *Server) claimAny(ctx context.Context, pr popRequest, queues []db.QueenQ
 		if err != nil {
 			return got, fmt.Errorf("list pop candidates of %q: %w", q.Name, err)
 		}
-		if len(cands) == 0 {
+		// After an empty scan, and every few seconds under load (a
+		// backlog means scans are never empty, and the watermark must still
+		// climb over the idle partitions below the busy ones).
+		if len(cands) == 0 || s.watermarkDue(q.ID, pr.group) {
 			if err := s.advanceWatermark(ctx, q, pr.group); err != nil {
 				return got, err
 			}
+		}
+		if len(cands) == 0 {
 			continue
 		}
 		// Concurrent consumers get the same candidates; trying them in
@@ -150,7 +155,32 @@ func (s *Server) claimAny(ctx context.Context, pr popRequest, queues []db.QueenQ
 // scan's clock; the margin covers transactions shorter than this.
 const watermarkMargin = 2 * time.Minute
 
-// advanceWatermark runs after a scan of q found nothing to claim: partitions
+// watermarkEvery is how often a pop that found candidates also advances the
+// group's watermark.
+const watermarkEvery = 5 * time.Second
+
+// watermarkDue reports whether this broker last advanced the (queue, group)
+// watermark more than watermarkEvery ago, and if so claims the turn.
+func (s *Server) watermarkDue(queueID uuid.UUID, group string) bool {
+	key := watermarkKey{queueID, group}
+	now := time.Now()
+	last, ok := s.watermarkAt.Load(key)
+	if ok && now.Sub(last.(time.Time)) < watermarkEvery {
+		return false
+	}
+	if ok {
+		return s.watermarkAt.CompareAndSwap(key, last, now)
+	}
+	_, loaded := s.watermarkAt.LoadOrStore(key, now)
+	return !loaded
+}
+
+type watermarkKey struct {
+	queueID uuid.UUID
+	group   string
+}
+
+// advanceWatermark runs after a scan of q: partitions
 // older than the oldest one still pending (or than now, when none is) hold
 // nothing for the group, so later scans can start there.
 func (s *Server) advanceWatermark(ctx context.Context, q db.QueenQueue, group string) error {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -92,6 +93,10 @@ type Server struct {
 	pusher    *coalescer[pushItem, pushOutcome]
 	validator *requestValidator
 	acker     *coalescer[ackItem, api.AckResult]
+
+	// watermarkAt is when this broker last advanced each (queue, group)
+	// pop watermark after a non-empty scan (see watermarkDue).
+	watermarkAt sync.Map
 
 	// draining is set by the first shutdown signal: /health reports not
 	// ready and parked long-polls end with an empty answer.

@@ -8,11 +8,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// backdate makes every partition of the test database look idle for an hour,
-// as if their last push was long ago.
+// backdate moves the stored clock readings an hour into the past, as if an
+// hour had gone by since the last push: partitions look idle, and the
+// watermarks computed so far move with them.
 func (b *testBundle) backdate() {
 	b.t.Helper()
 	_, err := b.pool.Exec(b.t.Context(), "UPDATE queen.partitions SET last_message_at = last_message_at - interval '1 hour'")
+	require.NoError(b.t, err)
+	_, err = b.pool.Exec(b.t.Context(), "UPDATE queen.consumer_watermarks SET scan_from = scan_from - interval '1 hour'")
 	require.NoError(b.t, err)
 }
 

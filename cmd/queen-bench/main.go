@@ -145,7 +145,7 @@ func parseArgs(args []string, lookupEnv func(string) (string, bool)) (config, er
 		checkRange("-producers", cfg.Producers, 1, 256),
 		checkRange("-consumers", cfg.Consumers, 1, 256),
 		checkRange("-batch", cfg.Batch, 1, 1000),
-		checkRange("-partitions", cfg.Partitions, 1, 10000),
+		checkRange("-partitions", cfg.Partitions, 1, 1000000),
 		checkRange("-payload-bytes", cfg.PayloadBytes, 0, 1<<20),
 		checkRange("-groups", cfg.Groups, 1, 64),
 		checkRange("-rate", cfg.Rate, 0, 10_000_000),
