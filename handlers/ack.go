@@ -59,6 +59,7 @@ func (s *Server) ack(ctx context.Context, items []ackItem) ([]api.AckResult, err
 	for i := range res {
 		res[i].Index = i // indexes are per request, not per flush
 	}
+	s.recordAcks(items, res) // metrics_record.go
 	return res, nil
 }
 

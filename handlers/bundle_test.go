@@ -33,6 +33,7 @@ type testBundle struct {
 
 type setupOpts struct {
 	repoll time.Duration
+	config func(*Config) // adjusts the server's Config (spool, intervals)
 }
 
 func setup(t *testing.T, opts ...setupOpts) *testBundle {
@@ -42,7 +43,11 @@ func setup(t *testing.T, opts ...setupOpts) *testBundle {
 		o = opts[0]
 	}
 	pool := pgtest.NewPool(t)
-	srv := New(Config{Pool: pool, RepollInterval: o.repoll})
+	cfg := Config{Pool: pool, RepollInterval: o.repoll}
+	if o.config != nil {
+		o.config(&cfg)
+	}
+	srv := New(cfg)
 	h, err := srv.Handler()
 	require.NoError(t, err)
 	hs := httptest.NewServer(h)

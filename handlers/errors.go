@@ -91,6 +91,7 @@ func (s *Server) requestError(w http.ResponseWriter, r *http.Request, err error)
 func (s *Server) responseError(w http.ResponseWriter, r *http.Request, err error) {
 	var br errBadRequest
 	var pgErr *pgconn.PgError
+	var spoolErr errSpoolUnavailable
 	switch {
 	case errors.As(err, &br):
 		writeError(w, http.StatusBadRequest, br.msg)
@@ -99,12 +100,17 @@ func (s *Server) responseError(w http.ResponseWriter, r *http.Request, err error
 		// (e.g. a JSON string with \u0000 or a lone surrogate). Nothing
 		// was committed; the client must change the request.
 		writeError(w, http.StatusBadRequest, "invalid value: "+pgErr.Message)
+	case errors.As(err, &spoolErr):
+		s.log.Warn("push refused: it needed the spool", "err", err)
+		writeError(w, http.StatusServiceUnavailable, spoolErr.msg)
 	case errors.Is(classifyDB(err), ErrUnavailable):
+		s.cfg.Metrics.DBError()
 		s.log.Warn("database unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 		writeError(w, http.StatusServiceUnavailable, "database unavailable, retry later")
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		// The client went away; nobody reads the answer.
 	default:
+		s.cfg.Metrics.DBError()
 		id := errorID()
 		s.log.Error("request failed", "error_id", id, "method", r.Method, "path", r.URL.Path, "err", err)
 		writeError(w, http.StatusInternalServerError, "internal error (id "+id+")")

@@ -114,10 +114,15 @@ func (s *Server) newPopRequest(p popParams) (popRequest, error) {
 
 // pop runs one pop, parking it when asked to wait. A nil response means
 // nothing to deliver (204).
-func (s *Server) pop(ctx context.Context, pr popRequest) (*api.PopResponse, error) {
+func (s *Server) pop(ctx context.Context, pr popRequest) (resp *api.PopResponse, err error) {
+	defer func() { s.recordPop(pr, resp, err) }() // metrics_record.go
+	if s.maint.pop.Load() {
+		return nil, nil // pop maintenance (MNT-2): empty at once, the log untouched
+	}
 	if !pr.wait {
 		return s.popOnce(ctx, pr)
 	}
+	defer s.parked(pr.queueName)() // metrics_record.go
 	deadline := time.Now().Add(pr.timeout)
 	timer := time.NewTimer(0)
 	defer timer.Stop()

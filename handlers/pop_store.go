@@ -342,7 +342,8 @@ func (s *Server) popResponse(pr popRequest, leaseID string, got []claimed) (*api
 	return resp, nil
 }
 
-// openPayload is the hook where encrypted payloads are decrypted on read.
+// openPayload is the hook where encrypted payloads are decrypted on read
+// (payload_crypto.go).
 func (s *Server) openPayload(payload []byte, encrypted bool) (api.AnyJSON, error) {
-	return payload, nil
+	return s.payloads.open(payload, encrypted)
 }

@@ -26,7 +26,7 @@ func (s *Server) PushMessages(ctx context.Context, req api.PushMessagesRequestOb
 	if len(items) == 0 {
 		return api.PushMessages201JSONResponse{}, nil
 	}
-	outcomes, err := s.push(ctx, items)
+	outcomes, err := s.pushOrSpool(ctx, items) // push_spool.go: database, or disk spool
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +40,11 @@ func (s *Server) PushMessages(ctx context.Context, req api.PushMessagesRequestOb
 // push stores items, committed together with concurrent pushes (see
 // coalescer), and wakes long-polls on commit.
 func (s *Server) push(ctx context.Context, items []pushItem) ([]pushOutcome, error) {
-	return s.pusher.submit(ctx, items)
+	out, err := s.pusher.submit(ctx, items)
+	if err == nil {
+		s.recordPush(items, out) // metrics_record.go
+	}
+	return out, err
 }
 
 // pushDirect stores items in their own transaction. A queue deleted by
@@ -124,6 +128,10 @@ func pushResult(i int, it pushItem, o pushOutcome) api.PushResult {
 	}
 	if it.TraceID != "" {
 		r.TraceId = ptr(it.TraceID)
+	}
+	if o.Status == "buffered" {
+		// Ids are given when the spool's replay stores the message.
+		r.MessageIDSnake, r.MessageId, r.PartitionId = nil, nil, nil
 	}
 	return r
 }

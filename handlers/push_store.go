@@ -20,6 +20,7 @@ type pushItem struct {
 	TraceID       string // "" stores NULL
 	Payload       json.RawMessage
 	ProducerSub   string // "" stores NULL; only ever from the token
+	Sealed        bool   // Payload is already the encryption envelope (spool replay)
 }
 
 // pushOutcome is what happened to one pushItem.
@@ -123,7 +124,7 @@ func (s *Server) storeMessages(ctx context.Context, tx dbtx, queues map[string]d
 		if err != nil {
 			return nil, fmt.Errorf("new message id: %w", err)
 		}
-		payload, encrypted, err := s.sealPayload(queues[it.Queue], it.Payload)
+		payload, encrypted, err := s.storedPayload(queues[it.Queue], it)
 		if err != nil {
 			return nil, err
 		}
@@ -187,7 +188,8 @@ func (s *Server) storeMessages(ctx context.Context, tx dbtx, queues map[string]d
 }
 
 // sealPayload is the hook where payload encryption at rest applies to queues
-// that ask for it. Without an encryption key payloads are stored as sent.
-func (s *Server) sealPayload(_ db.QueenQueue, payload json.RawMessage) (json.RawMessage, bool, error) {
-	return payload, false, nil
+// that ask for it. Without an encryption key payloads are stored as sent
+// (payload_crypto.go).
+func (s *Server) sealPayload(q db.QueenQueue, payload json.RawMessage) (json.RawMessage, bool, error) {
+	return s.payloads.seal(q, payload)
 }

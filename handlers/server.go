@@ -16,6 +16,10 @@ import (
 	"github.com/queenforgo/queen/gen/api"
 	"github.com/queenforgo/queen/gen/db"
 	"github.com/queenforgo/queen/handlers/auth"
+	"github.com/queenforgo/queen/handlers/crypto"
+	"github.com/queenforgo/queen/handlers/metrics"
+	"github.com/queenforgo/queen/handlers/migration"
+	"github.com/queenforgo/queen/handlers/spool"
 	"github.com/queenforgo/queen/handlers/waiters"
 )
 
@@ -51,12 +55,42 @@ type Config struct {
 	// Auth, when set, guards every route with JWT authentication; nil means
 	// auth is off and every client has full access (JWT-14).
 	Auth *auth.Authenticator
+	// Cipher, when set, encrypts the payloads of queues with
+	// encryptionEnabled and decrypts stored envelopes; nil means no
+	// QUEEN_ENCRYPTION_KEY (see payload_crypto.go).
+	Cipher *crypto.Cipher
+	// ServerID names this broker in the /auth/me identity (cell_slug).
+	ServerID string
+	// Dashboard, when set, answers the paths no route matches outside /api/
+	// and /streams/ (main wires web.New()); nil answers them 404.
+	Dashboard http.Handler
+	// Metrics holds the data-plane counters (handlers/metrics); nil makes
+	// a new registry.
+	Metrics *metrics.Registry
+	// StatsFlushFunc, when set, writes this broker's in-memory metrics to
+	// the database (POST /api/v1/stats/refresh); main wires handlers/jobs.
+	StatsFlushFunc func(ctx context.Context) error
+	// BufferGaugesFunc, when set, reports the disk spool for
+	// /metrics/prometheus; nil reports an empty, healthy spool.
+	BufferGaugesFunc func() BufferGauges
+	// Migration runs the pg_dump | pg_restore routes; nil answers them 501.
+	Migration *migration.Runner
+	// Spool, when set, takes the pushes PostgreSQL cannot (and every push
+	// during push maintenance) and the server drains it (push_spool.go);
+	// main opens and closes it. nil: such pushes answer 503.
+	Spool *spool.Spool
+	// MaintenanceRefresh is how often the maintenance switches are re-read
+	// from queen.system_state (system.go); 0 means 5 s.
+	MaintenanceRefresh time.Duration
 }
 
 // ConfigDefault fills the zero fields of a Config.
 func ConfigDefault(c Config) Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.New()
 	}
 	if c.DefaultBatch <= 0 {
 		c.DefaultBatch = 1
@@ -102,6 +136,11 @@ type Server struct {
 	// ready and parked long-polls end with an empty answer.
 	draining atomic.Bool
 	drainCh  chan struct{}
+
+	payloads *payloadCrypto
+
+	spool *spool.Spool // nil: no FILE_BUFFER_DIR
+	maint *maintenance // system.go
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
@@ -118,8 +157,11 @@ func New(cfg Config) *Server {
 		waiters: waiters.New(),
 		drainCh: make(chan struct{}),
 	}
+	s.payloads = &payloadCrypto{cipher: cfg.Cipher, log: cfg.Logger}
 	s.pusher = newCoalescer(cfg.PushFlushers, cfg.PushMaxBatch, s.pushDirect)
 	s.acker = newCoalescer(cfg.PushFlushers, cfg.PushMaxBatch, s.ackDirect)
+	s.spool = cfg.Spool
+	s.startReliability()
 	return s
 }
 
@@ -129,6 +171,7 @@ func (s *Server) Close() {
 	s.Drain()
 	s.pusher.stop()
 	s.acker.stop()
+	s.stopReliability()
 }
 
 // Drain starts the graceful shutdown of the data plane: /health answers 503
@@ -153,10 +196,10 @@ func (s *Server) Handler() (http.Handler, error) {
 		ResponseErrorHandlerFunc: s.responseError,
 	})
 	mux := http.NewServeMux()
-	mux.HandleFunc("/", s.notFound)
+	mux.Handle("/", s.fallback())
 	api.HandlerWithOptions(strict, api.StdHTTPServerOptions{
 		BaseRouter:       mux,
-		Middlewares:      []api.MiddlewareFunc{validator.middleware(s)},
+		Middlewares:      []api.MiddlewareFunc{validator.middleware(s), withAuthorization},
 		ErrorHandlerFunc: s.requestError,
 	})
 	h := s.limitBody(mux)

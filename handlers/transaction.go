@@ -102,6 +102,7 @@ func (s *Server) ExecuteTransaction(ctx context.Context, req api.ExecuteTransact
 	}
 	s.notifyQueues(ctx, distinctQueues(pushes))
 	s.notifyReleased(ctx, ackOut)
+	s.recordTransaction(pushes, pushOut, acks, ackOut) // metrics_record.go
 
 	results := make([]api.TransactionResult, len(slots))
 	for i, sl := range slots {

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,9 +22,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/queenforgo/queen/cmd/queen/config"
+	"github.com/queenforgo/queen/cmd/queen/pgtls"
+	"github.com/queenforgo/queen/cmd/queen/roots"
 	"github.com/queenforgo/queen/handlers"
 	"github.com/queenforgo/queen/handlers/auth"
+	"github.com/queenforgo/queen/handlers/crypto"
+	"github.com/queenforgo/queen/handlers/spool"
 	"github.com/queenforgo/queen/sql/migrate"
+	"github.com/queenforgo/queen/web"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -71,6 +77,17 @@ func run() int {
 		logger.Info("JWT auth disabled — API and dashboard are open (standalone); set JWT_ENABLED=true to require tokens")
 	}
 
+	cipher, err := newCipher(cfg.Encryption, logger)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "queen: config: QUEEN_ENCRYPTION_KEY: "+err.Error())
+		return 2
+	}
+	// What the PostgreSQL link trusts is in the config block (PGT-4); a
+	// setting that is probably a mistake is also a warning (PGT-3, PGT-5).
+	if advice := cfg.Postgres.TLS().Advisory(); advice != "" {
+		logger.Warn(advice)
+	}
+
 	pool, err := openPool(ctx, cfg, logger)
 	if err != nil {
 		logger.Error("postgres unavailable at boot", "err", err)
@@ -78,6 +95,11 @@ func run() int {
 	}
 	defer pool.Close()
 
+	// The disk spool takes the pushes PostgreSQL cannot (docs/spool.md). It
+	// is closed after the server (which stops its drain) and before the pool.
+	sp := openSpool(cfg.Spool, logger)
+	// Metrics, background jobs and migrations (background.go).
+	bg := newBackground(cfg, pool, logger)
 	srv := handlers.New(handlers.Config{
 		Pool:                    pool,
 		Logger:                  logger,
@@ -89,6 +111,14 @@ func run() int {
 		PushMaxBatch:            cfg.Push.MaxBatch,
 		Version:                 version,
 		Auth:                    authn,
+		Cipher:                  cipher,
+		ServerID:                serverID(),
+		Spool:                   sp,
+		BufferGaugesFunc:        bufferGauges(sp),
+		Metrics:                 bg.metrics,
+		StatsFlushFunc:          bg.flush,
+		Migration:               bg.migration,
+		Dashboard:               web.New(),
 	})
 	handler, err := srv.Handler()
 	if err != nil {
@@ -107,6 +137,7 @@ func run() int {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
+	bg.start()
 	logger.Info("queen listening", "addr", ln.Addr().String(), "version", version)
 
 	select {
@@ -126,6 +157,12 @@ func run() int {
 	// Pushes already queued for a group commit are committed before the
 	// pool closes (deferred above).
 	srv.Close()
+	bg.stop()
+	if sp != nil {
+		// Queued appends are fsynced and the active file finalised; what is
+		// not replayed yet is replayed by the next start.
+		_ = sp.Close()
+	}
 	logger.Info("shut down")
 	return 0
 }
@@ -139,6 +176,11 @@ func openPool(ctx context.Context, cfg config.Config, logger *slog.Logger) (*pgx
 		return nil, fmt.Errorf("parse postgres settings: %w", err)
 	}
 	pcfg.MaxConns = int32(cfg.Postgres.PoolSize)
+	// PG_USE_SSL and friends (PGT-1..5): replaces the TLS setup pgx derived
+	// from sslmode, on the pool's connections and on their cancel requests.
+	if err := pgtls.Configure(&pcfg.ConnConfig.Config, cfg.Postgres.TLS()); err != nil {
+		return nil, err
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("create pool: %w", err)
@@ -149,7 +191,10 @@ func openPool(ctx context.Context, cfg config.Config, logger *slog.Logger) (*pgx
 		if err == nil {
 			return pool, nil
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		var certErr *tls.CertificateVerificationError
+		if time.Now().After(deadline) || ctx.Err() != nil || errors.As(err, &certErr) {
+			// A certificate that does not verify will not start to by
+			// waiting: fail the boot at once.
 			pool.Close()
 			return nil, errors.Join(err, ctx.Err())
 		}
@@ -185,7 +230,39 @@ func newAuthenticator(a config.Auth, logger *slog.Logger) (*auth.Authenticator, 
 		RoleReadOnly:        a.RoleReadOnly,
 		RoleWriteOnly:       a.RoleWriteOnly,
 		Logger:              logger,
+		HTTPClient:          jwksClient(),
 	})
+}
+
+// newCipher loads the payload encryption key (ENC-1), or returns nil when
+// QUEEN_ENCRYPTION_KEY is unset: then flagged queues store plaintext. The
+// key's form was checked by config.Load, which refuses a malformed one.
+func newCipher(e config.Encryption, logger *slog.Logger) (*crypto.Cipher, error) {
+	if !e.Enabled() {
+		return nil, nil
+	}
+	c, err := crypto.New(e.Key)
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("encryption service initialized (AES-256-GCM)")
+	return c, nil
+}
+
+// jwksClient fetches JWT_JWKS_URL, verifying HTTPS against the compiled-in
+// Mozilla roots rather than the system store (JWT-6), like PostgreSQL TLS.
+func jwksClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = &tls.Config{RootCAs: roots.Mozilla(), MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: t}
+}
+
+// serverID names this broker in the dashboard identity: the host name.
+func serverID() string {
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "local"
 }
 
 func newLogger(s config.Server) *slog.Logger {
@@ -194,4 +271,32 @@ func newLogger(s config.Server) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+// openSpool opens FILE_BUFFER_DIR, or returns nil when it is unset. A
+// directory that cannot be used does not stop the boot: the spool logs why
+// once, and the pushes that need it answer 503 until it works.
+func openSpool(c config.Spool, logger *slog.Logger) *spool.Spool {
+	if !c.Enabled() {
+		logger.Info("disk spool off (FILE_BUFFER_DIR unset): pushes answer 503 while PostgreSQL is unreachable")
+		return nil
+	}
+	return spool.Open(spool.Config{
+		Dir:           c.Dir,
+		FlushInterval: c.FlushInterval,
+		MaxBatch:      c.MaxBatch,
+		EventsPerFile: c.EventsPerFile,
+		Logger:        logger,
+	})
+}
+
+// bufferGauges reports the spool to /metrics/prometheus.
+func bufferGauges(sp *spool.Spool) func() handlers.BufferGauges {
+	if sp == nil {
+		return nil
+	}
+	return func() handlers.BufferGauges {
+		st := sp.Stats()
+		return handlers.BufferGauges{Pending: st.Pending, Failed: int64(st.FailedFiles), DBHealthy: st.DBHealthy}
+	}
 }

@@ -50,6 +50,21 @@ func (e AckStatus) Valid() bool {
 	}
 }
 
+// Defines values for AuthRequiredCode.
+const (
+	AuthRequiredCodeAuthRequired AuthRequiredCode = "auth_required"
+)
+
+// Valid indicates whether the value is a known member of the AuthRequiredCode enum.
+func (e AuthRequiredCode) Valid() bool {
+	switch e {
+	case AuthRequiredCodeAuthRequired:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ConsumerGroupSummaryState.
 const (
 	Dead    ConsumerGroupSummaryState = "Dead"
@@ -158,6 +173,51 @@ func (e MessageStatus) Valid() bool {
 	}
 }
 
+// Defines values for MigrationStatusStatus.
+const (
+	MigrationStatusStatusComplete  MigrationStatusStatus = "complete"
+	MigrationStatusStatusDumping   MigrationStatusStatus = "dumping"
+	MigrationStatusStatusError     MigrationStatusStatus = "error"
+	MigrationStatusStatusIdle      MigrationStatusStatus = "idle"
+	MigrationStatusStatusRestoring MigrationStatusStatus = "restoring"
+)
+
+// Valid indicates whether the value is a known member of the MigrationStatusStatus enum.
+func (e MigrationStatusStatus) Valid() bool {
+	switch e {
+	case MigrationStatusStatusComplete:
+		return true
+	case MigrationStatusStatusDumping:
+		return true
+	case MigrationStatusStatusError:
+		return true
+	case MigrationStatusStatusIdle:
+		return true
+	case MigrationStatusStatusRestoring:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for MoveToDLQResponseResult.
+const (
+	MoveToDLQResponseResultAlreadyDeadLettered MoveToDLQResponseResult = "already_dead_lettered"
+	MoveToDLQResponseResultMoved               MoveToDLQResponseResult = "moved"
+)
+
+// Valid indicates whether the value is a known member of the MoveToDLQResponseResult enum.
+func (e MoveToDLQResponseResult) Valid() bool {
+	switch e {
+	case MoveToDLQResponseResultAlreadyDeadLettered:
+		return true
+	case MoveToDLQResponseResultMoved:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PushResultStatus.
 const (
 	PushResultStatusBuffered  PushResultStatus = "buffered"
@@ -176,6 +236,84 @@ func (e PushResultStatus) Valid() bool {
 	case PushResultStatusFailed:
 		return true
 	case PushResultStatusQueued:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RetryResponseReplayedAsStatus.
+const (
+	RetryResponseReplayedAsStatusDuplicate RetryResponseReplayedAsStatus = "duplicate"
+	RetryResponseReplayedAsStatusQueued    RetryResponseReplayedAsStatus = "queued"
+)
+
+// Valid indicates whether the value is a known member of the RetryResponseReplayedAsStatus enum.
+func (e RetryResponseReplayedAsStatus) Valid() bool {
+	switch e {
+	case RetryResponseReplayedAsStatusDuplicate:
+		return true
+	case RetryResponseReplayedAsStatusQueued:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RetryResponseResult.
+const (
+	RetryResponseResultDuplicate RetryResponseResult = "duplicate"
+	RetryResponseResultMoved     RetryResponseResult = "moved"
+)
+
+// Valid indicates whether the value is a known member of the RetryResponseResult enum.
+func (e RetryResponseResult) Valid() bool {
+	switch e {
+	case RetryResponseResultDuplicate:
+		return true
+	case RetryResponseResultMoved:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StreamCycleAckStatus.
+const (
+	StreamCycleAckStatusCompleted StreamCycleAckStatus = "completed"
+	StreamCycleAckStatusDlq       StreamCycleAckStatus = "dlq"
+	StreamCycleAckStatusFailed    StreamCycleAckStatus = "failed"
+	StreamCycleAckStatusSuccess   StreamCycleAckStatus = "success"
+)
+
+// Valid indicates whether the value is a known member of the StreamCycleAckStatus enum.
+func (e StreamCycleAckStatus) Valid() bool {
+	switch e {
+	case StreamCycleAckStatusCompleted:
+		return true
+	case StreamCycleAckStatusDlq:
+		return true
+	case StreamCycleAckStatusFailed:
+		return true
+	case StreamCycleAckStatusSuccess:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StreamStateOpType.
+const (
+	Delete StreamStateOpType = "delete"
+	Upsert StreamStateOpType = "upsert"
+)
+
+// Valid indicates whether the value is a known member of the StreamStateOpType enum.
+func (e StreamStateOpType) Valid() bool {
+	switch e {
+	case Delete:
+		return true
+	case Upsert:
 		return true
 	default:
 		return false
@@ -320,6 +458,48 @@ func (e PopPartitionParamsSubscriptionMode) Valid() bool {
 	}
 }
 
+// Defines values for GetStatusAnalyticsParamsInterval.
+const (
+	Day    GetStatusAnalyticsParamsInterval = "day"
+	Hour   GetStatusAnalyticsParamsInterval = "hour"
+	Minute GetStatusAnalyticsParamsInterval = "minute"
+	Month  GetStatusAnalyticsParamsInterval = "month"
+	Week   GetStatusAnalyticsParamsInterval = "week"
+)
+
+// Valid indicates whether the value is a known member of the GetStatusAnalyticsParamsInterval enum.
+func (e GetStatusAnalyticsParamsInterval) Valid() bool {
+	switch e {
+	case Day:
+		return true
+	case Hour:
+		return true
+	case Minute:
+		return true
+	case Month:
+		return true
+	case Week:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EndSession200JSONResponseBodyOk.
+const (
+	True EndSession200JSONResponseBodyOk = true
+)
+
+// Valid indicates whether the value is a known member of the EndSession200JSONResponseBodyOk enum.
+func (e EndSession200JSONResponseBodyOk) Valid() bool {
+	switch e {
+	case True:
+		return true
+	default:
+		return false
+	}
+}
+
 // AckBatchItem defines model for AckBatchItem.
 type AckBatchItem struct {
 	// ConsumerGroup ignored; the top-level consumerGroup applies
@@ -364,6 +544,52 @@ type AckStatus string
 
 // AnyJSON any JSON value, stored and returned byte for byte
 type AnyJSON = json.RawMessage
+
+// AuthRequired defines model for AuthRequired.
+type AuthRequired struct {
+	Code  AuthRequiredCode `json:"code"`
+	Error string           `json:"error"`
+}
+
+// AuthRequiredCode defines model for AuthRequired.Code.
+type AuthRequiredCode string
+
+// BrokerRef defines model for BrokerRef.
+type BrokerRef struct {
+	Hostname string `json:"hostname"`
+	Pid      int    `json:"pid"`
+	Port     int    `json:"port"`
+	WorkerId int    `json:"workerId"`
+}
+
+// BufferStatus defines model for BufferStatus.
+type BufferStatus struct {
+	DbHealthy   bool    `json:"dbHealthy"`
+	DrainPaused *bool   `json:"drainPaused,omitempty"`
+	Failed      int     `json:"failed"`
+	Note        *string `json:"note,omitempty"`
+	Pending     int64   `json:"pending"`
+	Worker      int     `json:"worker"`
+	Writable    *bool   `json:"writable,omitempty"`
+}
+
+// CacheRatio defines model for CacheRatio.
+type CacheRatio struct {
+	CacheHitRatio float64 `json:"cacheHitRatio"`
+	CacheHits     int     `json:"cacheHits"`
+	Database      *string `json:"database,omitempty"`
+	DiskReads     int     `json:"diskReads"`
+	Index         *string `json:"index,omitempty"`
+	Schema        *string `json:"schema,omitempty"`
+	Table         *string `json:"table,omitempty"`
+}
+
+// CacheTotals defines model for CacheTotals.
+type CacheTotals struct {
+	CacheHits int     `json:"cacheHits"`
+	DiskReads int     `json:"diskReads"`
+	HitRatio  float64 `json:"hitRatio"`
+}
 
 // ConfigureRequest defines model for ConfigureRequest.
 type ConfigureRequest struct {
@@ -480,6 +706,69 @@ type HealthDatabase string
 // HealthStatus defines model for Health.Status.
 type HealthStatus string
 
+// Identity The dashboard's identity document. The fields up to `standalone` are the reference
+// broker's standalone shape (also queen-proxy's); `auth`, `sub`, `roles` and `access` are ours.
+type Identity struct {
+	// Access the x-queen-access levels the caller passes besides public: read-only, write-only, read-write, admin
+	Access           []string           `json:"access"`
+	ActClusterHeader string             `json:"act_cluster_header"`
+	ActingCluster    IdentityClusterRef `json:"acting_cluster"`
+
+	// Auth `off` or `jwt`
+	Auth string `json:"auth"`
+
+	// Cluster always null
+	Cluster  *map[string]interface{} `json:"cluster"`
+	Clusters []IdentityCluster       `json:"clusters"`
+	Email    *string                 `json:"email"`
+
+	// IsOperator true for admin
+	IsOperator      bool `json:"is_operator"`
+	OperatorEnabled bool `json:"operator_enabled"`
+	OperatorLive    bool `json:"operator_live"`
+
+	// Role a broker role: admin, read-write, read-only, write-only, or none when no role of the token maps
+	Role IdentityRole `json:"role"`
+
+	// Roles the broker roles the token maps to (with JWT off, admin)
+	Roles []IdentityRole `json:"roles"`
+
+	// Standalone true: served by the broker itself, no sessions to show
+	Standalone bool `json:"standalone"`
+
+	// Sub the token's sub; null with JWT off or when the token has none
+	Sub        *string `json:"sub"`
+	TenantSlug string  `json:"tenant_slug"`
+
+	// UserId `standalone` with JWT off, else the token's sub (empty without one)
+	UserId string `json:"user_id"`
+}
+
+// IdentityCluster defines model for IdentityCluster.
+type IdentityCluster struct {
+	// CellSlug this broker's server id
+	CellSlug string `json:"cell_slug"`
+	Id       string `json:"id"`
+
+	// Role a broker role: admin, read-write, read-only, write-only, or none when no role of the token maps
+	Role   IdentityRole `json:"role"`
+	Slug   string       `json:"slug"`
+	Status string       `json:"status"`
+
+	// TenantId the default tenant
+	TenantId   string `json:"tenant_id"`
+	TenantSlug string `json:"tenant_slug"`
+}
+
+// IdentityClusterRef defines model for IdentityClusterRef.
+type IdentityClusterRef struct {
+	Id   string `json:"id"`
+	Slug string `json:"slug"`
+}
+
+// IdentityRole a broker role: admin, read-write, read-only, write-only, or none when no role of the token maps
+type IdentityRole = string
+
 // LagStats defines model for LagStats.
 type LagStats struct {
 	Avg    float64 `json:"avg"`
@@ -518,6 +807,47 @@ type LeaseExtendResponse struct {
 	NewExpiresAt   *string `json:"newExpiresAt"`
 	Renewed        int     `json:"renewed"`
 	Success        bool    `json:"success"`
+}
+
+// MaintenanceRequest `enabled` must be a JSON boolean; anything else answers 400 `enabled (boolean) is required`
+type MaintenanceRequest struct {
+	// Enabled any JSON value, stored and returned byte for byte
+	Enabled *AnyJSON `json:"enabled,omitempty"`
+}
+
+// MaintenanceSetResponse defines model for MaintenanceSetResponse.
+type MaintenanceSetResponse struct {
+	BufferHealthy    bool   `json:"bufferHealthy"`
+	BufferedMessages int64  `json:"bufferedMessages"`
+	MaintenanceMode  bool   `json:"maintenanceMode"`
+	Message          string `json:"message"`
+}
+
+// MaintenanceStatus defines model for MaintenanceStatus.
+type MaintenanceStatus struct {
+	BufferHealthy      bool       `json:"bufferHealthy"`
+	BufferStats        SpoolStats `json:"bufferStats"`
+	BufferedMessages   int64      `json:"bufferedMessages"`
+	MaintenanceMode    bool       `json:"maintenanceMode"`
+	PopMaintenanceMode bool       `json:"popMaintenanceMode"`
+}
+
+// MessageActionNotFound defines model for MessageActionNotFound.
+type MessageActionNotFound struct {
+	Error         string `json:"error"`
+	Message       string `json:"message"`
+	PartitionId   string `json:"partitionId"`
+	Success       bool   `json:"success"`
+	TransactionId string `json:"transactionId"`
+}
+
+// MessageActionRequest defines model for MessageActionRequest.
+type MessageActionRequest struct {
+	// ConsumerGroup a Name, or empty for the default
+	ConsumerGroup *OptionalName `json:"consumerGroup,omitempty"`
+
+	// ErrorMessage the reason stored on the dead-letter row (move to DLQ)
+	ErrorMessage *string `json:"errorMessage,omitempty"`
 }
 
 // MessageCounts defines model for MessageCounts.
@@ -659,6 +989,138 @@ type MessageTraceList struct {
 	Traces []MessageTrace `json:"traces"`
 }
 
+// MetricsSnapshot defines model for MetricsSnapshot.
+type MetricsSnapshot struct {
+	Cpu struct {
+		// System microseconds
+		System int `json:"system"`
+
+		// User microseconds
+		User int `json:"user"`
+	} `json:"cpu"`
+	Database struct {
+		IdleConnections int `json:"idleConnections"`
+		PoolSize        int `json:"poolSize"`
+		WaitingRequests int `json:"waitingRequests"`
+	} `json:"database"`
+	Memory struct {
+		// ArrayBuffers always 0
+		ArrayBuffers int `json:"arrayBuffers"`
+
+		// External always 0
+		External int `json:"external"`
+
+		// HeapTotal Go heap obtained from the OS
+		HeapTotal int `json:"heapTotal"`
+
+		// HeapUsed Go heap in use
+		HeapUsed int `json:"heapUsed"`
+		Rss      int `json:"rss"`
+	} `json:"memory"`
+	Messages struct {
+		Rate float64 `json:"rate"`
+
+		// Total messages pushed, popped and acked
+		Total int `json:"total"`
+	} `json:"messages"`
+
+	// Queues per queue, since boot
+	Queues   map[string]QueueCounters `json:"queues"`
+	Requests struct {
+		// Rate per second since boot
+		Rate float64 `json:"rate"`
+
+		// Total push, pop and ack requests
+		Total int `json:"total"`
+	} `json:"requests"`
+
+	// Uptime seconds since boot
+	Uptime int `json:"uptime"`
+}
+
+// MigrationConnectionResult defines model for MigrationConnectionResult.
+type MigrationConnectionResult struct {
+	Error   *string `json:"error,omitempty"`
+	Message string  `json:"message"`
+	Success bool    `json:"success"`
+	Version *string `json:"version,omitempty"`
+}
+
+// MigrationStartRequest defines model for MigrationStartRequest.
+type MigrationStartRequest struct {
+	Database         string    `json:"database"`
+	ExcludeTableData *[]string `json:"excludeTableData,omitempty"`
+	Host             string    `json:"host"`
+	Password         *string   `json:"password,omitempty"`
+
+	// Port a port number, as a string or a number (default 5432)
+	Port *json.RawMessage `json:"port,omitempty"`
+
+	// Schema default queen
+	Schema *string `json:"schema,omitempty"`
+	Ssl    *bool   `json:"ssl,omitempty"`
+	User   string  `json:"user"`
+}
+
+// MigrationStarted defines model for MigrationStarted.
+type MigrationStarted struct {
+	Message string `json:"message"`
+	Status  string `json:"status"`
+}
+
+// MigrationStatus defines model for MigrationStatus.
+type MigrationStatus struct {
+	CurrentStep    string                `json:"currentStep"`
+	DumpOutput     *string               `json:"dumpOutput,omitempty"`
+	ElapsedSeconds float64               `json:"elapsedSeconds"`
+	Error          *string               `json:"error,omitempty"`
+	RestoreOutput  *string               `json:"restoreOutput,omitempty"`
+	Status         MigrationStatusStatus `json:"status"`
+}
+
+// MigrationStatusStatus defines model for MigrationStatus.Status.
+type MigrationStatusStatus string
+
+// MigrationTarget defines model for MigrationTarget.
+type MigrationTarget struct {
+	Database string  `json:"database"`
+	Host     string  `json:"host"`
+	Password *string `json:"password,omitempty"`
+
+	// Port a port number, as a string or a number (default 5432)
+	Port *json.RawMessage `json:"port,omitempty"`
+
+	// Ssl sslmode=require when true, else disable
+	Ssl  *bool  `json:"ssl,omitempty"`
+	User string `json:"user"`
+}
+
+// MigrationValidation defines model for MigrationValidation.
+type MigrationValidation struct {
+	AllMatch *bool   `json:"allMatch,omitempty"`
+	Error    *string `json:"error,omitempty"`
+	Success  bool    `json:"success"`
+	Tables   *[]struct {
+		Match       bool   `json:"match"`
+		SourceCount int    `json:"sourceCount"`
+		Table       string `json:"table"`
+		TargetCount int    `json:"targetCount"`
+	} `json:"tables,omitempty"`
+}
+
+// MoveToDLQResponse defines model for MoveToDLQResponse.
+type MoveToDLQResponse struct {
+	ConsumerGroup string                  `json:"consumerGroup"`
+	Message       string                  `json:"message"`
+	PartitionId   string                  `json:"partitionId"`
+	Result        MoveToDLQResponseResult `json:"result"`
+	Success       bool                    `json:"success"`
+	TransactionId string                  `json:"transactionId"`
+}
+
+// MoveToDLQResponseResult defines model for MoveToDLQResponse.Result.
+type MoveToDLQResponseResult string
+
 // Name a queue, partition or consumer-group name: 1-255 characters of `[A-Za-z0-9_.-]`, except
 // `.` and `..` (they cannot be addressed in a URL path)
 type Name = string
@@ -674,6 +1136,13 @@ type NamespaceSummary struct {
 	Namespace  string        `json:"namespace"`
 	Partitions int           `json:"partitions"`
 	Queues     int           `json:"queues"`
+}
+
+// OpCounts defines model for OpCounts.
+type OpCounts struct {
+	Ack  float64 `json:"ack"`
+	Pop  float64 `json:"pop"`
+	Push float64 `json:"push"`
 }
 
 // OptionalName a Name, or empty for the default
@@ -737,6 +1206,12 @@ type PartitionSummary struct {
 	Total      int    `json:"total"`
 }
 
+// PopMaintenanceStatus defines model for PopMaintenanceStatus.
+type PopMaintenanceStatus struct {
+	Message            string `json:"message"`
+	PopMaintenanceMode bool   `json:"popMaintenanceMode"`
+}
+
 // PopResponse defines model for PopResponse.
 type PopResponse struct {
 	ConsumerGroup string `json:"consumerGroup"`
@@ -769,6 +1244,69 @@ type PoppedMessage struct {
 	RetryCount    int      `json:"retryCount"`
 	TraceId       *string  `json:"traceId"`
 	TransactionId string   `json:"transactionId"`
+}
+
+// PostgresStats defines model for PostgresStats.
+type PostgresStats struct {
+	ActiveQueries []struct {
+		// Duration HH:MM:SS.mmm
+		Duration string `json:"duration"`
+		Pid      int    `json:"pid"`
+
+		// Query the first 200 characters
+		Query         string  `json:"query"`
+		State         string  `json:"state"`
+		WaitEvent     *string `json:"waitEvent"`
+		WaitEventType *string `json:"waitEventType"`
+	} `json:"activeQueries"`
+	AutovacuumStatus []struct {
+		AutoanalyzeCount int     `json:"autoanalyzeCount"`
+		AutovacuumCount  int     `json:"autovacuumCount"`
+		DeadTuples       int     `json:"deadTuples"`
+		LastAutovacuum   *string `json:"lastAutovacuum"`
+		Table            string  `json:"table"`
+	} `json:"autovacuumStatus"`
+	BufferConfig struct {
+		SharedBuffers string `json:"sharedBuffers"`
+
+		// SharedBuffersSize bytes
+		SharedBuffersSize int `json:"sharedBuffersSize"`
+	} `json:"bufferConfig"`
+	BufferUsage  []map[string]interface{} `json:"bufferUsage"`
+	CacheSummary struct {
+		Indexes CacheTotals `json:"indexes"`
+		Tables  CacheTotals `json:"tables"`
+	} `json:"cacheSummary"`
+	Database      string     `json:"database"`
+	DatabaseCache CacheRatio `json:"databaseCache"`
+	DeadTuples    []struct {
+		DeadPercentage float64 `json:"deadPercentage"`
+		DeadTuples     int     `json:"deadTuples"`
+		LastAutovacuum *string `json:"lastAutovacuum"`
+		LastVacuum     *string `json:"lastVacuum"`
+		LiveTuples     int     `json:"liveTuples"`
+		Schema         string  `json:"schema"`
+		Table          string  `json:"table"`
+	} `json:"deadTuples"`
+	HotUpdates []struct {
+		HotUpdatePercentage float64 `json:"hotUpdatePercentage"`
+		HotUpdates          int     `json:"hotUpdates"`
+		Schema              string  `json:"schema"`
+		Table               string  `json:"table"`
+		TotalUpdates        int     `json:"totalUpdates"`
+	} `json:"hotUpdates"`
+	IndexCache []CacheRatio `json:"indexCache"`
+	TableCache []CacheRatio `json:"tableCache"`
+	TableSizes []struct {
+		IndexSize      string `json:"indexSize"`
+		IndexSizeBytes int    `json:"indexSizeBytes"`
+		Table          string `json:"table"`
+		TableSize      string `json:"tableSize"`
+		TableSizeBytes int    `json:"tableSizeBytes"`
+		TotalSize      string `json:"totalSize"`
+		TotalSizeBytes int    `json:"totalSizeBytes"`
+	} `json:"tableSizes"`
+	Timestamp string `json:"timestamp"`
 }
 
 // PushItem defines model for PushItem.
@@ -828,6 +1366,22 @@ type PushResult struct {
 // PushResultStatus defines model for PushResult.Status.
 type PushResultStatus string
 
+// QueueCounters defines model for QueueCounters.
+type QueueCounters struct {
+	// Acked acks that completed a message
+	Acked int `json:"acked"`
+
+	// Dlq messages dead-lettered
+	Dlq int `json:"dlq"`
+
+	// Failed acks reporting a failure
+	Failed int `json:"failed"`
+	Popped int `json:"popped"`
+
+	// Pushed messages stored (duplicates excluded)
+	Pushed int `json:"pushed"`
+}
+
 // QueueDeleteResponse defines model for QueueDeleteResponse.
 type QueueDeleteResponse struct {
 	Deleted bool    `json:"deleted"`
@@ -854,6 +1408,15 @@ type QueueDetail struct {
 	} `json:"totals"`
 }
 
+// QueueLagPoint defines model for QueueLagPoint.
+type QueueLagPoint struct {
+	AvgLagMs   float64 `json:"avgLagMs"`
+	BucketTime string  `json:"bucketTime"`
+	MaxLagMs   float64 `json:"maxLagMs"`
+	PopCount   int     `json:"popCount"`
+	QueueName  string  `json:"queueName"`
+}
+
 // QueueList defines model for QueueList.
 type QueueList struct {
 	Pagination struct {
@@ -865,6 +1428,39 @@ type QueueList struct {
 
 	// Total queues matching the filters
 	Total int `json:"total"`
+}
+
+// QueueOpsPoint defines model for QueueOpsPoint.
+type QueueOpsPoint struct {
+	AckFailed         int     `json:"ackFailed"`
+	AckPerSecond      float64 `json:"ackPerSecond"`
+	AckRequests       int     `json:"ackRequests"`
+	AckSuccess        int     `json:"ackSuccess"`
+	AvgLagMs          float64 `json:"avgLagMs"`
+	Bucket            string  `json:"bucket"`
+	DlqCount          int     `json:"dlqCount"`
+	EmptyPerSecond    float64 `json:"emptyPerSecond"`
+	MaxLagMs          float64 `json:"maxLagMs"`
+	ParkedCount       float64 `json:"parkedCount"`
+	PartitionCount    *int    `json:"partitionCount"`
+	PartitionsCreated int     `json:"partitionsCreated"`
+	PartitionsDeleted int     `json:"partitionsDeleted"`
+	PopEmpty          int     `json:"popEmpty"`
+	PopMessages       int     `json:"popMessages"`
+	PopPerSecond      float64 `json:"popPerSecond"`
+	PushMessages      int     `json:"pushMessages"`
+	PushPerSecond     float64 `json:"pushPerSecond"`
+	PushRequests      int     `json:"pushRequests"`
+	QueueName         string  `json:"queueName"`
+	Transactions      int     `json:"transactions"`
+}
+
+// QueueOpsResponse defines model for QueueOpsResponse.
+type QueueOpsResponse struct {
+	BucketMinutes int             `json:"bucketMinutes"`
+	Queues        []string        `json:"queues"`
+	Series        []QueueOpsPoint `json:"series"`
+	TimeRange     TimeRange       `json:"timeRange"`
 }
 
 // QueueOptions every option left out takes its default
@@ -921,6 +1517,22 @@ type QueueOptionsResolved struct {
 	WindowBuffer              int  `json:"windowBuffer"`
 }
 
+// QueueParkedResponse defines model for QueueParkedResponse.
+type QueueParkedResponse struct {
+	BucketMinutes int         `json:"bucketMinutes"`
+	Replicas      []BrokerRef `json:"replicas"`
+	Series        []struct {
+		Bucket      string  `json:"bucket"`
+		Hostname    string  `json:"hostname"`
+		ParkedCount float64 `json:"parkedCount"`
+		Pid         int     `json:"pid"`
+		Port        int     `json:"port"`
+		QueueName   string  `json:"queueName"`
+		WorkerId    int     `json:"workerId"`
+	} `json:"series"`
+	TimeRange TimeRange `json:"timeRange"`
+}
+
 // QueueSummary defines model for QueueSummary.
 type QueueSummary struct {
 	CreatedAt  string        `json:"createdAt"`
@@ -931,6 +1543,462 @@ type QueueSummary struct {
 	Partitions int           `json:"partitions"`
 	Priority   int           `json:"priority"`
 	Task       string        `json:"task"`
+}
+
+// RetentionAnalytics defines model for RetentionAnalytics.
+type RetentionAnalytics struct {
+	BucketMinutes int              `json:"bucketMinutes"`
+	Series        []RetentionPoint `json:"series"`
+	TimeRange     TimeRange        `json:"timeRange"`
+	Totals        RetentionCounts  `json:"totals"`
+}
+
+// RetentionCounts defines model for RetentionCounts.
+type RetentionCounts struct {
+	CompletedRetentionMsgs int `json:"completedRetentionMsgs"`
+	EventCount             int `json:"eventCount"`
+	EvictionMsgs           int `json:"evictionMsgs"`
+	RetentionMsgs          int `json:"retentionMsgs"`
+	TotalMsgs              int `json:"totalMsgs"`
+}
+
+// RetentionPoint defines model for RetentionPoint.
+type RetentionPoint struct {
+	Bucket                 string `json:"bucket"`
+	CompletedRetentionMsgs int    `json:"completedRetentionMsgs"`
+	EventCount             int    `json:"eventCount"`
+	EvictionMsgs           int    `json:"evictionMsgs"`
+	RetentionMsgs          int    `json:"retentionMsgs"`
+	TotalMsgs              int    `json:"totalMsgs"`
+}
+
+// RetryResponse defines model for RetryResponse.
+type RetryResponse struct {
+	ConsumerGroup         string `json:"consumerGroup"`
+	DlqId                 string `json:"dlqId"`
+	DlqRowRemoved         bool   `json:"dlqRowRemoved"`
+	OriginalTransactionId string `json:"originalTransactionId"`
+	Partition             string `json:"partition"`
+	Queue                 string `json:"queue"`
+	ReplayedAs            struct {
+		Index         int                           `json:"index"`
+		MessageId     string                        `json:"message_id"`
+		PartitionId   *string                       `json:"partition_id,omitempty"`
+		QueueName     string                        `json:"queueName"`
+		Status        RetryResponseReplayedAsStatus `json:"status"`
+		TransactionId string                        `json:"transaction_id"`
+	} `json:"replayedAs"`
+	Result  RetryResponseResult `json:"result"`
+	Success bool                `json:"success"`
+}
+
+// RetryResponseReplayedAsStatus defines model for RetryResponse.ReplayedAs.Status.
+type RetryResponseReplayedAsStatus string
+
+// RetryResponseResult defines model for RetryResponse.Result.
+type RetryResponseResult string
+
+// SpoolFailedFiles defines model for SpoolFailedFiles.
+type SpoolFailedFiles struct {
+	Count         int `json:"count"`
+	FailoverCount int `json:"failoverCount"`
+
+	// Qos0Count always 0 (no QoS-0 buffering)
+	Qos0Count  int     `json:"qos0Count"`
+	TotalBytes int64   `json:"totalBytes"`
+	TotalMB    float64 `json:"totalMB"`
+}
+
+// SpoolStats defines model for SpoolStats.
+type SpoolStats struct {
+	DbHealthy   bool  `json:"dbHealthy"`
+	DrainPaused *bool `json:"drainPaused,omitempty"`
+
+	// Enabled a spool directory is configured
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// FailedCount quarantined files in failed/
+	FailedCount  int              `json:"failedCount"`
+	FailedFiles  SpoolFailedFiles `json:"failedFiles"`
+	PendingCount int64            `json:"pendingCount"`
+
+	// Writable false while appends fail: full disk, unwritable directory
+	Writable *bool `json:"writable,omitempty"`
+}
+
+// StatsRefreshResponse defines model for StatsRefreshResponse.
+type StatsRefreshResponse struct {
+	Cleanup   map[string]interface{} `json:"cleanup"`
+	Namespace struct {
+		Namespaces int `json:"namespaces"`
+	} `json:"namespace"`
+	Partition struct {
+		Partitions int `json:"partitions"`
+	} `json:"partition"`
+	Queue struct {
+		QueuesUpdated int `json:"queuesUpdated"`
+	} `json:"queue"`
+	Reason  *string `json:"reason,omitempty"`
+	Skipped *bool   `json:"skipped,omitempty"`
+	System  struct {
+		// Flushed this broker's metrics were written
+		Flushed     bool    `json:"flushed"`
+		RefreshedAt *string `json:"refreshedAt,omitempty"`
+	} `json:"system"`
+	Task struct {
+		Tasks int `json:"tasks"`
+	} `json:"task"`
+}
+
+// StatusAnalytics defines model for StatusAnalytics.
+type StatusAnalytics struct {
+	DataPoints []struct {
+		Messages  int    `json:"messages"`
+		Timestamp string `json:"timestamp"`
+	} `json:"dataPoints"`
+	From     string `json:"from"`
+	Interval string `json:"interval"`
+	To       string `json:"to"`
+}
+
+// StatusMessageCounts defines model for StatusMessageCounts.
+type StatusMessageCounts struct {
+	Completed  int `json:"completed"`
+	DeadLetter int `json:"deadLetter"`
+
+	// Failed always 0
+	Failed *int `json:"failed,omitempty"`
+
+	// Pending not yet consumed by the queue-mode group, in-flight included
+	Pending    int `json:"pending"`
+	Processing int `json:"processing"`
+	Total      int `json:"total"`
+}
+
+// StatusPartition defines model for StatusPartition.
+type StatusPartition struct {
+	CreatedAt string `json:"createdAt"`
+	Cursor    struct {
+		BatchesConsumed int `json:"batchesConsumed"`
+		TotalConsumed   int `json:"totalConsumed"`
+	} `json:"cursor"`
+	Id            string              `json:"id"`
+	LastActivity  *string             `json:"lastActivity"`
+	Messages      StatusMessageCounts `json:"messages"`
+	Name          string              `json:"name"`
+	NewestMessage *string             `json:"newestMessage"`
+	OldestMessage *string             `json:"oldestMessage"`
+	Stats         StatusMessageCounts `json:"stats"`
+}
+
+// StatusQueueDetail defines model for StatusQueueDetail.
+type StatusQueueDetail struct {
+	Pagination struct {
+		Limit  int `json:"limit"`
+		Offset int `json:"offset"`
+
+		// Truncated more partitions after this page
+		Truncated bool `json:"truncated"`
+	} `json:"pagination"`
+	Partitions []StatusPartition `json:"partitions"`
+	Queue      struct {
+		Config struct {
+			CompletedRetentionSeconds *int  `json:"completedRetentionSeconds,omitempty"`
+			DeadLetterQueue           bool  `json:"deadLetterQueue"`
+			LeaseTime                 int   `json:"leaseTime"`
+			MaxQueueSize              int   `json:"maxQueueSize"`
+			MaxWaitTimeSeconds        *int  `json:"maxWaitTimeSeconds,omitempty"`
+			RetentionEnabled          *bool `json:"retentionEnabled,omitempty"`
+			RetentionSeconds          *int  `json:"retentionSeconds,omitempty"`
+			RetryDelay                int   `json:"retryDelay"`
+			RetryLimit                int   `json:"retryLimit"`
+			Ttl                       int   `json:"ttl"`
+		} `json:"config"`
+		CreatedAt string `json:"createdAt"`
+		Id        string `json:"id"`
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+		Priority  int    `json:"priority"`
+		Task      string `json:"task"`
+	} `json:"queue"`
+	Totals struct {
+		Completed  int                 `json:"completed"`
+		DeadLetter int                 `json:"deadLetter"`
+		Failed     int                 `json:"failed"`
+		Messages   StatusMessageCounts `json:"messages"`
+		Partitions int                 `json:"partitions"`
+		Pending    int                 `json:"pending"`
+		Processing int                 `json:"processing"`
+		Total      int                 `json:"total"`
+	} `json:"totals"`
+}
+
+// StatusQueueList defines model for StatusQueueList.
+type StatusQueueList struct {
+	Pagination Pagination `json:"pagination"`
+	Queues     []struct {
+		CreatedAt  string              `json:"createdAt"`
+		Id         string              `json:"id"`
+		Messages   StatusMessageCounts `json:"messages"`
+		Name       string              `json:"name"`
+		Namespace  string              `json:"namespace"`
+		Partitions int                 `json:"partitions"`
+		Task       string              `json:"task"`
+	} `json:"queues"`
+	Total int `json:"total"`
+}
+
+// StatusQueueMessage defines model for StatusQueueMessage.
+type StatusQueueMessage struct {
+	CreatedAt     string        `json:"createdAt"`
+	Id            string        `json:"id"`
+	Partition     string        `json:"partition"`
+	PartitionId   string        `json:"partitionId"`
+	Queue         string        `json:"queue"`
+	QueuePath     string        `json:"queuePath"`
+	Status        MessageStatus `json:"status"`
+	TransactionId string        `json:"transactionId"`
+}
+
+// StatusResponse defines model for StatusResponse.
+type StatusResponse struct {
+	BucketMinutes   int `json:"bucketMinutes"`
+	DeadLetterQueue struct {
+		AffectedPartitions int `json:"affectedPartitions"`
+		Current            int `json:"current"`
+		TopErrors          []struct {
+			Count int    `json:"count"`
+			Error string `json:"error"`
+		} `json:"topErrors"`
+		TotalMessages int `json:"totalMessages"`
+	} `json:"deadLetterQueue"`
+	Errors struct {
+		AckFailed   int `json:"ackFailed"`
+		DbErrors    int `json:"dbErrors"`
+		DlqMessages int `json:"dlqMessages"`
+	} `json:"errors"`
+	Leases struct {
+		Active               int `json:"active"`
+		PartitionsWithLeases int `json:"partitionsWithLeases"`
+		TotalAcked           int `json:"totalAcked"`
+		TotalBatchSize       int `json:"totalBatchSize"`
+	} `json:"leases"`
+	Messages struct {
+		BatchEfficiency OpCounts `json:"batchEfficiency"`
+
+		// Completed lifetime acks that completed a message
+		Completed int `json:"completed"`
+
+		// DeadLetter lifetime dead-letterings
+		DeadLetter int `json:"deadLetter"`
+
+		// Failed lifetime acks reporting a failure
+		Failed int `json:"failed"`
+
+		// Pending live; not yet consumed by the queue-mode group
+		Pending    int      `json:"pending"`
+		Processing int      `json:"processing"`
+		Requests   OpCounts `json:"requests"`
+
+		// Total lifetime messages stored
+		Total int `json:"total"`
+	} `json:"messages"`
+	PointCount int `json:"pointCount"`
+	Queues     []struct {
+		Id            string `json:"id"`
+		Name          string `json:"name"`
+		Namespace     string `json:"namespace"`
+		Partitions    int    `json:"partitions"`
+		Task          string `json:"task"`
+		TotalConsumed int    `json:"totalConsumed"`
+	} `json:"queues"`
+
+	// StatsAge seconds since a broker last wrote metrics, -1 when none ever did
+	StatsAge   int                     `json:"statsAge"`
+	Throughput []StatusThroughputPoint `json:"throughput"`
+	TimeRange  TimeRange               `json:"timeRange"`
+	Workers    []WorkerSummary         `json:"workers"`
+}
+
+// StatusThroughputPoint defines model for StatusThroughputPoint.
+type StatusThroughputPoint struct {
+	AckFailed          int      `json:"ackFailed"`
+	AvgEventLoopLagMs  float64  `json:"avgEventLoopLagMs"`
+	AvgLagMs           float64  `json:"avgLagMs"`
+	DbErrors           int      `json:"dbErrors"`
+	DbPoolActive       *float64 `json:"dbPoolActive"`
+	DbPoolIdle         *float64 `json:"dbPoolIdle"`
+	DbPoolSize         *float64 `json:"dbPoolSize"`
+	DlqCount           int      `json:"dlqCount"`
+	Ingested           int      `json:"ingested"`
+	IngestedPerSecond  float64  `json:"ingestedPerSecond"`
+	MaxEventLoopLagMs  float64  `json:"maxEventLoopLagMs"`
+	MaxLagMs           float64  `json:"maxLagMs"`
+	MinFreeSlots       float64  `json:"minFreeSlots"`
+	PopMessages        int      `json:"popMessages"`
+	PopPerSecond       float64  `json:"popPerSecond"`
+	Processed          int      `json:"processed"`
+	ProcessedPerSecond float64  `json:"processedPerSecond"`
+	QueenCpuSysPct     *float64 `json:"queenCpuSysPct"`
+	QueenCpuUserPct    *float64 `json:"queenCpuUserPct"`
+	QueenRssMb         *float64 `json:"queenRssMb"`
+	Timestamp          string   `json:"timestamp"`
+}
+
+// StreamCycleAck defines model for StreamCycleAck.
+type StreamCycleAck struct {
+	// Count messages the cycle consumed (default 1)
+	Count *int `json:"count,omitempty"`
+
+	// Error the dead-letter reason for failed/dlq
+	Error   *string `json:"error,omitempty"`
+	LeaseId *string `json:"leaseId,omitempty"`
+
+	// Status default completed
+	Status        *StreamCycleAckStatus `json:"status,omitempty"`
+	TransactionId string                `json:"transactionId"`
+}
+
+// StreamCycleAckStatus default completed
+type StreamCycleAckStatus string
+
+// StreamCycleAckResult defines model for StreamCycleAckResult.
+type StreamCycleAckResult struct {
+	Count         int  `json:"count"`
+	Dlq           bool `json:"dlq"`
+	LeaseReleased bool `json:"lease_released"`
+	Success       bool `json:"success"`
+}
+
+// StreamCycleRequest defines model for StreamCycleRequest.
+type StreamCycleRequest struct {
+	Ack *StreamCycleAck `json:"ack,omitempty"`
+
+	// ConsumerGroup empty or absent means `__QUEUE_MODE__`
+	ConsumerGroup *OptionalName `json:"consumer_group,omitempty"`
+
+	// PartitionId the source partition the cycle's messages came from
+	PartitionId UUID        `json:"partition_id"`
+	PushItems   *[]PushItem `json:"push_items,omitempty"`
+	QueryId     UUID        `json:"query_id"`
+
+	// ReleaseLease end the source lease with the ack (default true)
+	ReleaseLease *bool            `json:"release_lease,omitempty"`
+	StateOps     *[]StreamStateOp `json:"state_ops,omitempty"`
+}
+
+// StreamCycleResponse defines model for StreamCycleResponse.
+type StreamCycleResponse struct {
+	AckResult *StreamCycleAckResult `json:"ack_result"`
+
+	// Error why nothing was committed (success false)
+	Error       *string      `json:"error,omitempty"`
+	PartitionId string       `json:"partition_id"`
+	PushResults []PushResult `json:"push_results"`
+	QueryId     string       `json:"query_id"`
+
+	// QueueName the source queue (when the cycle acks)
+	QueueName       *string `json:"queueName,omitempty"`
+	StateOpsApplied int     `json:"state_ops_applied"`
+	Success         bool    `json:"success"`
+}
+
+// StreamQueryConflict defines model for StreamQueryConflict.
+type StreamQueryConflict struct {
+	Error   string `json:"error"`
+	Name    string `json:"name"`
+	QueryId string `json:"query_id"`
+	Success bool   `json:"success"`
+}
+
+// StreamQueryRequest defines model for StreamQueryRequest.
+type StreamQueryRequest struct {
+	ConfigHash string `json:"config_hash"`
+
+	// Name the SDK's queryId
+	Name string `json:"name"`
+
+	// Reset with a changed config_hash, wipe the state (default false)
+	Reset *bool `json:"reset,omitempty"`
+
+	// SinkQueue empty or absent means none
+	SinkQueue *OptionalName `json:"sink_queue,omitempty"`
+
+	// SourceQueue a queue, partition or consumer-group name: 1-255 characters of `[A-Za-z0-9_.-]`, except
+	// `.` and `..` (they cannot be addressed in a URL path)
+	SourceQueue Name `json:"source_queue"`
+}
+
+// StreamQueryResponse defines model for StreamQueryResponse.
+type StreamQueryResponse struct {
+	ConfigHash string `json:"config_hash"`
+
+	// Fresh the query was created by this call
+	Fresh   bool   `json:"fresh"`
+	Name    string `json:"name"`
+	QueryId string `json:"query_id"`
+
+	// Reset the state was wiped by this call
+	Reset   bool `json:"reset"`
+	Success bool `json:"success"`
+}
+
+// StreamStateOp defines model for StreamStateOp.
+type StreamStateOp struct {
+	Key  string            `json:"key"`
+	Type StreamStateOpType `json:"type"`
+
+	// Value the upserted value; absent or null stores `{}`; ignored by delete
+	Value *AnyJSON `json:"value,omitempty"`
+}
+
+// StreamStateOpType defines model for StreamStateOp.Type.
+type StreamStateOpType string
+
+// StreamStateRequest defines model for StreamStateRequest.
+type StreamStateRequest struct {
+	KeyPrefix   *string   `json:"key_prefix,omitempty"`
+	Keys        *[]string `json:"keys,omitempty"`
+	PartitionId UUID      `json:"partition_id"`
+	QueryId     UUID      `json:"query_id"`
+
+	// RipeAtOrBefore epoch milliseconds
+	RipeAtOrBefore *float64 `json:"ripe_at_or_before,omitempty"`
+}
+
+// StreamStateResponse defines model for StreamStateResponse.
+type StreamStateResponse struct {
+	Rows    []StreamStateRow `json:"rows"`
+	Success bool             `json:"success"`
+}
+
+// StreamStateRow defines model for StreamStateRow.
+type StreamStateRow struct {
+	Key       string `json:"key"`
+	UpdatedAt string `json:"updated_at"`
+
+	// Value any JSON value, stored and returned byte for byte
+	Value *AnyJSON `json:"value"`
+}
+
+// SystemMetricsResponse defines model for SystemMetricsResponse.
+type SystemMetricsResponse struct {
+	BucketMinutes int `json:"bucketMinutes"`
+	PointCount    int `json:"pointCount"`
+	ReplicaCount  int `json:"replicaCount"`
+	Replicas      []struct {
+		Hostname   string `json:"hostname"`
+		Pid        int    `json:"pid"`
+		Port       int    `json:"port"`
+		TimeSeries []struct {
+			// Metrics the gauge tree, each leaf {avg, min, max, last}
+			Metrics     json.RawMessage `json:"metrics"`
+			SampleCount int             `json:"sampleCount"`
+			Timestamp   string          `json:"timestamp"`
+		} `json:"timeSeries"`
+		WorkerId string `json:"workerId"`
+	} `json:"replicas"`
+	TimeRange TimeRange `json:"timeRange"`
 }
 
 // TaskList defines model for TaskList.
@@ -944,6 +2012,12 @@ type TaskSummary struct {
 	Partitions int           `json:"partitions"`
 	Queues     int           `json:"queues"`
 	Task       string        `json:"task"`
+}
+
+// TimeRange defines model for TimeRange.
+type TimeRange struct {
+	From string `json:"from"`
+	To   string `json:"to"`
 }
 
 // Timestamp ISO-8601 / RFC 3339, with or without fractional seconds; without a zone it means UTC
@@ -1068,6 +2142,79 @@ type TransactionResult struct {
 // UUID defines model for UUID.
 type UUID = string
 
+// WorkerMetricsPoint defines model for WorkerMetricsPoint.
+type WorkerMetricsPoint struct {
+	AckFailed         int     `json:"ackFailed"`
+	AckMessages       int     `json:"ackMessages"`
+	AckPerSecond      float64 `json:"ackPerSecond"`
+	AckRequests       int     `json:"ackRequests"`
+	AckSuccess        int     `json:"ackSuccess"`
+	AvgEventLoopLagMs float64 `json:"avgEventLoopLagMs"`
+	AvgFreeSlots      float64 `json:"avgFreeSlots"`
+	AvgJobQueueSize   float64 `json:"avgJobQueueSize"`
+	AvgLagMs          float64 `json:"avgLagMs"`
+	BackoffSize       float64 `json:"backoffSize"`
+	DbConnections     float64 `json:"dbConnections"`
+	DbErrors          int     `json:"dbErrors"`
+	DlqCount          int     `json:"dlqCount"`
+	JobsDone          int     `json:"jobsDone"`
+	LagCount          int     `json:"lagCount"`
+	MaxEventLoopLagMs float64 `json:"maxEventLoopLagMs"`
+	MaxJobQueueSize   float64 `json:"maxJobQueueSize"`
+	MaxLagMs          float64 `json:"maxLagMs"`
+	MinFreeSlots      float64 `json:"minFreeSlots"`
+	PopMessages       int     `json:"popMessages"`
+	PopPerSecond      float64 `json:"popPerSecond"`
+	PopRequests       int     `json:"popRequests"`
+	PushMessages      int     `json:"pushMessages"`
+	PushPerSecond     float64 `json:"pushPerSecond"`
+	PushRequests      int     `json:"pushRequests"`
+	Timestamp         string  `json:"timestamp"`
+}
+
+// WorkerMetricsResponse defines model for WorkerMetricsResponse.
+type WorkerMetricsResponse struct {
+	BucketMinutes int `json:"bucketMinutes"`
+	PointCount    int `json:"pointCount"`
+	Queues        []struct {
+		AvgLagMs  float64 `json:"avgLagMs"`
+		MaxLagMs  float64 `json:"maxLagMs"`
+		PopCount  int     `json:"popCount"`
+		QueueName string  `json:"queueName"`
+	} `json:"queues"`
+	Summary struct {
+		PendingMessages   int `json:"pendingMessages"`
+		TotalAckFailed    int `json:"totalAckFailed"`
+		TotalAckMessages  int `json:"totalAckMessages"`
+		TotalAckRequests  int `json:"totalAckRequests"`
+		TotalDbErrors     int `json:"totalDbErrors"`
+		TotalDlq          int `json:"totalDlq"`
+		TotalPopMessages  int `json:"totalPopMessages"`
+		TotalPopRequests  int `json:"totalPopRequests"`
+		TotalPushMessages int `json:"totalPushMessages"`
+		TotalPushRequests int `json:"totalPushRequests"`
+	} `json:"summary"`
+	TimeRange  TimeRange            `json:"timeRange"`
+	TimeSeries []WorkerMetricsPoint `json:"timeSeries"`
+	Workers    []WorkerSummary      `json:"workers"`
+}
+
+// WorkerSummary defines model for WorkerSummary.
+type WorkerSummary struct {
+	AvgEventLoopLagMs float64  `json:"avgEventLoopLagMs"`
+	BackoffSize       *float64 `json:"backoffSize,omitempty"`
+	DbConnections     float64  `json:"dbConnections"`
+	FreeSlots         float64  `json:"freeSlots"`
+	Hostname          string   `json:"hostname"`
+	JobQueueSize      float64  `json:"jobQueueSize"`
+	LastSeen          *string  `json:"lastSeen,omitempty"`
+	MaxEventLoopLagMs float64  `json:"maxEventLoopLagMs"`
+	MessagesProcessed int      `json:"messagesProcessed"`
+	Pid               int      `json:"pid"`
+	Port              int      `json:"port"`
+	WorkerId          int      `json:"workerId"`
+}
+
 // AutoAck defines model for AutoAck.
 type AutoAck = bool
 
@@ -1121,6 +2268,50 @@ type ServerError = Error
 
 // Unavailable defines model for Unavailable.
 type Unavailable = Error
+
+// GetQueueLagParams defines parameters for GetQueueLag.
+type GetQueueLagParams struct {
+	From  *Timestamp `form:"from,omitempty" json:"from,omitempty"`
+	To    *Timestamp `form:"to,omitempty" json:"to,omitempty"`
+	Queue *Name      `form:"queue,omitempty" json:"queue,omitempty"`
+}
+
+// GetQueueOpsParams defines parameters for GetQueueOps.
+type GetQueueOpsParams struct {
+	From  *Timestamp `form:"from,omitempty" json:"from,omitempty"`
+	To    *Timestamp `form:"to,omitempty" json:"to,omitempty"`
+	Queue *Name      `form:"queue,omitempty" json:"queue,omitempty"`
+}
+
+// GetQueueParkedReplicasParams defines parameters for GetQueueParkedReplicas.
+type GetQueueParkedReplicasParams struct {
+	From  *Timestamp `form:"from,omitempty" json:"from,omitempty"`
+	To    *Timestamp `form:"to,omitempty" json:"to,omitempty"`
+	Queue *Name      `form:"queue,omitempty" json:"queue,omitempty"`
+}
+
+// GetRetentionAnalyticsParams defines parameters for GetRetentionAnalytics.
+type GetRetentionAnalyticsParams struct {
+	From  *Timestamp `form:"from,omitempty" json:"from,omitempty"`
+	To    *Timestamp `form:"to,omitempty" json:"to,omitempty"`
+	Queue *Name      `form:"queue,omitempty" json:"queue,omitempty"`
+}
+
+// GetSystemMetricsParams defines parameters for GetSystemMetrics.
+type GetSystemMetricsParams struct {
+	From     *Timestamp `form:"from,omitempty" json:"from,omitempty"`
+	To       *Timestamp `form:"to,omitempty" json:"to,omitempty"`
+	Hostname *string    `form:"hostname,omitempty" json:"hostname,omitempty"`
+	WorkerId *string    `form:"workerId,omitempty" json:"workerId,omitempty"`
+}
+
+// GetWorkerMetricsParams defines parameters for GetWorkerMetrics.
+type GetWorkerMetricsParams struct {
+	From     *Timestamp `form:"from,omitempty" json:"from,omitempty"`
+	To       *Timestamp `form:"to,omitempty" json:"to,omitempty"`
+	Hostname *string    `form:"hostname,omitempty" json:"hostname,omitempty"`
+	WorkerId *int       `form:"workerId,omitempty" json:"workerId,omitempty"`
+}
 
 // ListLaggingPartitionsParams defines parameters for ListLaggingPartitions.
 type ListLaggingPartitionsParams struct {
@@ -1302,6 +2493,52 @@ type ListQueuesParams struct {
 	Offset    *int    `form:"offset,omitempty" json:"offset,omitempty"`
 }
 
+// GetStatusParams defines parameters for GetStatus.
+type GetStatusParams struct {
+	From      *Timestamp `form:"from,omitempty" json:"from,omitempty"`
+	To        *Timestamp `form:"to,omitempty" json:"to,omitempty"`
+	Queue     *Name      `form:"queue,omitempty" json:"queue,omitempty"`
+	Namespace *string    `form:"namespace,omitempty" json:"namespace,omitempty"`
+	Task      *string    `form:"task,omitempty" json:"task,omitempty"`
+}
+
+// GetStatusAnalyticsParams defines parameters for GetStatusAnalytics.
+type GetStatusAnalyticsParams struct {
+	Interval  *GetStatusAnalyticsParamsInterval `form:"interval,omitempty" json:"interval,omitempty"`
+	From      *Timestamp                        `form:"from,omitempty" json:"from,omitempty"`
+	To        *Timestamp                        `form:"to,omitempty" json:"to,omitempty"`
+	Queue     *Name                             `form:"queue,omitempty" json:"queue,omitempty"`
+	Namespace *string                           `form:"namespace,omitempty" json:"namespace,omitempty"`
+	Task      *string                           `form:"task,omitempty" json:"task,omitempty"`
+}
+
+// GetStatusAnalyticsParamsInterval defines parameters for GetStatusAnalytics.
+type GetStatusAnalyticsParamsInterval string
+
+// ListStatusQueuesParams defines parameters for ListStatusQueues.
+type ListStatusQueuesParams struct {
+	Queue     *Name   `form:"queue,omitempty" json:"queue,omitempty"`
+	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
+	Task      *string `form:"task,omitempty" json:"task,omitempty"`
+	From      *string `form:"from,omitempty" json:"from,omitempty"`
+	To        *string `form:"to,omitempty" json:"to,omitempty"`
+	Limit     *int    `form:"limit,omitempty" json:"limit,omitempty"`
+	Offset    *int    `form:"offset,omitempty" json:"offset,omitempty"`
+}
+
+// GetStatusQueueParams defines parameters for GetStatusQueue.
+type GetStatusQueueParams struct {
+	IncludePartitions *bool `form:"includePartitions,omitempty" json:"includePartitions,omitempty"`
+	Limit             *int  `form:"limit,omitempty" json:"limit,omitempty"`
+	Offset            *int  `form:"offset,omitempty" json:"offset,omitempty"`
+}
+
+// ListStatusQueueMessagesParams defines parameters for ListStatusQueueMessages.
+type ListStatusQueueMessagesParams struct {
+	Limit  *int `form:"limit,omitempty" json:"limit,omitempty"`
+	Offset *int `form:"offset,omitempty" json:"offset,omitempty"`
+}
+
 // ListTracesByNameParams defines parameters for ListTracesByName.
 type ListTracesByNameParams struct {
 	Limit  *int `form:"limit,omitempty" json:"limit,omitempty"`
@@ -1313,6 +2550,9 @@ type ListTraceNamesParams struct {
 	Limit  *int `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset *int `form:"offset,omitempty" json:"offset,omitempty"`
 }
+
+// EndSession200JSONResponseBodyOk defines parameters for EndSession.
+type EndSession200JSONResponseBodyOk bool
 
 // AckMessageJSONRequestBody defines body for AckMessage for application/json ContentType.
 type AckMessageJSONRequestBody = AckRequest
@@ -1332,14 +2572,44 @@ type UpdateConsumerGroupSubscriptionJSONRequestBody UpdateConsumerGroupSubscript
 // ExtendLeaseJSONRequestBody defines body for ExtendLease for application/json ContentType.
 type ExtendLeaseJSONRequestBody = LeaseExtendRequest
 
+// MoveMessageToDLQJSONRequestBody defines body for MoveMessageToDLQ for application/json ContentType.
+type MoveMessageToDLQJSONRequestBody = MessageActionRequest
+
+// RetryMessageJSONRequestBody defines body for RetryMessage for application/json ContentType.
+type RetryMessageJSONRequestBody = MessageActionRequest
+
+// MigrationStartJSONRequestBody defines body for MigrationStart for application/json ContentType.
+type MigrationStartJSONRequestBody = MigrationStartRequest
+
+// MigrationTestConnectionJSONRequestBody defines body for MigrationTestConnection for application/json ContentType.
+type MigrationTestConnectionJSONRequestBody = MigrationTarget
+
+// MigrationValidateJSONRequestBody defines body for MigrationValidate for application/json ContentType.
+type MigrationValidateJSONRequestBody = MigrationTarget
+
 // PushMessagesJSONRequestBody defines body for PushMessages for application/json ContentType.
 type PushMessagesJSONRequestBody = PushRequest
+
+// SetMaintenanceJSONRequestBody defines body for SetMaintenance for application/json ContentType.
+type SetMaintenanceJSONRequestBody = MaintenanceRequest
+
+// SetPopMaintenanceJSONRequestBody defines body for SetPopMaintenance for application/json ContentType.
+type SetPopMaintenanceJSONRequestBody = MaintenanceRequest
 
 // RecordTraceJSONRequestBody defines body for RecordTrace for application/json ContentType.
 type RecordTraceJSONRequestBody = TraceRequest
 
 // ExecuteTransactionJSONRequestBody defines body for ExecuteTransaction for application/json ContentType.
 type ExecuteTransactionJSONRequestBody = TransactionRequest
+
+// CommitStreamCycleJSONRequestBody defines body for CommitStreamCycle for application/json ContentType.
+type CommitStreamCycleJSONRequestBody = StreamCycleRequest
+
+// RegisterStreamQueryJSONRequestBody defines body for RegisterStreamQuery for application/json ContentType.
+type RegisterStreamQueryJSONRequestBody = StreamQueryRequest
+
+// GetStreamStateJSONRequestBody defines body for GetStreamState for application/json ContentType.
+type GetStreamStateJSONRequestBody = StreamStateRequest
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -1349,6 +2619,27 @@ type ServerInterface interface {
 	// AckBatch Acknowledge many messages in one transaction.
 	// (POST /api/v1/ack/batch)
 	AckBatch(w http.ResponseWriter, r *http.Request)
+	// GetPostgresStats A snapshot of PostgreSQL's statistics for the queen schema.
+	// (GET /api/v1/analytics/postgres-stats)
+	GetPostgresStats(w http.ResponseWriter, r *http.Request)
+	// GetQueueLag Pop lag per queue and bucket, newest bucket first, as a bare array.
+	// (GET /api/v1/analytics/queue-lag)
+	GetQueueLag(w http.ResponseWriter, r *http.Request, params GetQueueLagParams)
+	// GetQueueOps Per-queue operation counts per bucket, oldest first.
+	// (GET /api/v1/analytics/queue-ops)
+	GetQueueOps(w http.ResponseWriter, r *http.Request, params GetQueueOpsParams)
+	// GetQueueParkedReplicas Parked long-polls per queue, bucket and broker.
+	// (GET /api/v1/analytics/queue-parked-replicas)
+	GetQueueParkedReplicas(w http.ResponseWriter, r *http.Request, params GetQueueParkedReplicasParams)
+	// GetRetentionAnalytics Messages deleted by retention and eviction per bucket, oldest first.
+	// (GET /api/v1/analytics/retention)
+	GetRetentionAnalytics(w http.ResponseWriter, r *http.Request, params GetRetentionAnalyticsParams)
+	// GetSystemMetrics Per-broker process gauges over time.
+	// (GET /api/v1/analytics/system-metrics)
+	GetSystemMetrics(w http.ResponseWriter, r *http.Request, params GetSystemMetricsParams)
+	// GetWorkerMetrics Data-plane counters and broker gauges over time, summed over brokers.
+	// (GET /api/v1/analytics/worker-metrics)
+	GetWorkerMetrics(w http.ResponseWriter, r *http.Request, params GetWorkerMetricsParams)
 	// ConfigureQueue Create a queue or replace its options.
 	// (POST /api/v1/configure)
 	ConfigureQueue(w http.ResponseWriter, r *http.Request)
@@ -1391,6 +2682,27 @@ type ServerInterface interface {
 	// GetMessage One message with its payload, status, queue options and consumers.
 	// (GET /api/v1/messages/{partitionId}/{transactionId})
 	GetMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string)
+	// MoveMessageToDLQ Dead-letter a message for one consumer group and move the group past it.
+	// (POST /api/v1/messages/{partitionId}/{transactionId}/dlq)
+	MoveMessageToDLQ(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string)
+	// RetryMessage Replay a dead-lettered message as a new push to its queue and partition.
+	// (POST /api/v1/messages/{partitionId}/{transactionId}/retry)
+	RetryMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string)
+	// MigrationReset Forget the last migration's outcome.
+	// (POST /api/v1/migration/reset)
+	MigrationReset(w http.ResponseWriter, r *http.Request)
+	// MigrationStart Copy the queen schema to a target database with pg_dump | pg_restore.
+	// (POST /api/v1/migration/start)
+	MigrationStart(w http.ResponseWriter, r *http.Request)
+	// MigrationStatus Progress of the migration started on this broker.
+	// (GET /api/v1/migration/status)
+	MigrationStatus(w http.ResponseWriter, r *http.Request)
+	// MigrationTestConnection Try to connect to a target PostgreSQL.
+	// (POST /api/v1/migration/test-connection)
+	MigrationTestConnection(w http.ResponseWriter, r *http.Request)
+	// MigrationValidate Compare row counts of the queen tables on this broker's database and a target.
+	// (POST /api/v1/migration/validate)
+	MigrationValidate(w http.ResponseWriter, r *http.Request)
 	// PopNamespaceTask Pop across every queue with the given namespace and/or task.
 	// (GET /api/v1/pop)
 	PopNamespaceTask(w http.ResponseWriter, r *http.Request, params PopNamespaceTaskParams)
@@ -1424,6 +2736,39 @@ type ServerInterface interface {
 	// ListTasks Non-empty queue tasks with their queue, partition and message counts.
 	// (GET /api/v1/resources/tasks)
 	ListTasks(w http.ResponseWriter, r *http.Request)
+	// RefreshStats Write this broker's in-memory metrics to the database now.
+	// (POST /api/v1/stats/refresh)
+	RefreshStats(w http.ResponseWriter, r *http.Request)
+	// GetStatus Dashboard time series and totals.
+	// (GET /api/v1/status)
+	GetStatus(w http.ResponseWriter, r *http.Request, params GetStatusParams)
+	// GetStatusAnalytics Messages stored per interval, every interval of the window included.
+	// (GET /api/v1/status/analytics)
+	GetStatusAnalytics(w http.ResponseWriter, r *http.Request, params GetStatusAnalyticsParams)
+	// GetBufferStatus This broker's disk spool.
+	// (GET /api/v1/status/buffers)
+	GetBufferStatus(w http.ResponseWriter, r *http.Request)
+	// ListStatusQueues Queues with live counts, newest first, one page.
+	// (GET /api/v1/status/queues)
+	ListStatusQueues(w http.ResponseWriter, r *http.Request, params ListStatusQueuesParams)
+	// GetStatusQueue One queue with its configuration, a page of partitions and the queue's totals.
+	// (GET /api/v1/status/queues/{queue})
+	GetStatusQueue(w http.ResponseWriter, r *http.Request, queue QueuePath, params GetStatusQueueParams)
+	// ListStatusQueueMessages A queue's messages, newest first, as a bare array.
+	// (GET /api/v1/status/queues/{queue}/messages)
+	ListStatusQueueMessages(w http.ResponseWriter, r *http.Request, queue QueuePath, params ListStatusQueueMessagesParams)
+	// GetMaintenance The push maintenance switch, the pop one, and the disk spool's state.
+	// (GET /api/v1/system/maintenance)
+	GetMaintenance(w http.ResponseWriter, r *http.Request)
+	// SetMaintenance Turn push maintenance on or off.
+	// (POST /api/v1/system/maintenance)
+	SetMaintenance(w http.ResponseWriter, r *http.Request)
+	// GetPopMaintenance The pop maintenance switch.
+	// (GET /api/v1/system/maintenance/pop)
+	GetPopMaintenance(w http.ResponseWriter, r *http.Request)
+	// SetPopMaintenance Turn pop maintenance on or off.
+	// (POST /api/v1/system/maintenance/pop)
+	SetPopMaintenance(w http.ResponseWriter, r *http.Request)
 	// RecordTrace Record a processing event on a message.
 	// (POST /api/v1/traces)
 	RecordTrace(w http.ResponseWriter, r *http.Request)
@@ -1439,9 +2784,33 @@ type ServerInterface interface {
 	// ExecuteTransaction Apply acks and pushes atomically.
 	// (POST /api/v1/transaction)
 	ExecuteTransaction(w http.ResponseWriter, r *http.Request)
+	// GetLoginPage Where the dashboard sends a signed-out user.
+	// (GET /auth/login)
+	GetLoginPage(w http.ResponseWriter, r *http.Request)
+	// EndSession Always {"ok": true}: the broker has no session to end.
+	// (POST /auth/logout)
+	EndSession(w http.ResponseWriter, r *http.Request)
+	// GetIdentity Who the caller is, for the dashboard.
+	// (GET /auth/me)
+	GetIdentity(w http.ResponseWriter, r *http.Request)
 	// GetHealth Liveness and readiness; 503 when PostgreSQL is unreachable or the broker is draining.
 	// (GET /health)
 	GetHealth(w http.ResponseWriter, r *http.Request)
+	// GetMetrics This broker's counters since it started, as JSON.
+	// (GET /metrics)
+	GetMetrics(w http.ResponseWriter, r *http.Request)
+	// GetPrometheusMetrics Prometheus text exposition (format 0.0.4), always 200.
+	// (GET /metrics/prometheus)
+	GetPrometheusMetrics(w http.ResponseWriter, r *http.Request)
+	// CommitStreamCycle Commit one streaming cycle (state, sink pushes, source ack) atomically.
+	// (POST /streams/v1/cycle)
+	CommitStreamCycle(w http.ResponseWriter, r *http.Request)
+	// RegisterStreamQuery Register a streaming query, or resume it.
+	// (POST /streams/v1/queries)
+	RegisterStreamQuery(w http.ResponseWriter, r *http.Request)
+	// GetStreamState Read the state rows of one (query, source partition) shard.
+	// (POST /streams/v1/state/get)
+	GetStreamState(w http.ResponseWriter, r *http.Request)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -1472,6 +2841,400 @@ func (siw *ServerInterfaceWrapper) AckBatch(w http.ResponseWriter, r *http.Reque
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.AckBatch(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetPostgresStats operation middleware
+func (siw *ServerInterfaceWrapper) GetPostgresStats(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetPostgresStats(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetQueueLag operation middleware
+func (siw *ServerInterfaceWrapper) GetQueueLag(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetQueueLagParams
+
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "from"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "from", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "to" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "to"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "to", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "queue" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", r.URL.Query(), &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "queue"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "queue", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetQueueLag(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetQueueOps operation middleware
+func (siw *ServerInterfaceWrapper) GetQueueOps(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetQueueOpsParams
+
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "from"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "from", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "to" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "to"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "to", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "queue" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", r.URL.Query(), &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "queue"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "queue", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetQueueOps(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetQueueParkedReplicas operation middleware
+func (siw *ServerInterfaceWrapper) GetQueueParkedReplicas(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetQueueParkedReplicasParams
+
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "from"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "from", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "to" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "to"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "to", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "queue" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", r.URL.Query(), &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "queue"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "queue", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetQueueParkedReplicas(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetRetentionAnalytics operation middleware
+func (siw *ServerInterfaceWrapper) GetRetentionAnalytics(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetRetentionAnalyticsParams
+
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "from"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "from", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "to" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "to"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "to", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "queue" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", r.URL.Query(), &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "queue"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "queue", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetRetentionAnalytics(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSystemMetrics operation middleware
+func (siw *ServerInterfaceWrapper) GetSystemMetrics(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetSystemMetricsParams
+
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "from"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "from", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "to" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "to"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "to", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "hostname" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "hostname", r.URL.Query(), &params.Hostname, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "hostname"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "hostname", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "workerId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "workerId", r.URL.Query(), &params.WorkerId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "workerId"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workerId", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSystemMetrics(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetWorkerMetrics operation middleware
+func (siw *ServerInterfaceWrapper) GetWorkerMetrics(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetWorkerMetricsParams
+
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "from"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "from", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "to" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "to"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "to", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "hostname" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "hostname", r.URL.Query(), &params.Hostname, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "hostname"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "hostname", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "workerId" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "workerId", r.URL.Query(), &params.WorkerId, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "workerId"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "workerId", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetWorkerMetrics(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2136,6 +3899,146 @@ func (siw *ServerInterfaceWrapper) GetMessage(w http.ResponseWriter, r *http.Req
 	handler.ServeHTTP(w, r)
 }
 
+// MoveMessageToDLQ operation middleware
+func (siw *ServerInterfaceWrapper) MoveMessageToDLQ(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "partitionId" -------------
+	var partitionId UUID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "partitionId", r.PathValue("partitionId"), &partitionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "partitionId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "transactionId" -------------
+	var transactionId string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "transactionId", r.PathValue("transactionId"), &transactionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "transactionId", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.MoveMessageToDLQ(w, r, partitionId, transactionId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RetryMessage operation middleware
+func (siw *ServerInterfaceWrapper) RetryMessage(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "partitionId" -------------
+	var partitionId UUID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "partitionId", r.PathValue("partitionId"), &partitionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "partitionId", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "transactionId" -------------
+	var transactionId string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "transactionId", r.PathValue("transactionId"), &transactionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "transactionId", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RetryMessage(w, r, partitionId, transactionId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// MigrationReset operation middleware
+func (siw *ServerInterfaceWrapper) MigrationReset(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.MigrationReset(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// MigrationStart operation middleware
+func (siw *ServerInterfaceWrapper) MigrationStart(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.MigrationStart(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// MigrationStatus operation middleware
+func (siw *ServerInterfaceWrapper) MigrationStatus(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.MigrationStatus(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// MigrationTestConnection operation middleware
+func (siw *ServerInterfaceWrapper) MigrationTestConnection(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.MigrationTestConnection(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// MigrationValidate operation middleware
+func (siw *ServerInterfaceWrapper) MigrationValidate(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.MigrationValidate(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // PopNamespaceTask operation middleware
 func (siw *ServerInterfaceWrapper) PopNamespaceTask(w http.ResponseWriter, r *http.Request) {
 
@@ -2787,6 +4690,507 @@ func (siw *ServerInterfaceWrapper) ListTasks(w http.ResponseWriter, r *http.Requ
 	handler.ServeHTTP(w, r)
 }
 
+// RefreshStats operation middleware
+func (siw *ServerInterfaceWrapper) RefreshStats(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RefreshStats(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetStatus operation middleware
+func (siw *ServerInterfaceWrapper) GetStatus(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetStatusParams
+
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "from"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "from", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "to" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "to"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "to", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "queue" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", r.URL.Query(), &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "queue"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "queue", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "namespace" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", r.URL.Query(), &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "namespace"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "task" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "task", r.URL.Query(), &params.Task, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "task"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "task", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetStatus(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetStatusAnalytics operation middleware
+func (siw *ServerInterfaceWrapper) GetStatusAnalytics(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetStatusAnalyticsParams
+
+	// ------------- Optional query parameter "interval" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "interval", r.URL.Query(), &params.Interval, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "interval"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "interval", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "from"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "from", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "to" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "to"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "to", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "queue" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", r.URL.Query(), &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "queue"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "queue", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "namespace" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", r.URL.Query(), &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "namespace"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "task" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "task", r.URL.Query(), &params.Task, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "task"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "task", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetStatusAnalytics(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetBufferStatus operation middleware
+func (siw *ServerInterfaceWrapper) GetBufferStatus(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetBufferStatus(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListStatusQueues operation middleware
+func (siw *ServerInterfaceWrapper) ListStatusQueues(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListStatusQueuesParams
+
+	// ------------- Optional query parameter "queue" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", r.URL.Query(), &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "queue"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "queue", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "namespace" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", r.URL.Query(), &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "namespace"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "namespace", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "task" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "task", r.URL.Query(), &params.Task, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "task"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "task", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "from"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "from", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "to" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "to"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "to", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "offset" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", r.URL.Query(), &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "offset"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "offset", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListStatusQueues(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetStatusQueue operation middleware
+func (siw *ServerInterfaceWrapper) GetStatusQueue(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "queue" -------------
+	var queue QueuePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "queue", r.PathValue("queue"), &queue, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "queue", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetStatusQueueParams
+
+	// ------------- Optional query parameter "includePartitions" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "includePartitions", r.URL.Query(), &params.IncludePartitions, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "includePartitions"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "includePartitions", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "offset" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", r.URL.Query(), &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "offset"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "offset", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetStatusQueue(w, r, queue, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListStatusQueueMessages operation middleware
+func (siw *ServerInterfaceWrapper) ListStatusQueueMessages(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "queue" -------------
+	var queue QueuePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "queue", r.PathValue("queue"), &queue, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "queue", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListStatusQueueMessagesParams
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "offset" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", r.URL.Query(), &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "offset"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "offset", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListStatusQueueMessages(w, r, queue, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetMaintenance operation middleware
+func (siw *ServerInterfaceWrapper) GetMaintenance(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetMaintenance(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetMaintenance operation middleware
+func (siw *ServerInterfaceWrapper) SetMaintenance(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetMaintenance(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetPopMaintenance operation middleware
+func (siw *ServerInterfaceWrapper) GetPopMaintenance(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetPopMaintenance(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetPopMaintenance operation middleware
+func (siw *ServerInterfaceWrapper) SetPopMaintenance(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetPopMaintenance(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // RecordTrace operation middleware
 func (siw *ServerInterfaceWrapper) RecordTrace(w http.ResponseWriter, r *http.Request) {
 
@@ -2951,11 +5355,123 @@ func (siw *ServerInterfaceWrapper) ExecuteTransaction(w http.ResponseWriter, r *
 	handler.ServeHTTP(w, r)
 }
 
+// GetLoginPage operation middleware
+func (siw *ServerInterfaceWrapper) GetLoginPage(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetLoginPage(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// EndSession operation middleware
+func (siw *ServerInterfaceWrapper) EndSession(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.EndSession(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetIdentity operation middleware
+func (siw *ServerInterfaceWrapper) GetIdentity(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetIdentity(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetHealth operation middleware
 func (siw *ServerInterfaceWrapper) GetHealth(w http.ResponseWriter, r *http.Request) {
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetHealth(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetMetrics operation middleware
+func (siw *ServerInterfaceWrapper) GetMetrics(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetMetrics(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetPrometheusMetrics operation middleware
+func (siw *ServerInterfaceWrapper) GetPrometheusMetrics(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetPrometheusMetrics(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CommitStreamCycle operation middleware
+func (siw *ServerInterfaceWrapper) CommitStreamCycle(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CommitStreamCycle(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RegisterStreamQuery operation middleware
+func (siw *ServerInterfaceWrapper) RegisterStreamQuery(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RegisterStreamQuery(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetStreamState operation middleware
+func (siw *ServerInterfaceWrapper) GetStreamState(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetStreamState(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3118,6 +5634,39 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/traces/names", wrapper.ListTraceNames)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/traces/by-name/{traceName}", wrapper.ListTracesByName)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/traces/{partitionId}/{transactionId}", wrapper.GetMessageTraces)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/auth/me", wrapper.GetIdentity)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/auth/login", wrapper.GetLoginPage)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/auth/logout", wrapper.EndSession)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/metrics", wrapper.GetMetrics)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/metrics/prometheus", wrapper.GetPrometheusMetrics)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/status", wrapper.GetStatus)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/status/queues", wrapper.ListStatusQueues)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/status/queues/{queue}", wrapper.GetStatusQueue)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/status/queues/{queue}/messages", wrapper.ListStatusQueueMessages)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/status/analytics", wrapper.GetStatusAnalytics)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/analytics/system-metrics", wrapper.GetSystemMetrics)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/analytics/worker-metrics", wrapper.GetWorkerMetrics)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/analytics/queue-lag", wrapper.GetQueueLag)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/analytics/queue-ops", wrapper.GetQueueOps)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/analytics/queue-parked-replicas", wrapper.GetQueueParkedReplicas)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/analytics/retention", wrapper.GetRetentionAnalytics)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/analytics/postgres-stats", wrapper.GetPostgresStats)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/messages/{partitionId}/{transactionId}/retry", wrapper.RetryMessage)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/messages/{partitionId}/{transactionId}/dlq", wrapper.MoveMessageToDLQ)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/stats/refresh", wrapper.RefreshStats)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/migration/test-connection", wrapper.MigrationTestConnection)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/migration/start", wrapper.MigrationStart)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/migration/status", wrapper.MigrationStatus)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/migration/validate", wrapper.MigrationValidate)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/migration/reset", wrapper.MigrationReset)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/streams/v1/queries", wrapper.RegisterStreamQuery)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/streams/v1/cycle", wrapper.CommitStreamCycle)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/streams/v1/state/get", wrapper.GetStreamState)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/system/maintenance", wrapper.GetMaintenance)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/system/maintenance", wrapper.SetMaintenance)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/system/maintenance/pop", wrapper.GetPopMaintenance)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/system/maintenance/pop", wrapper.SetPopMaintenance)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/status/buffers", wrapper.GetBufferStatus)
 
 	return m
 }
@@ -3256,6 +5805,341 @@ func (response AckBatch503JSONResponse) VisitAckBatchResponse(w http.ResponseWri
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPostgresStatsRequestObject struct {
+}
+
+type GetPostgresStatsResponseObject interface {
+	VisitGetPostgresStatsResponse(w http.ResponseWriter) error
+}
+
+type GetPostgresStats200JSONResponse PostgresStats
+
+func (response GetPostgresStats200JSONResponse) VisitGetPostgresStatsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPostgresStats500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response GetPostgresStats500JSONResponse) VisitGetPostgresStatsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueueLagRequestObject struct {
+	Params GetQueueLagParams
+}
+
+type GetQueueLagResponseObject interface {
+	VisitGetQueueLagResponse(w http.ResponseWriter) error
+}
+
+type GetQueueLag200JSONResponse []QueueLagPoint
+
+func (response GetQueueLag200JSONResponse) VisitGetQueueLagResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueueLag400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response GetQueueLag400JSONResponse) VisitGetQueueLagResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueueLag500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response GetQueueLag500JSONResponse) VisitGetQueueLagResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueueOpsRequestObject struct {
+	Params GetQueueOpsParams
+}
+
+type GetQueueOpsResponseObject interface {
+	VisitGetQueueOpsResponse(w http.ResponseWriter) error
+}
+
+type GetQueueOps200JSONResponse QueueOpsResponse
+
+func (response GetQueueOps200JSONResponse) VisitGetQueueOpsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueueOps400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response GetQueueOps400JSONResponse) VisitGetQueueOpsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueueOps500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response GetQueueOps500JSONResponse) VisitGetQueueOpsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueueParkedReplicasRequestObject struct {
+	Params GetQueueParkedReplicasParams
+}
+
+type GetQueueParkedReplicasResponseObject interface {
+	VisitGetQueueParkedReplicasResponse(w http.ResponseWriter) error
+}
+
+type GetQueueParkedReplicas200JSONResponse QueueParkedResponse
+
+func (response GetQueueParkedReplicas200JSONResponse) VisitGetQueueParkedReplicasResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueueParkedReplicas400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response GetQueueParkedReplicas400JSONResponse) VisitGetQueueParkedReplicasResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueueParkedReplicas500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response GetQueueParkedReplicas500JSONResponse) VisitGetQueueParkedReplicasResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRetentionAnalyticsRequestObject struct {
+	Params GetRetentionAnalyticsParams
+}
+
+type GetRetentionAnalyticsResponseObject interface {
+	VisitGetRetentionAnalyticsResponse(w http.ResponseWriter) error
+}
+
+type GetRetentionAnalytics200JSONResponse RetentionAnalytics
+
+func (response GetRetentionAnalytics200JSONResponse) VisitGetRetentionAnalyticsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRetentionAnalytics400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response GetRetentionAnalytics400JSONResponse) VisitGetRetentionAnalyticsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRetentionAnalytics500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response GetRetentionAnalytics500JSONResponse) VisitGetRetentionAnalyticsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSystemMetricsRequestObject struct {
+	Params GetSystemMetricsParams
+}
+
+type GetSystemMetricsResponseObject interface {
+	VisitGetSystemMetricsResponse(w http.ResponseWriter) error
+}
+
+type GetSystemMetrics200JSONResponse SystemMetricsResponse
+
+func (response GetSystemMetrics200JSONResponse) VisitGetSystemMetricsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSystemMetrics400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response GetSystemMetrics400JSONResponse) VisitGetSystemMetricsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSystemMetrics500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response GetSystemMetrics500JSONResponse) VisitGetSystemMetricsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWorkerMetricsRequestObject struct {
+	Params GetWorkerMetricsParams
+}
+
+type GetWorkerMetricsResponseObject interface {
+	VisitGetWorkerMetricsResponse(w http.ResponseWriter) error
+}
+
+type GetWorkerMetrics200JSONResponse WorkerMetricsResponse
+
+func (response GetWorkerMetrics200JSONResponse) VisitGetWorkerMetricsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWorkerMetrics400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response GetWorkerMetrics400JSONResponse) VisitGetWorkerMetricsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWorkerMetrics500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response GetWorkerMetrics500JSONResponse) VisitGetWorkerMetricsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4045,6 +6929,358 @@ func (response GetMessage500JSONResponse) VisitGetMessageResponse(w http.Respons
 	return err
 }
 
+type MoveMessageToDLQRequestObject struct {
+	PartitionId   UUID   `json:"partitionId"`
+	TransactionId string `json:"transactionId"`
+	Body          *MoveMessageToDLQJSONRequestBody
+}
+
+type MoveMessageToDLQResponseObject interface {
+	VisitMoveMessageToDLQResponse(w http.ResponseWriter) error
+}
+
+type MoveMessageToDLQ200JSONResponse MoveToDLQResponse
+
+func (response MoveMessageToDLQ200JSONResponse) VisitMoveMessageToDLQResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MoveMessageToDLQ400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response MoveMessageToDLQ400JSONResponse) VisitMoveMessageToDLQResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MoveMessageToDLQ404JSONResponse MessageActionNotFound
+
+func (response MoveMessageToDLQ404JSONResponse) VisitMoveMessageToDLQResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MoveMessageToDLQ409JSONResponse Error
+
+func (response MoveMessageToDLQ409JSONResponse) VisitMoveMessageToDLQResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MoveMessageToDLQ500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response MoveMessageToDLQ500JSONResponse) VisitMoveMessageToDLQResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryMessageRequestObject struct {
+	PartitionId   UUID   `json:"partitionId"`
+	TransactionId string `json:"transactionId"`
+	Body          *RetryMessageJSONRequestBody
+}
+
+type RetryMessageResponseObject interface {
+	VisitRetryMessageResponse(w http.ResponseWriter) error
+}
+
+type RetryMessage200JSONResponse RetryResponse
+
+func (response RetryMessage200JSONResponse) VisitRetryMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryMessage400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response RetryMessage400JSONResponse) VisitRetryMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryMessage404JSONResponse MessageActionNotFound
+
+func (response RetryMessage404JSONResponse) VisitRetryMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryMessage500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response RetryMessage500JSONResponse) VisitRetryMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MigrationResetRequestObject struct {
+}
+
+type MigrationResetResponseObject interface {
+	VisitMigrationResetResponse(w http.ResponseWriter) error
+}
+
+type MigrationReset200JSONResponse MigrationStarted
+
+func (response MigrationReset200JSONResponse) VisitMigrationResetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MigrationReset409JSONResponse Error
+
+func (response MigrationReset409JSONResponse) VisitMigrationResetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MigrationStartRequestObject struct {
+	Body *MigrationStartJSONRequestBody
+}
+
+type MigrationStartResponseObject interface {
+	VisitMigrationStartResponse(w http.ResponseWriter) error
+}
+
+type MigrationStart202JSONResponse MigrationStarted
+
+func (response MigrationStart202JSONResponse) VisitMigrationStartResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MigrationStart400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response MigrationStart400JSONResponse) VisitMigrationStartResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MigrationStart409JSONResponse Error
+
+func (response MigrationStart409JSONResponse) VisitMigrationStartResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MigrationStart501JSONResponse Error
+
+func (response MigrationStart501JSONResponse) VisitMigrationStartResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(501)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MigrationStatusRequestObject struct {
+}
+
+type MigrationStatusResponseObject interface {
+	VisitMigrationStatusResponse(w http.ResponseWriter) error
+}
+
+type MigrationStatus200JSONResponse MigrationStatus
+
+func (response MigrationStatus200JSONResponse) VisitMigrationStatusResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MigrationTestConnectionRequestObject struct {
+	Body *MigrationTestConnectionJSONRequestBody
+}
+
+type MigrationTestConnectionResponseObject interface {
+	VisitMigrationTestConnectionResponse(w http.ResponseWriter) error
+}
+
+type MigrationTestConnection200JSONResponse MigrationConnectionResult
+
+func (response MigrationTestConnection200JSONResponse) VisitMigrationTestConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MigrationTestConnection400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response MigrationTestConnection400JSONResponse) VisitMigrationTestConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MigrationValidateRequestObject struct {
+	Body *MigrationValidateJSONRequestBody
+}
+
+type MigrationValidateResponseObject interface {
+	VisitMigrationValidateResponse(w http.ResponseWriter) error
+}
+
+type MigrationValidate200JSONResponse MigrationValidation
+
+func (response MigrationValidate200JSONResponse) VisitMigrationValidateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MigrationValidate400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response MigrationValidate400JSONResponse) VisitMigrationValidateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MigrationValidate500JSONResponse MigrationValidation
+
+func (response MigrationValidate500JSONResponse) VisitMigrationValidateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type PopNamespaceTaskRequestObject struct {
 	Params PopNamespaceTaskParams
 }
@@ -4661,6 +7897,526 @@ func (response ListTasks500JSONResponse) VisitListTasksResponse(w http.ResponseW
 	return err
 }
 
+type RefreshStatsRequestObject struct {
+}
+
+type RefreshStatsResponseObject interface {
+	VisitRefreshStatsResponse(w http.ResponseWriter) error
+}
+
+type RefreshStats200JSONResponse StatsRefreshResponse
+
+func (response RefreshStats200JSONResponse) VisitRefreshStatsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RefreshStats500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response RefreshStats500JSONResponse) VisitRefreshStatsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetStatusRequestObject struct {
+	Params GetStatusParams
+}
+
+type GetStatusResponseObject interface {
+	VisitGetStatusResponse(w http.ResponseWriter) error
+}
+
+type GetStatus200JSONResponse StatusResponse
+
+func (response GetStatus200JSONResponse) VisitGetStatusResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetStatus400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response GetStatus400JSONResponse) VisitGetStatusResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetStatus500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response GetStatus500JSONResponse) VisitGetStatusResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetStatusAnalyticsRequestObject struct {
+	Params GetStatusAnalyticsParams
+}
+
+type GetStatusAnalyticsResponseObject interface {
+	VisitGetStatusAnalyticsResponse(w http.ResponseWriter) error
+}
+
+type GetStatusAnalytics200JSONResponse StatusAnalytics
+
+func (response GetStatusAnalytics200JSONResponse) VisitGetStatusAnalyticsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetStatusAnalytics400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response GetStatusAnalytics400JSONResponse) VisitGetStatusAnalyticsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetStatusAnalytics500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response GetStatusAnalytics500JSONResponse) VisitGetStatusAnalyticsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetBufferStatusRequestObject struct {
+}
+
+type GetBufferStatusResponseObject interface {
+	VisitGetBufferStatusResponse(w http.ResponseWriter) error
+}
+
+type GetBufferStatus200JSONResponse BufferStatus
+
+func (response GetBufferStatus200JSONResponse) VisitGetBufferStatusResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetBufferStatus500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response GetBufferStatus500JSONResponse) VisitGetBufferStatusResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListStatusQueuesRequestObject struct {
+	Params ListStatusQueuesParams
+}
+
+type ListStatusQueuesResponseObject interface {
+	VisitListStatusQueuesResponse(w http.ResponseWriter) error
+}
+
+type ListStatusQueues200JSONResponse StatusQueueList
+
+func (response ListStatusQueues200JSONResponse) VisitListStatusQueuesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListStatusQueues400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response ListStatusQueues400JSONResponse) VisitListStatusQueuesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListStatusQueues500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response ListStatusQueues500JSONResponse) VisitListStatusQueuesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetStatusQueueRequestObject struct {
+	Queue  QueuePath `json:"queue"`
+	Params GetStatusQueueParams
+}
+
+type GetStatusQueueResponseObject interface {
+	VisitGetStatusQueueResponse(w http.ResponseWriter) error
+}
+
+type GetStatusQueue200JSONResponse StatusQueueDetail
+
+func (response GetStatusQueue200JSONResponse) VisitGetStatusQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetStatusQueue400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response GetStatusQueue400JSONResponse) VisitGetStatusQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetStatusQueue404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response GetStatusQueue404JSONResponse) VisitGetStatusQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetStatusQueue500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response GetStatusQueue500JSONResponse) VisitGetStatusQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListStatusQueueMessagesRequestObject struct {
+	Queue  QueuePath `json:"queue"`
+	Params ListStatusQueueMessagesParams
+}
+
+type ListStatusQueueMessagesResponseObject interface {
+	VisitListStatusQueueMessagesResponse(w http.ResponseWriter) error
+}
+
+type ListStatusQueueMessages200JSONResponse []StatusQueueMessage
+
+func (response ListStatusQueueMessages200JSONResponse) VisitListStatusQueueMessagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListStatusQueueMessages400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response ListStatusQueueMessages400JSONResponse) VisitListStatusQueueMessagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListStatusQueueMessages404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response ListStatusQueueMessages404JSONResponse) VisitListStatusQueueMessagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListStatusQueueMessages500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response ListStatusQueueMessages500JSONResponse) VisitListStatusQueueMessagesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMaintenanceRequestObject struct {
+}
+
+type GetMaintenanceResponseObject interface {
+	VisitGetMaintenanceResponse(w http.ResponseWriter) error
+}
+
+type GetMaintenance200JSONResponse MaintenanceStatus
+
+func (response GetMaintenance200JSONResponse) VisitGetMaintenanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMaintenance500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response GetMaintenance500JSONResponse) VisitGetMaintenanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetMaintenanceRequestObject struct {
+	Body *SetMaintenanceJSONRequestBody
+}
+
+type SetMaintenanceResponseObject interface {
+	VisitSetMaintenanceResponse(w http.ResponseWriter) error
+}
+
+type SetMaintenance200JSONResponse MaintenanceSetResponse
+
+func (response SetMaintenance200JSONResponse) VisitSetMaintenanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetMaintenance400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response SetMaintenance400JSONResponse) VisitSetMaintenanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetMaintenance500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response SetMaintenance500JSONResponse) VisitSetMaintenanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPopMaintenanceRequestObject struct {
+}
+
+type GetPopMaintenanceResponseObject interface {
+	VisitGetPopMaintenanceResponse(w http.ResponseWriter) error
+}
+
+type GetPopMaintenance200JSONResponse PopMaintenanceStatus
+
+func (response GetPopMaintenance200JSONResponse) VisitGetPopMaintenanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPopMaintenance500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response GetPopMaintenance500JSONResponse) VisitGetPopMaintenanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetPopMaintenanceRequestObject struct {
+	Body *SetPopMaintenanceJSONRequestBody
+}
+
+type SetPopMaintenanceResponseObject interface {
+	VisitSetPopMaintenanceResponse(w http.ResponseWriter) error
+}
+
+type SetPopMaintenance200JSONResponse PopMaintenanceStatus
+
+func (response SetPopMaintenance200JSONResponse) VisitSetPopMaintenanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetPopMaintenance400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response SetPopMaintenance400JSONResponse) VisitSetPopMaintenanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetPopMaintenance500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response SetPopMaintenance500JSONResponse) VisitSetPopMaintenanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RecordTraceRequestObject struct {
 	Body *RecordTraceJSONRequestBody
 }
@@ -4944,6 +8700,119 @@ func (response ExecuteTransaction503JSONResponse) VisitExecuteTransactionRespons
 	return err
 }
 
+type GetLoginPageRequestObject struct {
+}
+
+type GetLoginPageResponseObject interface {
+	VisitGetLoginPageResponse(w http.ResponseWriter) error
+}
+
+type GetLoginPage200TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response GetLoginPage200TexthtmlResponse) VisitGetLoginPageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type GetLoginPage303ResponseHeaders struct {
+	Location string
+}
+
+type GetLoginPage303Response struct {
+	Headers GetLoginPage303ResponseHeaders
+}
+
+func (response GetLoginPage303Response) VisitGetLoginPageResponse(w http.ResponseWriter) error {
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
+	w.WriteHeader(303)
+	return nil
+}
+
+type EndSessionRequestObject struct {
+}
+
+type EndSessionResponseObject interface {
+	VisitEndSessionResponse(w http.ResponseWriter) error
+}
+
+type EndSession200JSONResponse struct {
+	Ok EndSession200JSONResponseBodyOk `json:"ok"`
+}
+
+func (response EndSession200JSONResponse) VisitEndSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetIdentityRequestObject struct {
+}
+
+type GetIdentityResponseObject interface {
+	VisitGetIdentityResponse(w http.ResponseWriter) error
+}
+
+type GetIdentity200JSONResponse Identity
+
+func (response GetIdentity200JSONResponse) VisitGetIdentityResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetIdentity401JSONResponse AuthRequired
+
+func (response GetIdentity401JSONResponse) VisitGetIdentityResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetIdentity500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response GetIdentity500JSONResponse) VisitGetIdentityResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetHealthRequestObject struct {
 }
 
@@ -4979,6 +8848,279 @@ func (response GetHealth503JSONResponse) VisitGetHealthResponse(w http.ResponseW
 	return err
 }
 
+type GetMetricsRequestObject struct {
+}
+
+type GetMetricsResponseObject interface {
+	VisitGetMetricsResponse(w http.ResponseWriter) error
+}
+
+type GetMetrics200JSONResponse MetricsSnapshot
+
+func (response GetMetrics200JSONResponse) VisitGetMetricsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPrometheusMetricsRequestObject struct {
+}
+
+type GetPrometheusMetricsResponseObject interface {
+	VisitGetPrometheusMetricsResponse(w http.ResponseWriter) error
+}
+
+type GetPrometheusMetrics200TextResponse string
+
+func (response GetPrometheusMetrics200TextResponse) VisitGetPrometheusMetricsResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(200)
+
+	_, err := w.Write([]byte(fmt.Sprint(response)))
+	return err
+}
+
+type CommitStreamCycleRequestObject struct {
+	Body *CommitStreamCycleJSONRequestBody
+}
+
+type CommitStreamCycleResponseObject interface {
+	VisitCommitStreamCycleResponse(w http.ResponseWriter) error
+}
+
+type CommitStreamCycle200JSONResponse StreamCycleResponse
+
+func (response CommitStreamCycle200JSONResponse) VisitCommitStreamCycleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CommitStreamCycle400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response CommitStreamCycle400JSONResponse) VisitCommitStreamCycleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CommitStreamCycle404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response CommitStreamCycle404JSONResponse) VisitCommitStreamCycleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CommitStreamCycle500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response CommitStreamCycle500JSONResponse) VisitCommitStreamCycleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CommitStreamCycle503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response CommitStreamCycle503JSONResponse) VisitCommitStreamCycleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterStreamQueryRequestObject struct {
+	Body *RegisterStreamQueryJSONRequestBody
+}
+
+type RegisterStreamQueryResponseObject interface {
+	VisitRegisterStreamQueryResponse(w http.ResponseWriter) error
+}
+
+type RegisterStreamQuery200JSONResponse StreamQueryResponse
+
+func (response RegisterStreamQuery200JSONResponse) VisitRegisterStreamQueryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterStreamQuery400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response RegisterStreamQuery400JSONResponse) VisitRegisterStreamQueryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterStreamQuery409JSONResponse StreamQueryConflict
+
+func (response RegisterStreamQuery409JSONResponse) VisitRegisterStreamQueryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterStreamQuery500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response RegisterStreamQuery500JSONResponse) VisitRegisterStreamQueryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterStreamQuery503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response RegisterStreamQuery503JSONResponse) VisitRegisterStreamQueryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetStreamStateRequestObject struct {
+	Body *GetStreamStateJSONRequestBody
+}
+
+type GetStreamStateResponseObject interface {
+	VisitGetStreamStateResponse(w http.ResponseWriter) error
+}
+
+type GetStreamState200JSONResponse StreamStateResponse
+
+func (response GetStreamState200JSONResponse) VisitGetStreamStateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetStreamState400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response GetStreamState400JSONResponse) VisitGetStreamStateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetStreamState404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response GetStreamState404JSONResponse) VisitGetStreamStateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetStreamState500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response GetStreamState500JSONResponse) VisitGetStreamStateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetStreamState503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response GetStreamState503JSONResponse) VisitGetStreamStateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// AckMessage Acknowledge one message.
@@ -4987,6 +9129,27 @@ type StrictServerInterface interface {
 	// AckBatch Acknowledge many messages in one transaction.
 	// (POST /api/v1/ack/batch)
 	AckBatch(ctx context.Context, request AckBatchRequestObject) (AckBatchResponseObject, error)
+	// GetPostgresStats A snapshot of PostgreSQL's statistics for the queen schema.
+	// (GET /api/v1/analytics/postgres-stats)
+	GetPostgresStats(ctx context.Context, request GetPostgresStatsRequestObject) (GetPostgresStatsResponseObject, error)
+	// GetQueueLag Pop lag per queue and bucket, newest bucket first, as a bare array.
+	// (GET /api/v1/analytics/queue-lag)
+	GetQueueLag(ctx context.Context, request GetQueueLagRequestObject) (GetQueueLagResponseObject, error)
+	// GetQueueOps Per-queue operation counts per bucket, oldest first.
+	// (GET /api/v1/analytics/queue-ops)
+	GetQueueOps(ctx context.Context, request GetQueueOpsRequestObject) (GetQueueOpsResponseObject, error)
+	// GetQueueParkedReplicas Parked long-polls per queue, bucket and broker.
+	// (GET /api/v1/analytics/queue-parked-replicas)
+	GetQueueParkedReplicas(ctx context.Context, request GetQueueParkedReplicasRequestObject) (GetQueueParkedReplicasResponseObject, error)
+	// GetRetentionAnalytics Messages deleted by retention and eviction per bucket, oldest first.
+	// (GET /api/v1/analytics/retention)
+	GetRetentionAnalytics(ctx context.Context, request GetRetentionAnalyticsRequestObject) (GetRetentionAnalyticsResponseObject, error)
+	// GetSystemMetrics Per-broker process gauges over time.
+	// (GET /api/v1/analytics/system-metrics)
+	GetSystemMetrics(ctx context.Context, request GetSystemMetricsRequestObject) (GetSystemMetricsResponseObject, error)
+	// GetWorkerMetrics Data-plane counters and broker gauges over time, summed over brokers.
+	// (GET /api/v1/analytics/worker-metrics)
+	GetWorkerMetrics(ctx context.Context, request GetWorkerMetricsRequestObject) (GetWorkerMetricsResponseObject, error)
 	// ConfigureQueue Create a queue or replace its options.
 	// (POST /api/v1/configure)
 	ConfigureQueue(ctx context.Context, request ConfigureQueueRequestObject) (ConfigureQueueResponseObject, error)
@@ -5029,6 +9192,27 @@ type StrictServerInterface interface {
 	// GetMessage One message with its payload, status, queue options and consumers.
 	// (GET /api/v1/messages/{partitionId}/{transactionId})
 	GetMessage(ctx context.Context, request GetMessageRequestObject) (GetMessageResponseObject, error)
+	// MoveMessageToDLQ Dead-letter a message for one consumer group and move the group past it.
+	// (POST /api/v1/messages/{partitionId}/{transactionId}/dlq)
+	MoveMessageToDLQ(ctx context.Context, request MoveMessageToDLQRequestObject) (MoveMessageToDLQResponseObject, error)
+	// RetryMessage Replay a dead-lettered message as a new push to its queue and partition.
+	// (POST /api/v1/messages/{partitionId}/{transactionId}/retry)
+	RetryMessage(ctx context.Context, request RetryMessageRequestObject) (RetryMessageResponseObject, error)
+	// MigrationReset Forget the last migration's outcome.
+	// (POST /api/v1/migration/reset)
+	MigrationReset(ctx context.Context, request MigrationResetRequestObject) (MigrationResetResponseObject, error)
+	// MigrationStart Copy the queen schema to a target database with pg_dump | pg_restore.
+	// (POST /api/v1/migration/start)
+	MigrationStart(ctx context.Context, request MigrationStartRequestObject) (MigrationStartResponseObject, error)
+	// MigrationStatus Progress of the migration started on this broker.
+	// (GET /api/v1/migration/status)
+	MigrationStatus(ctx context.Context, request MigrationStatusRequestObject) (MigrationStatusResponseObject, error)
+	// MigrationTestConnection Try to connect to a target PostgreSQL.
+	// (POST /api/v1/migration/test-connection)
+	MigrationTestConnection(ctx context.Context, request MigrationTestConnectionRequestObject) (MigrationTestConnectionResponseObject, error)
+	// MigrationValidate Compare row counts of the queen tables on this broker's database and a target.
+	// (POST /api/v1/migration/validate)
+	MigrationValidate(ctx context.Context, request MigrationValidateRequestObject) (MigrationValidateResponseObject, error)
 	// PopNamespaceTask Pop across every queue with the given namespace and/or task.
 	// (GET /api/v1/pop)
 	PopNamespaceTask(ctx context.Context, request PopNamespaceTaskRequestObject) (PopNamespaceTaskResponseObject, error)
@@ -5062,6 +9246,39 @@ type StrictServerInterface interface {
 	// ListTasks Non-empty queue tasks with their queue, partition and message counts.
 	// (GET /api/v1/resources/tasks)
 	ListTasks(ctx context.Context, request ListTasksRequestObject) (ListTasksResponseObject, error)
+	// RefreshStats Write this broker's in-memory metrics to the database now.
+	// (POST /api/v1/stats/refresh)
+	RefreshStats(ctx context.Context, request RefreshStatsRequestObject) (RefreshStatsResponseObject, error)
+	// GetStatus Dashboard time series and totals.
+	// (GET /api/v1/status)
+	GetStatus(ctx context.Context, request GetStatusRequestObject) (GetStatusResponseObject, error)
+	// GetStatusAnalytics Messages stored per interval, every interval of the window included.
+	// (GET /api/v1/status/analytics)
+	GetStatusAnalytics(ctx context.Context, request GetStatusAnalyticsRequestObject) (GetStatusAnalyticsResponseObject, error)
+	// GetBufferStatus This broker's disk spool.
+	// (GET /api/v1/status/buffers)
+	GetBufferStatus(ctx context.Context, request GetBufferStatusRequestObject) (GetBufferStatusResponseObject, error)
+	// ListStatusQueues Queues with live counts, newest first, one page.
+	// (GET /api/v1/status/queues)
+	ListStatusQueues(ctx context.Context, request ListStatusQueuesRequestObject) (ListStatusQueuesResponseObject, error)
+	// GetStatusQueue One queue with its configuration, a page of partitions and the queue's totals.
+	// (GET /api/v1/status/queues/{queue})
+	GetStatusQueue(ctx context.Context, request GetStatusQueueRequestObject) (GetStatusQueueResponseObject, error)
+	// ListStatusQueueMessages A queue's messages, newest first, as a bare array.
+	// (GET /api/v1/status/queues/{queue}/messages)
+	ListStatusQueueMessages(ctx context.Context, request ListStatusQueueMessagesRequestObject) (ListStatusQueueMessagesResponseObject, error)
+	// GetMaintenance The push maintenance switch, the pop one, and the disk spool's state.
+	// (GET /api/v1/system/maintenance)
+	GetMaintenance(ctx context.Context, request GetMaintenanceRequestObject) (GetMaintenanceResponseObject, error)
+	// SetMaintenance Turn push maintenance on or off.
+	// (POST /api/v1/system/maintenance)
+	SetMaintenance(ctx context.Context, request SetMaintenanceRequestObject) (SetMaintenanceResponseObject, error)
+	// GetPopMaintenance The pop maintenance switch.
+	// (GET /api/v1/system/maintenance/pop)
+	GetPopMaintenance(ctx context.Context, request GetPopMaintenanceRequestObject) (GetPopMaintenanceResponseObject, error)
+	// SetPopMaintenance Turn pop maintenance on or off.
+	// (POST /api/v1/system/maintenance/pop)
+	SetPopMaintenance(ctx context.Context, request SetPopMaintenanceRequestObject) (SetPopMaintenanceResponseObject, error)
 	// RecordTrace Record a processing event on a message.
 	// (POST /api/v1/traces)
 	RecordTrace(ctx context.Context, request RecordTraceRequestObject) (RecordTraceResponseObject, error)
@@ -5077,9 +9294,33 @@ type StrictServerInterface interface {
 	// ExecuteTransaction Apply acks and pushes atomically.
 	// (POST /api/v1/transaction)
 	ExecuteTransaction(ctx context.Context, request ExecuteTransactionRequestObject) (ExecuteTransactionResponseObject, error)
+	// GetLoginPage Where the dashboard sends a signed-out user.
+	// (GET /auth/login)
+	GetLoginPage(ctx context.Context, request GetLoginPageRequestObject) (GetLoginPageResponseObject, error)
+	// EndSession Always {"ok": true}: the broker has no session to end.
+	// (POST /auth/logout)
+	EndSession(ctx context.Context, request EndSessionRequestObject) (EndSessionResponseObject, error)
+	// GetIdentity Who the caller is, for the dashboard.
+	// (GET /auth/me)
+	GetIdentity(ctx context.Context, request GetIdentityRequestObject) (GetIdentityResponseObject, error)
 	// GetHealth Liveness and readiness; 503 when PostgreSQL is unreachable or the broker is draining.
 	// (GET /health)
 	GetHealth(ctx context.Context, request GetHealthRequestObject) (GetHealthResponseObject, error)
+	// GetMetrics This broker's counters since it started, as JSON.
+	// (GET /metrics)
+	GetMetrics(ctx context.Context, request GetMetricsRequestObject) (GetMetricsResponseObject, error)
+	// GetPrometheusMetrics Prometheus text exposition (format 0.0.4), always 200.
+	// (GET /metrics/prometheus)
+	GetPrometheusMetrics(ctx context.Context, request GetPrometheusMetricsRequestObject) (GetPrometheusMetricsResponseObject, error)
+	// CommitStreamCycle Commit one streaming cycle (state, sink pushes, source ack) atomically.
+	// (POST /streams/v1/cycle)
+	CommitStreamCycle(ctx context.Context, request CommitStreamCycleRequestObject) (CommitStreamCycleResponseObject, error)
+	// RegisterStreamQuery Register a streaming query, or resume it.
+	// (POST /streams/v1/queries)
+	RegisterStreamQuery(ctx context.Context, request RegisterStreamQueryRequestObject) (RegisterStreamQueryResponseObject, error)
+	// GetStreamState Read the state rows of one (query, source partition) shard.
+	// (POST /streams/v1/state/get)
+	GetStreamState(ctx context.Context, request GetStreamStateRequestObject) (GetStreamStateResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -5176,6 +9417,186 @@ func (sh *strictHandler) AckBatch(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(AckBatchResponseObject); ok {
 		if err := validResponse.VisitAckBatchResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetPostgresStats operation middleware
+func (sh *strictHandler) GetPostgresStats(w http.ResponseWriter, r *http.Request) {
+	var request GetPostgresStatsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetPostgresStats(ctx, request.(GetPostgresStatsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetPostgresStats")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetPostgresStatsResponseObject); ok {
+		if err := validResponse.VisitGetPostgresStatsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetQueueLag operation middleware
+func (sh *strictHandler) GetQueueLag(w http.ResponseWriter, r *http.Request, params GetQueueLagParams) {
+	var request GetQueueLagRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetQueueLag(ctx, request.(GetQueueLagRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetQueueLag")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetQueueLagResponseObject); ok {
+		if err := validResponse.VisitGetQueueLagResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetQueueOps operation middleware
+func (sh *strictHandler) GetQueueOps(w http.ResponseWriter, r *http.Request, params GetQueueOpsParams) {
+	var request GetQueueOpsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetQueueOps(ctx, request.(GetQueueOpsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetQueueOps")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetQueueOpsResponseObject); ok {
+		if err := validResponse.VisitGetQueueOpsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetQueueParkedReplicas operation middleware
+func (sh *strictHandler) GetQueueParkedReplicas(w http.ResponseWriter, r *http.Request, params GetQueueParkedReplicasParams) {
+	var request GetQueueParkedReplicasRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetQueueParkedReplicas(ctx, request.(GetQueueParkedReplicasRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetQueueParkedReplicas")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetQueueParkedReplicasResponseObject); ok {
+		if err := validResponse.VisitGetQueueParkedReplicasResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetRetentionAnalytics operation middleware
+func (sh *strictHandler) GetRetentionAnalytics(w http.ResponseWriter, r *http.Request, params GetRetentionAnalyticsParams) {
+	var request GetRetentionAnalyticsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetRetentionAnalytics(ctx, request.(GetRetentionAnalyticsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetRetentionAnalytics")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetRetentionAnalyticsResponseObject); ok {
+		if err := validResponse.VisitGetRetentionAnalyticsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetSystemMetrics operation middleware
+func (sh *strictHandler) GetSystemMetrics(w http.ResponseWriter, r *http.Request, params GetSystemMetricsParams) {
+	var request GetSystemMetricsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSystemMetrics(ctx, request.(GetSystemMetricsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSystemMetrics")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetSystemMetricsResponseObject); ok {
+		if err := validResponse.VisitGetSystemMetricsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetWorkerMetrics operation middleware
+func (sh *strictHandler) GetWorkerMetrics(w http.ResponseWriter, r *http.Request, params GetWorkerMetricsParams) {
+	var request GetWorkerMetricsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetWorkerMetrics(ctx, request.(GetWorkerMetricsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetWorkerMetrics")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetWorkerMetricsResponseObject); ok {
+		if err := validResponse.VisitGetWorkerMetricsResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -5582,6 +10003,221 @@ func (sh *strictHandler) GetMessage(w http.ResponseWriter, r *http.Request, part
 	}
 }
 
+// MoveMessageToDLQ operation middleware
+func (sh *strictHandler) MoveMessageToDLQ(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string) {
+	var request MoveMessageToDLQRequestObject
+
+	request.PartitionId = partitionId
+	request.TransactionId = transactionId
+
+	var body MoveMessageToDLQJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.MoveMessageToDLQ(ctx, request.(MoveMessageToDLQRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "MoveMessageToDLQ")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(MoveMessageToDLQResponseObject); ok {
+		if err := validResponse.VisitMoveMessageToDLQResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RetryMessage operation middleware
+func (sh *strictHandler) RetryMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string) {
+	var request RetryMessageRequestObject
+
+	request.PartitionId = partitionId
+	request.TransactionId = transactionId
+
+	var body RetryMessageJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RetryMessage(ctx, request.(RetryMessageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RetryMessage")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RetryMessageResponseObject); ok {
+		if err := validResponse.VisitRetryMessageResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// MigrationReset operation middleware
+func (sh *strictHandler) MigrationReset(w http.ResponseWriter, r *http.Request) {
+	var request MigrationResetRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.MigrationReset(ctx, request.(MigrationResetRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "MigrationReset")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(MigrationResetResponseObject); ok {
+		if err := validResponse.VisitMigrationResetResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// MigrationStart operation middleware
+func (sh *strictHandler) MigrationStart(w http.ResponseWriter, r *http.Request) {
+	var request MigrationStartRequestObject
+
+	var body MigrationStartJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.MigrationStart(ctx, request.(MigrationStartRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "MigrationStart")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(MigrationStartResponseObject); ok {
+		if err := validResponse.VisitMigrationStartResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// MigrationStatus operation middleware
+func (sh *strictHandler) MigrationStatus(w http.ResponseWriter, r *http.Request) {
+	var request MigrationStatusRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.MigrationStatus(ctx, request.(MigrationStatusRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "MigrationStatus")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(MigrationStatusResponseObject); ok {
+		if err := validResponse.VisitMigrationStatusResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// MigrationTestConnection operation middleware
+func (sh *strictHandler) MigrationTestConnection(w http.ResponseWriter, r *http.Request) {
+	var request MigrationTestConnectionRequestObject
+
+	var body MigrationTestConnectionJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.MigrationTestConnection(ctx, request.(MigrationTestConnectionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "MigrationTestConnection")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(MigrationTestConnectionResponseObject); ok {
+		if err := validResponse.VisitMigrationTestConnectionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// MigrationValidate operation middleware
+func (sh *strictHandler) MigrationValidate(w http.ResponseWriter, r *http.Request) {
+	var request MigrationValidateRequestObject
+
+	var body MigrationValidateJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.MigrationValidate(ctx, request.(MigrationValidateRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "MigrationValidate")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(MigrationValidateResponseObject); ok {
+		if err := validResponse.VisitMigrationValidateResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // PopNamespaceTask operation middleware
 func (sh *strictHandler) PopNamespaceTask(w http.ResponseWriter, r *http.Request, params PopNamespaceTaskParams) {
 	var request PopNamespaceTaskRequestObject
@@ -5870,6 +10506,296 @@ func (sh *strictHandler) ListTasks(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// RefreshStats operation middleware
+func (sh *strictHandler) RefreshStats(w http.ResponseWriter, r *http.Request) {
+	var request RefreshStatsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RefreshStats(ctx, request.(RefreshStatsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RefreshStats")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RefreshStatsResponseObject); ok {
+		if err := validResponse.VisitRefreshStatsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetStatus operation middleware
+func (sh *strictHandler) GetStatus(w http.ResponseWriter, r *http.Request, params GetStatusParams) {
+	var request GetStatusRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetStatus(ctx, request.(GetStatusRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetStatus")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetStatusResponseObject); ok {
+		if err := validResponse.VisitGetStatusResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetStatusAnalytics operation middleware
+func (sh *strictHandler) GetStatusAnalytics(w http.ResponseWriter, r *http.Request, params GetStatusAnalyticsParams) {
+	var request GetStatusAnalyticsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetStatusAnalytics(ctx, request.(GetStatusAnalyticsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetStatusAnalytics")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetStatusAnalyticsResponseObject); ok {
+		if err := validResponse.VisitGetStatusAnalyticsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetBufferStatus operation middleware
+func (sh *strictHandler) GetBufferStatus(w http.ResponseWriter, r *http.Request) {
+	var request GetBufferStatusRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetBufferStatus(ctx, request.(GetBufferStatusRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetBufferStatus")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetBufferStatusResponseObject); ok {
+		if err := validResponse.VisitGetBufferStatusResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListStatusQueues operation middleware
+func (sh *strictHandler) ListStatusQueues(w http.ResponseWriter, r *http.Request, params ListStatusQueuesParams) {
+	var request ListStatusQueuesRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListStatusQueues(ctx, request.(ListStatusQueuesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListStatusQueues")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListStatusQueuesResponseObject); ok {
+		if err := validResponse.VisitListStatusQueuesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetStatusQueue operation middleware
+func (sh *strictHandler) GetStatusQueue(w http.ResponseWriter, r *http.Request, queue QueuePath, params GetStatusQueueParams) {
+	var request GetStatusQueueRequestObject
+
+	request.Queue = queue
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetStatusQueue(ctx, request.(GetStatusQueueRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetStatusQueue")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetStatusQueueResponseObject); ok {
+		if err := validResponse.VisitGetStatusQueueResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListStatusQueueMessages operation middleware
+func (sh *strictHandler) ListStatusQueueMessages(w http.ResponseWriter, r *http.Request, queue QueuePath, params ListStatusQueueMessagesParams) {
+	var request ListStatusQueueMessagesRequestObject
+
+	request.Queue = queue
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListStatusQueueMessages(ctx, request.(ListStatusQueueMessagesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListStatusQueueMessages")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListStatusQueueMessagesResponseObject); ok {
+		if err := validResponse.VisitListStatusQueueMessagesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetMaintenance operation middleware
+func (sh *strictHandler) GetMaintenance(w http.ResponseWriter, r *http.Request) {
+	var request GetMaintenanceRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetMaintenance(ctx, request.(GetMaintenanceRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetMaintenance")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetMaintenanceResponseObject); ok {
+		if err := validResponse.VisitGetMaintenanceResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SetMaintenance operation middleware
+func (sh *strictHandler) SetMaintenance(w http.ResponseWriter, r *http.Request) {
+	var request SetMaintenanceRequestObject
+
+	var body SetMaintenanceJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SetMaintenance(ctx, request.(SetMaintenanceRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SetMaintenance")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SetMaintenanceResponseObject); ok {
+		if err := validResponse.VisitSetMaintenanceResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetPopMaintenance operation middleware
+func (sh *strictHandler) GetPopMaintenance(w http.ResponseWriter, r *http.Request) {
+	var request GetPopMaintenanceRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetPopMaintenance(ctx, request.(GetPopMaintenanceRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetPopMaintenance")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetPopMaintenanceResponseObject); ok {
+		if err := validResponse.VisitGetPopMaintenanceResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SetPopMaintenance operation middleware
+func (sh *strictHandler) SetPopMaintenance(w http.ResponseWriter, r *http.Request) {
+	var request SetPopMaintenanceRequestObject
+
+	var body SetPopMaintenanceJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SetPopMaintenance(ctx, request.(SetPopMaintenanceRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SetPopMaintenance")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SetPopMaintenanceResponseObject); ok {
+		if err := validResponse.VisitSetPopMaintenanceResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // RecordTrace operation middleware
 func (sh *strictHandler) RecordTrace(w http.ResponseWriter, r *http.Request) {
 	var request RecordTraceRequestObject
@@ -6012,6 +10938,78 @@ func (sh *strictHandler) ExecuteTransaction(w http.ResponseWriter, r *http.Reque
 	}
 }
 
+// GetLoginPage operation middleware
+func (sh *strictHandler) GetLoginPage(w http.ResponseWriter, r *http.Request) {
+	var request GetLoginPageRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetLoginPage(ctx, request.(GetLoginPageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetLoginPage")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetLoginPageResponseObject); ok {
+		if err := validResponse.VisitGetLoginPageResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// EndSession operation middleware
+func (sh *strictHandler) EndSession(w http.ResponseWriter, r *http.Request) {
+	var request EndSessionRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.EndSession(ctx, request.(EndSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EndSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(EndSessionResponseObject); ok {
+		if err := validResponse.VisitEndSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetIdentity operation middleware
+func (sh *strictHandler) GetIdentity(w http.ResponseWriter, r *http.Request) {
+	var request GetIdentityRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetIdentity(ctx, request.(GetIdentityRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetIdentity")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetIdentityResponseObject); ok {
+		if err := validResponse.VisitGetIdentityResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetHealth operation middleware
 func (sh *strictHandler) GetHealth(w http.ResponseWriter, r *http.Request) {
 	var request GetHealthRequestObject
@@ -6036,183 +11034,518 @@ func (sh *strictHandler) GetHealth(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// GetMetrics operation middleware
+func (sh *strictHandler) GetMetrics(w http.ResponseWriter, r *http.Request) {
+	var request GetMetricsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetMetrics(ctx, request.(GetMetricsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetMetrics")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetMetricsResponseObject); ok {
+		if err := validResponse.VisitGetMetricsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetPrometheusMetrics operation middleware
+func (sh *strictHandler) GetPrometheusMetrics(w http.ResponseWriter, r *http.Request) {
+	var request GetPrometheusMetricsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetPrometheusMetrics(ctx, request.(GetPrometheusMetricsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetPrometheusMetrics")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetPrometheusMetricsResponseObject); ok {
+		if err := validResponse.VisitGetPrometheusMetricsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CommitStreamCycle operation middleware
+func (sh *strictHandler) CommitStreamCycle(w http.ResponseWriter, r *http.Request) {
+	var request CommitStreamCycleRequestObject
+
+	var body CommitStreamCycleJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CommitStreamCycle(ctx, request.(CommitStreamCycleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CommitStreamCycle")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CommitStreamCycleResponseObject); ok {
+		if err := validResponse.VisitCommitStreamCycleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RegisterStreamQuery operation middleware
+func (sh *strictHandler) RegisterStreamQuery(w http.ResponseWriter, r *http.Request) {
+	var request RegisterStreamQueryRequestObject
+
+	var body RegisterStreamQueryJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RegisterStreamQuery(ctx, request.(RegisterStreamQueryRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RegisterStreamQuery")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RegisterStreamQueryResponseObject); ok {
+		if err := validResponse.VisitRegisterStreamQueryResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetStreamState operation middleware
+func (sh *strictHandler) GetStreamState(w http.ResponseWriter, r *http.Request) {
+	var request GetStreamStateRequestObject
+
+	var body GetStreamStateJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetStreamState(ctx, request.(GetStreamStateRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetStreamState")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetStreamStateResponseObject); ok {
+		if err := validResponse.VisitGetStreamStateResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3/c9u4kue/gtJt1dq3tKx8rffsurryZDJv5zZfnNipV7WjXAiTkIQ1BTAAaEUv5//9Cg2ABCiQomw5",
-	"k+zLLzORSeJLo7vR6P6g++so48uSM8KUHJ18HZVY4CVRRMCvs0rxs+xa/zMnMhO0VJSz0cloyW8IUguC",
-	"skpILhBnKCcFvSFijTDLkcLXBDGOCoIlQQdYHS25VEecZeRwlIyobuNzRcR6lIwYXpLRyQjbvpKRzBZk",
-	"iXWnal3qR1ecFwSz0e1tMvoFq2yxOSA9Ft0FWhIp8ZxIpDgSRFWCoYOczHBVKPSoq+8raNTveYm/0GW1",
-	"HJ08mkwmyWhJmf2ZuEFRpsicCBjUC85ktSTib4JXZXxwc/0IrRZc1kTThDIEwoKgSpL8FJFlqdZIP7yS",
-	"hOnpYCZR+unTuw8vP7z89Prtry8/fUo7ppEFw/Cn8y+CzEYno/9x3Kz2sXkqj9/CMHHxRjeiZ/MrKYgi",
-	"r4nCOVZ4czq4kFwvN1GGB2Bq/yqRrK7q15BUWChUcsqUbFZAiaqTAfKw2y18AHM8xwp4AZor9Y+6tbml",
-	"gSCfKypIPjrRfQ+lSU2LcywU1RPq6ap07+yxO7lJ9qzAdImqUnO2WlCJlpitUd25RJQhzggqeTmA5Zvv",
-	"7sH37ypSkR7KfNbP70+VC4+xfhN8uUmblPFVCmKDLumSSIWX5SlaUSYRvyEiYM3XPCcdRJHtjlqkeUXY",
-	"XE/2+dOaHFIJyuYbw4RONoa5WhBBEEa6u9yqBBAUqTUobhYTUYUWWGoVapXFjIsTlOKiSNGBFrorMqeM",
-	"UTY/RFxMWcrIKkUHjK9Okf73EWfFOkVUIswQLiiWh2N0uSBoRoVUKCcZlbqfGdDMjYRm13I8ZQOoY4nY",
-	"UIcwzSZ/jEbJCBeF/oiszH9hKKOPMYrpteKV2iRUwdn8qORFgXKC84Iyorl7SYuCSpJxlns65clkMpl0",
-	"sbmyPUR5/Ln+0ufySZTL/45p7xArpmiBsNt6EBaC3hCp2TG1/aeoxFIS2THKle6hV+HdaiGSJWe6kZOv",
-	"o19w/p58roiEkWWcKcLgn7gsC5phPcjj/5J6pF8HittLIbgwXbU2e1zMuNAcywWi7AYXNEeUlZU6RYyr",
-	"BWVztMISZQvM5iQf3SajN1z9xiuWP/zgGEeyyhZIEMkrkRHd+zkv3/7H3ro+5+V7S/oodazBoTu+IOKG",
-	"CDPWB595xciXkmSK5GiGaVEJcgrbMdEfIJoj2KdxWRIsYHMAtSH4NRGo4HM93g8M32Ba4KuCPPx4z7lU",
-	"c0Eu3r3SaqliguBsobvWbOWNjUokF5VSmq1yvmKn2o4TaxBF2wnYptk12IK/KwIbQil4SYSiRj6yfouM",
-	"zhkX2t7S/SpeHhXkhhQo+AoBDczCErekrCosucxO1tJpyQgMut/z1obx+NmzZPu3tfo33/dR+cOH33/V",
-	"n0iFVQUzxkXxdjY6+aP/u7Ps+sJ8cvuxPaLbZKQEZhJnzRjac1hS5n4/imn0Zqf/o9VYOL1mO+BX/0Uy",
-	"pefiVtRTbOGi4uya8VVB8vnSnVeoIku5jVgBq9wmelK/m++MlWNHgoXAa/18g3mG0TY0pDfJ2yJPezYd",
-	"JOmkxgON8iezfytmf09kVUQWNi8+x2yAXRaGspx88RqpzRm7Zu8J/C+P91OPHXhkSH9g6A9+W1ZZRqSM",
-	"d76xKv10NzNNNujv+nBU88fYnmGbKAksQceqXdRM6ExezXn66Bp2q/fkui09Zr2HfYxQ44yt/8/F2zeR",
-	"czZbI/0E3eCiIgmSSu9Z4DYwng2So6u1ImDE63+MNsXuy9GcH9ku9T4+fo9Xr43FMjKOixmdV4J0ahlt",
-	"ocoSZ+ROQs7L+jA7TGThRPnWfhWVWnOmHHR0TEYKy+s7DLzFY6bLGD949LMWYkxNm1c6hC0gcB8Bh5Lt",
-	"PZG8uDF2eEvJxuW2+0nHV46q/VTzJt40Fw4pqT0EDRVs883UO+je7H3GX9W7AuFGuTEh43rKQ+/Lpupc",
-	"Wt+U6bBjPQNVuIvqa5Gv0SRtt97maDeHtpVo79zKh7QqAxLU1lX4UoGlso3lZ2q4pXCWKXpD4mTjs5kk",
-	"6hWex0nf+NiiDEmX5BWeXxjXQLwFxRUu3Kjjr6y4uCbCMP1uGsJ3AdatJG1CtQfhz3pjEiHNYusZmq1d",
-	"IxogQBfVconFenOhl/jLpRlVl0Asr2yoYPMh65KBZmh/p2rR2fgWQVJYEX8XvlCwXMnoFZ7P9UvJ6FeC",
-	"8+iW63uyXgiC1WA+lhEf304f1e7JQV8qXtIsFMXNd1qnF+CxDqq2mIQZ68f2EppIbm1j6+V1kvhM4pYl",
-	"ifoKo1ToWowY0+r1fEWUIuIuSj7zF3pzC7Chjt7zhLXUnCnuDKkhK2nMwY7Oad4R0bIeRap1Rbcc9UtZ",
-	"xyZeCp5XGREX1dVwEz/aEpi2L3jFVIfmFTgjg7Tq7tZ/HjH94xaGr6LbO2qwmsGELGOE5PJ5yVvZfpY9",
-	"t5zS0rDOezjUl+HJQET2SzynDDueaO3adEk7VshsQwMUhmmj/iC6K2nNsMnOgq8kWmKVgbtYQSSiUEbB",
-	"bOm0ppFrPJhnbAy1BzakQH1+7mcq81qs3X8nuDDBrtaJHSt8hSUJT4WMgXdW8xCVzc/ohgSO486NLjxv",
-	"LmAU61Eyqljz71xgyvQ3sfZviJBdisLYK59oPmD97WCSZsYxMmkrRmEVsRzxDWxLMy6WWI1ORjmvzKZt",
-	"22CV3nSsj27omySnmA19mQ57s+2ru4GdzvRkWjFD7Ji+NkDOffUc36w+zTt3qwLPPy14ZYyrARPTpuYn",
-	"227+CQ+zZowYfyq6TDBe5ESqTxXbteFa2YZsFXuh00wExd39WJvLeuSfZJ/VHzB3G8awwmuJ9FxO/fhD",
-	"zolEjCskSMZFjkwTcrSr16C1yMGENgjQIpk/8GCZIvP2eaVjySLsEWVcfeB4+UURlnf6gzxq13HUvzx/",
-	"OgAs0N9d1+F9uM+TfCmpIHKXA2mHaQTPPtn2hrI8I6uXO41AEEZWXUfR4X4CNxHf9+iabo3Kp1FkljGW",
-	"sEYRGEMRfZ4HFnnk2E5Yrqe7IXxavtZEuYhbjq7WIIMgI0dLnltYUYIKIiUqBddTM8e6SDfN46gdXbEj",
-	"nF2THAAWiM9QQW+CvoAWMtp2hz1jnbE13OxAEoKOcUmPbx4du2C0PG7OTofbDZ3aurFUCyaW+MTuWapt",
-	"3rBlc2jZ+cywT8d9w62hvd625t14e6esMC22nAn7HFrZplvIm1hh9NQust2xa8WP31njD2p1td3r88DH",
-	"2pDnZ4IvQUq1dgEUEc6PCuBIJPhqNCAg0GEOUPmSZWJdqj2uwdK6Z/qmbqcKHoqtvvh7nrfxuuA432Ex",
-	"9ndChycmVhE5F2rSXtKAYQPdSrmgah1/CkflX0mB+56/6j55KlUMOXbWQwxaDLo3bXnjjQnPZx+wuMWR",
-	"sSfe9zf1+ig3gCdd5Loz3PJdOFbODd4z5mSJhHTq46MThtq94iuAZmJ9bpc+n01LW4QCYDVD0t4eejYY",
-	"5+kNBeeqkubTHt+X0+2/rJtNaPOtBZYQj3H9RDZX+EvjA3AEvwJyLtZXAlaMcUbiUEt/cYPukvY87Nc9",
-	"5NiTK8sxuo0+RPa2O6jwPg/YAsvXXJDYdQZBGlMOvFQIz7RoA9C6NCwW2ZX271JL6lHu4Fyrhw4ov40R",
-	"D3CsWZEY6F8LVZTHlh2Wq4+Q0IrzU9E2YxtF1eKKmNQ1/cbNuF/WPSHAbjmMn991a+GnMYr0W2G055wZ",
-	"GDWbR5f2IQVxA+QMNO0Qc/TB7Jr9Wilucw4pAY+O/Tl3fN1rrMArF3fbhH/u3W7v9qmYeOLYvW2HSxNu",
-	"4wNOPJaol8Iy8M6+VNuf9eTc+4x0Q5j65DbkobIOtAFf347h3MCDuZsHEhjBG25tbW24Jn1vo0etcNjb",
-	"1uYVjTkMoYWdjQKz2NtADrbt2MAccKDl8zX6NPFu2nBRw76PzD0YPdsT9Ojo8bNnKFtggTNFhER8htI/",
-	"zo7+Ex/9Y3L010/jo49pgsiXjJRqytJxCsC8dDw2F3TWKMOMcYWuCMJ5LoiUJNf7M0Yf3r9CJVaLw6mN",
-	"IvSATkusN0o99P974HV+9DEcyf/8f3+MP259Pm799d8O/yWmSd844Y8vaK0bhi9q3WKnrRfxjNg+uhY3",
-	"aK/XGB3Abta/OXyrlD07jByIvHAK1n6UhHfy6hnECBCAuCNcrv+eaNY290ln9oaFvTIV4boH5rP/HWW0",
-	"tzdE3FCyiiHMIo6KxqTuW9E6+GhjRMPfbysX42/oCXX7TNbelJzBG2WTbW5zix3e5lLf5gjvcWbfzxPt",
-	"2/MNzrnfPR2qjR6E386iZWwTeTbv8GBpA6YLFLgQvJovyiqi5yibE6lIfk6EweQNjMRaSu364Qauvd17",
-	"tOXoIdGHmA1ANm+oHm+pHPUS/7BoA5EN7fw+vdWIDe78z0eoeHe651EIrD/C3puBzZsbDDxoX6xH0uMD",
-	"6RRZbZxVLMMdPvNuPGhzzG8a2Hrk3xjqps7rD0RsUXldR+QA1dva5uZEG2V6YzNRb2TVlXPlJGiCVgvC",
-	"ELjFYh7ZAktlTYCzHZENcfvg/vFOyo5mBZ0vFKIsK6qc5ANCnh3qMn7AGLgH0E70nH98CwiY7BDCDNY2",
-	"ynHevds7wD29AH+4FMYkWlG1QE3Okc3o0a7ezHNeliT37tZsYvPuFz5y8vuiwLQTwt697He5eRBb/dCR",
-	"0KAP2phKb7/YHHvHensEvC/AN1zzD5cvzIovaSZ4g5y5ry+gz7G3bSF/onYDB1XjPNqKuA1Z0GdOx7Dd",
-	"bOlNO8qEley4UR4cDDtuk0tCUH3taWOx73g/N+zLHuEgv1H6q/mR7iW+3HVDHl8Thurwp+LXhJlkPwgy",
-	"0ozueidvKA09Rmwfcz98+P3X5pgb8YQHx9rJ0V/x0ezs6LePX/9ye+T/fLrLz0ePbzvOsxtisOnOz0le",
-	"leiarBFlkuYk9OWfojlhRGhGN4ZLKx1U5OB+15uLmtE7QX5X1WxGxGsDwW0RPctIqew1VLtouj37iRz+",
-	"Rb2rDttenWBuvb/fVjbwZjcJ4newu6DivVer7ZY3UGnatwd5du1FXpsuxu6Rv/96wfA12WFTGeZF3hqj",
-	"6b2UFQYE4X1Q6pVJKGICzppXfO/Bx6TLY073swMFb0RBySGJL732HJk7bp6HgRGgTYzbIOK+DZyX990s",
-	"JV+o7HzYB+vrWs7WhFznzTbqeuyZTwfy7i7h0E6o94Neke6O0OmjzF0wr1scWfc+I/bDVLec6qJ+gOa0",
-	"1uvEi5lxFsMYCRj6Fptbo5qqnRwVjzkMutfUomZVFHYThbSUQEXIU4XlNcnRDJJCbAdt7dPz1PgwB+15",
-	"QJAhrqFIsPyul61qj+BAKEiQsGHzrA2kN6uPCjJTiFcKTEqJqJJeQKLDf/6eKMLA7eTdO+hJ1+Zz8LuW",
-	"2vO0ZU4KvCb5eQ9u3OWZa/K6rbAe8hWZcUGadKcHkHtuy5iKz2czBRbVe6IEJR0QamIwcJSzl0xzZR8Y",
-	"1iE246M+eGJy4nXe0YiOc4m/XNB/RJo9mBza9CMJXI0hbMZFBnvF1hb/jqnSgx28gj7idHMYCzpfEIEs",
-	"k2NBEFyey21mw6s1qnXRsdZEqOSl9CnxaNJO+3dU/ykKYDUM2LsiYmc2DYGzLTiXRAd6SIenluhbyRzC",
-	"bFtEe3LYP/1oixaY28Vdz3cZ3YqynK9+AauvT9CaoPyykhA5/1xRou4gcrdbNFVtAHRH7mKaZ5/a5ttq",
-	"iV5ZHyq2dwCH31F2vhnQfJM5t9lPDYxpGCrd0dnh09scE133GM+0hhohXNLDvZHViHFSdOk79/07xoI6",
-	"7P97YTbucHDYaqj3MvewJEhbbOQyDoobDgS5xPK6A3flot6DTE3dzlBwjmm5azT7h+TcBxkwbJXsatwB",
-	"iBOkcwn3td8v3h795fnkETpG7397gZ48efLXxAQhuID/a1N4JoyTARfI7oOn9TOM/sEZQdRlgf9w+WLK",
-	"Ds7XasHZv0qU5lgRRZdkTCU38IKDwxTxGSSYpjcE6YeHY3SG9JsIF7o105Q2ZJc0ZxBn/HD5YtyGoj1/",
-	"GiLRJhGfC2D03uAleXljs8b+kMhM54e7gwP9G9xyvytsdJu7aw/I0lYXG1fY74c87b8t31607UjVkFv3",
-	"C/3oOIgDASTKsBBrdxB3KZfi8bYdFHYofAORsoOP9XXzD0SojvlHOH0QES4UHkgD28PuhIAuoqnwPklC",
-	"WK9qybaEWbe/MOxCsfdu2HJ7KIk38M5Zf/vMw3fR95dW3X+LBMTKMUMszAWibWpQFFRCmgHHaztmZf1m",
-	"iYktxTs4wH32tiSilvVW3Y2ykovUOvRSkNkUHRT0mqBj/egQQXEggmYFVkg/RwcpaPY0QWk9FPMDNHma",
-	"TFkajFk/tDHg9PAUpTi7dj0azyYpckDnH+Ps2hgy312i7IeKde4pBfduJYLuJDq7W1c7gQr2nxq8C/zy",
-	"J0MKtsT/N28KazEcJSOcXW+/GNx58dfTBp27AndqYqf9e1PJRJh+SZn7vSkBbgKvTA6XYfiDZLAp3SKR",
-	"N8uthNqa0ygCypJVoe5EQItkiBwF9pm1pTvNuhv6dqr8CUnvA2TGzqC7oaCH/ebLaUR5YAZ8c9ByfcbW",
-	"AZQxmO+1DtujCososFtYlhnflMozlAteHlGGBCkLnJElYaq+qPSuIoSh1+9sTrYxulxQiWa0IIiabV9S",
-	"Ni8IMnmWAAYuKrXQDUyZiToKXimSIGH0lf6HkUfQAxiIhEzZl4P0y9Fn3eOR+XN6gsrqqqCZ/gjnUMAq",
-	"mbKVoIqYH+bv8IcE4XxJmS2vZRI5IqmqK1n3jaBkEmgNUx1xQczojk1/Uwa5ixFlaE7YMQS1GiAYQO+o",
-	"Gk/ZlL3g7MY4cTUVsEILXkAoG3lzPpmyIwQpME18LP06NVI0HZ2g6Wg8Hk9Ht+kYva7rOuktN0FLCo5m",
-	"v8qTMa4SY8iaUmqPnz2bMhRcjBSIVwrQbO0LkjBdqK7oPtcKHQxBiTCTKyLQ08kEXjPlo3TbtqiU9VxB",
-	"nklX4sh+JNGzL1+Q5IYIWUHhoA1+91NElWYS4AKEkaSF5iwrFmNNm9ppZ+hTO+ooQzVQWBvxighcoPQ/",
-	"01MoqpfWLtoUirP5WGJo9xyrBWoqaELjH96/OspJxnOSwzsvvyiBG168JmuJlnhtr4mS3FBJ0SU5redl",
-	"Ni1UsWvGVwy+MXauokrrw5ERF80Gf+MjL9vnaDJ+NJ4YkAxhuKSjk9GT8WT8BM4BagGaySUtw6bQZ8ll",
-	"JIiY1pGFFB1wgVJLz/QQLfmNNcVdIUhbsg7qFDZJjA/Milzh7HqFRS4P9apPmTBVN0wLLsVBZoCRqwUv",
-	"oKBhSSwbQUW77JrkY5Qa7FiKIi2AGtBkrmOGpkhbDaf5V4nSJmYDhfIqSXJUlYl+iXmzcuM305kyP/OP",
-	"AZVo7jX13bScojQvPqd+giCJsIJJndpOY2MeT9kZmtMbwlBqjfq0joO2qCsIUwmCAmB6F7ANoHMijuCM",
-	"xSuV8aUNj1M2Zfr7x5MJuuL52rBObcfovWd0ll37qXRAa/3C8/XeqoJ5hYxuww3MWtxBdbvHk8lOPQ+t",
-	"AtVlI20WK9NnVlG//dSMJ9Z6Pe5jryTfbTJ6NuQTv14cfPNk+zd+zTYoiebiLXoRbUEpgoyrH1Z0DOGm",
-	"ubQ1p7RhEG53o5NRs51Bm55KOL5yBXfjiuF3o8q1ZoZyaXDH3b9dnxORuPtZTpQAqqHVey3DwLZOa0+Z",
-	"vKZG5tdaEWMtar4GMkxurn5JvCR+4UzW/DXDRXFiJEw3MWXwndtBnAo7QTNcSGL2KiobpUFysxWAlwHG",
-	"qclq9vm6ZtyUpYF/IXVl47S+MJuy7nWMzhyaG3iuGcUfH9MOifzFViV+IHkMaq39YEKJSiKArolecKhF",
-	"aVjtx5RWqOTrJ3HSM/XOB/cQ4eYqRacIn6FZVRTODj9BcdCeKTkFbO0h98bIlGyQzdZq5EjJKavvp3jy",
-	"CYhMa2mOUVrHxNPjVGF5naK6VDS38mLOEjImJHX5pXdeoeF9i8pGjawHkJWB/XdXIQWdZ1LSuhWvvSk/",
-	"hjwYPkI2Q4s+VFiGBHazAGJfEBrO3k0cvFQvsFZzEpUJkwtGNyPrQQHzUnPq0n9tqt9rgeUzGKpXkZsL",
-	"OCjgKQtqo2tDnarTKLhb70Dtcu96p2wkqKkmv8ByypoS0ZxZ+HilDw1wbDQFp73687wqclubXcGzAz3k",
-	"YHT67JFMGSmk+bKpND1Gqa0Kk7peTNfSd+a7KjGpTwlzppoyZwGUWMIIbAMJSl1FmdRc6AYQNSrwHGkW",
-	"ceeipsUEpU3hmdRYuFAqhTkgRetueJMRvTaMUArlasD6T23W/hThK35D0JPJZMpsSwkCYqSmxFBq2KAh",
-	"KhxrXOPu3V8JzqMb+yta14RymSe/xUYbLfg0YM91foXV3dRCIOJv9f7NV7B5HzhJdPfeQRAODaNonizw",
-	"PNH2n6ExnMnglZYKCKS5UxFACfIePXBc2KJRjT7YXLV2XQeLFLKnfQg5dMBl61Llz7srlS8pC6p/efXK",
-	"+4CuH78F82xUtBjAOMbshu88sf1m+1HAeAeWx+pxHKISUyHRasFlj4bQikE/FEgtsDZbvCVK0IoLqexZ",
-	"5kGY8iv8/7a5GLbJl+ZC2YvWJecWV8bI1rxyDF9BMsDbZOvLpsPXttzg6N78N1hnta7OdXCc9Xz8OWxm",
-	"hqjtgkC31R4xqbdo/zbSgTWVgw1YHu7KTeCA1uOPmjIX+igM5ZewRB2sloBOrsUDTqvO3WgUcH1e/Xqb",
-	"Jrol8IUJMiOCsCwonhLb9f5G1N6Y9L4sh/Ocmnj2eRCCGsyK5rSxecdgkyWv3Eoz/Gcx5dkGE2qm04ZV",
-	"sOQJuiZr43FpRvygau3YwG2Pv8L/d9Vyv/EaP/+A2u5dnSf1p2p8eNWoD1F3svGsAtyZ57zyLMdf63/f",
-	"HktCglhIyI0XhFwH9D8P0+N8F8zoJTnbh87cORcPrOprfkPyS75bYq03vVDpu1RWTkZVmQ/Mk9Zddrmv",
-	"frxrvz3xjwP2iPvL5tPJ0+2fvOHqN16xfA/CrGcXC/hZEW5cFXDKNwZPWC/pThvLVm9Ol5S3xbkV2lT8",
-	"JctPkObL1Mb9Ogd+itI61aF72cY5C+xFOLCaMi7czUWqIGi64U2BnlO0okwap8IVVwsT/qc3hI3RBwZY",
-	"SgAMOFMrmTLPsRJ4g2zQW1MLxoYU54nZ7020UTdtQ495zEzbUG3fTKN9vLvztnXvyb+R04udql8EYPpL",
-	"1qUeIhK8X+/vrsq1Wf4PG3pteAFtQq4vu2a9DbqExZyoXUpZ30nLNkPc7DJGhX86bWs0lBdtnTlX9QMr",
-	"WP+82m0omXVpeR69D+97BtyHuuiszT5QdWwwdqy5j9+hEmFkddmTKDiBis29+uUuGSXb4h6MIuzz20jz",
-	"PYXzBYDWNuIsEGGBM423VVNl9mgoLYtztCZqT2JqwbOdnuumaHjEZx1zRrsEUMMOowaEr/f7WFvtJd9H",
-	"m37Ox13ba2MKirUDFxqclvBLP9kk8LExzARfDu4+0BhDxmAtx22DUPyuQ4i15lIYNQ26BD0njwCH7ycR",
-	"2VbwN95FXeYq0seWpCQP6lBpFervQJ+U9obWn+FAqeGEXtnZxJUjdPDYjWiEVg3DXXVwMjj+avGHt8cE",
-	"qjN3n50uiDJHEEAirrUBQizc0mETIUkoRMwpm3vQRsU1p+ufCjG+Qv+GUhsvS6esjpg9nxwa6JRtjYva",
-	"L22Qnl1ortjpxtSahnsiHWqwNCWRnDjUWWTDrToIzu10Ne/jw0BUIoW7b62J8UDiEqvd/Z3sz/dGophp",
-	"WUaGStGG1SwYkEpEc1/E4Oku27WfCSMasknNnRKbzMG+foJSr3aeRSHgdiFS4yewMK1TbYF4eZWmDAwP",
-	"2G9soqwcHVxV8hC5OJAPswQctiFD6+wBaOccUWXgDlOW2hSC6SniakHEikoStFVjJjzAy2ZjaZMt3nwy",
-	"ZQbNj5fcXqCva3nXeDkgUrSitwNjuMEZ7KZJozNlVKJUb+IpOoBU+5LekKTGn2l1v+CVQHjOD52PR/OF",
-	"hZUsKasUgH5SxdM6xj9ljK8AKcNzkiKzrlcWH+dMoRqb0nLk2Cx9SJKCZGpsQTEpotIAXEytEP1xtOIj",
-	"xOUsAFbvCwJtxOcOALejNTGs65SZYpcWF5Rh5uHuDZ0OT1Ha3JEf2+qUKVKkKMBrpZcbYcTIFwWjmDJI",
-	"Gyq7wC+vg8Tw39IS3Z/V6KfyifXEWgiObUmbN+4sFhSbimNMpl19eGPYqauoHWmL/N23nToZbtPS3mqD",
-	"dvV5H0N8vzb1sIunO52R7rgOPZb84//mlrxfpPi7M+MvgmiCrC8YUIGM6DQWPaSzPGAc2avzIS7Ez0o1",
-	"0Lh3n3ihTm3jfw0uorbi8C1UbLHCa4keTyanzQ2wjZ2gyZcqkc0pPd7YCVyw3F062m6Nh4krui3y7dkI",
-	"ao4OO2jfbd6r0f+wzP4jIQDCgFoD+PQNWbglK3BmgEu78b21t5O4O+xvRP1kun0xHSR/72C2ZZPP5gcI",
-	"srxt7ss1HGkVb1KrZns1wcD0zKVlZ9HfUzeXvOw8DV7AacC7YeNwq7UFiMjnChfSv06DDuDEBXFkuGlr",
-	"v4GUyOb1KbNXbvxXk8YrY+80QNWXFUdXRB8bHH/aa7JXZIFviEQuTD1l5gy2ojlc3DWwfVwUdpPzAfx+",
-	"JmfkMmG6u4EvcbZwKzJlGRaC2pzhNn9Q7Hhxzsu6NOylzbC5/YjxpxvSW8Je5h7ggBf/jqka8p62Wnk1",
-	"6NUQDDDggzNbUm3Aq34s8DXPya7f/Kbt/l2gULITB9WvNs55+fY/tJJ5bLTSRtkGk2afuwzVP46r65yX",
-	"CGeCSxlWSXDXXs199EbPYJYfcwFKxFd4Wnvt4P8qeWkgOj72M6r6oF6cRFUJ5a4a5ZGGnhOXCKM2q+vr",
-	"RaHfKgEADONqygwGxpXYcBjnHF7glbKKjwrrBUGmZs0pSuE+dIoyXAbpAaSl45RpZWe+Xo7RWVEYDzjJ",
-	"/SHLBfTDrJ/q97xDm90N4roTUPCndvmpXR5Qu8A1RMzWiBR0Tq8Kz+d5IA87ECv31ScNrteH9XZqmcs6",
-	"meAGOtklJAm9tehAi279cgCkh1/w+eGUaY3iLk5bJWb1R6M2bLC5ravG6CVoZFsCzhzdXLhryh5Pnho1",
-	"zThk9Tip42L1/VkP22+msSCFSanAwEdfTyCpXeJGyyF9HrkhiUvE4zhPL3GCCs7mRyXXJp2R9AQMvSWm",
-	"+miBWUY6lNndYdL3QT7/1ID304A/ddqGTjPxlS/KpiQCFRcAn++jyyrZk23lna16wwJrQtsSNjeVVlXG",
-	"c6gbsseoRjdpe85mf6/1z5QtOeOKM5ohqWnLsjrS5BWppEwSAZEjz2WRIMmbuiyQgQNRiTK+XFJAQOdE",
-	"jNEZCrwcCBd68jW02kasDMLTG2wd2q9rB6ag8kwsjAs6pwwXzV3N3ECd9Yi4nhgSpCRY+ZOAtDAuK9uB",
-	"CblpYq0ok4djyK9m0ysB/Sxi2kxHU1fxufFymhul9snhqVn+SkJ+qnbyjilLvVKrKTKpmeqKqrjSJ2kF",
-	"E8xNfVWI0Gpb0xbVNLlp0rosZ6qHNWWxAENU91Zy4UXdHgKB4JcTHQRufLT/W8pePc9/tmQyeuqNSCtu",
-	"fDcCLbmofUah0ghUlNY5MR3VZDwMdJQgJu2iPK5PhrIXf/imee0B3ZJ1L1AQJX4bs/H13N9n+IazI2Od",
-	"NTcmzSz9sA48SwK11ji/TRYNfy1q2u7gPGzWg98QcUPJqhtZ4pikzuARuuPlSYOW0Lpspc/W0TwlDspa",
-	"J77QZ2ppvzCgjSbOiw5mBYd+sEITgBR4QI8A1qEJpY8Fek9x3sQG0SFPA1TJ/0KAkEBHyA5a/6vp9Qg1",
-	"1ZZODXzG/LAJQ1rYGd14nZBMImyiXRMIwhV0BsVWDNlcdsdrUqrDMUoLbMjFIXuZcaXUxwMLczmQhHTd",
-	"v4bLQAvBq/mirNSYsjmRiuTnRJhsAwYCUgt4uHHCxaNnFpAi0TF6AvE5S4dWK/Ws9LYkFVbybG4yoExO",
-	"antfb+E4W8R3k78R9dax2QNKc91HVzCrfn7/oOxaKrI0PmsjFYnepMtK760ALGrKn2vlu0eBDWsbxX1g",
-	"Rk4VviYIoxlZIcj4q/n8isjW4VNLH9wBg6wC9B/kxAMRGROoxAzx2ZS1bD3PIrH5MCzmycajQz2ReGqi",
-	"blU3YATLWFV15swh+qPV3QFlR7OCzhfK43uAaeUkN8l21yCC5AvOFKqM8sEtwxWbgZl8TYw3UDovFZEN",
-	"UWvLGTJNrVhiqjjYpgSxBSYhGSEYeeBx1Kd6/VkFlLoius3aUh2HGs7SfkPJdeDWTkGjXNRwWPu5Hm2Y",
-	"1MhpvTrH6sQA7RhnxGYkdrwGRSkom0uXgnjKnAghnOfIJNmRRDPUUcNQdodCqRIVAxPVzEa4dFhgYjRs",
-	"7BBlkDClRqaZFQjSStgwTm3lP5087UKM9WXceWjM2D8xJN5zpDwIlOZbx3jPW+nIQPScvq/zXkBYs+H/",
-	"dhqM+6n7plRdv3U2vqMNhlom2JR12mBj9HdbZy4tTA5kPwIEeVCNhuuSyndetbzvPsQ6TLTDIrn/vaS5",
-	"qa7+3YHirFerEcrweBRC4vYtjPH8M60kxzlZllyvAZwi7OEDfDKAdda/FDH15sE9JPmSGFN6hbUkLflN",
-	"Nwju3kG+B2ebHwle5kWww2yciXdryk+FpA+ByCZqH85c7ZxbG2ekH2FV+/Bbn12Sqx8EvdVa9xCktV8v",
-	"S11at9PhdQlvPOAC1nV/424u2CL37+GCiX9j51ZTFzOeZOA9ybjIoWDhA/m2g2KID+Dcbick6K8ZlJEh",
-	"dZqaG/fukyHX6QXQkuQ/iNibpdeH8sbIhZqQ5tpbJNeQZaYd4nHmi+Or9ZG27wAsb0pA3vYrAPjsl3WT",
-	"L2oL0LhudygG+NHk8dOtlSB/nml7y+Z+n3dEXrbKBmMLhdekrUtpgC18Wjv3rDNfLcgS4aLYhec7NO5x",
-	"XYq3n8nf2BqnA06BPXz37J+E7b5Pjrus+SvY3Y0u3dzSE7TkUiFBMsJUsTaVkzYOZ3flu623k7bc67h0",
-	"pa5/3u64z+0OIGOXiQl3oUFN/akq0tkrLvNgHZzwlSQ6MCbsjAuEG/+zfffwvizr1renvkpRoKZsqMWM",
-	"uCov51yquSAX7175mBHEBfjwUc7BaY6zawgX1MNvwhdcuIJ1UuHC5SoQvCgsptv4Ia50EwBwtv72x5OJ",
-	"RdNspM5A5wb7kpO8KgH8GMB3mvLO6KAG2dTARA+tkyCqDBaHcZOixMTQmtYOmzJux6ZsGs6uW1fBTOm0",
-	"8ZSlYaVXE80cCIF5+YVklSJeIdKHOyy0K+V+43oxsRK0ERGuQU0Q7dL8AjX2susG/S8Ilj9SCZmzsizW",
-	"hoMA7GIRXIovaYaLYt0S9ZoThhwHFgQXatG3/fy7eeMBV9b2EFlMM7q1R8MH7rBitkvNPHJRKUAG5nzF",
-	"Wmvyit4QBqFZgELjnOpfp+jZ5ImJH3oKkEpUMUFwtoByqC5jqslcQSXKBaaMsrm/jnZdYktoaria0Zu6",
-	"rMYQqEShSaZUeXJ8XPAMFwsu1cnz508eg9fNNv3VbeK2C73FO7uhkuFvXvo/scXnbhoB/p9N2hjvD01B",
-	"I++PjcskfDNIFec9yovPrb5b39aXE28/3v7/AAAA//8=",
+	"7L37c9s4ljD6r6B8v6qW96Nt5dH97di1dSudpHcym3TcsbNdu6NcESIhCWMKYAjQiqa//O+3cPAgSAEU",
+	"JdtJp7fnh+lYJPE4OOfgvM9vRxlflZwRJsXR+W9HJa7wikhSwV/PasmfZTfqnzkRWUVLSTk7Oj9a8VuC",
+	"5JKgrK4ErxBnKCcFvSXVBmGWI4lvCGIcFQQLgkZYnqy4kCecZeT4KDmiaoyPNak2R8kRwytydH6EzVzJ",
+	"kciWZIXVpHJTqkczzguC2dHnz8nRj1hmy+0FqbWoKdCKCIEXRCDJUUVkXTE0yskc14VEj2Jzz2BQf+YV",
+	"/kRX9ero/NF4PE6OVpSZPxO7KMokWZAKFvWcM1GvSPXvFa/L8OIW6hFaL7lwQFOA0gDCFUG1IPkFIqtS",
+	"bpB6OBOEqe1gJlA6nf7y/uX7l9M3b1+8nE7TyDay1jL87fyvisyPzo/+n7PmtM/0U3H2FpaJi5/VIGo3",
+	"L0hBJHlDJM6xxNvbwYXg6riJ1DgAW/tOIFHP3GtISFxJVHLKpGhOQFZ1FAHy9rQ78AD2eIkl4AIMV6o/",
+	"3GgLA4OKfKxpRfKjczX3UJg4WFziSlK1oZ6pSvvOPU4ntsGeFZiuUF0qzJZLKtAKsw1ykwtEGeKMoJKX",
+	"A1C++e4OeP9LTWrSA5mP6vndoXLlIdZPFV9twyZlfJ0C2aBruiJC4lV5gdaUCcRvSdVCzTc8JxGgiO5E",
+	"HdC8JmyhNvvDUwcOISvKFlvLhEm2lrlekoogjNR0uWEJQChCcVDcHCaiEi2xUCzUMIs5r85RiosiRSNF",
+	"dDOyoIxRtjhGvJqwlJF1ikaMry+Q+vcJZ8UmRVQgzBAuKBbHp+h6SdCcVkKinGRUqHnmADO7EprdiNMJ",
+	"GwAdA8QGOoQpNPn70VFyhItCfUTW+v9hKUcfQhBTZ8VruQ2ogrPFScmLAuUE5wVlRGH3ihYFFSTjLPd4",
+	"ypPxeDyOobk0MwRx/Af1pY/l4yCW/4pp7xJrJmmBsL16EK4qekuEQsfUzJ+iEgtBRGSVazVDL8P7rIhI",
+	"lJypQc5/O/oR5+/Ix5oIWFnGmSQM/onLsqAZVos8+4dQK/1tILm9rCpe6ak6lz0u5rxSGMsrRNktLmiO",
+	"KCtreYEYl0vKFmiNBcqWmC1IfvQ5OfqZy594zfKHXxzjSNTZElVE8LrKiJr9kpdv/+Pepr7k5TsD+iB0",
+	"jMChJr4i1S2p9FoffOc1I59KkkmSozmmRV2RC7iOifoA0RzBPY3LkuAKLgdgGxW/IRUq+EKt9z3Dt5gW",
+	"eFaQh1/vJRdyUZGrX14rtlSziuBsqaZWaOWtjQoklrWUCq1yvmYXSo6rNkCKZhKQTbMbkAVfSQIXQlnx",
+	"klSSavrI+iUyumC8UvKWmlfy8qQgt6RAra8QwEAfLLFHyurCgEvfZB2elhyBQPcq71wYj7//Ptn9rWP/",
+	"+vs+KL9//+qF+kRILGvYMS6Kt/Oj87/3f/csu7nSn3z+0F3R5+RIVpgJnDVr6O5hRZn9+1GIozc3/d87",
+	"g7W311wHfPYPkkm1F3uiHmNrHyrObhhfFyRfrKy+QiVZiV3AaqHK50Rt6pX+Tks5ZiW4qvBGPd9CnmGw",
+	"bQvS2+DtgKe7mwhIotB4oFX+iexfCtnfEVEXgYPNi48hGWCfg6EsJ5+8QZw4Y87sHYH/5OF53NoBR4bM",
+	"B4L+4LdFnWVEiPDkW6fSD3e902QL/nYOCzV/jd0ddoGSwBFETu3KIaEVeRXmKdW1Pa26k91Yas3qDvsQ",
+	"gMYztvnb1dufA3o22yD1BN3ioiYJElLdWWA20JYNkqPZRhIQ4tU/jrbJ7tPJgp+YKdU9fvoOr99oiQXm",
+	"riWwWw3NbQ6jlRi7UVzL5dQBP7QXh6H9h2aPBCYIwflHEAXeKdLuLmrJhWQG07aZCs3DWF/ySoafrHl1",
+	"Q6pXwe86y3ZTm/H0fN4Qwa3U8zmpGqzp0PrsrwQXcrkJE0NeYcoucR0lVYNlwZ0xLiNQIixX/zz/7UgJ",
+	"9ljq7354epREARQBXkWllR4DRhofeHZSnzLc5t0sIQg+x9mSvFOyaABF1bO/Uukeuw3lvFYLc+OxejXT",
+	"i7bfiPCecizxDIsw6HIqbt4RnEe+7fJdj+d1dbvmUReCEaJppva3kHRAEAXgNZe4EHEIxqDRv+HlPqAf",
+	"uKFl7144m9NFXZGoXKQoVJQ4IweJJbx05rdhQgbYwN6ar4JyhraCDTJ2KWQQNwcsvANaPeUO+BmdNiRY",
+	"6lciPKcF4D4ADgXbOyJ4castBx2xMCxpxJ9EvrJQ7Yeat/FmuPaSEmfTbKBghm+2HoF7I61rC3vvCbRF",
+	"+20+BCPkbXvxNnmujDVdTxg5z5bwto+w1gFfI/t0HRHbq91e2k6g/WJPvg2rsgUCpw+2XyqwkGaw/Jkc",
+	"rts8yyS9JWGw8flcEPkaLyISh/MKBBGSrshrvLjSxszwCFJxbLvq3cLLfhzCd1q4UZIuoLqL8He9tYk2",
+	"zELn2Va0YysaQEBX9WqFq832Qa/wp2u9qhhBqKsoAvC4WOmW9iuVy+jgOwhJYtkSp6/0xZ8cvcaLhRaN",
+	"XhAcFqx92/vzimA5GI9FwCux10fOoTLoS8lLmrVJcfudjr0FcCwC1Q6SGPHbzNJW6uzZhs7LmyTxkcQe",
+	"SxL0bgShEDuMENKq83xNpNTy875MPvMPevsKMM7ZXguI0S2tamZVvyEnqcX0yORazwr44I0PBPSiOB31",
+	"U1nkEi8rntcZqa7q2XCjRHAkUMaf85pFdEJZ4YwM4qr72yvygLEiLGH4LLp7o7ZOs7UhgxhtcPm45J1s",
+	"P8peGkzpcFjr7xhqffVoIED7JV5Qhi1OdG5tuqKRE9LX0ACGocdwHwRvJcUZttG54muBVlhm4OCS4Dst",
+	"pGYwOyZ1MLKDt/YZWoPzGbUhsJc9JTSuVrADdgdPyW3sWIyBP+kI1L7mz+CFBK6u6EXXtpAtnZpfs+bf",
+	"YNxQ34TGvyWViDEKLa9M6RCbjVmMp9aHwPQqJ0xSudnGguslQTkWyxnHVf6dQNS8iXKe1SvCpHWrkyIX",
+	"JjojFRKzHBeckRRiexTyVGROKsIyMmHa0fWdQM17SCxxSdAIfHYfa0LYSVnxT5vvxPEFSnEtl2mCUlHP",
+	"1H8qXhCRgiEwxSBz62l4XRn3fddvYiX4bYb96UTPpt9B4AcTOrQLFwWpjOMazYigORGorGcFzc5RRXAO",
+	"nv0ErSsqifk3/Aw/JAjnKwqxBIMFAZzJaVbUQpJquiQ4jyCY4pxsYd/cxX/s2T7Xr78jcxijloEwspTP",
+	"5xBHkv5jLdPQFeZN2o2KWuONQOq+OIqq6w3GmXGGs9HONkLgIytMi2H+ATFVCIIlD+xEfaMDQ8wBBnQf",
+	"8/GUMDVPRLF0bxVRJUqh8tCdv1Pvmm8i2GxcyPCG8e3eEIZWuISAwNGayiX626/XiM/nBkGPfQzdZxld",
+	"6DfEHAbpOQKemaPZpuXuloIU8wQxjgQRAiK5JEdiyddB0Ast/WzvHbaqw/AuAA2Rv1uF1OslYR5UdIAR",
+	"I0cDzGKSMMzkVBT1IkiStXAMuUNRPi9sg58UgqDOytFIR0CqN3ktEWcQL9h//dnJLQW0l9vG9gDudhF1",
+	"i8F41BrkUQaNG+bQQgbDa/TJWexNLFPuu42eN7ymozqQonBn0cUEKlBzwcAtHZHGaVjMPoQko3jRyAIx",
+	"lIppEi5kFF472hsnQ3K3wQdzWm0kaZaTNEJDA+gB5xR0V0WAvO+i+6Z/Zw6scx/5zPBc87r2/Ry5wnkF",
+	"XEFzC8bhe8TnHXYaOpDXeHElsQzY3/DtYqBzZoU/DX2T5BSzoS9TdoiLQq3bzaRH0UsMnYcx41z6Sm5Y",
+	"5Z8uojp/gRfTpRLkBm6swEJOzbj5FA+zCWllaFrEDFm8yImQ05rtO7BTWacRvG9eiBrbQP2NP5Z0RdTK",
+	"p6LPdtpSEaKC2oV/EeecqPtQoopkvMqRHkIc7et76Rxya0NbAOiAzF9465gC+/ZxJXJkAfQIIi7Bgrz8",
+	"JAnLo141D9oufvZff3g6IEi8f7qYC2R4rAv5VNKKiH3M+hEDEzybmvGGojwj65d7raAijKxjBv3h3ha7",
+	"ET/mxA7dWZUPo8AuQyjxBqtFMcwy39HaEe2MAJWiVS0kmhGEdbyKWfIFwmyjw4NB1MNMrEkl0NPxGNlv",
+	"0ci8fIyoQHZ/6ZYK6+kZg+ydn/v3dEVkHPVmELHRG5ehXyH5G88YNiCUYtWswJrit8deNTbafkbTHS2w",
+	"rKSzmWb0HYcei1cZDBsnCPQd11XJeaHffGCglrx8s/u9nQAODDMI6j5MgpDXnz4Dk7AfPD/MHNiHNLvt",
+	"6vcZjtfworZNu2vxthFgvejoA2V4GOzw4Ndtp8i2GlIRLCCdDWLvuNafcyU5F2DTRhVfo5HOh+Toxetf",
+	"jrWEaIM3no7/8kNIYojtFoz4oUCxlicp4G5uYrq6CRISbYi0se3O/ABSycmK5yaBL0EFEQKVFVcHqN2R",
+	"gWmax0Fw1ewEZzckh1QmpTUojdqfC24fERw7Yoc3oHeJnSNBCDrDJT27fXRm0z7EWePzO95toHdWeReU",
+	"1tq3B+wexNwVxfGt0eQAWnxBpDEx9hBhXyBGth3O4G2s0JLhPtJURE8Iu42zJo6hM9XuaIUHdse2cX5e",
+	"8RVQqZLnIF+vxXCGWOwiChgVL1lWbUp5j2ewMtdp39bNVuHK3BlDdkc/Md4UHOd7HMb9eZbhiY6xC/gz",
+	"FWivaQthW7yV8so4obafgov3BSlw3/PXcY+plMUQd6lbYmvE1vR6LG+9IeL56KcG73DA3xPu+2qUE18H",
+	"4KTNEYmGCf4uAgIudWZ1KDggEIroLJiWGFxYgM8Amo31hQv0xRp0uEWbAAxnSLrXQ88FYyXzrtYh9Kc9",
+	"MRuWt/+4aS6hQLwyFhBHGNcU9C+N79oCfAbgXG5mFZwYOE4+7LIFtaZLuvswX/eA455CMCyim6i5wN12",
+	"AAvvi9xYYvGGVyRUOKQijSgH0RUIzxVpg+Oi1CgWuJXuPxQkcavcIyjELR3yabdWPCAgxJDEwLiQNovy",
+	"0DIiufq5SIpxTouuGNswqg5WhKguZgZoiK0ndDVOh2GLqRqt/WkIIv1SGO2x7LWEmm3VpaukWGWvxWmH",
+	"iKMPJtfcr5RiL+c2JODRmb/nyNe9wgq8cnXYJfzn3W3vbh+KiUeO8Wu7fTTta3yAxmOAel0ZBN7be2Xm",
+	"M7bzO+tIt4TJqb2Qh9I6wAa8K3uGIbd8Rvv5fHTwQbNcJ21tOYN8/44Hrfayd53NaxqyhMEIewsF+rB3",
+	"BeebscMLkxXNxBXDpVjykIWurAP+pI0whRs6FyzNKt64uLZZSy1C0Vc7PgsEjChC02sIbcqPj+w69Asl",
+	"3zKS9eTdgF2b/jOi6K0xlZQtjElzyA3pxku25t8eLrSfFVnx0B0Pp61TVEXUVToOHgT5JEnFQkJS72dL",
+	"gsvrsHD17xypp4jPJKaM5Mipgm+vomO9N7mx4aEoQ7UgwY8rMQTyFRjOmkV7k3ogSNqADJ9AI7S3z6Ay",
+	"eSEDvP27pNKyFkuSJ6jkZWlSxcEcO9wiCouJKvQaZ/KcajP6ZWsfO9P9QOtR8NmqDVOSSstfCRKUZQTN",
+	"OPdifppVVB7NhKG4PbBmC+2BD4e1AjEA2EIXuTXdHch1KY15qGMDN0WvQsCJMjk9lgezxNdDHIdzzCEB",
+	"Tu1OOsjr6aICZaXhQLEqFof5qnrt3vGY8KjFu9embTdzJXElow4m/yrYq0KI4g9ZUefkWgkSL4zs4+7m",
+	"7ljbcPLL1GyLK0uuV7vnmkosxJpX3YInj8aPn4beNnUTurFl6nekaSVBWCCM9De6Bp9+0JRo+/7pk8fH",
+	"RzurUTQ58u3p7DAQqQ7ys9Jp1ZP/7+/PTv4bn/xz+sH8Y3zyl+mH38bJD48//6+Q7iJEEcYtK1bcpQYM",
+	"nEiLsmDU3bgXKr7RSyWxqMpY8sNQMggr+3VVESavJInkIter8m0tyzos9JMCl4LkXqrrAOYb5x4VAYdg",
+	"z4Tb+SdKZjrSC9VmEj1I22TivNI7rXpNeKgHma2N9sL6GlcLcr/M5g/ID0TIHSyKFc/Jv5kDMUHtSkfT",
+	"UUY5FbiFVL8DIv9PXNA8YirFRfHG1jTuKfm0p4dYgaDPD7uKT6kd6n3ZkZF6JeqJwurop11pyJyTP2F7",
+	"jMSsc+9ccguc4KnwW3LNX7z+5S71F+7i26+cxGT504rfgoyOi4rgfDP1LLex9LsHiQ8wK9sVKNBNRu27",
+	"XWw6fJdhGGm/qXjLK1d+8UTXo2V4Rc7Ro5PH33+PsiWucKaUB8TnKPVu+9OTD2mCyKeMlHLC0lOTF3d6",
+	"qgvlblCGGeM6PDHPKyIEyZVaiNH7d69RieXyeMLaMTsBnuCJHCNv8pMP7ZX8y//9++mHnc9PO7/+7+Og",
+	"rPKzNQ2GzT3Ocjjc5ONGjHqCAnETZo7Y4bbG63VVDTBGmein4YZ00WN/FgPrCVjzq/koadfGdjsIAeBt",
+	"GYvXwrps/gBRp+Tl0DdrsTwkiwG+0xMlsLDwVrzQuADBqt8hOUQnaM1N0VZzpQcI6IFJ5v8N0szbW1Ld",
+	"UrIOlYAJRGQ0vsM+5HR5LSb9YPj73RtPK+Q9uehxK1Hj2QvX6doRH9hXKM6LHdwV8dcTtXe3kDvfcdkU",
+	"iOuPw2tzwJ4SPHtzCa1EiGcLEhOBxE2sas+y4vViaZSTju2YLYiQJL8kldYShhK+htS+H26VyuzOHhw5",
+	"KGz5NWAGlB7b4qLeUVnotaxRJselgZ0/p3caocVdfv0SEl6biEWwRpW/wt5i482bWwg86Ip3K+kJ9oiS",
+	"rBL1apbhSHBgvGBTE8/QDLAztmFrqds8rz/icgfLi8UCtMpuda65hUt11AlVyLArG7OSoLFNjGRht0KB",
+	"hbSR63smze0q1nloYDdlJ/OCLpYSUQYGyXxAbHeEXYb1voF3AI2Wt/H91C0AJnvEarfONohxrfSNmL2r",
+	"V7c7JI8kmDXSpzT5LQcOUE69HLc2yjS59ahptxTTbffgOeBt8gw320V+7hbPa/nM8wLTaC28OHoeUsIw",
+	"hKVtrbhJwIvow+1L0K49ct4eAO9aKax95u+vn+sTD7vIDw7O6Iu02nWQf5b/atlTmmienaW72ijoI6dF",
+	"2DhaetsOIyH05xCxFH4o6/hLTSraa1nM68pJOm1M/Otfz9+8Ob+6Ol2tVsHqcDRO2dUmHLSn2xk9Ho89",
+	"C1HQ72OLL24Xk8JUvrw1bU92Hrd7+9pEJe1ZdRPO34GoqT5oGwK1x/dXNyRDRTH1W5zV9aq52yLHpF7F",
+	"DBebf/aZepsBe15SN/B1XRYxVUpd6M/cQMOoalhJbGtB7szQWtL2JpLtzQ8Brs7hjOV2iCWuSO5F0myj",
+	"oP+GDQ5qY/RsI8mAMIL2XKGRQ/vR639vr5huXFxP3hPOlnELH5Q8323g82uQtxwUgz8Knb1uqKUXsCuM",
+	"K3jhqYcwy6Cl6LLkWygf44QEK7U6I0wamA9Q9R+AmNQn/7nH6/SW9K3g7pXszQiJo98WuXrzJ10Ytjaz",
+	"BYwhVLzk8n2ZY9l7cu6lvY+vPfy9AM9oQD3D7gJv6/vWGpPgVofAEajOUc4gNaFNQltGCbXYex9QccO+",
+	"k4ZtdCI1O2101NMfN9ET7fOGmgX0P+0bWx1cfAT7NDpC5Lpsht0axF/11ho9gBxtAWcI0uxhRvStf56v",
+	"vc2zW1jTwsnOrdVhMS0KaAu2ASGqc/W3b9IWngXF6lpEetS1XFyR/nSCEOTaEmzpUAd2/ApGV0HVwfSF",
+	"/iO9lzzaWM89fENYE9vrV/+DHrdHh/bMGApDT7/rernev3/1ovFyBTJ+Wl6t8clf8Mn82clPH377188n",
+	"/p9P9/nz0ePPEXfWlnYZqpOX1yW6IRtEmaA5aecsXaAFYaRS+qO2W3YaTAf8dod2FlGIHg2i1CTzRhd3",
+	"6wA9y0gpTbSyObRGXn0jhn/hePwwq5UlzJ0dAbs6PLwZB8G+8bA9zdqMJWmgLcK8PSiDxQRfmQa0xvT0",
+	"6sUVwzdkD1vNsGyZnblovU0T2rF88L7WonWLUr8ET+M8/JDEMoPo/Rh2Wm8Ey921QXztjWfBHOll104A",
+	"A9iEsK0dUx+KQAhlRuDsRiC5xBI5l2vTuzjoFzD9CCMpB156fsSv0LieAyupSMkr6PWKbRvbsHMCTKQR",
+	"Py9kPfSs0ZSQGTmUEciEZucDisWY4d0akiObU9Hq8Rc9ol11YvK+5jzkExXRh32eihjFdZtwEet1twZE",
+	"O2PPfiJFYA7JzI3WeXzQLlPxZNFIl7Sd5Zd2hBrc2YvXXzFpFwaHPLWNP603zCJkwDbldAK5q76t2p6R",
+	"g2oUo17jxSWnTAYLx77GizdDw8ZndXZDZKfESiujYp/RSl72mD37Lq6Q0GRbj9pBk2Zz3spae4gDLBgR",
+	"OKiXRgf9oE44CIa3pNpotINu7ljckBzNoUrb7oIr9xlM0YTlDJLjACBDoh0Cie6HNvhwQS4DyzgYPiRi",
+	"WJ7d/NQTn4Wzm30jhrBrHC2iY15tuUX954cQXtjMWnzsoSLQR/bd3b50jKsbkrtFDPtCM0z30W4S8Fy9",
+	"mgnuuim2m/K15Z2XoILGnvpVMoMv7B1kVovljkFrsTxk1H5M7FcAPCF7iInL4GGn27O/hs5G27D04N6m",
+	"oRbBJB7BevjdWWwII0LHv4VtsYuhDf7OGXe4xBZhtamgj0f1FcZVwH1DWR21WAZ49866C2LbpTxApjO8",
+	"NGJlfIfZYqf96Nq9GLI+6idJZ9duub15sq2msNthOHDVavEIFWQuEa8lmMUEolJ4MdWREOB3RBIGkXNe",
+	"VW5bhXuc9IYH/9LRC/xu06TAG5Jf9tT4tInITmNEa6yWPCNzXhGUk4LC5kbj46Nk15qKj8/mEqxC74i0",
+	"OBBQgXS9MsrZy75uM63qeuFVj56Mx6Y+a7iC+ThcYPhT2F07Gh8b1TKBwvGEzXmVAUnvHPFXTEHGG3yC",
+	"fnXA7WUs6WJpc+gFNIMyzWZ0gMRsg5ywfqZEdVTyUviQeDSG/3krP3E/BYsNagTsPZFqbzRtFznsaPMC",
+	"jdSSji8M0HeCuV0SsQO0J8f92w+OaIooxrDrh31Wt6Ys52vtte8jtCZFypZZ/1hTIg8guc87OJXTkOPJ",
+	"ByHOc5/c5styiV5aH0q2BxTyPJB2vlhR0G3k3GVgaEpODasgauFsa4l2MSZ47iGc6Sw1ALikB3sDpxHC",
+	"pODRR+/9SxC07iRGVQQMlcOFoh+hh4npbTdAwAqtKCisLbmQfX2R91WsaFTfqeQh+oHfAfsQ3cDtzywh",
+	"MTF6Xk/sXYLz15I/HZJEMfHAxIqIqfZOuZwH2Hh32lR72eywlv87zJlluJTe8ARRx3GeMVxspGmNvTc/",
+	"2FNFcrPeq47kW8cHzW4x4BDk7jEZd8cfIK28EYsIZKFoX5996pZm/SNUuyeBzcQedwuOtYZLYpvprMyf",
+	"o7WpXgBGzJE918E3DVp3AXwZGFebuyTx5MXHiN85Lz6+4+t3RFeNCHdereiCMlxc73Ri9/v5+3IoShDF",
+	"nsWC6noDGna3h4u8cA/RAh+S/V35MU+9t52tQdpyhlnah2BNu1g9kP5FH5LW5Cp8DGkyr1Ewhk0tHOhi",
+	"ZWif0O1Jm01/okU4xz3KLOaYFvyWVH0OOS7GkZ4CtiIlGjGOfuFXJ2OkQ0YoWxzHXasusHJAGyrNG348",
+	"JDE7s+bjZs5mvO7W/X1GoRzJ4clnvZ27oCH7Ja5FNBih0Vi7gXNCTYtyWpFM8mqDqGhi7vJgMSYdPBE5",
+	"sI81rjCTugqoQhZEGdJfnPUEmTi82tl1zMfDxj+/rcrED3xdURf72+lggQtB0HpJC4JwqYYWsPZzNK8L",
+	"BSRxk6Ca2QEaqAXg1FW0/XW2YZh4x9uGRxBNFIa8I/OKQMha7JpSi2hdUIHqC7tK0wwtwRJeaBlvp9qv",
+	"IMRjIKJO5+0ptEFVBwsP0THb74e5PRaR21bc0E6Qk1+WyxVMbq9wXkSin9qdoFe6SjNak4pAu19Jwq3d",
+	"K40TEeWws107eVAtNgpYp0h1rHLGVqy6em9nOEooAzJUUl0DL3EIHSOJWvQoajmWGETm3spqvS7UAyPg",
+	"e3XMrm43r/gqEmgqSXXbihjyI58GBIs1APBGMzPCEHG47uhvd2/lbfYoRf37Ka3wAEV0dtTO0YfS16u6",
+	"10SU1ZXggc70MyyzJRHPt9u8dXfb90po18+b3m3dSUL7ixb/EPJZJumtsRsNjaneLVQEkLzX9AXNrbyU",
+	"/91Nu6EgyT5fiEE9WEML77GS+XYwr9CBnsshRgfS3dV39x/H0N6I0/K+K/90CuAEehc1YsSAvkW7GhA1",
+	"k/VKPsMNf12qDtwOEUEni+Q1P4Tnb7cPTluv7+yI+wZcbXfov9eC0zbo76150qHm+69mnje4HG3r9WWr",
+	"693xBtkjsvzh5I5gRZvdtZn2L+oXzDYLTSp2B916F8iQeOnhZdkCQW5f0L22t6RxJyfbvdDpYb6zwWXr",
+	"7hic7eFJvATTISd6t3pHA9u39RjB9+uf9sVbnzVl9B1w48dzp3CKgFTSCcCfz0kmSX65gxpMwf8YMy1f",
+	"VhWv+vtfx91hkQTRDuBt5/xseDwCWJJ7zBIhdcsLibabTkJg8rcdWgxxENkr5SGfNaAMxoTtsR831lbc",
+	"9ps+9mM61UcKYe0K7v+VyuVrN0Lk5n1mUzRj/gel6MbE4M4uzbIia9gasLWC/SoRg/r9cj6nGSUs2+zi",
+	"NK5Gtu8+3tauCjonkq4IOiBBtSWdRYb18lQpW4i9MlXbaxucshozLxX0llygO2X+7RLs/D5ZQw8nkijl",
+	"Nt9Jpx3e7upA6bDVuaqLdEGFmdPegIOdcts9K0CHiVb728d2aUlbwnOv5WwretCrhN3XlQwbZwMqsJBo",
+	"XXFJrNchQSePmrK5kGqIcho2lbbrZ+9h9bh2H95z1JMOBRxuhPkV3h/aYqEvGspD6E5xbCfj+jW0Lavf",
+	"Dqa1W3D38Y6S2mGI7p23eLuA2oWvOS/3ydfbM/dwh6wwu+S8eOYu7e0BI3ZUfwI1xKu8uNsA9iI/ZIDe",
+	"HEpb2L3/6QFJlged3p7JmSvKfqoIuSq43CMv+/6zH20h/F5Dyv5QhJ51z8v6aiMuM3ng8dtB3gtS3XGU",
+	"d0K8mR04wIHOS4eePpS7eZcDmxNsZz0GUyW3OU8InzvIl/RoCi72pnMSWwfcAnOH+7Q4SYsrhHlwRfDq",
+	"+SYryDPdTGarFlVYtYwUQVGyZaZGayRO15Dt0SHJUE5hDRWlcsI20gEP0DDGBPDkxcchvfS9UtLdGlWD",
+	"XF+1iLeS9GVPG3Xn/9ZEzEVqvPQUCrpLd7n2YLvRoqk2NRA5ouV9Im6aaUXgv7GolANiEG24W2f8eBUd",
+	"b8vRAmOm31K/mNgiqM9JoKP9vVTU69RYQyuCmUDpdPrL+5fvX07fvH3xcjpNt0ggEP86bDnv3796EViG",
+	"IkTdW8/LIXRcAGKCDGvI8IpAQT6bsT+9r1Jq4yit+g7JamP2u3uXCqk04sD/B5KrWY68ncNbugC++hVn",
+	"Nw3XU+s5DgZBQVnuKS/38bwq5FJyM3lbHgCHbRu2BkoHJ3aSR8xKirObaRNoPJxMDIOJs/v1coMYl1BD",
+	"ZY2F4qwrKqW6XQzJI4iHPD5KDoj3BmTU694PHZt19+Fbf3x5lJx0lZyRbj3qrlWc3Yjjo4GXE2DXFJdl",
+	"QWMy54FtK4J4E5q0A93Ex5E4nv2iZnjO2byg2V5lDqNWlN4DuSMQjFWk29g3uKno3aL9ydMl1u339myw",
+	"y6LYdPXiP74TCFb7Kt/ZgjLUR5QEBD7d3gVlS8wWJEfe4hO0pqUuEArY0HDCLoX6rJCym6nzRT3g/Wg6",
+	"Km3diZrmpntUhA0EGB91xklah7oTMXrSeHzM2DoiCKUNHz4cu+aY2v2l7b9U3cZFETyKwygogiYNFqg1",
+	"KMQYsIL7oUYfahZGdp3xo7B369Yh3JBNhyy/f/Q4idWdabJs6lIQyPjVNRCDwv0tLvZBfFcLOSiM6QlJ",
+	"jmDUC4v+vEJQhg3M6gKlv31OL2xZW3UkZnlbqoLuEKJ2vwNoUcZ2QzbTsiJz+ikEwJ332A3Z7Cj1s7cw",
+	"2BUIhgiEewuQtCRTLKe8muoaGgEhsuTZEq1oUdCmY9LeFpM7y3Tm9GLcp+LrgwTUd3wdNPQfkk+mlrBr",
+	"A3wdJdotjKl16sQUhyMtHD0OosLOstWcdojWTMENQMrAG+3AuFP0wS63lMnj3/1Gf8uKvjoN+1ddkBBb",
+	"uaNuhHHvhC+XBa4XBMmKkAQRnC2VKjZHv+HbRYJWlCVohT8l4Cz6fNSFvymdbH78h+Ds9B1eex3mBF6V",
+	"RW+T+sNslf64idvfEDdZoBBFZL4BJSc86H+FihMO3Tq42eugCq3zGoubcOidSwMaxLvUOIP9aZHEIb2a",
+	"+29Ufpcmw8OC64wb94D25Nc+XnTSxmJJQkPygPrzfa590mvzhVdXb0/+9YfxI3SG3v30HD158uQviTbO",
+	"8Ar+y2uJ5pU2gOICmcv3wj3D6J+cEUSt0vD++vmEjS43csnZdwKliqUrVD6lguv7enScIj5HGDFMbwlS",
+	"D49P0TOk3kS4UKPpoagUaEVzBtk876+fn05YWyf74WlbJRsHRKLrCmdgP3At5cJ5/43FMdbLMXYD7tmm",
+	"EcoUTK3ou2cs6vSAFiA7LTruhT51pibxx7qMPwQ67FdocmeWv+XBw3oE7IiIDFphvONw3R47OOEvooUN",
+	"LcBsAXL70NqQClJqC1vvt3d1JJoIAKA0zKra2LLLZv2RRpx7XBNt4tt5U1S2H/mwOGE3/AMBKrL/AKYP",
+	"AoKSvYfBwMywPyBgiu3MKyzkVBDCellLtqP/6u4X2KDa69677ZG7S0m8hUd33WcjbBd0OdBStmX+OoTf",
+	"2+ake7tNOzHpQ7RpaZEh1KgHSBssfaigQqqL2OJady07BP4H9LJ249YB4hEMsJ+9LUmszW1a1mKZmnK+",
+	"KdBsikYFvSHoTD06VvBQYse8wBKp52iUAmdPE5S6peg/gJOnyYSlrTWrh6aLVXp8gVKc3dgZdR17UuRC",
+	"QfsMZzdakPlC6Ors/ztx7aG6Nd0tcKCVszEcFAeRzv7S1V5t0ZoYiIHGy+zGpoOETranK/ZXboq2o4PZ",
+	"tuVXkaH2dwWMviEz6w5uEL0VuGUTe93f20wmgPQryuzf2xRgN9BkIAzooJYMFqU7IPJ2uRNQMTta3G+4",
+	"r/e3PV3ECdxj69w7Fap7m3SrbQ2BSrBlXDQyZw8mO7C33GHZaQMKse3j0B3UdC2syUbqsxlFy84ZOgdg",
+	"xiC+Ox52jywsyMB0gLgxLR/cEqY/BPYr9Yw5NN573xBgfLv4G5+1ygTcf2D5DGc3fD7fY4J89pwzRpp2",
+	"JXcPX++N/P4Hn4kXnJFYr/BFz7d3iO8+APTfaFQ4L/tJ4ms1zTnQvdHb+sbnKdtNczxIdFvjOCzct0fN",
+	"0DDtFoMIRG37RLfNG7ZRtk3asSByRz7dwPAdfYBCt0yL5T+oN3FnktueTPAb6Jk3KIst5vgxyYn9RGxz",
+	"ZfuuZPvOsJF2kLd660XvxaBfaUmI3aeXuziifWvAYi53Mjr3Wt9ooQzRyzZT2lp6ALSh2QLbCYC7C9ut",
+	"s/Ugm2whRxDTDiulHvav784rbImNUT/0189WbPbnpx86J6alxzizjLpqDxUzv4w4N99TbOkN3PjH/oJW",
+	"gYW8ihrfD5X5DAFc7siS2z/OZI/+HQPiJoYKFPMe8eEfHdlha+uBqkWgac/5tqHlGcorXp5QhqBYdkZW",
+	"hEnIhZJLgn6pCWHozS8mc/oUXS+pgHrHiGpLrqBsUbi4cz5HsqrlUg0wYbqNXMVrSRJkUuXVP7RwAaYd",
+	"rAPwC3JLCjRKP51ActqJ/jk9R2U9K2imPsL5CWfFJplAWWKi/9C/ww8JwvmKsmO1RtNcrEJC1jPh5ka3",
+	"uKA5GIJgcrV+WN2Znm/CdLljytCCsDPoUrYgjFQQ/Tqv+ApReTphE/acs1tdks1UgljyAnrRIm/P5xN2",
+	"gjQXh6HS3ybaMDI5OkeTo9PT08nR5/QUvcGFwnCSo79dvf05QSsKBQgQrxBlsGRjL0+0bwJxtbXH338/",
+	"YQhlS1zhTJJKgNW+loLmBKV/f3by3/jkn+OTv0xPTz6ksF1TlVJ//mg8HoNtXyDMxJpU6Ol4DK/puGw1",
+	"tsmaMMEIeIYFsfUkzEcCff/pExLclMMoKPhOoRTcBaJSIQlgAcJI0EJhlrF0nCrYuDgMDR8Xe0EZen/9",
+	"HJk48YJKUuECpf+dXqCSlyh15XhStMQCrWhWcROIAeNeYrlEJa7wigBg1ODv370+yUnGc5LDOy8/yQo3",
+	"uHhDNgKt8AbNCMJ5TnINJXVJXLh9aTskqtkN42sG32jXhaSyUOSmyUWhwb/zo+TollRCU9n49NHpWLcF",
+	"JwyX9Oj86Mnp+PQJuHbkErjcGS7p2e2jM5MoVnIRCIpOXQ5gika8QqmBZ3qMVvzWeFfATf+dQLrUJZIc",
+	"frX9EEf6RNRls8ZVLo7VqU+YyVrSI+ikJM4yHYy/XvKCIN1dXqOROlloMn+KUp2AmKLACMAGFJhdE7ia",
+	"SVo0ZUS+EyhtygimathakBzVZaJeYt6u7Pr1dibMT+HU+S4Ke0ssBHSpPEVpXnxM/UxPgbCETV2YSUNr",
+	"Pp2wZ2hBbwlDqfHTpK6xXQe6FWEyQTUjn0p1B5gB0CWpTsBtxmuZ8ZXpd0jZhKnvH4/HaMbzjUYdZ5pW",
+	"N8xRI0I2xUV+5PnGeMSkCdmBBJkMPjv7hynWrcWlna4aJ2nqS6G5vowTxVIEoOTj8XivmQfJc62crY4s",
+	"97kblc4ZQZV7+6leT2h0t+6zH3HutpgcfT/kkyu4LYBV62+e7P7mPcO3mGrj9mdff1OHyPi6IPmCIB29",
+	"BSd6CgVPFkLXQgLHTvu6Ozo/aq4zGNNjCWdAdnHG8Eqz8goK+heU5IqLNlmVvMpJlSBd5NaREvTeVOzd",
+	"0TCgreXaE2YKvqPZRjFirEjN50AayedaEMArP42TsubXDBfFuaYwNcSEwXf2BrEs7Fwn+ei7ioqGaZC8",
+	"SY/U61Rg1fe85OUJCA8TlrZcxqmBg1D8Ql/KatZT9Iwhnd4DONes4u8f0ghFQk2qh6NHGP4bJUpUkgrg",
+	"mqgDp6yspUa1b5NaV5htmqRjyoB8PZfPXUjYVu0/U/S7qIg4cdWvF6H0p3fqPDVFl6TKCJOwKKCExygn",
+	"GV3hQpyiVPeJea/WDPenqSivkXxEJWKE5AKVi6l+M8PZkhyfbmH6vxN5aZZ2ZWpl3wnveoMlWhMFUAx4",
+	"B8OlWPIDEaN9yG4wxa7M7Fe/vP5OQIoZFepknNYDJ4r0WltH7jovRA9eaSWRc9dl0wq8iB75a7ywapXi",
+	"zhAU7LpYK2GISsiF04LYBUqtrRHOfU3oYmnS9CwOB09ZF5zFCx1XZIRkCL6gurMNgUYvWue3odTDzrWJ",
+	"rP78OQmPJ/l9jmaTJYcNaLIvP3wJjmqhHLGDRVBeG6S+FPNs0cglL1GBF8DSG3la29ASpMvhmz+14JAg",
+	"LBBGMxA61K7um1ZMeYMgraRe09PUUo1e3XcC4VtSKarRBiJFSfp1VHC2OCl5AZyzyVN4rjXKdMIg1FL4",
+	"VfRnG50AC8UpQB/0PnxBrCjkGK/Wopt39BInDFIoR4w7VqSZ+w0p5XFI8rCU+rYUf1LqA9xBFrjO2fV7",
+	"pElSnWhadLiBLIYqHd4QpxHrtTh/z0SoCefEz/AzBBlGV9tc2mVo/Ym5D4K5nSbev0fk7bLc5mpJ7EUC",
+	"V4y2Ld8b3rp2GX24Guh7/Ceq3j+qBsD8O8RU6z41lQxAhHZYBDhq++x+AbarW8GdeKnLQQHoLSOIMFlt",
+	"9JJ0ZduRdUElqOSVTFBJ82OtM1IpQHwxgO6sHr3E2VJnRE8YFSgNpkGnxiruRC00wreLluah85PF8SlK",
+	"s7I+rQWpprVItY0ZftL7gx/Ba2K0W/QJPRqPQaaEAn1YLGccVzkin0qSSRERkVpZ8H8EEvaciM2YOwLI",
+	"Y2N5jsfgWE+2q5A8KDcIlyz4ncpdhqRMjU9NG6JxC90fwetT2knwaROxkFp1DIj3AqUmfiEFjQLIExZv",
+	"nJO6Hrw2CWsrrJDoe0XctSTiYsJ0do9IG7+MNTIYr6f+rsJsoa5uz0bmTBEGdimy1dgnLCtqAQ3IoB0O",
+	"GqWdYBVQmgp6S2LqTyue5E/aHkLbPfVQH5Syw+GDv0PKfoElPikLzIhWpMAr6ITQLSpPkPrUuoMNVd2V",
+	"9F3f6bg755nuxGxiMs6NB4PDY1SQuUS8VoQt64qBi0Nd76ZY2inS5gzRkLP2qUgxYekL/VLq+WrAtmii",
+	"Dk5R6ir0p2epxOImRa4eJTdmZY2cwTv5ud2cLe3+EG4TN8kD+k0Gzr8D1aEThes07pKlvg3fiMYjhA0S",
+	"8coiJKCbxsYWNTSYvYdrxPrtTsCzHr8An2nXO8T8CLcoaxhXsqT61QQ9cO284XNYqmfO4xUEjeAJE/XM",
+	"DQ+2fyovgg1O1D3VLY57ip51itbqV5dYTBjj3jJ0CxWw2cBlul6SyoskQGteFzkSEldS/VoRNFJLbq0O",
+	"WNGEkUKY650sKGOULZScvSKrGVz+ZhY9tfBzdXWnHbxIfUjo+JoJsy6GUokFUC0UBkhQCjc3fKZ+1l1B",
+	"wUbsM8VmxASlK/xJ3YPqGx3toAamzNZJsc5io3vUzFX6tk5ylELNP5AN0td4saBskSI847cEPRmPJ8yM",
+	"lCAARnoFIVspcqVONVAhxMUObt99QXAedPK+pkI+973Hd3Z+DXIRtKaMB7huMRYbY7a+h/tQqZEVX4MS",
+	"ObKUaJtHAyF4+mOBFyD+aRhDfA680mEBLWre61r0vzwr9OlHrTjq1AyGtPp9dcTEcEsYV1n0yQ/j8THU",
+	"99+WsVaUvcaLK1dg7wsJWoOQp7vzoS4mA1WPbL+OIDYyOObWcYxKTCuB1ksuejiEYgzqYaV0GyW2eEeU",
+	"oDWvQhaZ+0PK3+C/n/XtBGUvt/BS+4RaxL2NlSGwNa+cwVfQmlDJ/zte1hO+IRJDZYgHFfRb29IT75KB",
+	"TBTcV5L3YYlKLmjxNhcdKdQVrRmqKZptROXWBSyO98UmCEZW6w+KMld4BWxXICxQBNUS4MmOPCByyYae",
+	"agbsYpd++5xaw9mEVWROKsIyawRAOScx69m9IeldUQ7nOdXlKi5bqRSDUVFrG5+Dke9t2M/sSTP8tZDy",
+	"2RYSKqSzznd35Am6IRttVm1W/KBsTfv8xNlv8N99udxP3PXzekBu94vr2vona3x41qiUqINkPMMA98a5",
+	"s0YwOfvN/fvzmSCkFRffxsYrQm5a8L/0+vj+XpDRrel+eOaOgknbdRvhVN/wW5Jf80HFORz4f+6thBiv",
+	"stFXSsOUN96zM0/7vmrl4LYW24zf3fiHAXfE3Wnz6fjp7k9+5vInXrP8PlyYSkEOJH8YEm5MFaDla4HH",
+	"GKcC8emDL5ad1pwYlXfJuevr4C9Zfg4NcFKTAxJd+AVKXQkB+7LJeQFPh1UcsJwwXiFdUh1RCQk0W9YU",
+	"mDlFa8qENirMuFzqVDB6S9gpes+gVBo4RKyolUyYZ1hpWYNMApSCFqwNSc4Tfd/rzBM1tO0xFRLTtljb",
+	"F+NoHw433naKKfvFIAb6UJIjOIkIewhQ8P1af/dlrs3xv9/iawPrCyRHiiiuY7veVZkIVwsiW6WN9ysP",
+	"O4zLNkvcnjIEhf9x3FZzKC/zZm5N1Q/MYH19NS4o6XPpWB69D++qA94Hu/B3cn0A69hC7NBwH36HTISR",
+	"9XVP3RzdzaKXvxzW7rBN7q1VtOf8MtR8R+J8DgnMW34W8LCATuNd1VTqO5pLfUNviLwnMjW18aKW6xeu",
+	"B/bA0IaDYvsiwQPdI7+PMUtP49p3vG5+WbGxieY6Z7dCeA6hJEuqo9giBvu7hH/sXoORHHct4n5jRgq6",
+	"orI1oPFcQJ3NTlNcryPuo4BjIjKFduyF59jRZPdBDSoNiUBB80gmYmkKMH8NA4pLLW+0EeFyZWyphC1v",
+	"hGkjO9BUB5rB2W8mF/3zGfkkiZYQw7rTFZFaBYGs9I0SQIhJvbd56lmB6Qo85pQtvDR3yRWmqz8lYnyN",
+	"/jdKjb8snTDnMfthfKzTaM1ovHJ2aZ31H8vsDWk3L2E3UAY2wgZLJVw05GBKJ3ev6r6Iqv7K2x8eJkQF",
+	"tqR35wWpPGRQSmvG35fd8c6RKHpbBpELetvpm0sForlPYrr37h7Xtd9eJxx+qUvGpq20zHOU5gTnU80E",
+	"TBQCbncX52ttJzBhWhdKAsGNDDJhIHjAfTPbgIk/R6NZLY6R9QP5KfdQk0ODoaN7QOWLHFGpwx0mzMZb",
+	"pheIyyWp1lSQ1lguZsILeNkeLDURsBCIoT6ZMF3ZBa+46Y9RK/jeeDxQAwnOyRsbDsUGY9jF6Tz+NWU5",
+	"X+vQc3WJp2hEIYCU3pLExZ8pdr/kdYXwgh9bG4/CCxNWoiNa1V+p5Knz8U8Y42uIlOE5SZE+15ntOG9E",
+	"IReb0jHkzGkBQYKCFCSTpyYoJkVU6ACXJsXQTxwHlFQ3E/jlTPysuhcqtOWfG0HcjuLEcK4TtoIKKyYu",
+	"KMPMq8Gi4XQMOYi2BcbpEos3vCIpkqQowGqljhthxMgnCauYMPKJinAQvRJG/bKaX1YSvT+p0YUtRsQy",
+	"JvYNu+2UJC8oBiRJmUhjc3hruHOEr2mrdedxTK1rfyRXZ14Toe6+YIgcNELDI6D3qONvwVr0v/c47GF1",
+	"5ffSkQ48hx5J/vEfXJI3/OX3KcZftbwJwhWboRXSpJO00i0gh9t0xmjHhfit7gYK9/YTz9WpZPzfWnXm",
+	"O374TlSszjp/PB5fNNXAtm4CV0YCuyS37doQ1lluC1DtlsbbfWniEvnuZiMOo9sTdFsX3KvQ/7DI/i1F",
+	"ALQdak3Apy/IQsXECmc6cGk/vDfydhJNx/0T6e4L6SSmRQzZVk27qm/AyfK2qZ3WYKRhvIljzbY8gpbY",
+	"oYCllei/CG+2ht6wMeYnDhXTWoXJnCGlm1NwfI6AUERAhVQbc7UQJ6zrd7JpuS6M/q3SJ7XS8alxgXez",
+	"DiqSEaWkKSVjRiZMzZBr7zTjEq2XtPA/sjkWtjxkW18699TMp+O/JLZ+6ITpkqI5Grn0jAwzNYG4oaVf",
+	"I89qSiua54Vug+q894U6pU2r7iPJXc2mdkTk4/FYo0yq65SlKDXfTz15loSzAd7wW3sJXvMXr3/5H8CU",
+	"7t/8ZQD4rNV+6oENYOrg4MT6Lt0W+tyNE94/oBruub1wxpGos2Wbif/l3tZhOXBgXtlydfsMJUGG/LzC",
+	"j0Kzh/x+DeyeDDs37QnbYYuOQ3rsAEKGqDxIVtn/IoCSsvGr4Np1PzTjASxBr+gy+xGfb90aYKyDEKTj",
+	"BJW1WEKVWzFh5ka05jCouOnXw3VZnqDWNEtGNIcSueeTejx+kuXFx1c5/NOU4NRqgk4hb1fbrfg6CVVH",
+	"RO9IWWDXNVeYIHck1zTzvAJ5rXGUpKfoWZN+1nTQ3r779JdPx09D/Pqdgvv/HAHyj8Gr4dD6+DRkmm6+",
+	"ORbdxV0tn1Dhs+07ckVNZW068ZQ3KMrHyBqYhE0NDzCEO3NFutBEqBat1bpwyNEb++I7oo1TDycA2Jmu",
+	"JK4kycN4pRbxpS5PjByYoKZxDXGmnQP9iVcLIr2AVfvJd8LaB1qHZR8PjLtvDgpCYOI31LuaOV/FDGc3",
+	"6hJlORqVvChQcDRZi+Nz6CChVa+KnGRe7QENHsRN5XMdL2gKuwtZEbwSKC0X07xelejkRPf5+LesFpKv",
+	"UkSZ5PC4ImCfSE/RNZ4VRBgnGWUTlpJPWVHnBB68wBKnaARZ1hjN6SeSQ1fnY3RDSGlMejmZU6ZvxFkt",
+	"kQI849qkgZ6ZJarlYqmrSlJh/DTqMNas6YQAJarnUK1+9HQ8Pj5F348f6WvabolXqFk+lNXmcsIoExIX",
+	"uoy1P0FQF2lh9ANVU2hPsldJhcdflHaFfXTglfAVCV5x/UcPP30f5iGHeN2AOV5utgofQzCIoYcG6UGI",
+	"tJP8X2+Oe2NQpi1r0FDo44h2aX2RqwQ6Tsfqe2DZjVW4rPiiIkI0XmmLEAZ/u3R/L6CTRMiTzDUK6ikt",
+	"M8BhYBzjZiwEtYYCDgMHpGsCBRTs3A/Mpq4BKb90zRc3fbNRWzL//k37LYS6rjaKGs2BtAizKWV+P1hk",
+	"OiSRAdLcf9pX/9in/Z+uZ1TsnNXXuKLirpV9vuS6ccPSM7AEq/thRlBFcLYMXBBqh1qZN0VmDG/TN4bU",
+	"YlmbrX0nmjmg1ZfB2bsgasnLaIDWFQToCL+GnS4l4YIyEPlY40L4Fa7QyLOrwDL1NxKLG/P6hJkqWKOW",
+	"CcYFSpoyQyDgrjmaEcoWyCKqEXZnZIlviUA2c2zCdFjUmubQV0kb8HFRGCHVr6mzpIulK8leVpRXVG5a",
+	"ZTuN9jZhGa4qqu1CSNf0Cxq4L3n5s4XAtQ4yGRD189VjW3Zkoug2LQNe/BVTOeS9a7oivB70ajs/b8AH",
+	"z2rJn2U3Q17103Pe8Jzs+81PFV/tlZ0soqnJ/Uztkpdv/0Pxs8fa9rJlRl6CZZAj09fn24k+veQlwlnF",
+	"hWiVCnFdiXS7sIbPYJaf8QqYiM/tFPfaw8BS8lJnzfrlGIKs73mB6UqgukSgMbuDTNvBjLZPYVO901b8",
+	"arsTE8hJBV1Vm/LRbNNysuXwAq+lYXy0MoGJSLeYuUAptKtKUYbLls1bGDhOmGJ2+uvVKXpWFDooneT+",
+	"ksUS5mEmdPRVHuFmh1Wd2Ct3/0/u8id3eUDuom1WbINIQRd0VngetZE4jiSR3pWfNKU2/EobUS7TOLC2",
+	"CoaEAwLQqOWma9W2gb/g8+MJ06ZDXcvUMDHDPxq2YfK/urzqFL0EjqzrkhqVy3qMJuzx+Klm04xD08Vz",
+	"l6riSlp65Xb0Npak0B3vGMQzuA0kLkpdczmEMwnh6Rb5DOapI06atgeQKsZrmYCgt8JUSfmYZSTCzA6v",
+	"XHKXYiR/csC7ccA/edoWT3PRR7pjLLC4Vi2Su/CyWvQ0w/xFq38td5cutGFaBytWpYN51UBGjWp4k5Ln",
+	"tBbV8J8JW3HGJWc0Q0LBlmUu+YMy6LqsNkyZIBUkc3hO4AQJd4Yb3SARUYEyvlpRKEqSkwq8D77f2EY8",
+	"2eBM45gxhp9msQG/OrA87XPhFV1QhosmwsrEd6kVcQg1q0hJsPQ3oT33pmn2SGfBKGCtKRPHp9D+2nS/",
+	"tZEIAFvYjoKu5AttR9RFHs2T4wt9/LWA9sHd6IEJS8uK53VGqqt6liLdORewBgrJ1kqTlrBBNcMNYZA0",
+	"dWE7IL7RXSbcn/gTlMOfsFDMP3Tx/lU3mM6puEGi5LxAo/SnV69fTn98/9NPL99NX7x6lx4ntku2a3pN",
+	"3BzQhZlxD7ZoQ+TxhIGloLHNQVtjBrYVfTnkdQU1OBUovBsBwmngW13h0gDXi+zw6sygNabS9VmF5VvJ",
+	"XKeza/854AJl6Hsk0Mh1XzY3tZpfDSOOzwFdNvD5XGxYRpqIEhjbJT9bMOiWHgY5dW/Y2QaIRk+d+IH0",
+	"LczWwSNABZ16d+QTzmSxgSy30wn71S5ULwH60pLcnKQJITTN33UckvV1MJI0G3StysdPznVv8glzqhug",
+	"emt1Ao1ynokzmPN0lQe7E1zWYuklTT2EAVRNsZcv7tH9F5nVa/gf2Rf2EmjTsn/JtZ2vQitFBR9DF0zr",
+	"OlP3U+g+A3TdjjWuiOB1lRFx5qwIord8xM/Naw9oBXezqCkjxTQbu+DdQ1t+5uxES/JNwUu9S5+ZmBZi",
+	"/hXYhL9o+7R/Fg62e8R+N+fBb0l1S8k6nhi8cv1MjG28nU0hzptkV+jTusQyXGbeViJxdcsnrCDCfKFz",
+	"bps0PTSaFxzmwRKNISPUy9NtZeUqQCkVUskf1vLcJOSKi1ZS8L/pfi3oBJlFq381s55A1JGuynChs5/1",
+	"H6beeyf+SQ3ueot7LTLVrWk7xXiNOFw/TJQWWIOLQyNybXZzqqSJIh8JQmLlc6GW27Li9WJZ1vKUsgUR",
+	"kuSXpNLFonUGryPwtpDV7pCDztAT8JYaOHRGcbtSIgw0dX5mWjGPz51uqMQ9cK1EKvG+tWj2gNTs5og5",
+	"LN3zu+fU6SZm4N/QVJGAn6yWEJNzSxrBTjuP7o9gvcLmUXupplOJbwjCaE7WiLKcfFJ4PiOiY6hQ1Acl",
+	"/KAoNP0nOfdywI10ghni8wnr6AWe9GrKmRuJyoT9tvlE4rEJN6oaQBOWlsD9RI6d/KMz3Yiyk3lBF0vp",
+	"4T1k2eckP4Y8fC3/gRSGas18cEfJwXphOhWkkX3P/U4Sto0eZ7pRyJqBgOaGqohQmKOtLCZOEbhiXTH1",
+	"WQ2QmhE1ptNqTtsczsB+i8lFyg5cAEe5ctVM2n22vSOyXM/uZTTWErkSKjWQkMU1CC6jbKEFAXDrWRJC",
+	"OM+R7pEgoIH7SYNQ5oZCqaxqBuqM3k1lu5mAiNGgsS0IAPXuXWEBfQKtquDG5bcrXlrd5X0NEx465f9/",
+	"cEUjz+j2IJnQXzpF77LTTQZIz/J7V7Yc9M0G/7tVzO/G7rUovls6Oz1QBkMdEWzCojLYKfrV5DCkgONp",
+	"y1sI8aKaw8WoUtutvhF3/DDSbhHzH4yadYv/iGb0dWsaGAtoQ5Rt9ahd0eC+iTHcPqANnlc5WZVcnQFo",
+	"EUb5APsdlKpRf0lSFC4kUfAV0aL0GitKglTVWA2DOzuEHxxtvqXqAF60Q7uZWuIVvfM7WSglEGklcA/B",
+	"vtsyJdxf/nd+qn3p9x9tj5JvJPm+c+7tHPv7tbKoC6jf4HUNbzzgAaoJesxccEXev4ULNv6FjVtgozir",
+	"yLwifV40oyUb106juoM3y9o1oJgbIySHbBg1IGWLc68HMZoXXrJqq+eqbbY6t10HwaNkiriN2l3Adc7Q",
+	"kq9Bb1tBRVaWkWPthdAdjj25zkWeGi1JqW0znm+UFNa4gAKppLCFKwWgh8Q1mMBM1p8ECa/cSzL1rxWV",
+	"pBOgS9nJiqx4tUGm+7Q1GTj4Mb720Q1QZ2Cw7lYyR7fHg7POpSB2c68VoWkvD3Sh1pJ0Ol57LejXNJdL",
+	"NOdFYZBjwqBRNRrpUJJHaHmOHhm0StAP6s/vE/T4Kfz+fYL+D8rxRpyjH8amNuGTH8bHiRleIFzQBVgl",
+	"TBYbKXm2hNZMAqX/9V//9V8nb96cvHhx/de/nr95c3519d9powfY4oHQLEItT9QroxTYM5iwklQnBukt",
+	"eVyY6hVaoT8LtOQFZ50aDYLrsMyAGrX89Z1HZyNyS5g8KTgvE/T88r32WXBeoIwX9YoJJCS2qwF73fEp",
+	"Sq21tGPS9uxGI2eXEcjk4OXHiWciTRHObhhfFyRfAPSIgF6l1lau2MruXuGuR/i554sZorcZxqBp3S/k",
+	"eOobreHSPoVJ33St+M487Zm0KVuIZMJSw6u0oa5r8rZ2PUU6YWOvS1/65jua36dd6OtqtB8emN3Xu9ui",
+	"m0yzr9MW3V20CuV1h3Zt1gSK7N4B9b7yRi3OmlbpvXZ5kjdmc481gpW4YWuOG+jIA2txnm1QRdSB6XQ7",
+	"WhSGF2quJkl1awz3qR43TVC65HXVlGVSXCzHG/VgTchNikavrt4i9U9xjHiF0hVncpleTBhcAbiygT96",
+	"8O+ETvNLopeD6cBuognPG4eTupJ4XYnTCXujuRZmCOwmbnQB/ib0dDzuZS3PHKgH8Rg7erBGqIbTUXKk",
+	"1naUHOVYfangcZQcASy+ybqgf3Kzu3GzBsVi7Ax4yNdhZ286bl0IRzFInhgBzP5t9Q+TwWAdYvfB8XSU",
+	"WI8I7KScimS8yoWO6ZrbRvubpPGez2lh4uw+1rjCTFKm/dXmjTPFsPLZXwku5HLTeLggjOk7gcArZbZq",
+	"pXvPYN2NezNx3k4D/CepuBapUsYlSZHAG6VvbSJ86EfY+sPnabfmiWGiAsE9YNV1O7nRhQ22UAUc3/uj",
+	"ygFuDI2o1jchTOahE8DRqNad6mJm2uMLJcn2R340ovKpLcwONlrJtQQfia0Mejf0Ie3j4/jj8OOh16E3",
+	"zg9Phy+H38Mg/4Pdsh5mfiPunJAbJ0F2kfdxd227coKM6bIdXw9BnloOV2eeOE+oK3qqsOcYYYkwqBoX",
+	"JpgG9O5bUtkeCF7f88t2jHA6mAOCyA+vNKvUF2OIbaFRJ1fAhHU1ETJ9Evd9pCCGRfPOBlrUs93j7RDa",
+	"7hL3H5e6/9D+mYyzOV3UGjsT6DGjo5t8vNaBSvrT78Q9aved/r7D++noRBjtXgArMOrW3TxF7/2kvXMI",
+	"bNolYsRbmtyZJnuo6ftv/6IclBiwDeihCQLfUHTTM0cm273d9IULtRZncFmoPd+NjkBzOPPSgaK08yOX",
+	"SyTWVGZL10Aa5wh8Rdp4lsKUp3rMKVSp0pI7znkpbUa/U2fQCKN5QUtT+G7t2laXpBIQjaFTmHLOyPEF",
+	"6qY3mVScmVmHlyPUJHFNmPY0nTbJU1smd91TW2vCJhLbS85SurHJh4SZdH6TUmL0gFb1RQM0XzSClnQm",
+	"rdjEoEKIqh4XzRUOQacrL3HreJfCLIxnpaU2R+SGN95BP2Qho2aaHVqywydzR9yf2ky2Mt3MbCZLi0MR",
+	"+MTN3By6tqZKMlDFdiEkYY/2W3Zu+zObJERcKmmyCZXuzwXUFLSdBHihPYN2xXmFKVT/W5Iib3nLdXml",
+	"VkUMG/+O3s7n2hasP9d4KLyRdUFMH4sTG7RsqgFdu2NEgDBbNZms21zLvWLC1hWVkjBIuQ+wDNM5znwt",
+	"NPdAVCLtZqeVTvBVNMsyWhBwN1Yb9D2CPNFXc+v59FiEnXLkMZCcr9kxarBQm+7dJiCxTy/Zfj5hM6+/",
+	"QbMA4F8+mLdtXViD01XRNqzq+/ET3fBgwrawFdJVT1FKmDqsPEWrWsBmMPrb1dufkRHAjf/46XjsXkUj",
+	"8+wY4G1z+NJwp/8tpvAAddWaGfbKLnwYjkTkTq+YwWfo1cz4GtGvZFO+riu2zcc4U9cGn8/341C9935v",
+	"mbNfoScHJMtqTsb9thdPHYXbcurqRrYV2dssB41cjQoxYU7NvUA4uxG2GAZ0mxWN7tBkygpdVXfNqxvK",
+	"FpFL7pKXX+iea8805Kq7r6utXdXDDH4/F9azIVwc7WDiuupcF3NPJ+yu7Azt4maB0/8jMrT9Ue93w846",
+	"uHt3bgYdwkS8fOg7EO+vK/xg+ABjP2DifFmpHUmqvzYFdEPGuOQIgPEq9x42RnhvVX93ozSfNC51PvsH",
+	"yWQ4OlDB8q4tEr6YOq2PXilbTQINRKfpjsi2dZWHeQaZ9qgLo784m21OGF4RaNGSkZ/xqmXBDgQXw2c/",
+	"bsCFNKSFiBt3aHePR+PHT3e19/jTMROkZQXmlwpPfp/tQ2FpAmW4qqD1DTZdErX/w1fQLlzicGPvWCFc",
+	"FPvg/JbdyKA8+Dd3IzlUdBjmff1jmzkHod3vE+OuHX61Mgc0L91OF0jQigvQkQmTxQZBy4qtxK9D8W5n",
+	"49odLT816/2z8ecdmxMBGGPOawhbBzb1VVmklVdAzGyaPraZJBrp9Jg5rxBuctvNu8d3RVl7vn39EQrk",
+	"kNUWabPtzjybld9KjVdQHwDlHBLycXYDpQjc8pvSCLzSJIuRkLgwxQlQpXRwrdBrQ+FMDdFYG5uOlhNm",
+	"ezacIzBhp6foUtuxcpLXJaiKrTJyOgYI1L+RK/bmCmR6VeMSpZJATTjGJZpjXSnMH+341MWjnaV58RFi",
+	"/DtdgqUt3pVa6nkNVWZ0pZSB4UIvP5Gslgqp3Xk9mLJgZ/hKymNrBXFTmCuuB5U0FL6QXGOJK2VWEXzn",
+	"HgRfssLWs7IsNhqDICnFWGMlX9EMF8WmQ+oOEwapA7VcnhV8QVnckKbg9rdfr5W669eOc0U3BV0wcEPx",
+	"c/Rk/ATMK2cmuUd/yM4VHZNifqJQAVNG8gn76/Wb19r1LmwvRJOUZqw3t6Sic0oEmhFcQc7LDWECulG5",
+	"qio4s04kaMU7UaAUOuVW6JWdUIZmpOBsAUlbGh5lxT9t1JrnFWdQDoXKiGXutQLOpW6ZuAO5Jfkkz5Zy",
+	"VbSxunvLha+dT2WBmW5/A0AZacgdKwR6ohGo85X1cdiMhJE5pOOj5GhJcG4ial9zTW/q3/GLemuRnaQ4",
+	"OPf2fIIw6HIsIO/rhNdSiUytNj00J0xSuQniYlnPCpq18ZDXPQ3yXrL8Sh/vXQ2kbdsEv/Hi+BVgGqOC",
+	"FzHUMkTwm0GWh5yzLWrW0VK/TY74zeToHMrZfG4lguoULWQwWSEtYfnhUF3F/eOX8G5TucnUrG6iYwCn",
+	"Th49Oj43DqpaNg1KTXyM0D28mJAE51DeSYeXLWoMQgwUu/S5gWYjdrdUKCmCNU5N42aC/A3dm05IzHJc",
+	"cEYmDCxpyELApP+pfZ6jidKTJkepTomtyJxUhGXkO6iPX5IEzSkpdCds+Ndxi0UlE4YRtPVp8Ru3W1Og",
+	"yU19jlJRz1I0woXgCAuUKuSf0jw9Tvz9Vbwg4B9fQYl/3uwTTgwV5JYUYOUssYAqc02DV1hB4mQhqASr",
+	"mKQVPiYMeOQm6QDu6fgRSn+bHBF1AykkmxwpEE0tBk+OEjQ5ynhOgg8/axBOmIOhd+ZYwvAKK8GvYsvf",
+	"QqyDAiX4AI9P0c9NRbeKrMhqRiqSn+vE0yCmiwgHfmXR/QGlCzdHhD07kgOp4f4a1D2rJRQvBb4SmNsB",
+	"1KGNhbeBncZYQJT7yH1e6ktFyRWASolrHO/4/kGcaAkxJ31qro5KecgzNjMEoKxXt/FktQeesGZmSkXb",
+	"YllLCNjJ+Zp1DuQ1vSUMystB6X+cU/XXhXHC9xVPth3HGzYL8RKULfwDNOey6/hM1nv8ItGW6pOCZ7g4",
+	"R6lBUnFq7HiQC+HCFH3jHoizifHO5qAR2o91Gk1TeZIqRjTjXKJRWoHDzmZinKG6lHRFji9MKrjQmfKu",
+	"cLHLhyxth6jTCXuuc6l18UVbiVA3UkF2x2dlBfV0SC28C8pkdOn7MMa23hiYPahNA6a4YrgUSx41aYjm",
+	"eTxNx4FIw5lK24URovf+dvX253YjZL25gYjjgXEXDqE5XlFw5o60k3aqz3YqTE3CxDhvp8Y9Mv2X5qd8",
+	"Ni05L+CnOS2I6bOTTJj9Blc3JJ8qdWAKDn0Th5seQwiezah1gLlANuPeLmvC7LrMk+m/TAELfxMZL8m/",
+	"TY7M7+oeTSAzV8cfm6/gj+m/2HltcQ8d+qeI1wVTmhBKk9drypNvV111m4fuk1ULHMXHaU5KuUwbCLjf",
+	"prONXoxdivvM83ROVzwnU+v/Pm4yjl1olRL3hERkPueVPNdMiWqziCbAsnuuisR03JKubnmK0n+ZlqSa",
+	"mkxjA5IJg9IHWEib2nyLixpiS6F+gUbXWDyFw7fBZAjaW1lgyg5T37igpotgp8mp5R9qAu9FNNJ9nNH4",
+	"dHz69DixeRSPx+NDKM30iYYKv5usIHHD3duofU5L+RBxTqa8FKkNBwWUrzZKuk28xlkg7UL3qXzCRjrD",
+	"nJdaXEE3RInnzEjDqeLzU4iZTtHIpJvaMvZYGMMb/K79Pefo/ftXL27/z4RRHeVKVtQUR08aE17asuGl",
+	"CSIsqzal65wjKLuxpYKaKB7TgWfC4PFay/kQ4Wo6MDhen+LsxkHBVDP1Sg4Vhfki0aZNkHgnTMnnp+i5",
+	"OgYo26MEd4CSxn1SUVxQYbor6Cn8BMMRr5qOs8doxW9NjF67pY+NxdR1XZ2RWKkRsArfTKqbElB1dQLl",
+	"uOBfU2mWz9t1QwCFvOKORgpsCqZY5SmtCJhmp/D/Xv6S0mt1qKIJkGK5K9eiDbLeQyom7IaUEqw2ulyt",
+	"3pXE1CUel7wswZinAx8VrZi2aya+pyKmdwjxWickEwYxQN5KPpVUYdkIowWWitPCieJCQXLbdOtbbR24",
+	"nVySwPHYwkwC+iQJHfrJcrXpZuJT9Mx0wEtNm7YmoAhg6x1vRZhMUM30WnMzgEKXl5pmTtSmzhE2J6VD",
+	"dAuqS2yCHwt2DTRg0NbwHWd51x08XVPMAIIpGcp2VwHtNPe6ucNZ2fldFw1NRkpZhiVP7A4S74llxBA/",
+	"X3ChqceGmGs2AsMmKFtitiDO3Aihu6CX1kLXvzFuHW2K5zUDBvWKabWIV6gFwDRx/gR11GAe9rwJE9Zx",
+	"JzhvAuo6Ey58htA0v4EMA4eEyFRu0rB1OKAhZrV8Tf4jzBDNC6KrgB07zbh9dNDdeEmym9MJe4MLdX9A",
+	"bntZSzSyHiBeInVlKQrQUGh4oPG1n56eHrv6GGa7jQemYfXwwtNET6koT3MRzDZOszchdWpbLmVAkU+t",
+	"rcQYff/pk5bjwUyimaV3nCmriyIF9uJdO2et22JFMNPNSkKX/XMY8gpuP+C4D+QB8Wb4Sh6Q1gq+ngfk",
+	"C4RD3dllopFC37sANYWumu5GgGaJpgrtS0ksnQFTCDtWjHg1yKniiWKKlmg7zq9TygfD+QCzhirv5mNU",
+	"1YxpPyHoYafoP8hGW1Ohypmxcl69+I/vBAKKfZUfq/uAkTWQOeTv6i5bJEejFJKetLk5Pb5oVGP1Lmq3",
+	"+Um1DXi6xGKZQqealQJSXeZYAptMNbymtuyagqX54wIaRUG+B5OdkdZGYBBEmoWYekTCZjPD2UAeRNM3",
+	"u9roPlxONIQtqhHRqDXYcXtueMNwWfCyCiLT7oXS8h0/Hf/lFNkXtfdZ8UX9Sa4HvCHEdGrVeDRh2OVg",
+	"OXPpaWfjYOPGH2tyoUbUfnsfaDtY3DuyoEqj1AzgFxMb9HBMDmb4qkzOrKCv4KMGCYFLXqPo4fGdf3mI",
+	"5T/nbF7QTPZkUVcbBEWchcU210jT4o6x+wlikg25RFiou3hu+eQX560WGx2vMgUVq03SnAWi8h64J5DY",
+	"mbEWhfnnT6ZypBK9nv38guTnKL0hG6VkAp0lSEkYIF/OBGHSJrbdkM1xAq9Oy4rM6SfFUPENYRNWUEkq",
+	"xf+1GphWtCRTLKe8mmoJSI1d8myJVuIceuvpcoZangYjhZaclXJFKppNWKqLJr1kSqhSWmyjkWlW3Mh+",
+	"qBZQBPb4FL1To4JZyisXodTq0WwjzY/HF2hFjcLn6qwJuoKQAdjxVusLI9wZAfBptFyDOoYrdQIPymxg",
+	"hq/KbMwK+tOr1An/gQWmdzYf2d3AznAxMrTdtX4Yw89eZG4izdTUsHwdwlhXxdH50VLK8vzsDFwISy7k",
+	"+Q8/PHkMtcjN8L/Z8EPjtPicuF+gjZz/Ny/9P7HpcLsdvuj/DAqa/4N1hbd+bApJt9/0e2r5j/LiY2fu",
+	"zreuAoT3m+dudL9Z4Po/6YyTzx8+//8BAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -45,6 +45,123 @@ func (q *Queries) DeadLetterCount(ctx context.Context, arg DeadLetterCountParams
 	return count, err
 }
 
+const deadLetterCountByQueue = `-- name: DeadLetterCountByQueue :many
+SELECT q.name AS queue_name, count(*)::bigint AS count
+FROM queen.dead_letter_queue d
+JOIN queen.partitions p ON p.id = d.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+GROUP BY q.name
+ORDER BY q.name
+`
+
+type DeadLetterCountByQueueRow struct {
+	QueueName string
+	Count     int64
+}
+
+func (q *Queries) DeadLetterCountByQueue(ctx context.Context) ([]DeadLetterCountByQueueRow, error) {
+	rows, err := q.db.Query(ctx, deadLetterCountByQueue)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DeadLetterCountByQueueRow
+	for rows.Next() {
+		var i DeadLetterCountByQueueRow
+		if err := rows.Scan(&i.QueueName, &i.Count); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const deadLetterDeleteByID = `-- name: DeadLetterDeleteByID :execrows
+DELETE FROM queen.dead_letter_queue WHERE id = $1
+`
+
+func (q *Queries) DeadLetterDeleteByID(ctx context.Context, id uuid.UUID) (int64, error) {
+	result, err := q.db.Exec(ctx, deadLetterDeleteByID, id)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const deadLetterExistsForGroup = `-- name: DeadLetterExistsForGroup :one
+SELECT EXISTS (SELECT 1 FROM queen.dead_letter_queue WHERE message_id = $1 AND consumer_group = $2)::boolean
+`
+
+type DeadLetterExistsForGroupParams struct {
+	MessageID     uuid.UUID
+	ConsumerGroup string
+}
+
+func (q *Queries) DeadLetterExistsForGroup(ctx context.Context, arg DeadLetterExistsForGroupParams) (bool, error) {
+	row := q.db.QueryRow(ctx, deadLetterExistsForGroup, arg.MessageID, arg.ConsumerGroup)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
+const deadLetterGetForReplay = `-- name: DeadLetterGetForReplay :one
+SELECT d.id AS dlq_id, d.consumer_group, d.message_id,
+       m.transaction_id, m.trace_id, m.payload, m.is_encrypted, m.producer_sub,
+       p.id AS partition_id, p.name AS partition_name, q.name AS queue_name
+FROM queen.dead_letter_queue d
+JOIN queen.messages m ON m.id = d.message_id
+JOIN queen.partitions p ON p.id = d.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE d.partition_id = $1 AND m.transaction_id = $2
+  AND ($3::text = '' OR d.consumer_group = $3::text)
+ORDER BY d.failed_at DESC, d.id
+LIMIT 1
+`
+
+type DeadLetterGetForReplayParams struct {
+	PartitionID   uuid.UUID
+	TransactionID string
+	ConsumerGroup string
+}
+
+type DeadLetterGetForReplayRow struct {
+	DlqID         uuid.UUID
+	ConsumerGroup string
+	MessageID     uuid.UUID
+	TransactionID string
+	TraceID       *uuid.UUID
+	Payload       json.RawMessage
+	IsEncrypted   bool
+	ProducerSub   *string
+	PartitionID   uuid.UUID
+	PartitionName string
+	QueueName     string
+}
+
+// The newest dead-letter row of a message (of one group when given), with
+// what a replay pushes.
+func (q *Queries) DeadLetterGetForReplay(ctx context.Context, arg DeadLetterGetForReplayParams) (DeadLetterGetForReplayRow, error) {
+	row := q.db.QueryRow(ctx, deadLetterGetForReplay, arg.PartitionID, arg.TransactionID, arg.ConsumerGroup)
+	var i DeadLetterGetForReplayRow
+	err := row.Scan(
+		&i.DlqID,
+		&i.ConsumerGroup,
+		&i.MessageID,
+		&i.TransactionID,
+		&i.TraceID,
+		&i.Payload,
+		&i.IsEncrypted,
+		&i.ProducerSub,
+		&i.PartitionID,
+		&i.PartitionName,
+		&i.QueueName,
+	)
+	return i, err
+}
+
 const deadLetterInsertMany = `-- name: DeadLetterInsertMany :exec
 INSERT INTO queen.dead_letter_queue (message_id, partition_id, consumer_group, error_message, retry_count, original_created_at)
 SELECT unnest($1::uuid[]), unnest($2::uuid[]), unnest($3::text[]),
@@ -181,6 +298,56 @@ func (q *Queries) DeadLetterList(ctx context.Context, arg DeadLetterListParams) 
 			&i.PartitionName,
 			&i.QueueName,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const deadLetterSummary = `-- name: DeadLetterSummary :one
+SELECT count(*)::bigint AS total, count(DISTINCT partition_id)::bigint AS partitions
+FROM queen.dead_letter_queue
+`
+
+type DeadLetterSummaryRow struct {
+	Total      int64
+	Partitions int64
+}
+
+func (q *Queries) DeadLetterSummary(ctx context.Context) (DeadLetterSummaryRow, error) {
+	row := q.db.QueryRow(ctx, deadLetterSummary)
+	var i DeadLetterSummaryRow
+	err := row.Scan(&i.Total, &i.Partitions)
+	return i, err
+}
+
+const deadLetterTopErrors = `-- name: DeadLetterTopErrors :many
+SELECT COALESCE(error_message, '')::text AS error, count(*)::bigint AS count
+FROM queen.dead_letter_queue
+GROUP BY 1
+ORDER BY 2 DESC, 1
+LIMIT $1
+`
+
+type DeadLetterTopErrorsRow struct {
+	Error string
+	Count int64
+}
+
+func (q *Queries) DeadLetterTopErrors(ctx context.Context, rowLimit int32) ([]DeadLetterTopErrorsRow, error) {
+	rows, err := q.db.Query(ctx, deadLetterTopErrors, rowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DeadLetterTopErrorsRow
+	for rows.Next() {
+		var i DeadLetterTopErrorsRow
+		if err := rows.Scan(&i.Error, &i.Count); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -42,6 +42,124 @@ func (q *Queries) MessageDeleteByTransactionID(ctx context.Context, arg MessageD
 	return result.RowsAffected(), nil
 }
 
+const messageDeleteCompleted = `-- name: MessageDeleteCompleted :many
+DELETE FROM queen.messages WHERE id IN (
+    SELECT m.id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
+    WHERE p.queue_id = $1 AND m.created_at < $2
+      AND m.seq <= (SELECT min(c.last_seq) FROM queen.partition_consumers c WHERE c.partition_id = m.partition_id)
+      AND NOT EXISTS (SELECT 1 FROM queen.dead_letter_queue d WHERE d.message_id = m.id)
+    LIMIT $3)
+RETURNING partition_id
+`
+
+type MessageDeleteCompletedParams struct {
+	QueueID   uuid.UUID
+	Cutoff    pgtype.Timestamptz
+	BatchSize int32
+}
+
+// Completed retention: deletes up to @batch_size messages of a queue stored
+// before @cutoff that every consumer cursor of their partition has passed.
+// Dead-lettered messages stay (their DLQ rows would go with them).
+func (q *Queries) MessageDeleteCompleted(ctx context.Context, arg MessageDeleteCompletedParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, messageDeleteCompleted, arg.QueueID, arg.Cutoff, arg.BatchSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var partition_id uuid.UUID
+		if err := rows.Scan(&partition_id); err != nil {
+			return nil, err
+		}
+		items = append(items, partition_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const messageDeleteExpired = `-- name: MessageDeleteExpired :many
+DELETE FROM queen.messages WHERE id IN (
+    SELECT m.id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
+    WHERE p.queue_id = $1 AND m.created_at < $2
+    LIMIT $3)
+RETURNING partition_id
+`
+
+type MessageDeleteExpiredParams struct {
+	QueueID   uuid.UUID
+	Cutoff    pgtype.Timestamptz
+	BatchSize int32
+}
+
+// Retention: deletes up to @batch_size messages of a queue stored before
+// @cutoff, whatever their state, and returns their partitions. Driven by the
+// created_at index, so idle partitions cost nothing.
+func (q *Queries) MessageDeleteExpired(ctx context.Context, arg MessageDeleteExpiredParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, messageDeleteExpired, arg.QueueID, arg.Cutoff, arg.BatchSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var partition_id uuid.UUID
+		if err := rows.Scan(&partition_id); err != nil {
+			return nil, err
+		}
+		items = append(items, partition_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const messageDeleteWaitExpired = `-- name: MessageDeleteWaitExpired :many
+DELETE FROM queen.messages WHERE id IN (
+    SELECT m.id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
+    WHERE p.queue_id = $1 AND m.created_at < $2
+      AND m.seq > COALESCE((SELECT min(c.last_seq) FROM queen.partition_consumers c WHERE c.partition_id = m.partition_id), 0)
+      AND NOT EXISTS (SELECT 1 FROM queen.partition_consumers c
+                      WHERE c.partition_id = m.partition_id AND c.lease_expires_at > now())
+    LIMIT $3)
+RETURNING partition_id
+`
+
+type MessageDeleteWaitExpiredParams struct {
+	QueueID   uuid.UUID
+	Cutoff    pgtype.Timestamptz
+	BatchSize int32
+}
+
+// maxWaitTimeSeconds eviction: deletes up to @batch_size messages of a queue
+// stored before @cutoff that some consumer cursor of their partition has not
+// passed (or that no consumer ever read). Partitions under a live lease are
+// left for the next run, so a delivered batch is never pulled away from its
+// consumer.
+func (q *Queries) MessageDeleteWaitExpired(ctx context.Context, arg MessageDeleteWaitExpiredParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, messageDeleteWaitExpired, arg.QueueID, arg.Cutoff, arg.BatchSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var partition_id uuid.UUID
+		if err := rows.Scan(&partition_id); err != nil {
+			return nil, err
+		}
+		items = append(items, partition_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const messageGetByTransactionID = `-- name: MessageGetByTransactionID :one
 SELECT m.id, m.partition_id, m.seq, m.transaction_id, m.trace_id, m.payload, m.is_encrypted, m.producer_sub, m.created_at, p.name AS partition_name, q.name AS queue_name
 FROM queen.messages m

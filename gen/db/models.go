@@ -118,8 +118,116 @@ type QueenQueue struct {
 	UpdatedAt                 pgtype.Timestamptz
 }
 
+type QueenQueueLagMetric struct {
+	Bucket           pgtype.Timestamptz
+	QueueName        string
+	Hostname         string
+	Port             int32
+	Pid              int32
+	PushRequestCount int64
+	PushMessageCount int64
+	PopRequestCount  int64
+	PopCount         int64
+	PopEmptyCount    int64
+	AckRequestCount  int64
+	AckMessageCount  int64
+	AckSuccessCount  int64
+	AckFailedCount   int64
+	DlqCount         int64
+	TransactionCount int64
+	LagCount         int64
+	LagSumMs         int64
+	MaxLagMs         int64
+	ParkedCount      float64
+}
+
+type QueenRetentionHistory struct {
+	ID            int64
+	QueueName     string
+	RetentionType string
+	DeletedCount  int64
+	ExecutedAt    pgtype.Timestamptz
+}
+
+type QueenStreamsQuery struct {
+	ID          uuid.UUID
+	TenantID    uuid.UUID
+	Name        string
+	SourceQueue string
+	SinkQueue   *string
+	ConfigHash  string
+	CreatedAt   pgtype.Timestamptz
+	UpdatedAt   pgtype.Timestamptz
+}
+
+type QueenStreamsState struct {
+	QueryID     uuid.UUID
+	PartitionID uuid.UUID
+	Key         string
+	Value       json.RawMessage
+	UpdatedAt   pgtype.Timestamptz
+}
+
+type QueenSystemMetric struct {
+	Bucket      pgtype.Timestamptz
+	Hostname    string
+	Port        int32
+	Pid         int32
+	WorkerID    int32
+	SampleCount int32
+	Metrics     json.RawMessage
+}
+
 type QueenSystemState struct {
 	Key       string
 	Value     json.RawMessage
 	UpdatedAt pgtype.Timestamptz
+}
+
+type QueenWorkerMetric struct {
+	Bucket            pgtype.Timestamptz
+	Hostname          string
+	Port              int32
+	Pid               int32
+	WorkerID          int32
+	PushRequestCount  int64
+	PushMessageCount  int64
+	PopRequestCount   int64
+	PopMessageCount   int64
+	PopEmptyCount     int64
+	AckRequestCount   int64
+	AckMessageCount   int64
+	AckSuccessCount   int64
+	AckFailedCount    int64
+	TransactionCount  int64
+	DlqCount          int64
+	DbErrorCount      int64
+	LagCount          int64
+	LagSumMs          int64
+	MaxLagMs          int64
+	SampleCount       int32
+	AvgEventLoopLagMs float64
+	MaxEventLoopLagMs float64
+	AvgFreeSlots      float64
+	MinFreeSlots      float64
+	DbConnections     float64
+	AvgJobQueueSize   float64
+	MaxJobQueueSize   float64
+	BackoffSize       float64
+}
+
+type QueenWorkerMetricsSummary struct {
+	ID            int32
+	PushRequests  int64
+	PopRequests   int64
+	AckRequests   int64
+	Transactions  int64
+	PushMessages  int64
+	PopMessages   int64
+	AckMessages   int64
+	AckSuccess    int64
+	AckFailed     int64
+	DbErrors      int64
+	DlqCount      int64
+	LastUpdatedAt pgtype.Timestamptz
 }

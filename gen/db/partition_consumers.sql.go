@@ -219,6 +219,50 @@ func (q *Queries) PartitionConsumerClaimAndRead(ctx context.Context, arg Partiti
 	return items, nil
 }
 
+const partitionConsumerCursorTotals = `-- name: PartitionConsumerCursorTotals :many
+SELECT partition_id,
+       COALESCE(sum(total_messages_consumed), 0)::bigint AS consumed,
+       COALESCE(sum(total_batches_consumed), 0)::bigint AS batches,
+       max(last_consumed_at)::timestamptz AS last_consumed_at
+FROM queen.partition_consumers
+WHERE partition_id = ANY($1::uuid[])
+GROUP BY partition_id
+`
+
+type PartitionConsumerCursorTotalsRow struct {
+	PartitionID    uuid.UUID
+	Consumed       int64
+	Batches        int64
+	LastConsumedAt pgtype.Timestamptz
+}
+
+// Per partition, over its consumer groups: messages and batches consumed and
+// the last consumption.
+func (q *Queries) PartitionConsumerCursorTotals(ctx context.Context, partitionIds []uuid.UUID) ([]PartitionConsumerCursorTotalsRow, error) {
+	rows, err := q.db.Query(ctx, partitionConsumerCursorTotals, partitionIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PartitionConsumerCursorTotalsRow
+	for rows.Next() {
+		var i PartitionConsumerCursorTotalsRow
+		if err := rows.Scan(
+			&i.PartitionID,
+			&i.Consumed,
+			&i.Batches,
+			&i.LastConsumedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const partitionConsumerDeleteByGroup = `-- name: PartitionConsumerDeleteByGroup :execrows
 DELETE FROM queen.partition_consumers WHERE consumer_group = $1
 `
@@ -403,6 +447,35 @@ func (q *Queries) PartitionConsumerLeaseExists(ctx context.Context, leaseID *str
 	return column_1, err
 }
 
+const partitionConsumerLeaseSummary = `-- name: PartitionConsumerLeaseSummary :one
+SELECT count(*)::bigint AS active,
+       count(DISTINCT partition_id)::bigint AS partitions,
+       COALESCE(sum(batch_size), 0)::bigint AS batch_size,
+       COALESCE(sum(acked_count), 0)::bigint AS acked
+FROM queen.partition_consumers
+WHERE lease_id IS NOT NULL AND lease_expires_at > now()
+`
+
+type PartitionConsumerLeaseSummaryRow struct {
+	Active     int64
+	Partitions int64
+	BatchSize  int64
+	Acked      int64
+}
+
+// Live leases: how many, on how many partitions, and their batch progress.
+func (q *Queries) PartitionConsumerLeaseSummary(ctx context.Context) (PartitionConsumerLeaseSummaryRow, error) {
+	row := q.db.QueryRow(ctx, partitionConsumerLeaseSummary)
+	var i PartitionConsumerLeaseSummaryRow
+	err := row.Scan(
+		&i.Active,
+		&i.Partitions,
+		&i.BatchSize,
+		&i.Acked,
+	)
+	return i, err
+}
+
 const partitionConsumerListByPartition = `-- name: PartitionConsumerListByPartition :many
 SELECT consumer_group, last_seq, lease_expires_at, COALESCE(lease_expires_at > now(), false)::boolean AS lease_active
 FROM queen.partition_consumers
@@ -505,6 +578,46 @@ func (q *Queries) PartitionConsumerLockMany(ctx context.Context, arg PartitionCo
 	return items, nil
 }
 
+const partitionConsumerPassHead = `-- name: PartitionConsumerPassHead :execrows
+INSERT INTO queen.partition_consumers AS c (partition_id, consumer_group, last_seq, last_consumed_id, last_consumed_at)
+SELECT $1, $2, $3, $4, now()
+WHERE NOT EXISTS (
+    SELECT 1 FROM queen.messages m
+    WHERE m.partition_id = $1 AND m.seq < $3
+      AND m.seq > COALESCE((SELECT x.last_seq FROM queen.partition_consumers x
+                            WHERE x.partition_id = $1 AND x.consumer_group = $2), 0))
+ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
+    last_seq = EXCLUDED.last_seq, last_consumed_id = EXCLUDED.last_consumed_id,
+    last_consumed_at = EXCLUDED.last_consumed_at, batch_retry_count = 0
+WHERE c.last_seq < EXCLUDED.last_seq
+  AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
+  AND NOT EXISTS (SELECT 1 FROM queen.messages m
+                  WHERE m.partition_id = c.partition_id AND m.seq > c.last_seq AND m.seq < EXCLUDED.last_seq)
+`
+
+type PartitionConsumerPassHeadParams struct {
+	PartitionID   uuid.UUID
+	ConsumerGroup string
+	Seq           int64
+	MessageID     *uuid.UUID
+}
+
+// Moves a group's cursor over one message, only when it is the next message
+// the group would receive and the group holds no live lease on the partition
+// (the operator's "move to DLQ"). A group without a cursor gets one.
+func (q *Queries) PartitionConsumerPassHead(ctx context.Context, arg PartitionConsumerPassHeadParams) (int64, error) {
+	result, err := q.db.Exec(ctx, partitionConsumerPassHead,
+		arg.PartitionID,
+		arg.ConsumerGroup,
+		arg.Seq,
+		arg.MessageID,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const partitionConsumerRelease = `-- name: PartitionConsumerRelease :exec
 UPDATE queen.partition_consumers
 SET lease_id = NULL, lease_acquired_at = NULL, lease_expires_at = NULL, batch_size = 0, acked_count = 0
@@ -585,4 +698,33 @@ func (q *Queries) PartitionConsumerSetBatchSize(ctx context.Context, arg Partiti
 		arg.LeaseID,
 	)
 	return err
+}
+
+const partitionConsumerSkipMissing = `-- name: PartitionConsumerSkipMissing :execrows
+UPDATE queen.partition_consumers c
+SET last_seq = t.target
+FROM (
+    SELECT c2.partition_id, c2.consumer_group,
+           COALESCE((SELECT min(m.seq) FROM queen.messages m
+                      WHERE m.partition_id = c2.partition_id AND m.seq > c2.last_seq) - 1,
+                    p.last_seq)::bigint AS target
+    FROM queen.partition_consumers c2
+    JOIN queen.partitions p ON p.id = c2.partition_id
+    WHERE c2.partition_id = ANY($1::uuid[])
+) t
+WHERE c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group
+  AND t.target > c.last_seq
+  AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
+`
+
+// After retention or eviction deleted messages, moves unleased cursors of
+// these partitions over sequence numbers that no longer hold a message (up to
+// just before the next stored one, or the partition's high-water mark), so
+// the partitions stop looking pending. No stored message is skipped.
+func (q *Queries) PartitionConsumerSkipMissing(ctx context.Context, partitionIds []uuid.UUID) (int64, error) {
+	result, err := q.db.Exec(ctx, partitionConsumerSkipMissing, partitionIds)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

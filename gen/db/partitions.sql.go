@@ -75,6 +75,57 @@ func (q *Queries) PartitionCountFiltered(ctx context.Context, queueName string) 
 	return count, err
 }
 
+const partitionCreatedSeries = `-- name: PartitionCreatedSeries :many
+SELECT to_timestamp(floor(extract(epoch FROM p.created_at) / $1::integer) * $1::integer)::timestamptz AS bucket_start,
+       q.name AS queue_name, count(*)::bigint AS created
+FROM queen.partitions p
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE p.created_at >= $2 AND p.created_at <= $3
+  AND ($4::text = '' OR q.name = $4::text)
+GROUP BY 1, 2
+ORDER BY 1, 2
+`
+
+type PartitionCreatedSeriesParams struct {
+	BucketSeconds int32
+	FromTime      pgtype.Timestamptz
+	ToTime        pgtype.Timestamptz
+	QueueName     string
+}
+
+type PartitionCreatedSeriesRow struct {
+	BucketStart pgtype.Timestamptz
+	QueueName   string
+	Created     int64
+}
+
+// Partitions created per bucket of bucket_seconds (aligned on the epoch) and
+// queue, oldest first. An empty queue name matches every queue.
+func (q *Queries) PartitionCreatedSeries(ctx context.Context, arg PartitionCreatedSeriesParams) ([]PartitionCreatedSeriesRow, error) {
+	rows, err := q.db.Query(ctx, partitionCreatedSeries,
+		arg.BucketSeconds,
+		arg.FromTime,
+		arg.ToTime,
+		arg.QueueName,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PartitionCreatedSeriesRow
+	for rows.Next() {
+		var i PartitionCreatedSeriesRow
+		if err := rows.Scan(&i.BucketStart, &i.QueueName, &i.Created); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const partitionEnsure = `-- name: PartitionEnsure :one
 INSERT INTO queen.partitions AS p (queue_id, name) VALUES ($1, $2)
 ON CONFLICT (queue_id, name) DO UPDATE SET name = EXCLUDED.name
@@ -223,6 +274,41 @@ func (q *Queries) PartitionListPopCandidates(ctx context.Context, arg PartitionL
 	return items, nil
 }
 
+const partitionMessageBounds = `-- name: PartitionMessageBounds :many
+SELECT p.id,
+       (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = p.id ORDER BY m.seq LIMIT 1)::timestamptz AS oldest_at,
+       (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = p.id ORDER BY m.seq DESC LIMIT 1)::timestamptz AS newest_at
+FROM queen.partitions p
+WHERE p.id = ANY($1::uuid[])
+`
+
+type PartitionMessageBoundsRow struct {
+	ID       uuid.UUID
+	OldestAt pgtype.Timestamptz
+	NewestAt pgtype.Timestamptz
+}
+
+// When the oldest and the newest stored message of each partition was stored.
+func (q *Queries) PartitionMessageBounds(ctx context.Context, ids []uuid.UUID) ([]PartitionMessageBoundsRow, error) {
+	rows, err := q.db.Query(ctx, partitionMessageBounds, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PartitionMessageBoundsRow
+	for rows.Next() {
+		var i PartitionMessageBoundsRow
+		if err := rows.Scan(&i.ID, &i.OldestAt, &i.NewestAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const partitionOldestPending = `-- name: PartitionOldestPending :one
 SELECT now()::timestamptz AS scanned_at,
        (SELECT p.last_message_at
@@ -256,6 +342,29 @@ func (q *Queries) PartitionOldestPending(ctx context.Context, arg PartitionOldes
 	var i PartitionOldestPendingRow
 	err := row.Scan(&i.ScannedAt, &i.OldestPending)
 	return i, err
+}
+
+const partitionPendingTotal = `-- name: PartitionPendingTotal :one
+SELECT COALESCE(sum(x.newest - x.first_pending + 1), 0)::bigint AS pending
+FROM queen.partitions p
+LEFT JOIN queen.partition_consumers qm ON qm.partition_id = p.id AND qm.consumer_group = '__QUEUE_MODE__'
+CROSS JOIN LATERAL (
+    SELECT (SELECT m.seq FROM queen.messages m
+             WHERE m.partition_id = p.id AND m.seq > COALESCE(qm.last_seq, 0)
+             ORDER BY m.seq LIMIT 1) AS first_pending,
+           (SELECT m.seq FROM queen.messages m WHERE m.partition_id = p.id
+             ORDER BY m.seq DESC LIMIT 1) AS newest
+) x
+WHERE p.last_seq > COALESCE(qm.last_seq, 0) AND x.first_pending IS NOT NULL
+`
+
+// Messages the queue-mode group has not consumed, over every partition,
+// counted like PartitionStatsList but probing only partitions with a backlog.
+func (q *Queries) PartitionPendingTotal(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, partitionPendingTotal)
+	var pending int64
+	err := row.Scan(&pending)
+	return pending, err
 }
 
 const partitionStatsList = `-- name: PartitionStatsList :many

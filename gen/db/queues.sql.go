@@ -11,6 +11,68 @@ import (
 	"github.com/google/uuid"
 )
 
+const queueConsumptionList = `-- name: QueueConsumptionList :many
+SELECT q.id, q.name, q.namespace, q.task, x.partitions, x.consumed
+FROM queen.queues q
+CROSS JOIN LATERAL (
+    SELECT count(*)::bigint AS partitions,
+           COALESCE(sum(p.last_seq), 0)::bigint AS sequenced,
+           COALESCE(sum((SELECT sum(c.total_messages_consumed) FROM queen.partition_consumers c
+                          WHERE c.partition_id = p.id)), 0)::bigint AS consumed
+    FROM queen.partitions p WHERE p.queue_id = q.id
+) x
+WHERE ($1::text = '' OR q.name = $1::text)
+  AND ($2::text = '' OR q.namespace = $2::text)
+  AND ($3::text = '' OR q.task = $3::text)
+  AND x.sequenced > 0
+ORDER BY q.name
+`
+
+type QueueConsumptionListParams struct {
+	QueueName string
+	Namespace string
+	Task      string
+}
+
+type QueueConsumptionListRow struct {
+	ID         uuid.UUID
+	Name       string
+	Namespace  string
+	Task       string
+	Partitions int64
+	Consumed   int64
+}
+
+// Queues that ever received a message, with their partition count and the
+// messages their consumer groups consumed, by name. Empty filters match
+// everything.
+func (q *Queries) QueueConsumptionList(ctx context.Context, arg QueueConsumptionListParams) ([]QueueConsumptionListRow, error) {
+	rows, err := q.db.Query(ctx, queueConsumptionList, arg.QueueName, arg.Namespace, arg.Task)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []QueueConsumptionListRow
+	for rows.Next() {
+		var i QueueConsumptionListRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.Namespace,
+			&i.Task,
+			&i.Partitions,
+			&i.Consumed,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const queueCountFiltered = `-- name: QueueCountFiltered :one
 SELECT count(*) FROM queen.queues
 WHERE ($1::text = '' OR namespace = $1::text)
@@ -194,6 +256,56 @@ func (q *Queries) QueueListByNamespaceTask(ctx context.Context, arg QueueListByN
 	return items, nil
 }
 
+const queueListExpiring = `-- name: QueueListExpiring :many
+SELECT id, name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl, max_queue_size, dead_letter_queue, dlq_after_max_retries, delayed_processing, window_buffer, retention_seconds, completed_retention_seconds, retention_enabled, encryption_enabled, max_wait_time_seconds, created_at, updated_at FROM queen.queues
+WHERE (retention_enabled AND (retention_seconds > 0 OR completed_retention_seconds > 0))
+   OR max_wait_time_seconds > 0
+ORDER BY name
+`
+
+// Queues the retention and eviction jobs act on.
+func (q *Queries) QueueListExpiring(ctx context.Context) ([]QueenQueue, error) {
+	rows, err := q.db.Query(ctx, queueListExpiring)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []QueenQueue
+	for rows.Next() {
+		var i QueenQueue
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.Namespace,
+			&i.Task,
+			&i.Priority,
+			&i.LeaseTime,
+			&i.RetryLimit,
+			&i.RetryDelay,
+			&i.Ttl,
+			&i.MaxQueueSize,
+			&i.DeadLetterQueue,
+			&i.DlqAfterMaxRetries,
+			&i.DelayedProcessing,
+			&i.WindowBuffer,
+			&i.RetentionSeconds,
+			&i.CompletedRetentionSeconds,
+			&i.RetentionEnabled,
+			&i.EncryptionEnabled,
+			&i.MaxWaitTimeSeconds,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const queueListPage = `-- name: QueueListPage :many
 SELECT id, name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl, max_queue_size, dead_letter_queue, dlq_after_max_retries, delayed_processing, window_buffer, retention_seconds, completed_retention_seconds, retention_enabled, encryption_enabled, max_wait_time_seconds, created_at, updated_at FROM queen.queues
 WHERE ($1::text = '' OR namespace = $1::text)
@@ -251,6 +363,39 @@ func (q *Queries) QueueListPage(ctx context.Context, arg QueueListPageParams) ([
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const queueNamesFiltered = `-- name: QueueNamesFiltered :many
+SELECT name FROM queen.queues
+WHERE ($1::text = '' OR namespace = $1::text)
+  AND ($2::text = '' OR task = $2::text)
+ORDER BY name
+`
+
+type QueueNamesFilteredParams struct {
+	Namespace string
+	Task      string
+}
+
+// Names of the queues matching a namespace and a task; empty matches any.
+func (q *Queries) QueueNamesFiltered(ctx context.Context, arg QueueNamesFilteredParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, queueNamesFiltered, arg.Namespace, arg.Task)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		items = append(items, name)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -55,11 +55,17 @@ type Identity struct {
 // Authenticate verifies the request's token and returns its identity. The
 // error is always an *Error.
 func (a *Authenticator) Authenticate(r *http.Request) (Identity, error) {
-	raw, ok := bearer(r.Header.Get("Authorization"))
+	return a.AuthenticateHeader(r.Context(), r.Header.Get("Authorization"))
+}
+
+// AuthenticateHeader is Authenticate given the Authorization header's value,
+// for handlers that see the header but not the request (GET /auth/me).
+func (a *Authenticator) AuthenticateHeader(ctx context.Context, authorization string) (Identity, error) {
+	raw, ok := bearer(authorization)
 	if !ok {
 		return Identity{}, errMissing
 	}
-	return a.ParseToken(r.Context(), raw)
+	return a.ParseToken(ctx, raw)
 }
 
 // bearer extracts the token (JWT-3): a case-insensitive "Bearer " prefix is

@@ -38,3 +38,43 @@ FROM queen.dead_letter_queue
 WHERE message_id = @message_id
 ORDER BY failed_at DESC
 LIMIT 1;
+
+-- name: DeadLetterSummary :one
+SELECT count(*)::bigint AS total, count(DISTINCT partition_id)::bigint AS partitions
+FROM queen.dead_letter_queue;
+
+-- name: DeadLetterTopErrors :many
+SELECT COALESCE(error_message, '')::text AS error, count(*)::bigint AS count
+FROM queen.dead_letter_queue
+GROUP BY 1
+ORDER BY 2 DESC, 1
+LIMIT @row_limit;
+
+-- name: DeadLetterCountByQueue :many
+SELECT q.name AS queue_name, count(*)::bigint AS count
+FROM queen.dead_letter_queue d
+JOIN queen.partitions p ON p.id = d.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+GROUP BY q.name
+ORDER BY q.name;
+
+-- name: DeadLetterGetForReplay :one
+-- The newest dead-letter row of a message (of one group when given), with
+-- what a replay pushes.
+SELECT d.id AS dlq_id, d.consumer_group, d.message_id,
+       m.transaction_id, m.trace_id, m.payload, m.is_encrypted, m.producer_sub,
+       p.id AS partition_id, p.name AS partition_name, q.name AS queue_name
+FROM queen.dead_letter_queue d
+JOIN queen.messages m ON m.id = d.message_id
+JOIN queen.partitions p ON p.id = d.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE d.partition_id = @partition_id AND m.transaction_id = @transaction_id
+  AND (@consumer_group::text = '' OR d.consumer_group = @consumer_group::text)
+ORDER BY d.failed_at DESC, d.id
+LIMIT 1;
+
+-- name: DeadLetterDeleteByID :execrows
+DELETE FROM queen.dead_letter_queue WHERE id = @id;
+
+-- name: DeadLetterExistsForGroup :one
+SELECT EXISTS (SELECT 1 FROM queen.dead_letter_queue WHERE message_id = @message_id AND consumer_group = @consumer_group)::boolean;

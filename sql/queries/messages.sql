@@ -107,3 +107,40 @@ DELETE FROM queen.messages WHERE partition_id = @partition_id AND transaction_id
 
 -- name: MessageCountCreatedSince :one
 SELECT count(*) FROM queen.messages WHERE created_at >= @since;
+
+-- name: MessageDeleteExpired :many
+-- Retention: deletes up to @batch_size messages of a queue stored before
+-- @cutoff, whatever their state, and returns their partitions. Driven by the
+-- created_at index, so idle partitions cost nothing.
+DELETE FROM queen.messages WHERE id IN (
+    SELECT m.id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
+    WHERE p.queue_id = @queue_id AND m.created_at < @cutoff
+    LIMIT @batch_size)
+RETURNING partition_id;
+
+-- name: MessageDeleteCompleted :many
+-- Completed retention: deletes up to @batch_size messages of a queue stored
+-- before @cutoff that every consumer cursor of their partition has passed.
+-- Dead-lettered messages stay (their DLQ rows would go with them).
+DELETE FROM queen.messages WHERE id IN (
+    SELECT m.id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
+    WHERE p.queue_id = @queue_id AND m.created_at < @cutoff
+      AND m.seq <= (SELECT min(c.last_seq) FROM queen.partition_consumers c WHERE c.partition_id = m.partition_id)
+      AND NOT EXISTS (SELECT 1 FROM queen.dead_letter_queue d WHERE d.message_id = m.id)
+    LIMIT @batch_size)
+RETURNING partition_id;
+
+-- name: MessageDeleteWaitExpired :many
+-- maxWaitTimeSeconds eviction: deletes up to @batch_size messages of a queue
+-- stored before @cutoff that some consumer cursor of their partition has not
+-- passed (or that no consumer ever read). Partitions under a live lease are
+-- left for the next run, so a delivered batch is never pulled away from its
+-- consumer.
+DELETE FROM queen.messages WHERE id IN (
+    SELECT m.id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
+    WHERE p.queue_id = @queue_id AND m.created_at < @cutoff
+      AND m.seq > COALESCE((SELECT min(c.last_seq) FROM queen.partition_consumers c WHERE c.partition_id = m.partition_id), 0)
+      AND NOT EXISTS (SELECT 1 FROM queen.partition_consumers c
+                      WHERE c.partition_id = m.partition_id AND c.lease_expires_at > now())
+    LIMIT @batch_size)
+RETURNING partition_id;

@@ -210,3 +210,62 @@ LEFT JOIN LATERAL (
     LIMIT 1
 ) first ON true
 ORDER BY r.consumer_group, q.name, p.name;
+
+-- name: PartitionConsumerCursorTotals :many
+-- Per partition, over its consumer groups: messages and batches consumed and
+-- the last consumption.
+SELECT partition_id,
+       COALESCE(sum(total_messages_consumed), 0)::bigint AS consumed,
+       COALESCE(sum(total_batches_consumed), 0)::bigint AS batches,
+       max(last_consumed_at)::timestamptz AS last_consumed_at
+FROM queen.partition_consumers
+WHERE partition_id = ANY(@partition_ids::uuid[])
+GROUP BY partition_id;
+
+-- name: PartitionConsumerLeaseSummary :one
+-- Live leases: how many, on how many partitions, and their batch progress.
+SELECT count(*)::bigint AS active,
+       count(DISTINCT partition_id)::bigint AS partitions,
+       COALESCE(sum(batch_size), 0)::bigint AS batch_size,
+       COALESCE(sum(acked_count), 0)::bigint AS acked
+FROM queen.partition_consumers
+WHERE lease_id IS NOT NULL AND lease_expires_at > now();
+
+-- name: PartitionConsumerSkipMissing :execrows
+-- After retention or eviction deleted messages, moves unleased cursors of
+-- these partitions over sequence numbers that no longer hold a message (up to
+-- just before the next stored one, or the partition's high-water mark), so
+-- the partitions stop looking pending. No stored message is skipped.
+UPDATE queen.partition_consumers c
+SET last_seq = t.target
+FROM (
+    SELECT c2.partition_id, c2.consumer_group,
+           COALESCE((SELECT min(m.seq) FROM queen.messages m
+                      WHERE m.partition_id = c2.partition_id AND m.seq > c2.last_seq) - 1,
+                    p.last_seq)::bigint AS target
+    FROM queen.partition_consumers c2
+    JOIN queen.partitions p ON p.id = c2.partition_id
+    WHERE c2.partition_id = ANY(@partition_ids::uuid[])
+) t
+WHERE c.partition_id = t.partition_id AND c.consumer_group = t.consumer_group
+  AND t.target > c.last_seq
+  AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now());
+
+-- name: PartitionConsumerPassHead :execrows
+-- Moves a group's cursor over one message, only when it is the next message
+-- the group would receive and the group holds no live lease on the partition
+-- (the operator's "move to DLQ"). A group without a cursor gets one.
+INSERT INTO queen.partition_consumers AS c (partition_id, consumer_group, last_seq, last_consumed_id, last_consumed_at)
+SELECT @partition_id, @consumer_group, @seq, @message_id, now()
+WHERE NOT EXISTS (
+    SELECT 1 FROM queen.messages m
+    WHERE m.partition_id = @partition_id AND m.seq < @seq
+      AND m.seq > COALESCE((SELECT x.last_seq FROM queen.partition_consumers x
+                            WHERE x.partition_id = @partition_id AND x.consumer_group = @consumer_group), 0))
+ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
+    last_seq = EXCLUDED.last_seq, last_consumed_id = EXCLUDED.last_consumed_id,
+    last_consumed_at = EXCLUDED.last_consumed_at, batch_retry_count = 0
+WHERE c.last_seq < EXCLUDED.last_seq
+  AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())
+  AND NOT EXISTS (SELECT 1 FROM queen.messages m
+                  WHERE m.partition_id = c.partition_id AND m.seq > c.last_seq AND m.seq < EXCLUDED.last_seq);

@@ -101,3 +101,38 @@ LIMIT @row_limit OFFSET @row_offset;
 SELECT count(*) FROM queen.partitions p
 JOIN queen.queues q ON q.id = p.queue_id
 WHERE (@queue_name::text = '' OR q.name = @queue_name::text);
+
+-- name: PartitionPendingTotal :one
+-- Messages the queue-mode group has not consumed, over every partition,
+-- counted like PartitionStatsList but probing only partitions with a backlog.
+SELECT COALESCE(sum(x.newest - x.first_pending + 1), 0)::bigint AS pending
+FROM queen.partitions p
+LEFT JOIN queen.partition_consumers qm ON qm.partition_id = p.id AND qm.consumer_group = '__QUEUE_MODE__'
+CROSS JOIN LATERAL (
+    SELECT (SELECT m.seq FROM queen.messages m
+             WHERE m.partition_id = p.id AND m.seq > COALESCE(qm.last_seq, 0)
+             ORDER BY m.seq LIMIT 1) AS first_pending,
+           (SELECT m.seq FROM queen.messages m WHERE m.partition_id = p.id
+             ORDER BY m.seq DESC LIMIT 1) AS newest
+) x
+WHERE p.last_seq > COALESCE(qm.last_seq, 0) AND x.first_pending IS NOT NULL;
+
+-- name: PartitionMessageBounds :many
+-- When the oldest and the newest stored message of each partition was stored.
+SELECT p.id,
+       (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = p.id ORDER BY m.seq LIMIT 1)::timestamptz AS oldest_at,
+       (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = p.id ORDER BY m.seq DESC LIMIT 1)::timestamptz AS newest_at
+FROM queen.partitions p
+WHERE p.id = ANY(@ids::uuid[]);
+
+-- name: PartitionCreatedSeries :many
+-- Partitions created per bucket of bucket_seconds (aligned on the epoch) and
+-- queue, oldest first. An empty queue name matches every queue.
+SELECT to_timestamp(floor(extract(epoch FROM p.created_at) / @bucket_seconds::integer) * @bucket_seconds::integer)::timestamptz AS bucket_start,
+       q.name AS queue_name, count(*)::bigint AS created
+FROM queen.partitions p
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE p.created_at >= @from_time AND p.created_at <= @to_time
+  AND (@queue_name::text = '' OR q.name = @queue_name::text)
+GROUP BY 1, 2
+ORDER BY 1, 2;

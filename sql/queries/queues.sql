@@ -83,3 +83,36 @@ LIMIT sqlc.narg(row_limit) OFFSET @row_offset;
 SELECT count(*) FROM queen.queues
 WHERE (@namespace::text = '' OR namespace = @namespace::text)
   AND (@task::text = '' OR task = @task::text);
+
+-- name: QueueListExpiring :many
+-- Queues the retention and eviction jobs act on.
+SELECT * FROM queen.queues
+WHERE (retention_enabled AND (retention_seconds > 0 OR completed_retention_seconds > 0))
+   OR max_wait_time_seconds > 0
+ORDER BY name;
+
+-- name: QueueConsumptionList :many
+-- Queues that ever received a message, with their partition count and the
+-- messages their consumer groups consumed, by name. Empty filters match
+-- everything.
+SELECT q.id, q.name, q.namespace, q.task, x.partitions, x.consumed
+FROM queen.queues q
+CROSS JOIN LATERAL (
+    SELECT count(*)::bigint AS partitions,
+           COALESCE(sum(p.last_seq), 0)::bigint AS sequenced,
+           COALESCE(sum((SELECT sum(c.total_messages_consumed) FROM queen.partition_consumers c
+                          WHERE c.partition_id = p.id)), 0)::bigint AS consumed
+    FROM queen.partitions p WHERE p.queue_id = q.id
+) x
+WHERE (@queue_name::text = '' OR q.name = @queue_name::text)
+  AND (@namespace::text = '' OR q.namespace = @namespace::text)
+  AND (@task::text = '' OR q.task = @task::text)
+  AND x.sequenced > 0
+ORDER BY q.name;
+
+-- name: QueueNamesFiltered :many
+-- Names of the queues matching a namespace and a task; empty matches any.
+SELECT name FROM queen.queues
+WHERE (@namespace::text = '' OR namespace = @namespace::text)
+  AND (@task::text = '' OR task = @task::text)
+ORDER BY name;

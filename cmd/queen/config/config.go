@@ -39,6 +39,10 @@ const (
 
 	PushMaxBatchDefault = 2000
 
+	SpoolFlushIntervalDefault = 100 * time.Millisecond
+	SpoolMaxBatchDefault      = 100
+	SpoolEventsPerFileDefault = 10000
+
 	JWTAlgorithmDefault           = "HS256"
 	JWTClockSkewDefault           = 30 * time.Second
 	JWTJWKSRefreshIntervalDefault = time.Hour
@@ -72,6 +76,7 @@ type Config struct {
 	Auth       Auth
 	Encryption Encryption
 	Spool      Spool
+	Jobs       Jobs // jobs.go
 }
 
 // Server holds the HTTP listener and process settings.
@@ -145,7 +150,10 @@ func (e Encryption) Enabled() bool { return len(e.Key) > 0 }
 
 // Spool holds the disk spool settings.
 type Spool struct {
-	Dir string // FILE_BUFFER_DIR: empty means the spool is off
+	Dir           string        // FILE_BUFFER_DIR: empty means the spool is off
+	FlushInterval time.Duration // FILE_BUFFER_FLUSH_MS: the drain's cycle
+	MaxBatch      int           // FILE_BUFFER_MAX_BATCH: records per replay transaction
+	EventsPerFile int           // FILE_BUFFER_EVENTS_PER_FILE: records before a file rotates
 }
 
 // Enabled reports whether the spool has a directory.
@@ -218,7 +226,14 @@ func Load(getenv func(string) (string, bool)) (Config, error) {
 
 	c.Encryption = Encryption{Key: l.hexKey("QUEEN_ENCRYPTION_KEY")}
 
-	c.Spool = Spool{Dir: l.str("FILE_BUFFER_DIR", "")}
+	c.Spool = Spool{
+		Dir:           l.str("FILE_BUFFER_DIR", ""),
+		FlushInterval: l.millis("FILE_BUFFER_FLUSH_MS", SpoolFlushIntervalDefault, 1),
+		MaxBatch:      int(l.integer("FILE_BUFFER_MAX_BATCH", SpoolMaxBatchDefault, 1, 10000)),
+		EventsPerFile: int(l.integer("FILE_BUFFER_EVENTS_PER_FILE", SpoolEventsPerFileDefault, 1, maxNone)),
+	}
+
+	c.Jobs = l.jobs()
 
 	if err := errors.Join(l.errs...); err != nil {
 		return Config{}, err

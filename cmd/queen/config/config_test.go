@@ -87,8 +87,10 @@ func TestLoadDefaults(t *testing.T) {
 			DefaultTimeout:   30 * time.Second,
 			RepollInterval:   time.Second,
 		},
-		Push: Push{MaxBatch: 2000},
-		Auth: defaultAuth(),
+		Push:  Push{MaxBatch: 2000},
+		Auth:  defaultAuth(),
+		Spool: Spool{FlushInterval: 100 * time.Millisecond, MaxBatch: 100, EventsPerFile: 10000},
+		Jobs:  JobsDefault(),
 	}
 
 	for name, getenv := range map[string]func(string) (string, bool){
@@ -235,6 +237,14 @@ func TestLoadGoodValues(t *testing.T) {
 		{"spool", map[string]string{"FILE_BUFFER_DIR": "/var/lib/queen/buffers"}, func(t *testing.T, c Config) {
 			require.True(t, c.Spool.Enabled())
 			require.Equal(t, "/var/lib/queen/buffers", c.Spool.Dir)
+			require.Equal(t, SpoolFlushIntervalDefault, c.Spool.FlushInterval)
+			require.Equal(t, SpoolMaxBatchDefault, c.Spool.MaxBatch)
+			require.Equal(t, SpoolEventsPerFileDefault, c.Spool.EventsPerFile)
+		}},
+		{"spool tuning", map[string]string{"FILE_BUFFER_FLUSH_MS": "250", "FILE_BUFFER_MAX_BATCH": "500", "FILE_BUFFER_EVENTS_PER_FILE": "20"}, func(t *testing.T, c Config) {
+			require.Equal(t, 250*time.Millisecond, c.Spool.FlushInterval)
+			require.Equal(t, 500, c.Spool.MaxBatch)
+			require.Equal(t, 20, c.Spool.EventsPerFile)
 		}},
 	}
 

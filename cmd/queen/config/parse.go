@@ -228,6 +228,13 @@ func (l *loader) bindAddr(name string) netip.Addr {
 
 // hexKey decodes the AES-256 key: unset/empty means no key; otherwise exactly
 // 64 hex characters after trimming. Errors never include any of the value.
+//
+// A malformed key stops the boot. The reference (ENC-1) warns instead and
+// runs without encryption, so every flagged queue silently stores
+// plaintext; but whoever sets a key means to encrypt, and a boot failure
+// is noticed where a warning is not. The trailing newline a secret store
+// leaves, the usual way into the reference's silent mode, is trimmed and
+// accepted (docs/compatibility.md).
 func (l *loader) hexKey(name string) []byte {
 	v, ok := l.trimmed(name)
 	if !ok {

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/queenforgo/queen/cmd/queen/pgtls"
 )
 
 // PostgresURL is the pgx connection string, in keyword/value form with every
@@ -62,18 +64,17 @@ func sslMode(p Postgres) string {
 	}
 }
 
-// sslTrust names what the PostgreSQL link trusts, for the boot block (PGT-4).
+// TLS returns the settings the pool wiring hands to pgtls.Configure.
+func (p Postgres) TLS() pgtls.Settings {
+	return pgtls.Settings{UseSSL: p.UseSSL, RejectUnauthorized: p.SSLRejectUnauthorized, RootCertPEM: p.SSLRootCert}
+}
+
+// sslTrust names what the PostgreSQL link trusts, for the boot block
+// (PGT-4). It asks pgtls, which builds the TLS configuration, so that the
+// boot line cannot disagree with the connection.
 func sslTrust(p Postgres) (trust string, verified bool) {
-	switch {
-	case !p.UseSSL:
-		return "plaintext", false
-	case p.SSLRootCert != "":
-		return "supplied-ca", true
-	case p.SSLRejectUnauthorized:
-		return "webpki-roots", true
-	default:
-		return "accept-any", false
-	}
+	s := p.TLS()
+	return string(s.Trust()), s.Verified()
 }
 
 // quoteConnValue quotes a keyword/value connection string value: single

@@ -10,7 +10,7 @@ import (
 
 // SummaryAreas lists the keys of Summary in the order the boot log prints them.
 func SummaryAreas() []string {
-	return []string{"server", "postgres", "auth", "encryption", "spool"}
+	return []string{"server", "postgres", "auth", "encryption", "spool", "jobs"}
 }
 
 // Summary is the boot configuration block, one list of attributes per area
@@ -73,9 +73,13 @@ func (c Config) Summary() map[string][]slog.Attr {
 			slog.Bool("enabled", c.Encryption.Enabled()),
 			slog.String("key", redactLen(keyChars)),
 		},
+		"jobs": c.Jobs.summary(),
 		"spool": {
 			slog.Bool("enabled", c.Spool.Enabled()),
 			slog.String("dir", c.Spool.Dir),
+			slog.Int64("flush_ms", c.Spool.FlushInterval.Milliseconds()),
+			slog.Int("max_batch", c.Spool.MaxBatch),
+			slog.Int("events_per_file", c.Spool.EventsPerFile),
 		},
 	}
 }

@@ -1,0 +1,59 @@
+package config
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Jobs holds the background services' settings (handlers/jobs). The
+// variable names are the reference broker's, except the last one.
+type Jobs struct {
+	SampleInterval    time.Duration // METRICS_SAMPLE_INTERVAL_MS: gauge sampling of the metrics collector
+	RetentionInterval time.Duration // RETENTION_INTERVAL (ms): retention runs
+	EvictionInterval  time.Duration // EVICTION_INTERVAL (ms): maxWaitTimeSeconds eviction runs
+	HistoryRetention  time.Duration // METRICS_RETENTION_DAYS: system metrics and retention history kept
+	// QueueMetricsRetention bounds the per-minute queue and broker rows
+	// (QUEEN_QUEUE_METRICS_RETENTION_DAYS; the reference never purged them).
+	QueueMetricsRetention time.Duration
+}
+
+// Defaults of Jobs.
+const (
+	JobsSampleIntervalDefault       = time.Second
+	JobsRetentionIntervalDefault    = 5 * time.Minute
+	JobsEvictionIntervalDefault     = time.Minute
+	JobsHistoryRetentionDaysDefault = 90
+	JobsQueueMetricsDaysDefault     = 7
+)
+
+// JobsDefault is Jobs with every variable unset.
+func JobsDefault() Jobs {
+	return Jobs{
+		SampleInterval:        JobsSampleIntervalDefault,
+		RetentionInterval:     JobsRetentionIntervalDefault,
+		EvictionInterval:      JobsEvictionIntervalDefault,
+		HistoryRetention:      JobsHistoryRetentionDaysDefault * 24 * time.Hour,
+		QueueMetricsRetention: JobsQueueMetricsDaysDefault * 24 * time.Hour,
+	}
+}
+
+func (l *loader) jobs() Jobs {
+	day := 24 * time.Hour
+	return Jobs{
+		SampleInterval:        l.millis("METRICS_SAMPLE_INTERVAL_MS", JobsSampleIntervalDefault, 100),
+		RetentionInterval:     l.millis("RETENTION_INTERVAL", JobsRetentionIntervalDefault, 1000),
+		EvictionInterval:      l.millis("EVICTION_INTERVAL", JobsEvictionIntervalDefault, 1000),
+		HistoryRetention:      time.Duration(l.integer("METRICS_RETENTION_DAYS", JobsHistoryRetentionDaysDefault, 1, 3650)) * day,
+		QueueMetricsRetention: time.Duration(l.integer("QUEEN_QUEUE_METRICS_RETENTION_DAYS", JobsQueueMetricsDaysDefault, 1, 3650)) * day,
+	}
+}
+
+func (j Jobs) summary() []slog.Attr {
+	return []slog.Attr{
+		slog.Int64("metrics_sample_interval_ms", j.SampleInterval.Milliseconds()),
+		slog.Int64("retention_interval_ms", j.RetentionInterval.Milliseconds()),
+		slog.Int64("eviction_interval_ms", j.EvictionInterval.Milliseconds()),
+		slog.Int64("metrics_retention_days", int64(j.HistoryRetention/(24*time.Hour))),
+		slog.Int64("queue_metrics_retention_days", int64(j.QueueMetricsRetention/(24*time.Hour))),
+	}
+}

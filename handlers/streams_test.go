@@ -1,0 +1,752 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/queenforgo/queen/gen/routes"
+	"github.com/queenforgo/queen/handlers/crypto"
+)
+
+type streamQueryResp struct {
+	Success    bool   `json:"success"`
+	QueryID    string `json:"query_id"`
+	Name       string `json:"name"`
+	ConfigHash string `json:"config_hash"`
+	Fresh      bool   `json:"fresh"`
+	Reset      bool   `json:"reset"`
+	Error      string `json:"error"`
+}
+
+type cycleResp struct {
+	Success         bool     `json:"success"`
+	QueryID         string   `json:"query_id"`
+	PartitionID     string   `json:"partition_id"`
+	QueueName       *string  `json:"queueName"`
+	StateOpsApplied int      `json:"state_ops_applied"`
+	PushResults     []pushed `json:"push_results"`
+	AckResult       *struct {
+		Success       bool `json:"success"`
+		Count         int  `json:"count"`
+		LeaseReleased bool `json:"lease_released"`
+		DLQ           bool `json:"dlq"`
+	} `json:"ack_result"`
+	Error string `json:"error"`
+}
+
+type stateRow struct {
+	Key       string          `json:"key"`
+	Value     json.RawMessage `json:"value"`
+	UpdatedAt string          `json:"updated_at"`
+}
+
+// registerQuery registers a query and returns its id.
+func (b *testBundle) registerQuery(name, source, sink, hash string) string {
+	b.t.Helper()
+	var r streamQueryResp
+	b.doJSON("POST", "/streams/v1/queries", map[string]any{
+		"name": name, "source_queue": source, "sink_queue": sink, "config_hash": hash,
+	}, http.StatusOK, &r)
+	require.True(b.t, r.Success)
+	return r.QueryID
+}
+
+// cycle posts a cycle that must answer 200 and returns its body.
+func (b *testBundle) cycle(body map[string]any) cycleResp {
+	b.t.Helper()
+	var r cycleResp
+	b.doJSON("POST", "/streams/v1/cycle", body, http.StatusOK, &r)
+	return r
+}
+
+// state reads a shard; extra adds keys, key_prefix or ripe_at_or_before.
+func (b *testBundle) state(queryID, partitionID string, extra map[string]any) map[string]string {
+	b.t.Helper()
+	body := map[string]any{"query_id": queryID, "partition_id": partitionID}
+	for k, v := range extra {
+		body[k] = v
+	}
+	var r struct {
+		Success bool       `json:"success"`
+		Rows    []stateRow `json:"rows"`
+	}
+	b.doJSON("POST", "/streams/v1/state/get", body, http.StatusOK, &r)
+	require.True(b.t, r.Success)
+	out := make(map[string]string, len(r.Rows))
+	for _, row := range r.Rows {
+		out[row.Key] = string(row.Value)
+	}
+	return out
+}
+
+// snapshot is everything a cycle may change: the state rows, the messages of
+// the sink queue and the source cursor (position, lease and counters) and
+// dead letters. Two equal snapshots mean nothing was committed in between.
+type snapshot struct {
+	State   []string
+	Sink    []string
+	Cursors []string
+	DLQ     int
+}
+
+func (b *testBundle) snapshot(sink string) snapshot {
+	b.t.Helper()
+	var s snapshot
+	ctx := b.t.Context()
+	q := func(dst *[]string, sql string, args ...any) {
+		rows, err := b.pool.Query(ctx, sql, args...)
+		require.NoError(b.t, err)
+		defer rows.Close()
+		for rows.Next() {
+			var v string
+			require.NoError(b.t, rows.Scan(&v))
+			*dst = append(*dst, v)
+		}
+		require.NoError(b.t, rows.Err())
+	}
+	q(&s.State, "SELECT key || '=' || value::text || '@' || updated_at::text FROM queen_streams.state ORDER BY 1")
+	q(&s.Sink, `SELECT m.id::text || ' ' || m.payload::text FROM queen.messages m
+		JOIN queen.partitions p ON p.id = m.partition_id JOIN queen.queues q ON q.id = p.queue_id
+		WHERE q.name = $1 ORDER BY m.seq`, sink)
+	q(&s.Cursors, `SELECT concat_ws(' ', partition_id, consumer_group, last_seq, lease_id, lease_expires_at,
+		batch_size, acked_count, total_messages_consumed, total_batches_consumed) FROM queen.partition_consumers ORDER BY 1`)
+	require.NoError(b.t, b.pool.QueryRow(ctx, "SELECT count(*) FROM queen.dead_letter_queue").Scan(&s.DLQ))
+	return s
+}
+
+// expireLeases ends every lease now, as the clock would after leaseTime.
+func (b *testBundle) expireLeases() {
+	b.t.Helper()
+	_, err := b.pool.Exec(b.t.Context(),
+		"UPDATE queen.partition_consumers SET lease_expires_at = now() - interval '1 second' WHERE lease_id IS NOT NULL")
+	require.NoError(b.t, err)
+}
+
+func TestStreamQueryRegisterResumeConflictReset(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	reg := func(body map[string]any, want int) streamQueryResp {
+		var r streamQueryResp
+		b.doJSON("POST", "/streams/v1/queries", body, want, &r)
+		return r
+	}
+	first := reg(map[string]any{"name": "q1", "source_queue": "src", "sink_queue": "out", "config_hash": "h1"}, http.StatusOK)
+	require.Equal(t, streamQueryResp{Success: true, QueryID: first.QueryID, Name: "q1", ConfigHash: "h1", Fresh: true}, first)
+	_, err := uuid.Parse(first.QueryID)
+	require.NoError(t, err)
+
+	// Same hash: resumed, queues updated, state kept.
+	b.push(item("src", "", "m1", 1))
+	p := b.pop("/api/v1/pop/queue/src?consumerGroup=streams.q1")
+	require.True(t, b.cycle(map[string]any{
+		"query_id": first.QueryID, "partition_id": p.PartitionID, "consumer_group": "streams.q1",
+		"state_ops": []any{map[string]any{"type": "upsert", "key": "k", "value": map[string]any{"n": 1}}},
+		"ack":       map[string]any{"transactionId": "m1", "leaseId": p.LeaseID},
+	}).Success)
+	again := reg(map[string]any{"name": "q1", "source_queue": "src2", "config_hash": "h1", "reset": true}, http.StatusOK)
+	require.Equal(t, streamQueryResp{Success: true, QueryID: first.QueryID, Name: "q1", ConfigHash: "h1"}, again,
+		"reset with an unchanged hash keeps the state, as in the reference")
+	require.Equal(t, map[string]string{"k": `{"n":1}`}, b.state(first.QueryID, p.PartitionID, nil))
+	var source string
+	var sink *string
+	require.NoError(t, b.pool.QueryRow(t.Context(), "SELECT source_queue, sink_queue FROM queen_streams.queries WHERE id = $1",
+		first.QueryID).Scan(&source, &sink))
+	require.Equal(t, "src2", source)
+	require.Nil(t, sink)
+
+	// Changed hash without reset: 409, nothing changes.
+	conflict := reg(map[string]any{"name": "q1", "source_queue": "src", "config_hash": "h2"}, http.StatusConflict)
+	require.False(t, conflict.Success)
+	require.Equal(t, first.QueryID, conflict.QueryID)
+	require.Equal(t, "config_hash mismatch: operator chain changed for queryId 'q1'. Pass reset:true to wipe existing state, or use a new queryId.", conflict.Error)
+	require.Equal(t, map[string]string{"k": `{"n":1}`}, b.state(first.QueryID, p.PartitionID, nil))
+
+	// Changed hash with reset: the state is wiped and the new hash stored.
+	reset := reg(map[string]any{"name": "q1", "source_queue": "src", "config_hash": "h2", "reset": true}, http.StatusOK)
+	require.Equal(t, streamQueryResp{Success: true, QueryID: first.QueryID, Name: "q1", ConfigHash: "h2", Reset: true}, reset)
+	require.Empty(t, b.state(first.QueryID, p.PartitionID, nil))
+	require.Equal(t, streamQueryResp{Success: true, QueryID: first.QueryID, Name: "q1", ConfigHash: "h2"},
+		reg(map[string]any{"name": "q1", "source_queue": "src", "config_hash": "h2"}, http.StatusOK))
+
+	// Another name is another query.
+	other := reg(map[string]any{"name": "q2", "source_queue": "src", "config_hash": "h1"}, http.StatusOK)
+	require.True(t, other.Fresh)
+	require.NotEqual(t, first.QueryID, other.QueryID)
+
+	for _, body := range []any{
+		map[string]any{"source_queue": "src", "config_hash": "h"},
+		map[string]any{"name": "", "source_queue": "src", "config_hash": "h"},
+		map[string]any{"name": "q", "config_hash": "h"},
+		map[string]any{"name": "q", "source_queue": "bad name", "config_hash": "h"},
+		map[string]any{"name": "q", "source_queue": "src", "config_hash": ""},
+		map[string]any{"name": "q", "source_queue": "src", "sink_queue": "bad/name", "config_hash": "h"},
+		map[string]any{"name": "q", "source_queue": "src", "config_hash": "h", "reset": "yes"},
+		`["not an object"]`, `{`,
+	} {
+		status, raw := b.do("POST", "/streams/v1/queries", body)
+		require.Equal(t, http.StatusBadRequest, status, "%v: %s", body, raw)
+	}
+	var n int
+	require.NoError(t, b.pool.QueryRow(t.Context(), "SELECT count(*) FROM queen_streams.queries").Scan(&n))
+	require.Equal(t, 2, n)
+}
+
+// One cycle commits state, sink pushes and the source ack together: the
+// sink's parked long-poll is woken, sink ids are UUIDv7 in emit order, a
+// repeated sink transactionId dedups, and the source lease is released.
+func TestStreamCycleCommitsStateSinkAndAck(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{repoll: time.Hour})
+	qid := b.registerQuery("enrich", "events", "enriched", "h")
+	b.push(item("events", "p1", "e1", 1), item("events", "p1", "e2", 2), item("events", "p1", "e3", 3))
+	p := b.pop("/api/v1/pop/queue/events/partition/p1?batch=10&consumerGroup=streams.enrich")
+	require.Len(t, p.Messages, 3)
+
+	got := make(chan *popped, 1)
+	go func() {
+		got <- b.pop("/api/v1/pop/queue/enriched?batch=10&wait=true&timeout=60000&consumerGroup=sinkreader")
+	}()
+	require.Eventually(t, func() bool { return b.srv.waiters.Len(queueKey("enriched")) == 1 }, 10*time.Second, 5*time.Millisecond)
+
+	r := b.cycle(map[string]any{
+		"query_id": qid, "partition_id": p.PartitionID, "consumer_group": "streams.enrich",
+		"state_ops": []any{
+			map[string]any{"type": "upsert", "key": "a", "value": 1},
+			map[string]any{"type": "upsert", "key": "gone", "value": 1},
+			map[string]any{"type": "delete", "key": "gone"},
+			map[string]any{"type": "upsert", "key": "b"},
+			map[string]any{"type": "upsert", "key": "a", "value": map[string]any{"final": true}},
+		},
+		"push_items": []any{
+			item("enriched", "p1", "", map[string]any{"n": 1}),
+			item("enriched", "p1", "", map[string]any{"n": 2}),
+			item("enriched", "p1", "once", map[string]any{"n": 3}),
+			item("enriched", "p1", "once", map[string]any{"n": 4}),
+			item("enriched", "", "", map[string]any{"n": 5}),
+		},
+		"ack": map[string]any{"transactionId": "e3", "leaseId": p.LeaseID, "status": "completed", "count": 3},
+	})
+	require.True(t, r.Success, r.Error)
+	require.Equal(t, 5, r.StateOpsApplied)
+	require.Equal(t, "events", *r.QueueName)
+	var statuses []string
+	for _, pr := range r.PushResults {
+		statuses = append(statuses, pr.Status)
+	}
+	require.Equal(t, []string{"queued", "queued", "queued", "duplicate", "queued"}, statuses)
+	require.Equal(t, r.PushResults[2].MessageID, r.PushResults[3].MessageID, "a duplicate answers the original id")
+	require.NotNil(t, r.AckResult)
+	require.Equal(t, 3, r.AckResult.Count)
+	require.True(t, r.AckResult.LeaseReleased)
+	require.False(t, r.AckResult.DLQ)
+
+	select {
+	case sp := <-got:
+		require.NotNil(t, sp, "the sink long-poll was woken by the commit")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the sink long-poll was not woken by the cycle's commit")
+	}
+	sink := b.pop("/api/v1/pop/queue/enriched/partition/p1?batch=10&consumerGroup=checker")
+	require.Len(t, sink.Messages, 3, "the repeated transactionId was stored once")
+	var prev uuid.UUID
+	for i, m := range sink.Messages {
+		id := uuid.MustParse(m.ID)
+		require.Equal(t, uuid.Version(7), id.Version())
+		require.JSONEq(t, fmt.Sprintf(`{"n":%d}`, i+1), string(m.Data), "sink order is emit order")
+		require.Positive(t, strings.Compare(id.String(), prev.String()), "UUIDv7 ids ascend in emit order")
+		prev = id
+	}
+	// A sink transactionId already stored by an earlier cycle dedups too.
+	b.push(item("events", "p1", "e4", 4))
+	p4 := b.pop("/api/v1/pop/queue/events/partition/p1?consumerGroup=streams.enrich")
+	again := b.cycle(map[string]any{
+		"query_id": qid, "partition_id": p.PartitionID, "consumer_group": "streams.enrich",
+		"push_items": []any{item("enriched", "p1", "once", map[string]any{"n": 6})},
+		"ack":        map[string]any{"transactionId": "e4", "leaseId": p4.LeaseID},
+	})
+	require.True(t, again.Success, again.Error)
+	require.Equal(t, "duplicate", again.PushResults[0].Status)
+	require.Equal(t, r.PushResults[2].MessageID, again.PushResults[0].MessageID)
+
+	require.Equal(t, map[string]string{"a": `{"final":true}`, "b": `{}`}, b.state(qid, p.PartitionID, nil))
+	require.Nil(t, b.pop("/api/v1/pop/queue/events?consumerGroup=streams.enrich"), "the source was acked")
+	var lastSeq, consumed int64
+	var lease *string
+	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT last_seq, total_messages_consumed, lease_id
+		FROM queen.partition_consumers WHERE consumer_group = 'streams.enrich'`).Scan(&lastSeq, &consumed, &lease))
+	require.Equal(t, int64(4), lastSeq)
+	require.Equal(t, int64(4), consumed)
+	require.Nil(t, lease)
+
+	// An idle flush: no ack, state deletes and sink pushes only.
+	f := b.cycle(map[string]any{
+		"query_id": qid, "partition_id": p.PartitionID, "consumer_group": "streams.enrich",
+		"state_ops": []any{map[string]any{"type": "delete", "key": "a"}}, "push_items": nil, "ack": nil,
+	})
+	require.True(t, f.Success, f.Error)
+	require.Nil(t, f.AckResult)
+	require.Empty(t, f.PushResults)
+	require.Equal(t, map[string]string{"b": `{}`}, b.state(qid, p.PartitionID, nil))
+}
+
+// The gate operator's partial ack: the cursor moves to the last allowed
+// message, the lease is kept so nobody gets the denied tail early, and the
+// tail is redelivered in order once the lease expires. A failed/dlq ack
+// dead-letters the message and passes it.
+func TestStreamCyclePartialAckKeepsLeaseAndDeadLetters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	qid := b.registerQuery("gate", "calls", "", "h")
+	b.push(item("calls", "", "c1", 1), item("calls", "", "c2", 2), item("calls", "", "c3", 3), item("calls", "", "c4", 4))
+	p := b.pop("/api/v1/pop/queue/calls?batch=10&consumerGroup=streams.gate")
+	require.Len(t, p.Messages, 4)
+
+	r := b.cycle(map[string]any{
+		"query_id": qid, "partition_id": p.PartitionID, "consumer_group": "streams.gate",
+		"state_ops":     []any{map[string]any{"type": "upsert", "key": "tokens", "value": map[string]any{"used": 2}}},
+		"ack":           map[string]any{"transactionId": "c2", "leaseId": p.LeaseID, "count": 2},
+		"release_lease": false,
+	})
+	require.True(t, r.Success, r.Error)
+	require.False(t, r.AckResult.LeaseReleased)
+	require.Nil(t, b.pop("/api/v1/pop/queue/calls?consumerGroup=streams.gate"), "the denied tail stays leased")
+
+	b.expireLeases()
+	tail := b.pop("/api/v1/pop/queue/calls?batch=10&consumerGroup=streams.gate")
+	require.NotNil(t, tail)
+	require.Equal(t, []string{"c3", "c4"}, []string{tail.Messages[0].TransactionID, tail.Messages[1].TransactionID})
+
+	d := b.cycle(map[string]any{
+		"query_id": qid, "partition_id": p.PartitionID, "consumer_group": "streams.gate",
+		"ack": map[string]any{"transactionId": "c3", "leaseId": tail.LeaseID, "status": "dlq", "error": "poison"},
+	})
+	require.True(t, d.Success, d.Error)
+	require.True(t, d.AckResult.DLQ)
+	require.True(t, d.AckResult.LeaseReleased, "a dead-letter ack always ends the lease")
+	var reason string
+	require.NoError(t, b.pool.QueryRow(t.Context(), "SELECT error_message FROM queen.dead_letter_queue").Scan(&reason))
+	require.Equal(t, "poison", reason)
+	last := b.pop("/api/v1/pop/queue/calls?batch=10&consumerGroup=streams.gate")
+	require.Len(t, last.Messages, 1)
+	require.Equal(t, "c4", last.Messages[0].TransactionID)
+}
+
+// A cycle whose commit fails leaves state, sink and source exactly as they
+// were, whether the failure comes late inside the transaction or from
+// COMMIT itself; the source messages come back through the lease and the
+// re-run cycle applies once.
+func TestStreamCycleFailureCommitsNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// A deferred constraint trigger fails the COMMIT of any transaction that
+	// wrote the state key "poison": everything before COMMIT succeeds.
+	_, err := b.pool.Exec(t.Context(), `
+CREATE FUNCTION public.refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.key = 'poison' THEN RAISE EXCEPTION 'commit refused by the test trigger'; END IF;
+    RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER refuse_poison AFTER INSERT OR UPDATE ON queen_streams.state
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.refuse_poison();`)
+	require.NoError(t, err)
+
+	qid := b.registerQuery("sum", "nums", "sums", "h")
+	b.push(item("nums", "", "n1", 1), item("nums", "", "n2", 2))
+	p := b.pop("/api/v1/pop/queue/nums?batch=10&consumerGroup=streams.sum")
+	require.Len(t, p.Messages, 2)
+	r := b.cycle(map[string]any{
+		"query_id": qid, "partition_id": p.PartitionID, "consumer_group": "streams.sum",
+		"state_ops":  []any{map[string]any{"type": "upsert", "key": "total", "value": 3}},
+		"push_items": []any{item("sums", "", "", map[string]any{"total": 3})},
+		"ack":        map[string]any{"transactionId": "n2", "leaseId": p.LeaseID, "count": 2},
+	})
+	require.True(t, r.Success, r.Error)
+	b.push(item("nums", "", "n3", 10))
+	p = b.pop("/api/v1/pop/queue/nums?batch=10&consumerGroup=streams.sum")
+	require.Len(t, p.Messages, 1)
+	before := b.snapshot("sums")
+	require.Len(t, before.Sink, 1)
+
+	next := func(extraOps []any, extraItems []any) map[string]any {
+		ops := append([]any{map[string]any{"type": "upsert", "key": "total", "value": 13}}, extraOps...)
+		items := append([]any{item("sums", "", "", map[string]any{"total": 13})}, extraItems...)
+		return map[string]any{
+			"query_id": qid, "partition_id": p.PartitionID, "consumer_group": "streams.sum",
+			"state_ops": ops, "push_items": items,
+			"ack": map[string]any{"transactionId": "n3", "leaseId": p.LeaseID, "count": 1},
+		}
+	}
+
+	// Late inside the transaction: the state op and the first sink push ran,
+	// then PostgreSQL refuses the last sink payload (\u0000 in jsonb).
+	status, raw := b.do("POST", "/streams/v1/cycle", next(nil, []any{item("sums", "", "", map[string]any{"bad": "\u0000"})}))
+	require.Equal(t, http.StatusBadRequest, status, "%s", raw)
+	require.Contains(t, string(raw), "invalid value")
+	require.Equal(t, before, b.snapshot("sums"))
+
+	// At COMMIT: every statement succeeded, the commit itself fails.
+	status, raw = b.do("POST", "/streams/v1/cycle", next([]any{map[string]any{"type": "upsert", "key": "poison"}}, nil))
+	require.Equal(t, http.StatusInternalServerError, status, "%s", raw)
+	require.Equal(t, before, b.snapshot("sums"), "state, sink and source are exactly as before")
+
+	// The client gives up; the lease expires and the message is redelivered.
+	b.expireLeases()
+	again := b.pop("/api/v1/pop/queue/nums?batch=10&consumerGroup=streams.sum")
+	require.NotNil(t, again)
+	require.Equal(t, "n3", again.Messages[0].TransactionID)
+	body := next(nil, nil)
+	body["ack"] = map[string]any{"transactionId": "n3", "leaseId": again.LeaseID, "count": 1}
+	require.True(t, b.cycle(body).Success)
+	require.Equal(t, map[string]string{"total": "13"}, b.state(qid, p.PartitionID, nil))
+	require.Len(t, b.snapshot("sums").Sink, 2)
+}
+
+// A cycle replayed after its lease expired, after a lost response, or after
+// a later cycle changed nothing: the state is applied exactly once and the
+// sink holds every output exactly once. The replays are refused by the
+// lease check and, without a leaseId, by the cursor.
+func TestStreamCycleReplayAfterLeaseExpiryDoesNotDoubleApply(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	qid := b.registerQuery("count", "clicks", "counts", "h")
+	b.push(item("clicks", "", "k1", 1), item("clicks", "", "k2", 1), item("clicks", "", "k3", 1))
+	p1 := b.pop("/api/v1/pop/queue/clicks?batch=10&consumerGroup=streams.count")
+	require.Len(t, p1.Messages, 3)
+
+	// A gate lets two through and keeps the lease for the denied third.
+	first := map[string]any{
+		"query_id": qid, "partition_id": p1.PartitionID, "consumer_group": "streams.count",
+		"state_ops":     []any{map[string]any{"type": "upsert", "key": "clicks", "value": 2}},
+		"push_items":    []any{item("counts", "", "", map[string]any{"clicks": 2})},
+		"ack":           map[string]any{"transactionId": "k2", "leaseId": p1.LeaseID, "count": 2},
+		"release_lease": false,
+	}
+	require.True(t, b.cycle(first).Success)
+
+	// The response was lost: the client sends the cycle again while the
+	// lease is still live. The cursor is past k2: refused.
+	r := b.cycle(first)
+	require.False(t, r.Success)
+	require.Equal(t, errStaleAck, r.Error)
+
+	// The lease expires; the third click is redelivered and counted.
+	b.expireLeases()
+	r = b.cycle(first)
+	require.False(t, r.Success)
+	require.Equal(t, errInvalidLease, r.Error, "the expired lease may not commit")
+	p2 := b.pop("/api/v1/pop/queue/clicks?batch=10&consumerGroup=streams.count")
+	require.Len(t, p2.Messages, 1)
+	require.Equal(t, "k3", p2.Messages[0].TransactionID)
+	second := map[string]any{
+		"query_id": qid, "partition_id": p2.PartitionID, "consumer_group": "streams.count",
+		"state_ops":  []any{map[string]any{"type": "upsert", "key": "clicks", "value": 3}},
+		"push_items": []any{item("counts", "", "", map[string]any{"clicks": 3})},
+		"ack":        map[string]any{"transactionId": "k3", "leaseId": p2.LeaseID, "count": 1},
+	}
+	require.True(t, b.cycle(second).Success)
+	after := b.snapshot("counts")
+
+	// Every replay now, with its old lease or with none, changes nothing:
+	// without the cursor check the first one would set the count back to 2
+	// and emit its output again.
+	noLease := func(body map[string]any) map[string]any {
+		out := map[string]any{}
+		for k, v := range body {
+			out[k] = v
+		}
+		ack := map[string]any{}
+		for k, v := range body["ack"].(map[string]any) {
+			ack[k] = v
+		}
+		delete(ack, "leaseId")
+		out["ack"] = ack
+		return out
+	}
+	for _, replay := range []map[string]any{first, second, noLease(first), noLease(second)} {
+		r := b.cycle(replay)
+		require.False(t, r.Success)
+		require.Contains(t, []string{errInvalidLease, errStaleAck}, r.Error)
+	}
+	require.Equal(t, after, b.snapshot("counts"))
+	require.Equal(t, map[string]string{"clicks": "3"}, b.state(qid, p1.PartitionID, nil))
+	require.Len(t, after.Sink, 2)
+	require.Nil(t, b.pop("/api/v1/pop/queue/clicks?consumerGroup=streams.count"))
+}
+
+// The same cycle sent many times at once (a client retrying over a flaky
+// network) commits once: the shard lock and the cursor row serialise the
+// copies, and every later one finds the cursor past its ack.
+func TestStreamCycleConcurrentCopiesApplyOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	qid := b.registerQuery("once", "ticks", "tocks", "h")
+	b.push(item("ticks", "", "t1", 1), item("ticks", "", "t2", 2))
+	p := b.pop("/api/v1/pop/queue/ticks?batch=10&consumerGroup=streams.once")
+	body := map[string]any{
+		"query_id": qid, "partition_id": p.PartitionID, "consumer_group": "streams.once",
+		"state_ops":  []any{map[string]any{"type": "upsert", "key": "sum", "value": 3}},
+		"push_items": []any{item("tocks", "", "", map[string]any{"sum": 3})},
+		"ack":        map[string]any{"transactionId": "t2", "count": 2},
+	}
+	const copies = 8
+	results := make(chan cycleResp, copies)
+	for range copies {
+		go func() {
+			status, raw := b.do("POST", "/streams/v1/cycle", body)
+			var r cycleResp
+			if status != http.StatusOK || json.Unmarshal(raw, &r) != nil {
+				r.Error = fmt.Sprintf("HTTP %d: %s", status, raw)
+			}
+			results <- r
+		}()
+	}
+	var ok int
+	for range copies {
+		r := <-results
+		if r.Success {
+			ok++
+			continue
+		}
+		require.Equal(t, errStaleAck, r.Error)
+	}
+	require.Equal(t, 1, ok)
+	require.Len(t, b.snapshot("tocks").Sink, 1)
+	require.Equal(t, map[string]string{"sum": "3"}, b.state(qid, p.PartitionID, nil))
+}
+
+// Malformed input is a 4xx JSON error and commits nothing, not even the
+// auto-creation of a sink queue.
+func TestStreamCycleBadInputCommitsNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	qid := b.registerQuery("bad", "in", "", "h")
+	b.push(item("in", "", "m1", 1))
+	p := b.pop("/api/v1/pop/queue/in?consumerGroup=streams.bad")
+	base := func() map[string]any {
+		return map[string]any{
+			"query_id": qid, "partition_id": p.PartitionID, "consumer_group": "streams.bad",
+			"state_ops":  []any{map[string]any{"type": "upsert", "key": "k", "value": 1}},
+			"push_items": []any{item("newsink", "", "", 1)},
+			"ack":        map[string]any{"transactionId": "m1", "leaseId": p.LeaseID},
+		}
+	}
+	with := func(k string, v any) map[string]any {
+		m := base()
+		m[k] = v
+		return m
+	}
+	before := b.snapshot("newsink")
+
+	cases := []struct {
+		body any
+		want int
+	}{
+		{with("query_id", uuid.NewString()), http.StatusNotFound},
+		{with("query_id", "not-a-uuid"), http.StatusBadRequest},
+		{with("partition_id", nil), http.StatusBadRequest},
+		{with("state_ops", []any{map[string]any{"type": "upsert", "key": "k"}, map[string]any{"type": "merge", "key": "k"}}), http.StatusBadRequest},
+		{with("state_ops", []any{map[string]any{"type": "upsert"}}), http.StatusBadRequest},
+		{with("state_ops", []any{map[string]any{"type": "upsert", "key": strings.Repeat("k", 513)}}), http.StatusBadRequest},
+		{with("state_ops", map[string]any{"type": "upsert", "key": "k"}), http.StatusBadRequest},
+		{with("push_items", []any{item("newsink", "", "", 1), item("bad/sink", "", "", 1)}), http.StatusBadRequest},
+		{with("push_items", []any{item("", "", "", 1)}), http.StatusBadRequest},
+		{with("push_items", []any{item("newsink", "has space", "", 1)}), http.StatusBadRequest},
+		{with("ack", map[string]any{"transactionId": "m1", "status": "maybe"}), http.StatusBadRequest},
+		{with("ack", map[string]any{"leaseId": p.LeaseID}), http.StatusBadRequest},
+		{with("ack", map[string]any{"transactionId": "m1", "count": -1}), http.StatusBadRequest},
+		{with("consumer_group", "bad group"), http.StatusBadRequest},
+		{with("release_lease", "no"), http.StatusBadRequest},
+		{`[]`, http.StatusBadRequest},
+		{`{"query_id":`, http.StatusBadRequest},
+	}
+	for _, c := range cases {
+		status, raw := b.do("POST", "/streams/v1/cycle", c.body)
+		require.Equal(t, c.want, status, "%v: %s", c.body, raw)
+		var e struct{ Error string }
+		require.NoError(t, json.Unmarshal(raw, &e), "%s", raw)
+		require.NotEmpty(t, e.Error)
+	}
+	var queues int
+	require.NoError(t, b.pool.QueryRow(t.Context(), "SELECT count(*) FROM queen.queues WHERE name = 'newsink'").Scan(&queues))
+	require.Zero(t, queues, "rejected before the sink queue was created")
+	require.Equal(t, before, b.snapshot("newsink"))
+
+	// Refusals decided inside the transaction: 200 with the reason.
+	for _, c := range []struct {
+		body map[string]any
+		want string
+	}{
+		{with("ack", map[string]any{"transactionId": "nope", "leaseId": p.LeaseID}), errMessageNotFound},
+		{with("ack", map[string]any{"transactionId": "m1", "leaseId": "stale"}), errInvalidLease},
+		{with("consumer_group", "never-popped"), errInvalidLease},
+		{func() map[string]any {
+			m := with("consumer_group", "never-popped")
+			m["ack"] = map[string]any{"transactionId": "m1"}
+			return m
+		}(), errNoCursor},
+	} {
+		r := b.cycle(c.body)
+		require.False(t, r.Success)
+		require.Equal(t, c.want, r.Error)
+		require.Zero(t, r.StateOpsApplied)
+		require.Empty(t, r.PushResults)
+		require.Nil(t, r.AckResult)
+	}
+	require.Equal(t, before, b.snapshot("newsink"))
+
+	// The same cycle, well formed, commits.
+	require.True(t, b.cycle(base()).Success)
+}
+
+func TestStreamStateGetFilters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	qid := b.registerQuery("st", "src", "", "h")
+	pid := uuid.NewString()
+	other := uuid.NewString()
+	ops := []any{
+		map[string]any{"type": "upsert", "key": "w\u001f1", "value": map[string]any{"windowEnd": 1000}},
+		map[string]any{"type": "upsert", "key": "w\u001f2", "value": map[string]any{"windowEnd": 2000}},
+		map[string]any{"type": "upsert", "key": "w\u001f3", "value": map[string]any{"windowEnd": "2000"}},
+		map[string]any{"type": "upsert", "key": "w%_x", "value": map[string]any{"windowEnd": 10}},
+		map[string]any{"type": "upsert", "key": "__wm__", "value": map[string]any{"eventTimeMs": 5}},
+	}
+	require.True(t, b.cycle(map[string]any{"query_id": qid, "partition_id": pid, "state_ops": ops}).Success)
+	require.True(t, b.cycle(map[string]any{"query_id": qid, "partition_id": other,
+		"state_ops": []any{map[string]any{"type": "upsert", "key": "w\u001f1", "value": 1}}}).Success)
+
+	keys := func(m map[string]string) []string {
+		var out []string
+		for k := range m {
+			out = append(out, k)
+		}
+		return out
+	}
+	require.Len(t, b.state(qid, pid, nil), 5)
+	require.Len(t, b.state(qid, pid, map[string]any{"keys": nil, "key_prefix": nil, "ripe_at_or_before": nil}), 5)
+	require.ElementsMatch(t, []string{"w\u001f1", "__wm__"}, keys(b.state(qid, pid, map[string]any{"keys": []string{"w\u001f1", "__wm__", "missing"}})))
+	require.ElementsMatch(t, []string{"w\u001f1", "w\u001f2", "w\u001f3"}, keys(b.state(qid, pid, map[string]any{"key_prefix": "w\u001f"})))
+	require.ElementsMatch(t, []string{"w%_x"}, keys(b.state(qid, pid, map[string]any{"key_prefix": "w%_"})), "the prefix is literal")
+	require.ElementsMatch(t, []string{"w\u001f1", "w%_x"}, keys(b.state(qid, pid, map[string]any{"ripe_at_or_before": 1999.5})),
+		"only numeric windowEnd values count")
+	require.ElementsMatch(t, []string{"w\u001f1"}, keys(b.state(qid, pid, map[string]any{"key_prefix": "w\u001f", "ripe_at_or_before": 1000})))
+	require.Equal(t, map[string]string{"w\u001f1": "1"}, b.state(qid, other, nil))
+
+	// Rows come by key, with a UTC timestamp.
+	var r struct {
+		Rows []stateRow `json:"rows"`
+	}
+	b.doJSON("POST", "/streams/v1/state/get", map[string]any{"query_id": qid, "partition_id": pid}, http.StatusOK, &r)
+	require.Len(t, r.Rows, 5)
+	for i := 1; i < len(r.Rows); i++ {
+		require.Less(t, r.Rows[i-1].Key, r.Rows[i].Key)
+	}
+	require.True(t, strings.HasSuffix(r.Rows[0].UpdatedAt, "Z"), r.Rows[0].UpdatedAt)
+	_, err := time.Parse(time.RFC3339Nano, r.Rows[0].UpdatedAt)
+	require.NoError(t, err)
+
+	status, raw := b.do("POST", "/streams/v1/state/get", map[string]any{"query_id": uuid.NewString(), "partition_id": pid})
+	require.Equal(t, http.StatusNotFound, status, "%s", raw)
+	for _, body := range []any{
+		map[string]any{"partition_id": pid},
+		map[string]any{"query_id": qid},
+		map[string]any{"query_id": "x", "partition_id": pid},
+		map[string]any{"query_id": qid, "partition_id": pid, "keys": "k"},
+		map[string]any{"query_id": qid, "partition_id": pid, "ripe_at_or_before": "soon"},
+		`[]`,
+	} {
+		status, raw := b.do("POST", "/streams/v1/state/get", body)
+		require.Equal(t, http.StatusBadRequest, status, "%v: %s", body, raw)
+	}
+}
+
+// JWT-9: state/get is read-only, registering and cycles are read-write.
+func TestStreamRouteAccessLevels(t *testing.T) {
+	t.Parallel()
+	want := map[string]routes.Access{
+		"/streams/v1/queries":   routes.ReadWrite,
+		"/streams/v1/cycle":     routes.ReadWrite,
+		"/streams/v1/state/get": routes.ReadOnly,
+	}
+	for path, level := range want {
+		r, ok := routes.Match("POST", path)
+		require.True(t, ok, path)
+		require.Equal(t, level, r.Access, path)
+	}
+}
+
+// STR-1, tightened: the streams tables are the broker role's alone. A role
+// that can connect but was granted nothing can neither read nor write them
+// (the reference grants both tables to PUBLIC).
+func TestStreamSchemaNotGrantedToPublic(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	var publicGrants int
+	require.NoError(t, b.pool.QueryRow(ctx, `
+SELECT count(*) FROM (
+    SELECT (aclexplode(c.relacl)).grantee FROM pg_class c
+    JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'queen_streams'
+    UNION ALL
+    SELECT (aclexplode(n.nspacl)).grantee FROM pg_namespace n WHERE n.nspname = 'queen_streams'
+) g WHERE g.grantee = 0`).Scan(&publicGrants))
+	require.Zero(t, publicGrants, "nothing in queen_streams is granted to PUBLIC")
+	var own bool
+	require.NoError(t, b.pool.QueryRow(ctx,
+		"SELECT has_table_privilege(current_user, 'queen_streams.state', 'SELECT, INSERT, UPDATE, DELETE')").Scan(&own))
+	require.True(t, own, "the broker's own role (the one that migrated) may use the tables")
+
+	role := "queen_stranger_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	if _, err := b.pool.Exec(ctx, "CREATE ROLE "+role+" LOGIN"); err != nil {
+		t.Skipf("cannot create a role on this server: %v", err)
+	}
+	t.Cleanup(func() { _, _ = b.pool.Exec(context.Background(), "DROP ROLE IF EXISTS "+role) })
+	for _, stmt := range []string{
+		"SELECT count(*) FROM queen_streams.queries",
+		"UPDATE queen_streams.state SET value = '{}'",
+		"INSERT INTO queen_streams.queries (name, source_queue, config_hash) VALUES ('x', 'y', 'z')",
+	} {
+		tx, err := b.pool.Begin(ctx)
+		require.NoError(t, err)
+		if _, err = tx.Exec(ctx, "SET LOCAL ROLE "+role); err != nil {
+			t.Skipf("cannot act as the new role on this server: %v", err)
+		}
+		_, err = tx.Exec(ctx, stmt)
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr, stmt)
+		require.Equal(t, "42501", pgErr.Code, "%s: %v", stmt, err)
+		require.NoError(t, tx.Rollback(ctx))
+	}
+}
+
+// ENC-4: the cycle's sink output goes through the push path, so a sink queue
+// flagged encryptionEnabled stores envelopes, and its consumers read the
+// plaintext.
+func TestStreamSinkIsEncryptedPerQueue(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, Config{Cipher: testCipher(t, 0x44)})
+	b.configure("sealed", map[string]any{"encryptionEnabled": true})
+	qid := b.registerQuery("enc", "plain-src", "sealed", "h")
+	payload := map[string]any{"secret": secretMarker}
+	r := b.cycle(map[string]any{
+		"query_id": qid, "partition_id": uuid.NewString(),
+		"push_items": []any{item("sealed", "", "s1", payload), item("clear", "", "c1", payload)},
+	})
+	require.True(t, r.Success, r.Error)
+	sealed := b.stored("sealed")["s1"]
+	require.True(t, sealed.encrypted)
+	require.True(t, crypto.IsEnvelope([]byte(sealed.payload)), sealed.payload)
+	require.NotContains(t, sealed.payload, secretMarker)
+	require.False(t, b.stored("clear")["c1"].encrypted, "a queue without the flag stays plaintext")
+	p := b.pop("/api/v1/pop/queue/sealed")
+	require.JSONEq(t, `{"secret":"`+secretMarker+`"}`, string(p.Messages[0].Data))
+}

@@ -1,0 +1,239 @@
+// The shell: hash router, refresh loop, broker health, identity, bearer
+// token and the maintenance banner. Views live in ./views/, one module each,
+// exporting {title, mount(el, ctx) -> {refresh()}}.
+
+import { api, Kind, getToken, setToken } from './api.js';
+import { h, errorState, link } from './ui.js';
+import overview from './views/overview.js';
+import queues from './views/queues.js';
+import queue from './views/queue.js';
+import messages from './views/messages.js';
+import dlq from './views/dlq.js';
+import consumers from './views/consumers.js';
+import traces from './views/traces.js';
+import analytics from './views/analytics.js';
+import system from './views/system.js';
+
+// Routes: [pattern, nav entry, view]. ":name" captures one segment.
+const routes = [
+  ['/', 'overview', overview],
+  ['/queues', 'queues', queues],
+  ['/queues/:name', 'queues', queue],
+  ['/messages', 'messages', messages],
+  ['/dlq', 'dlq', dlq],
+  ['/consumers', 'consumers', consumers],
+  ['/traces', 'traces', traces],
+  ['/analytics', 'analytics', analytics],
+  ['/operations', 'analytics', analytics], // the reference's Queue Operations view
+  ['/system', 'system', system],
+];
+
+const $ = (id) => document.getElementById(id);
+const state = { identity: null, identityError: null, view: null, busy: false, timer: 0 };
+
+// ctx is what views get: the route and a few shell services.
+function context(params, query) {
+  return {
+    params,
+    query,
+    go: (path, q) => {
+      const qs = new URLSearchParams(Object.entries(q || {}).filter(([, v]) => v !== undefined && v !== ''));
+      location.hash = `#${path}${qs.toString() ? `?${qs}` : ''}`;
+    },
+    // can(level) tells whether the signed-in identity passes an access
+    // level; when the identity is unknown the broker decides.
+    can: (level) => !state.identity || (state.identity.access || []).includes(level),
+    refresh: () => refreshAll(true),
+  };
+}
+
+function match(path) {
+  for (const [pattern, nav, view] of routes) {
+    const want = pattern.split('/');
+    const got = path.split('/');
+    if (want.length !== got.length) continue;
+    const params = {};
+    if (want.every((w, i) => (w.startsWith(':') ? (params[w.slice(1)] = decodeURIComponent(got[i])) !== '' : w === got[i]))) {
+      return { nav, view, params };
+    }
+  }
+  return null;
+}
+
+function route() {
+  const raw = location.hash.replace(/^#/, '') || '/';
+  const [path, qs] = raw.split('?');
+  const query = Object.fromEntries(new URLSearchParams(qs || ''));
+  const m = match(path.replace(/\/+$/, '') || '/');
+  const el = $('view');
+  for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('active', m && a.dataset.route === m.nav);
+  el.replaceChildren();
+  delete el.dataset.ready;
+  if (!m) {
+    state.view = null;
+    el.dataset.view = 'none';
+    $('title').textContent = 'Not found';
+    el.append(h('div', { class: 'state empty' }, `No view at ${path}. `, link('/', null, 'Go to the overview.')));
+    refreshAll(true);
+    return;
+  }
+  $('title').textContent = m.view.title;
+  document.title = `${m.view.title} · Queen`;
+  el.dataset.view = m.nav;
+  state.view = m.view.mount(el, context(m.params, query));
+  refreshAll(true);
+}
+
+// refreshAll reloads the shell and the current view. A timer tick that
+// finds a refresh still running is dropped (the next one catches up); a
+// navigation or an action (force) always reloads.
+async function refreshAll(force = false) {
+  if (state.busy && !force) return;
+  state.busy = true;
+  const view = state.view;
+  try {
+    await Promise.all([refreshShell(), view && view.refresh(force)]);
+    if (view === state.view) $('view').dataset.ready = '1';
+    $('refresh-at').textContent = `updated ${new Date().toLocaleTimeString()}`;
+  } finally {
+    state.busy = false;
+  }
+}
+
+async function refreshShell() {
+  await Promise.all([refreshHealth(), refreshIdentity(), refreshMaintenance()]);
+}
+
+async function refreshHealth() {
+  const box = $('health');
+  let ok = false;
+  let text;
+  try {
+    const hl = await api.getHealth();
+    ok = hl.status === 'healthy' || hl.status === 'ok';
+    text = ok ? `connected${hl.version ? ` · ${hl.version}` : ''}` : `${hl.status}`;
+  } catch (e) {
+    text = e.kind === Kind.network ? 'broker unreachable' : `${e.body && e.body.status ? e.body.status : 'unhealthy'}${e.body && e.body.database === 'disconnected' ? ' · database disconnected' : ''}`;
+  }
+  box.classList.toggle('ok', ok);
+  box.classList.toggle('bad', !ok);
+  box.lastElementChild.textContent = text;
+}
+
+async function refreshIdentity() {
+  const out = $('identity-text');
+  try {
+    const id = await api.getIdentity();
+    state.identity = id;
+    state.identityError = null;
+    const who = id.auth === 'off' ? 'standalone' : (id.sub || id.user_id || 'token without sub');
+    out.textContent = `${who} · ${id.role}${id.auth === 'off' ? ' · auth off' : ''}`;
+    out.title = `access: ${(id.access || []).join(', ')}`;
+    out.className = 'signed-in';
+    $('identity').dataset.user = who;
+    $('identity').dataset.role = id.role;
+  } catch (e) {
+    state.identity = null;
+    state.identityError = e;
+    delete $('identity').dataset.user;
+    if (e.kind === Kind.auth) {
+      out.textContent = getToken() ? 'token refused' : 'signed out';
+      out.className = 'signed-out';
+      showToken(getToken() ? 'The broker refused the token (expired, or signed with another key). Paste a new one.' : null);
+    } else {
+      out.textContent = 'identity unknown';
+      out.className = 'muted';
+    }
+  }
+}
+
+async function refreshMaintenance() {
+  const box = $('banners');
+  try {
+    const m = await api.getMaintenance();
+    const items = [];
+    if (m.maintenanceMode) items.push(['Push maintenance is ON: pushes go to the disk buffer.', 'warn']);
+    if (m.popMaintenanceMode) items.push(['Pop maintenance is ON: pops return no messages.', 'warn']);
+    if (m.bufferedMessages > 0) items.push([`${m.bufferedMessages} buffered message(s) waiting to be written to PostgreSQL.`, 'info']);
+    if (m.bufferStats && m.bufferStats.failedCount > 0) items.push([`${m.bufferStats.failedCount} buffered event(s) failed to flush.`, 'error']);
+    box.replaceChildren(...items.map(([t, k]) => h('div', { class: `banner banner-${k}` }, t, ' ', link('/system', null, 'System'))));
+  } catch {
+    box.replaceChildren(); // not served, or not an admin: no banner
+  }
+}
+
+function showToken(reason) {
+  const panel = $('token-panel');
+  if (reason) $('token-reason').textContent = reason;
+  panel.hidden = false;
+}
+
+function setupToken() {
+  $('token-toggle').addEventListener('click', () => { $('token-panel').hidden = !$('token-panel').hidden; });
+  $('token-panel').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    setToken($('token-input').value);
+    $('token-input').value = '';
+    $('token-panel').hidden = true;
+    await refreshIdentity();
+    route();
+  });
+  $('token-forget').addEventListener('click', async () => {
+    setToken('');
+    $('token-input').value = '';
+    await refreshIdentity();
+    route();
+  });
+}
+
+// The refresh loop: an interval the user picks, paused by a button (and
+// while the tab is hidden). Both are remembered in localStorage.
+function setupRefresh() {
+  const sel = $('refresh-interval');
+  const pauseBtn = $('refresh-pause');
+  sel.value = localStorage.getItem('queen.refresh') || '5000';
+  let paused = localStorage.getItem('queen.paused') === '1';
+  const render = () => {
+    pauseBtn.textContent = paused ? 'Resume' : 'Pause';
+    pauseBtn.setAttribute('aria-pressed', String(paused));
+    document.body.classList.toggle('paused', paused);
+  };
+  const schedule = () => {
+    clearTimeout(state.timer);
+    if (!paused) state.timer = setTimeout(tick, Number(sel.value));
+  };
+  const tick = async () => {
+    if (!document.hidden) await refreshAll();
+    schedule();
+  };
+  sel.addEventListener('change', () => { localStorage.setItem('queen.refresh', sel.value); schedule(); });
+  pauseBtn.addEventListener('click', () => {
+    paused = !paused;
+    localStorage.setItem('queen.paused', paused ? '1' : '0');
+    render();
+    schedule();
+  });
+  $('refresh-now').addEventListener('click', () => refreshAll(true));
+  render();
+  schedule();
+}
+
+// Deep links of the reference dashboard (/queues, /dlq, …) arrive here
+// through the broker's index fallback; they become hash routes so that the
+// page at "/" is the only document (it is the only public one with JWT on).
+function adoptPathRoute() {
+  if (location.pathname !== '/' && match(location.pathname.replace(/\/+$/, ''))) {
+    history.replaceState(null, '', `/#${location.pathname}${location.search}`);
+  }
+}
+
+window.addEventListener('error', (ev) => {
+  $('view').append(errorState({ message: `The dashboard hit a bug: ${ev.message}` }));
+});
+adoptPathRoute();
+setupToken();
+setupRefresh();
+window.addEventListener('hashchange', route);
+// Who is signed in decides which actions the first view offers.
+await refreshIdentity();
+route();
