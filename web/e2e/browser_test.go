@@ -126,6 +126,18 @@ func (p *page) eval(expr string) string {
 	return s
 }
 
+// evalAsync evaluates an expression whose value is a promise of a string.
+func (p *page) evalAsync(expr string) string {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, stepTimeout)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		p.t.Fatalf("evaluate: %v", err)
+	}
+	return s
+}
+
 // text is what the page shows, for failure messages.
 func (p *page) text() string {
 	ctx, cancel := context.WithTimeout(p.ctx, 2*time.Second)

@@ -125,9 +125,11 @@ func walkthrough(t *testing.T, br *browser) {
 	p.open("/analytics?range=60", "analytics")
 	p.waitJS(`document.querySelector('[data-panel="Throughput"] [data-chart="Messages per second"] canvas') !== null`)
 	p.waitText(`[data-panel="Per queue"]`, "emails")
+	p.waitText(`[data-stat="Brokers reporting"] .stat-value`, "1")
+	p.screenshot("analytics")
 	p.click(`.segmented button:nth-child(4)`) // 24 hours
 	p.waitJS(`location.hash.includes('range=1440') && document.getElementById('view').dataset.ready === '1'`)
-	p.screenshot("analytics")
+	p.waitJS(`document.querySelector('[data-panel="Throughput"] [data-chart="Messages per second"] canvas') !== null`)
 
 	// System: PostgreSQL statistics and the maintenance switches.
 	p.open("/system", "system")
@@ -226,6 +228,19 @@ func emptyAndDown(t *testing.T, br *browser) {
 	p.waitText(`#view`, "No view at /nowhere")
 	p.open("/dlq", "dlq")
 	p.waitText(`[data-panel="Dead letters"]`, "No dead letters")
+
+	// How API answers map to what the views say, including the "not
+	// available" state of a route this broker does not serve.
+	require.Equal(t, "ok", p.evalAsync(`(async () => {
+		const base = document.querySelector('script[type=module]').src.replace(/app\.js$/, '');
+		const { kindOf } = await import(base + 'api.js');
+		const { errorState } = await import(base + 'ui.js');
+		const cases = [[404, 'no route for GET /api/v1/x', 'unavailable'], [405, '', 'unavailable'], [501, '', 'unavailable'],
+			[404, 'Queue not found', 'not-found'], [401, '', 'auth'], [403, '', 'forbidden'], [400, '', 'bad'], [503, '', 'server']];
+		const wrong = cases.filter(([s, m, k]) => kindOf(s, m) !== k);
+		if (wrong.length) return JSON.stringify(wrong);
+		return errorState({ kind: 'unavailable', message: '' }).textContent.includes('Not available') ? 'ok' : 'no not-available text';
+	})()`))
 
 	b.hs.CloseClientConnections()
 	b.hs.Close()

@@ -35,7 +35,7 @@ export function setToken(token) {
   else sessionStorage.removeItem(TOKEN_KEY);
 }
 
-function kindOf(status, message) {
+export function kindOf(status, message) {
   if (status === 401) return Kind.auth;
   if (status === 403) return Kind.forbidden;
   // The broker's router answers unknown API paths with "no route for …";
@@ -117,6 +117,7 @@ export const api = {
   listTracesByName: (name, q) => get(`/api/v1/traces/by-name/${seg(name)}`, q),
 
   getStatus: (q) => get('/api/v1/status', q),
+  getWorkerMetrics: (q) => get('/api/v1/analytics/worker-metrics', q),
   getQueueOps: (q) => get('/api/v1/analytics/queue-ops', q),
   getRetentionAnalytics: (q) => get('/api/v1/analytics/retention', q),
   getSystemMetrics: (q) => get('/api/v1/analytics/system-metrics', q),

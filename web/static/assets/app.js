@@ -122,8 +122,12 @@ async function refreshHealth() {
 
 async function refreshIdentity() {
   const out = $('identity-text');
+  // An answer to a request sent with another token than the current one
+  // (the user pasted or forgot one meanwhile) is stale: drop it.
+  const token = getToken();
   try {
     const id = await api.getIdentity();
+    if (token !== getToken()) return;
     state.identity = id;
     state.identityError = null;
     const who = id.auth === 'off' ? 'standalone' : (id.sub || id.user_id || 'token without sub');
@@ -133,13 +137,14 @@ async function refreshIdentity() {
     $('identity').dataset.user = who;
     $('identity').dataset.role = id.role;
   } catch (e) {
+    if (token !== getToken()) return;
     state.identity = null;
     state.identityError = e;
     delete $('identity').dataset.user;
     if (e.kind === Kind.auth) {
-      out.textContent = getToken() ? 'token refused' : 'signed out';
+      out.textContent = token ? 'token refused' : 'signed out';
       out.className = 'signed-out';
-      showToken(getToken() ? 'The broker refused the token (expired, or signed with another key). Paste a new one.' : null);
+      showToken(token ? 'The broker refused the token (expired, or signed with another key). Paste a new one.' : null);
     } else {
       out.textContent = 'identity unknown';
       out.className = 'muted';

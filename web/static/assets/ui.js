@@ -144,6 +144,7 @@ export function json(value) {
 // confirm({title, text, ok, typeToConfirm}) asks before a destructive action.
 export function confirm({ title, text, ok = 'Confirm', typeToConfirm }) {
   const dlg = document.getElementById('confirm');
+  if (dlg.open) return Promise.resolve(false); // one question at a time
   document.getElementById('confirm-title').textContent = title;
   document.getElementById('confirm-text').textContent = text;
   const okBtn = document.getElementById('confirm-ok');

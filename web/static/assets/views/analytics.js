@@ -2,7 +2,7 @@
 // a range the user picks.
 
 import { api, range } from '../api.js';
-import { h, panel, stats, num, dec, select } from '../ui.js';
+import { h, panel, stats, num, dec } from '../ui.js';
 import { chart, pivot } from '../charts.js';
 
 const ranges = [['15', '15 min'], ['60', '1 hour'], ['360', '6 hours'], ['1440', '24 hours'], ['10080', '7 days']];
@@ -71,6 +71,24 @@ export default {
         chart({ title: 'Parked long-polls by queue', ...parked }));
     });
 
+    const brokers = panel('Brokers', () => api.getWorkerMetrics({ from: win().from, to: win().to }), (r) => h('div', {},
+      stats([
+        ['Brokers reporting', num(r.workers.length), 'last 5 min'],
+        ['Pushed', num(r.summary.totalPushMessages), 'lifetime'],
+        ['Popped', num(r.summary.totalPopMessages), 'lifetime'],
+        ['Acked', num(r.summary.totalAckMessages), 'lifetime'],
+        ['DB errors', num(r.summary.totalDbErrors), 'lifetime'],
+      ]),
+      h('div', { class: 'charts-2' },
+        chart({
+          title: 'Scheduler lag (ms)', points: r.timeSeries, x: (p) => p.timestamp,
+          series: [{ label: 'avg', value: (p) => p.avgEventLoopLagMs }, { label: 'max', value: (p) => p.maxEventLoopLagMs }],
+        }),
+        chart({
+          title: 'Database connections and queued work', points: r.timeSeries, x: (p) => p.timestamp,
+          series: [{ label: 'connections', value: (p) => p.dbConnections }, { label: 'queued work (max)', value: (p) => p.maxJobQueueSize }],
+        }))));
+
     const retention = panel('Retention', () => api.getRetentionAnalytics(win()), (r) => h('div', {},
       stats([
         ['Deleted by retention', num(r.totals.retentionMsgs)],
@@ -86,7 +104,7 @@ export default {
         ],
       })));
 
-    el.append(controls, status.el, ops.el, retention.el);
-    return { refresh: (force) => Promise.all([status, ops, retention].map((p) => p.refresh(force))) };
+    el.append(controls, status.el, ops.el, brokers.el, retention.el);
+    return { refresh: (force) => Promise.all([status, ops, brokers, retention].map((p) => p.refresh(force))) };
   },
 };

@@ -2,7 +2,7 @@
 // arrive, and a drawer with one message's payload, consumers and traces.
 
 import { api, range } from '../api.js';
-import { h, panel, num, table, time, ago, chip, json, confirm, act, select, errorState, loading, link, short } from '../ui.js';
+import { h, panel, num, table, time, ago, chip, json, confirm, act, select, errorState, loading, link } from '../ui.js';
 
 const PAGE = 100;
 const windows = [['15', 'last 15 min'], ['60', 'last hour'], ['360', 'last 6 h'], ['1440', 'last 24 h'], ['10080', 'last 7 days']];
