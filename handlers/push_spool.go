@@ -65,12 +65,7 @@ func (s *Server) pushOrSpool(ctx context.Context, items []pushItem) ([]pushOutco
 		return nil, err
 	}
 	s.spool.SetDBHealthy(false)
-	out, serr := s.spoolPush(ctx, items, "database unavailable")
-	if serr != nil {
-		s.log.Warn("push failed in the database and in the spool", "db_err", err, "spool_err", serr)
-		return nil, serr
-	}
-	return out, nil
+	return s.spoolPush(ctx, items, "database unavailable")
 }
 
 // spoolWaitMax bounds how long a push waits for the older spooled records
@@ -153,10 +148,22 @@ func (s *Server) storedPayload(q db.QueenQueue, it pushItem) (json.RawMessage, b
 	return s.sealPayload(q, it.Payload)
 }
 
-// replaySpooled is the spool's ReplayFunc: the records, with their original
-// transactionIds, through the normal store path in one transaction. Dedup
-// on (partition, transactionId) makes a replay of a stored record a no-op.
-func (s *Server) replaySpooled(ctx context.Context, recs []spool.Record) error {
+// spoolReplayer is the spool's ReplayFunc (replaySpooled) with its own
+// request validator: the drain starts in New, before Handler builds the
+// server's.
+func (s *Server) spoolReplayer() spool.ReplayFunc {
+	v, err := newRequestValidator()
+	if err != nil {
+		s.log.Error("spool replay runs without the spec's name checks", "err", err)
+		v = nil
+	}
+	return func(ctx context.Context, recs []spool.Record) error { return s.replaySpooled(ctx, v, recs) }
+}
+
+// replaySpooled stores records, with their original transactionIds,
+// through the normal store path in one transaction. Dedup on (partition,
+// transactionId) makes a replay of a stored record a no-op.
+func (s *Server) replaySpooled(ctx context.Context, v *requestValidator, recs []spool.Record) error {
 	if s.maint.push.Load() {
 		return fmt.Errorf("%w: push maintenance is on", spool.ErrRetry)
 	}
@@ -171,8 +178,8 @@ func (s *Server) replaySpooled(ctx context.Context, recs []spool.Record) error {
 	}
 	// A record from a hand-edited or foreign file must pass the same rules
 	// as a push; one that does not is set aside by the spool.
-	if s.validator != nil {
-		if err := s.validator.checkPushItems(check); err != nil {
+	if v != nil {
+		if err := v.checkPushItems(check); err != nil {
 			return err
 		}
 	}

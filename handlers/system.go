@@ -55,7 +55,7 @@ func (s *Server) startReliability() {
 	}
 	cancel()
 	if s.spool != nil {
-		s.spool.StartDrain(s.replaySpooled)
+		s.spool.StartDrain(s.spoolReplayer())
 	}
 	every := s.cfg.MaintenanceRefresh
 	if every <= 0 {

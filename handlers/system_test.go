@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -209,12 +210,18 @@ func TestUnwritableSpoolAnswers503(t *testing.T) {
 	t.Parallel()
 	blocker := filepath.Join(t.TempDir(), "file")
 	require.NoError(t, os.WriteFile(blocker, nil, 0o640))
-	b, _ := setupSpool(t, filepath.Join(blocker, "spool"))
+	logs := &logBuffer{}
+	sp := spool.Open(spool.Config{Dir: filepath.Join(blocker, "spool"), Logger: logs.logger()})
+	t.Cleanup(func() { require.NoError(t, sp.Close()) })
+	b := setup(t, setupOpts{repoll: 50 * time.Millisecond, config: func(c *Config) { c.Spool = sp; c.Logger = logs.logger() }})
 	b.push(item("unw", "", "before", 1))
 	b.setSwitch("/api/v1/system/maintenance", true)
-	status, raw := b.do("POST", "/api/v1/push", map[string]any{"items": []any{item("unw", "", "x", 1)}})
-	require.Equal(t, http.StatusServiceUnavailable, status, "%s", raw)
-	require.Contains(t, string(raw), "the spool cannot write")
+	for range 3 {
+		status, raw := b.do("POST", "/api/v1/push", map[string]any{"items": []any{item("unw", "", "x", 1)}})
+		require.Equal(t, http.StatusServiceUnavailable, status, "%s", raw)
+		require.Contains(t, string(raw), "the spool cannot write")
+	}
+	require.Equal(t, 1, strings.Count(logs.String(), "spool cannot write"), "the log says why once:\n%s", logs.String())
 	var st map[string]any
 	b.doJSON("GET", "/api/v1/system/maintenance", nil, http.StatusOK, &st)
 	require.Equal(t, false, st["bufferStats"].(map[string]any)["writable"])
@@ -237,7 +244,7 @@ func TestSpoolKeepsPartitionOrder(t *testing.T) {
 	b.setSwitch("/api/v1/system/maintenance", false)
 	require.Equal(t, "buffered", b.push(item("ord", "p", "2", 2))[0].Status)
 	require.Equal(t, "queued", b.push(item("ord", "other", "x", 0))[0].Status)
-	sp.StartDrain(b.srv.replaySpooled)
+	sp.StartDrain(b.srv.spoolReplayer())
 	waitDrained(t, sp)
 	require.Equal(t, "queued", b.push(item("ord", "p", "3", 3))[0].Status, "the spool is empty again")
 	p := b.pop("/api/v1/pop/queue/ord/partition/p?batch=10")

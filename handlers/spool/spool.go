@@ -203,8 +203,9 @@ func (s *Spool) send(ctx context.Context, req *appendReq) error {
 }
 
 // HasPending reports whether any of the partitions (see Key) has records
-// waiting in the spool. A push to such a partition must be spooled too, or
-// it would overtake them.
+// waiting in the spool, the active file's included. A push to such a
+// partition must not overtake them: it waits for their replay (WaitClear)
+// or is spooled behind them.
 func (s *Spool) HasPending(keys ...string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
