@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/queenforgo/queen/handlers/jobs"
 	"github.com/queenforgo/queen/handlers/metrics"
 	"github.com/queenforgo/queen/sql/pgtest"
@@ -21,8 +23,19 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkAdminRoutes100kPartitions -benchtime 5x ./handlers/
 func BenchmarkAdminRoutes100kPartitions(b *testing.B) {
-	pool := pgtest.NewPool(b)
+	// The broker's session settings (cmd/queen/config PostgresURL).
+	pcfg, err := pgxpool.ParseConfig(pgtest.NewDB(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	pcfg.ConnConfig.RuntimeParams["TimeZone"] = "UTC"
+	pcfg.ConnConfig.RuntimeParams["jit"] = "off"
 	ctx := b.Context()
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
 	start := time.Now()
 	for _, sql := range []string{
 		`INSERT INTO queen.queues (name, namespace, task)
@@ -31,7 +44,7 @@ func BenchmarkAdminRoutes100kPartitions(b *testing.B) {
 		 SELECT q.id, 'p' || i, CASE WHEN i % 2 = 0 THEN 3 ELSE 2 END, now() - interval '10 minutes', now() - interval '2 days'
 		 FROM queen.queues q CROSS JOIN generate_series(0, 4999) i`,
 		`INSERT INTO queen.messages (id, partition_id, seq, transaction_id, payload, created_at)
-		 SELECT gen_random_uuid(), p.id, s, p.name || '-' || s, '{"n": 1}', now() - interval '10 minutes' + s * interval '1 second'
+		 SELECT gen_random_uuid(), p.id, s, p.name || '-' || s, '{"n": 1}', now() - interval '30 minutes' + (abs(hashtext(p.id::text)) % 1000000) * interval '1 millisecond' + s * interval '1 second'
 		 FROM queen.partitions p CROSS JOIN LATERAL generate_series(1, p.last_seq) s`,
 		`INSERT INTO queen.partition_consumers (partition_id, consumer_group, last_seq, last_consumed_at, total_messages_consumed)
 		 SELECT p.id, '__QUEUE_MODE__', CASE WHEN hashtext(p.name) % 10 = 0 THEN 1 ELSE p.last_seq END, now(), 2

@@ -23,7 +23,7 @@ func (s *Server) GetWorkerMetrics(ctx context.Context, req api.GetWorkerMetricsR
 	if p.WorkerId != nil {
 		workerID = ptr(int32(*p.WorkerId))
 	}
-	rows, err := s.q.WorkerMetricsSeries(ctx, db.WorkerMetricsSeriesParams{
+	rows, err := s.aq().WorkerMetricsSeries(ctx, db.WorkerMetricsSeriesParams{
 		BucketSeconds: r.bucketSeconds(), FromTime: r.fromTime(), ToTime: r.toTime(),
 		Hostname: deref(p.Hostname, ""), WorkerID: workerID,
 	})
@@ -53,7 +53,7 @@ func (s *Server) GetWorkerMetrics(ctx context.Context, req api.GetWorkerMetricsR
 		return nil, err
 	}
 
-	queueRows, err := s.q.QueueLagMetricsSeries(ctx, db.QueueLagMetricsSeriesParams{
+	queueRows, err := s.aq().QueueLagMetricsSeries(ctx, db.QueueLagMetricsSeriesParams{
 		BucketSeconds: r.bucketSeconds(), FromTime: r.fromTime(), ToTime: r.toTime(),
 	})
 	if err != nil {
@@ -93,11 +93,11 @@ func (s *Server) GetWorkerMetrics(ctx context.Context, req api.GetWorkerMetricsR
 	})
 	resp.Queues = nonNil(resp.Queues)
 
-	sum, err := s.q.WorkerMetricsSummaryGet(ctx)
+	sum, err := s.aq().WorkerMetricsSummaryGet(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read metrics totals: %w", err)
 	}
-	pending, err := s.q.PartitionPendingTotal(ctx)
+	pending, err := s.aq().PartitionPendingTotal(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("count pending messages: %w", err)
 	}
@@ -111,7 +111,7 @@ func (s *Server) GetWorkerMetrics(ctx context.Context, req api.GetWorkerMetricsR
 
 // queueSeries reads the per-queue rows of a range, oldest first.
 func (s *Server) queueSeries(ctx context.Context, r seriesRange, queue string) ([]db.QueueLagMetricsSeriesRow, error) {
-	rows, err := s.q.QueueLagMetricsSeries(ctx, db.QueueLagMetricsSeriesParams{
+	rows, err := s.aq().QueueLagMetricsSeries(ctx, db.QueueLagMetricsSeriesParams{
 		BucketSeconds: r.bucketSeconds(), FromTime: r.fromTime(), ToTime: r.toTime(), QueueName: queue,
 	})
 	if err != nil {
@@ -162,7 +162,7 @@ func (s *Server) GetQueueOps(ctx context.Context, req api.GetQueueOpsRequestObje
 	if err != nil {
 		return nil, err
 	}
-	created, err := s.q.PartitionCreatedSeries(ctx, db.PartitionCreatedSeriesParams{
+	created, err := s.aq().PartitionCreatedSeries(ctx, db.PartitionCreatedSeriesParams{
 		BucketSeconds: r.bucketSeconds(), FromTime: r.fromTime(), ToTime: r.toTime(), QueueName: queue,
 	})
 	if err != nil {
@@ -222,7 +222,7 @@ func (s *Server) GetQueueParkedReplicas(ctx context.Context, req api.GetQueuePar
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.q.QueueLagMetricsParkedSeries(ctx, db.QueueLagMetricsParkedSeriesParams{
+	rows, err := s.aq().QueueLagMetricsParkedSeries(ctx, db.QueueLagMetricsParkedSeriesParams{
 		BucketSeconds: r.bucketSeconds(), FromTime: r.fromTime(), ToTime: r.toTime(), QueueName: deref(p.Queue, ""),
 	})
 	if err != nil {
@@ -257,7 +257,7 @@ func (s *Server) GetRetentionAnalytics(ctx context.Context, req api.GetRetention
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.q.RetentionHistorySeries(ctx, db.RetentionHistorySeriesParams{
+	rows, err := s.aq().RetentionHistorySeries(ctx, db.RetentionHistorySeriesParams{
 		BucketSeconds: r.bucketSeconds(), FromTime: r.fromTime(), ToTime: r.toTime(), QueueName: deref(p.Queue, ""),
 	})
 	if err != nil {

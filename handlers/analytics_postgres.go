@@ -12,31 +12,31 @@ import (
 // GetPostgresStats answers a snapshot of PostgreSQL's statistics for the
 // queen schema.
 func (s *Server) GetPostgresStats(ctx context.Context, _ api.GetPostgresStatsRequestObject) (api.GetPostgresStatsResponseObject, error) {
-	dbc, err := s.q.PostgresDatabaseCache(ctx)
+	dbc, err := s.aq().PostgresDatabaseCache(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read database cache: %w", err)
 	}
-	tables, err := s.q.PostgresTableCache(ctx)
+	tables, err := s.aq().PostgresTableCache(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read table cache: %w", err)
 	}
-	indexes, err := s.q.PostgresIndexCache(ctx)
+	indexes, err := s.aq().PostgresIndexCache(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read index cache: %w", err)
 	}
-	activity, err := s.q.PostgresTableActivity(ctx)
+	activity, err := s.aq().PostgresTableActivity(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read table activity: %w", err)
 	}
-	queries, err := s.q.PostgresActiveQueries(ctx)
+	queries, err := s.aq().PostgresActiveQueries(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read active queries: %w", err)
 	}
-	buffers, err := s.q.PostgresSharedBuffers(ctx)
+	buffers, err := s.aq().PostgresSharedBuffers(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read shared buffers: %w", err)
 	}
-	sizes, err := s.q.PostgresTableSizes(ctx)
+	sizes, err := s.aq().PostgresTableSizes(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read table sizes: %w", err)
 	}

@@ -7,7 +7,14 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/queenforgo/queen/gen/api"
+	"github.com/queenforgo/queen/gen/db"
+	"github.com/queenforgo/queen/handlers/planmode"
 )
+
+// aq is the queries of the admin reads, planned with their arguments at
+// every execution: their optional filters make PostgreSQL's generic plans
+// for prepared statements far slower (see handlers/planmode).
+func (s *Server) aq() *db.Queries { return db.New(planmode.Custom(s.pool)) }
 
 // The time-series routes read the per-minute rows of the metrics collector
 // (handlers/jobs) and fold them into buckets whose width follows the range,

@@ -112,7 +112,7 @@ func (t gaugeTree) leaf(path ...string) *gauge {
 
 // systemRows reads the system_metrics rows of a range.
 func (s *Server) systemRows(ctx context.Context, r seriesRange, hostname string, workerID *int32) ([]db.QueenSystemMetric, error) {
-	rows, err := s.q.SystemMetricsList(ctx, db.SystemMetricsListParams{
+	rows, err := s.aq().SystemMetricsList(ctx, db.SystemMetricsListParams{
 		FromTime: r.fromTime(), ToTime: r.toTime(), Hostname: hostname, WorkerID: workerID,
 	})
 	if err != nil {

@@ -101,7 +101,7 @@ func (s *Server) responseError(w http.ResponseWriter, r *http.Request, err error
 		// was committed; the client must change the request.
 		writeError(w, http.StatusBadRequest, "invalid value: "+pgErr.Message)
 	case errors.As(err, &spoolErr):
-		s.log.Warn("push refused: it needed the spool", "err", err)
+		// Not logged per request: the spool logs why once per run of failures.
 		writeError(w, http.StatusServiceUnavailable, spoolErr.msg)
 	case errors.Is(classifyDB(err), ErrUnavailable):
 		s.cfg.Metrics.DBError()

@@ -30,6 +30,14 @@ func (s *Server) RetryMessage(ctx context.Context, req api.RetryMessageRequestOb
 	if err != nil {
 		return nil, badRequest("partitionId must be a UUID")
 	}
+	if s.maint != nil && s.maint.push.Load() {
+		// A replay is a push, and pushes go to the spool now: refuse
+		// rather than drop the dead-letter row for a spooled copy.
+		return api.RetryMessage503JSONResponse{
+			Success: false, Result: "maintenance", Error: "push maintenance is on", DlqRowRemoved: false,
+			Message: "retry again when push maintenance is off",
+		}, nil
+	}
 	group := ""
 	if req.Body != nil {
 		group = deref(req.Body.ConsumerGroup, "")

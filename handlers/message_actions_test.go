@@ -30,6 +30,13 @@ func TestRetryReplaysADeadLetter(t *testing.T) {
 			Status        string
 		}
 	}
+	// A retry is a push: refused while pushes go to the spool.
+	b.doJSON("POST", "/api/v1/system/maintenance", map[string]any{"enabled": true}, http.StatusOK, nil)
+	status, raw := b.do("POST", "/api/v1/messages/"+pid+"/m0/retry", nil)
+	require.Equal(t, http.StatusServiceUnavailable, status, "%s", raw)
+	require.Contains(t, string(raw), `"result":"maintenance"`)
+	b.doJSON("POST", "/api/v1/system/maintenance", map[string]any{"enabled": false}, http.StatusOK, nil)
+
 	b.doJSON("POST", "/api/v1/messages/"+pid+"/m0/retry", nil, http.StatusOK, &r)
 	require.True(t, r.Success)
 	require.Equal(t, "moved", r.Result)
@@ -59,7 +66,7 @@ func TestRetryReplaysADeadLetter(t *testing.T) {
 		require.Contains(t, string(raw), `"error":"Message not found"`)
 		require.Contains(t, string(raw), `"success":false`)
 	}
-	status, _ := b.do("POST", "/api/v1/messages/not-a-uuid/m0/retry", nil)
+	status, _ = b.do("POST", "/api/v1/messages/not-a-uuid/m0/retry", nil)
 	require.Equal(t, http.StatusBadRequest, status)
 }
 

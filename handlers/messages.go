@@ -57,7 +57,7 @@ func (s *Server) ListMessages(ctx context.Context, req api.ListMessagesRequestOb
 	// One row more than the page tells whether a next page exists.
 	limit := list.RowLimit
 	list.RowLimit++
-	rows, err := s.q.MessageListPage(ctx, list)
+	rows, err := s.aq().MessageListPage(ctx, list)
 	if err != nil {
 		return nil, fmt.Errorf("list messages: %w", err)
 	}
@@ -65,7 +65,7 @@ func (s *Server) ListMessages(ctx context.Context, req api.ListMessagesRequestOb
 	if more {
 		rows = rows[:limit]
 	}
-	mode, err := s.q.MessageModeSummary(ctx, db.MessageModeSummaryParams{
+	mode, err := s.aq().MessageModeSummary(ctx, db.MessageModeSummaryParams{
 		QueueName: list.QueueName, PartitionName: list.PartitionName, Namespace: list.Namespace, Task: list.Task,
 	})
 	if err != nil {
@@ -108,7 +108,7 @@ func (s *Server) GetMessage(ctx context.Context, req api.GetMessageRequestObject
 		return nil, fmt.Errorf("read message: %w", err)
 	}
 	// The listing query is the one place that decides a message's status.
-	st, err := s.q.MessageListPage(ctx, db.MessageListPageParams{PartitionID: &pid, TransactionID: req.TransactionId, RowLimit: 1})
+	st, err := s.aq().MessageListPage(ctx, db.MessageListPageParams{PartitionID: &pid, TransactionID: req.TransactionId, RowLimit: 1})
 	if err != nil {
 		return nil, fmt.Errorf("read message status: %w", err)
 	}

@@ -13,8 +13,13 @@ import (
 
 // recordPush counts one push request and what it stored per queue.
 func (s *Server) recordPush(items []pushItem, out []pushOutcome) {
+	s.cfg.Metrics.Request(metrics.OpPush)
+	s.recordPushed(items, out)
+}
+
+// recordPushed counts what a push stored, per queue.
+func (s *Server) recordPushed(items []pushItem, out []pushOutcome) {
 	rec := s.cfg.Metrics
-	rec.Request(metrics.OpPush)
 	if len(items) == 1 { // the common case, without a map
 		if out[0].Status == "queued" {
 			rec.Pushed(items[0].Queue, 1)
@@ -98,8 +103,13 @@ func (s *Server) parked(queue string) func() {
 // applied, those that completed a message, those that reported a failure
 // (failed or dlq), and the messages dead-lettered.
 func (s *Server) recordAcks(items []ackItem, res []api.AckResult) {
+	s.cfg.Metrics.Request(metrics.OpAck)
+	s.recordAcked(items, res)
+}
+
+// recordAcked counts acknowledgements per queue.
+func (s *Server) recordAcked(items []ackItem, res []api.AckResult) {
 	rec := s.cfg.Metrics
-	rec.Request(metrics.OpAck)
 	type agg struct{ applied, completed, failed, dlq int }
 	byQueue := make(map[string]*agg, 1)
 	for i, r := range res {
@@ -131,19 +141,19 @@ func (s *Server) recordAcks(items []ackItem, res []api.AckResult) {
 }
 
 // recordTransaction counts a committed transaction once, and once per queue
-// it touched, with its pushes and acks.
+// it touched, with its pushes and acks (not as push or ack requests).
 func (s *Server) recordTransaction(pushes []pushItem, pushOut []pushOutcome, acks []ackItem, ackOut []api.AckResult) {
 	rec := s.cfg.Metrics
 	rec.Request(metrics.OpTransaction)
 	touched := map[string]bool{}
 	if len(pushes) > 0 {
-		s.recordPush(pushes, pushOut)
+		s.recordPushed(pushes, pushOut)
 		for _, p := range pushes {
 			touched[p.Queue] = true
 		}
 	}
 	if len(acks) > 0 {
-		s.recordAcks(acks, ackOut)
+		s.recordAcked(acks, ackOut)
 		for _, r := range ackOut {
 			if r.QueueName != nil {
 				touched[*r.QueueName] = true

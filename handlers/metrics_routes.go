@@ -3,7 +3,6 @@ package handlers
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -120,6 +119,9 @@ func (s *Server) writeProcessFamilies(e *metrics.Exposition) {
 	gauge("queen_file_buffer_pending", "Pushes spooled to disk waiting for the database.", float64(buf.Pending))
 	gauge("queen_file_buffer_failed", "Spooled pushes that failed to replay.", float64(buf.Failed))
 	gauge("queen_file_buffer_db_healthy", "1 when the spool sees the database healthy.", b2f(buf.DBHealthy))
+	// The switch as this broker applies it (reconciled with the database
+	// row by the maintenance code).
+	gauge("queen_maintenance_mode_enabled", "1 while push maintenance mode is on.", b2f(s.maint != nil && s.maint.push.Load()))
 
 	proc := reg.Process()
 	tot := metrics.Totals(reg.Queues())
@@ -151,23 +153,7 @@ func (s *Server) writeProcessFamilies(e *metrics.Exposition) {
 const prometheusWindow = 5 * time.Minute
 
 func (s *Server) writeClusterFamilies(ctx context.Context, e *metrics.Exposition) error {
-	state, err := s.q.SystemStateListByKeys(ctx, []string{"maintenance_mode"})
-	if err != nil {
-		return err
-	}
-	maintenance := false
-	for _, r := range state {
-		var v struct {
-			Enabled bool `json:"enabled"`
-		}
-		if json.Unmarshal(r.Value, &v) == nil {
-			maintenance = v.Enabled
-		}
-	}
-	e.Family("queen_maintenance_mode_enabled", "gauge", "1 while push maintenance mode is on.")
-	e.Sample("queen_maintenance_mode_enabled", b2f(maintenance))
-
-	sum, err := s.q.WorkerMetricsSummaryGet(ctx)
+	sum, err := s.aq().WorkerMetricsSummaryGet(ctx)
 	if err != nil {
 		return err
 	}
@@ -190,14 +176,14 @@ func (s *Server) writeClusterFamilies(ctx context.Context, e *metrics.Exposition
 
 	now := time.Now()
 	since := pgtype.Timestamptz{Time: now.Add(-prometheusWindow), Valid: true}
-	latest, err := s.q.QueueLagMetricsLatest(ctx, since)
+	latest, err := s.aq().QueueLagMetricsLatest(ctx, since)
 	if err != nil {
 		return err
 	}
 	if len(latest) > 0 {
 		writeQueueFamilies(e, latest, now)
 	}
-	workers, err := s.q.WorkerMetricsRecent(ctx, since)
+	workers, err := s.aq().WorkerMetricsRecent(ctx, since)
 	if err != nil {
 		return err
 	}
@@ -205,7 +191,7 @@ func (s *Server) writeClusterFamilies(ctx context.Context, e *metrics.Exposition
 		writeWorkerFamilies(e, workers, now)
 	}
 
-	dlq, err := s.q.DeadLetterCountByQueue(ctx)
+	dlq, err := s.aq().DeadLetterCountByQueue(ctx)
 	if err != nil {
 		return err
 	}

@@ -658,3 +658,32 @@ func TestRegistryConcurrentRecording(t *testing.T) {
 	_, maxLag = reg.TakeMaxLag()
 	require.Zero(t, maxLag, "taking starts a new maximum")
 }
+
+// A transaction counts once, per queue it touched, and its pushes and acks
+// count as messages but not as push or ack requests.
+func TestTransactionMetrics(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t)
+	b.push(item("in", "", "src", 1))
+	p := b.pop("/api/v1/pop/queue/in")
+	var res txResponse
+	b.doJSON("POST", "/api/v1/transaction", map[string]any{
+		"operations": []any{
+			map[string]any{"type": "ack", "transactionId": "src", "partitionId": p.PartitionID},
+			map[string]any{"type": "push", "items": []any{item("out", "", "a", 1), item("out", "", "b", 2)}},
+		},
+	}, http.StatusOK, &res)
+	require.True(t, res.Success, res.Error)
+	proc := b.reg.Process()
+	require.Equal(t, int64(1), proc.Of(metrics.OpTransaction))
+	require.Equal(t, int64(1), proc.Of(metrics.OpPush), "the first push only")
+	require.Zero(t, proc.Of(metrics.OpAck))
+	byQueue := map[string]metrics.QueueCounters{}
+	for _, q := range b.reg.Queues() {
+		byQueue[q.Queue] = q.QueueCounters
+	}
+	require.Equal(t, int64(2), byQueue["out"].PushMessages)
+	require.Equal(t, int64(1), byQueue["out"].Transactions)
+	require.Equal(t, int64(1), byQueue["in"].AckSuccess)
+	require.Equal(t, int64(1), byQueue["in"].Transactions)
+}

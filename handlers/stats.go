@@ -21,11 +21,11 @@ func (s *Server) RefreshStats(ctx context.Context, _ api.RefreshStatsRequestObje
 		resp.System.Flushed = true
 	}
 	resp.System.RefreshedAt = ptr(fmtMillis(time.Now()))
-	queues, err := s.q.QueueListPage(ctx, db.QueueListPageParams{})
+	queues, err := s.aq().QueueListPage(ctx, db.QueueListPageParams{})
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
-	partitions, err := s.q.PartitionCountFiltered(ctx, "")
+	partitions, err := s.aq().PartitionCountFiltered(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("count partitions: %w", err)
 	}

@@ -25,7 +25,7 @@ func (s *Server) GetStatus(ctx context.Context, req api.GetStatusRequestObject) 
 	queue, ns, task := deref(p.Queue, ""), deref(p.Namespace, ""), deref(p.Task, "")
 	resp := api.GetStatus200JSONResponse{TimeRange: r.wire(), BucketMinutes: r.bucketMinutes}
 
-	workers, err := s.q.WorkerMetricsSeries(ctx, db.WorkerMetricsSeriesParams{
+	workers, err := s.aq().WorkerMetricsSeries(ctx, db.WorkerMetricsSeriesParams{
 		BucketSeconds: r.bucketSeconds(), FromTime: r.fromTime(), ToTime: r.toTime(),
 	})
 	if err != nil {
@@ -66,7 +66,7 @@ func (s *Server) GetStatus(ctx context.Context, req api.GetStatusRequestObject) 
 		if err != nil {
 			return nil, err
 		}
-		rows, err := s.q.QueueLagMetricsSeries(ctx, db.QueueLagMetricsSeriesParams{
+		rows, err := s.aq().QueueLagMetricsSeries(ctx, db.QueueLagMetricsSeriesParams{
 			BucketSeconds: r.bucketSeconds(), FromTime: r.fromTime(), ToTime: r.toTime(), QueueNames: names,
 		})
 		if err != nil {
@@ -128,7 +128,7 @@ func (s *Server) GetStatus(ctx context.Context, req api.GetStatusRequestObject) 
 	}
 	resp.PointCount = len(resp.Throughput)
 
-	queues, err := s.q.QueueConsumptionList(ctx, db.QueueConsumptionListParams{QueueName: queue, Namespace: ns, Task: task})
+	queues, err := s.aq().QueueConsumptionList(ctx, db.QueueConsumptionListParams{QueueName: queue, Namespace: ns, Task: task})
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
@@ -140,11 +140,11 @@ func (s *Server) GetStatus(ctx context.Context, req api.GetStatusRequestObject) 
 	}
 	resp.Queues = nonNil(resp.Queues)
 
-	sum, err := s.q.WorkerMetricsSummaryGet(ctx)
+	sum, err := s.aq().WorkerMetricsSummaryGet(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read metrics totals: %w", err)
 	}
-	pending, err := s.q.PartitionPendingTotal(ctx)
+	pending, err := s.aq().PartitionPendingTotal(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("count pending messages: %w", err)
 	}
@@ -164,7 +164,7 @@ func (s *Server) GetStatus(ctx context.Context, req api.GetStatusRequestObject) 
 	}
 	resp.StatsAge = statsAge(sum)
 
-	leases, err := s.q.PartitionConsumerLeaseSummary(ctx)
+	leases, err := s.aq().PartitionConsumerLeaseSummary(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read leases: %w", err)
 	}
@@ -172,11 +172,11 @@ func (s *Server) GetStatus(ctx context.Context, req api.GetStatusRequestObject) 
 	resp.Leases.TotalBatchSize, resp.Leases.TotalAcked = int(leases.BatchSize), int(leases.Acked)
 	m.Processing = int(max(leases.BatchSize-leases.Acked, 0))
 
-	dlq, err := s.q.DeadLetterSummary(ctx)
+	dlq, err := s.aq().DeadLetterSummary(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read dead letters: %w", err)
 	}
-	top, err := s.q.DeadLetterTopErrors(ctx, 5)
+	top, err := s.aq().DeadLetterTopErrors(ctx, 5)
 	if err != nil {
 		return nil, fmt.Errorf("read dead-letter errors: %w", err)
 	}
@@ -207,7 +207,7 @@ func statsAge(sum db.WorkerMetricsSummaryGetRow) int {
 
 // queueNamesFor lists the queues a queue/namespace/task filter selects.
 func (s *Server) queueNamesFor(ctx context.Context, queue, ns, task string) ([]string, error) {
-	names, err := s.q.QueueNamesFiltered(ctx, db.QueueNamesFilteredParams{Namespace: ns, Task: task})
+	names, err := s.aq().QueueNamesFiltered(ctx, db.QueueNamesFilteredParams{Namespace: ns, Task: task})
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
@@ -221,11 +221,11 @@ func (s *Server) queueNamesFor(ctx context.Context, queue, ns, task string) ([]s
 // their newest minute's gauges.
 func (s *Server) recentWorkers(ctx context.Context, window time.Duration) ([]api.WorkerSummary, error) {
 	since := pgtype.Timestamptz{Time: time.Now().Add(-window), Valid: true}
-	rows, err := s.q.WorkerMetricsRecent(ctx, since)
+	rows, err := s.aq().WorkerMetricsRecent(ctx, since)
 	if err != nil {
 		return nil, fmt.Errorf("read workers: %w", err)
 	}
-	processed, err := s.q.WorkerMetricsProcessedSince(ctx, since)
+	processed, err := s.aq().WorkerMetricsProcessedSince(ctx, since)
 	if err != nil {
 		return nil, fmt.Errorf("read workers: %w", err)
 	}
@@ -268,7 +268,7 @@ func (s *Server) ListStatusQueues(ctx context.Context, req api.ListStatusQueuesR
 	var queues []db.QueenQueue
 	var total int64
 	if queue != "" {
-		q, err := s.q.QueueGetByName(ctx, queue)
+		q, err := s.aq().QueueGetByName(ctx, queue)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("read queue %q: %w", queue, err)
 		}
@@ -280,11 +280,11 @@ func (s *Server) ListStatusQueues(ctx context.Context, req api.ListStatusQueuesR
 		}
 	} else {
 		var err error
-		queues, err = s.q.QueueListPage(ctx, db.QueueListPageParams{Namespace: ns, Task: task, RowLimit: ptr(int32(limit)), RowOffset: int32(offset)})
+		queues, err = s.aq().QueueListPage(ctx, db.QueueListPageParams{Namespace: ns, Task: task, RowLimit: ptr(int32(limit)), RowOffset: int32(offset)})
 		if err != nil {
 			return nil, fmt.Errorf("list queues: %w", err)
 		}
-		if total, err = s.q.QueueCountFiltered(ctx, db.QueueCountFilteredParams{Namespace: ns, Task: task}); err != nil {
+		if total, err = s.aq().QueueCountFiltered(ctx, db.QueueCountFilteredParams{Namespace: ns, Task: task}); err != nil {
 			return nil, fmt.Errorf("count queues: %w", err)
 		}
 	}
@@ -331,7 +331,7 @@ func (s *Server) ListStatusQueues(ctx context.Context, req api.ListStatusQueuesR
 func (s *Server) GetStatusQueue(ctx context.Context, req api.GetStatusQueueRequestObject) (api.GetStatusQueueResponseObject, error) {
 	p := req.Params
 	limit, offset := deref(p.Limit, 1000), deref(p.Offset, 0)
-	q, err := s.q.QueueGetByName(ctx, req.Queue)
+	q, err := s.aq().QueueGetByName(ctx, req.Queue)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return api.GetStatusQueue404JSONResponse{NotFoundJSONResponse: api.NotFoundJSONResponse{Error: "Queue not found"}}, nil
 	}
@@ -369,11 +369,11 @@ func (s *Server) GetStatusQueue(ctx context.Context, req api.GetStatusQueueReque
 	for i, st := range page {
 		ids[i] = st.ID
 	}
-	cursors, err := s.q.PartitionConsumerCursorTotals(ctx, ids)
+	cursors, err := s.aq().PartitionConsumerCursorTotals(ctx, ids)
 	if err != nil {
 		return nil, fmt.Errorf("read cursors: %w", err)
 	}
-	bounds, err := s.q.PartitionMessageBounds(ctx, ids)
+	bounds, err := s.aq().PartitionMessageBounds(ctx, ids)
 	if err != nil {
 		return nil, fmt.Errorf("read message bounds: %w", err)
 	}
@@ -404,12 +404,12 @@ func (s *Server) GetStatusQueue(ctx context.Context, req api.GetStatusQueueReque
 // ListStatusQueueMessages pages through a queue's messages, newest first.
 func (s *Server) ListStatusQueueMessages(ctx context.Context, req api.ListStatusQueueMessagesRequestObject) (api.ListStatusQueueMessagesResponseObject, error) {
 	p := req.Params
-	if _, err := s.q.QueueGetByName(ctx, req.Queue); errors.Is(err, pgx.ErrNoRows) {
+	if _, err := s.aq().QueueGetByName(ctx, req.Queue); errors.Is(err, pgx.ErrNoRows) {
 		return api.ListStatusQueueMessages404JSONResponse{NotFoundJSONResponse: api.NotFoundJSONResponse{Error: "Queue not found"}}, nil
 	} else if err != nil {
 		return nil, fmt.Errorf("read queue %q: %w", req.Queue, err)
 	}
-	rows, err := s.q.MessageListPage(ctx, db.MessageListPageParams{
+	rows, err := s.aq().MessageListPage(ctx, db.MessageListPageParams{
 		QueueName: req.Queue, RowLimit: int32(deref(p.Limit, 50)), RowOffset: int32(deref(p.Offset, 0)),
 	})
 	if err != nil {
@@ -462,7 +462,7 @@ func (s *Server) GetStatusAnalytics(ctx context.Context, req api.GetStatusAnalyt
 			return nil, err
 		}
 	}
-	rows, err := s.q.QueueLagMetricsPushedSeries(ctx, db.QueueLagMetricsPushedSeriesParams{
+	rows, err := s.aq().QueueLagMetricsPushedSeries(ctx, db.QueueLagMetricsPushedSeriesParams{
 		Unit: interval, FromTime: pgtype.Timestamptz{Time: first, Valid: true}, ToTime: r.toTime(), QueueNames: names,
 	})
 	if err != nil {

@@ -168,11 +168,9 @@ func (c *collector) sample(now time.Time, schedLag time.Duration) {
 	c.jobQueue.add(jobs)
 
 	var parked int64
-	for _, q := range c.cfg.Metrics.Queues() {
-		if q.Parked > 0 {
-			c.parked[q.Queue] += float64(q.Parked)
-			parked += q.Parked
-		}
+	for q, n := range c.cfg.Metrics.Parked() {
+		c.parked[q] += float64(n)
+		parked += n
 	}
 	c.parkedTotal.add(float64(parked))
 

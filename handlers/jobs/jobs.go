@@ -26,6 +26,7 @@ import (
 
 	"github.com/queenforgo/queen/gen/db"
 	"github.com/queenforgo/queen/handlers/metrics"
+	"github.com/queenforgo/queen/handlers/planmode"
 )
 
 // Defaults of Config. The intervals are the reference broker's.
@@ -133,7 +134,9 @@ type Services struct {
 // New builds the services; nothing runs until Start.
 func New(cfg Config) *Services {
 	cfg = ConfigDefault(cfg)
-	s := &Services{cfg: cfg, q: db.New(cfg.Pool), log: cfg.Logger}
+	// Planned with their arguments at every run: a generic plan of the
+	// DELETEs scans every message (handlers/planmode).
+	s := &Services{cfg: cfg, q: db.New(planmode.Custom(cfg.Pool)), log: cfg.Logger}
 	s.collector = newCollector(cfg, s.q)
 	return s
 }

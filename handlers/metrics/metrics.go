@@ -204,6 +204,22 @@ func (r *Registry) Queues() []QueueSnapshot {
 	return out
 }
 
+// Parked returns the queues with parked long-polls and how many, without
+// copying the other counters (the collector samples it every second).
+func (r *Registry) Parked() map[string]int64 {
+	var out map[string]int64
+	r.queues.Range(func(k, v any) bool {
+		if n := v.(*queueCounters).parked.Load(); n > 0 {
+			if out == nil {
+				out = map[string]int64{}
+			}
+			out[k.(string)] = n
+		}
+		return true
+	})
+	return out
+}
+
 // TakeMaxLag returns the largest pop lag per queue (and process-wide) since
 // the last call, and starts new maxima. Only the metrics collector calls it.
 func (r *Registry) TakeMaxLag() (perQueue map[string]int64, process int64) {

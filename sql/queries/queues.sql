@@ -94,20 +94,21 @@ ORDER BY name;
 -- name: QueueConsumptionList :many
 -- Queues that ever received a message, with their partition count and the
 -- messages their consumer groups consumed, by name. Empty filters match
--- everything.
-SELECT q.id, q.name, q.namespace, q.task, x.partitions, x.consumed
+-- everything. Two scans and hash joins: no per-partition probes.
+SELECT q.id, q.name, q.namespace, q.task,
+       count(p.id)::bigint AS partitions,
+       COALESCE(sum(c.consumed), 0)::bigint AS consumed
 FROM queen.queues q
-CROSS JOIN LATERAL (
-    SELECT count(*)::bigint AS partitions,
-           COALESCE(sum(p.last_seq), 0)::bigint AS sequenced,
-           COALESCE(sum((SELECT sum(c.total_messages_consumed) FROM queen.partition_consumers c
-                          WHERE c.partition_id = p.id)), 0)::bigint AS consumed
-    FROM queen.partitions p WHERE p.queue_id = q.id
-) x
+JOIN queen.partitions p ON p.queue_id = q.id
+LEFT JOIN (
+    SELECT partition_id, sum(total_messages_consumed) AS consumed
+    FROM queen.partition_consumers GROUP BY partition_id
+) c ON c.partition_id = p.id
 WHERE (@queue_name::text = '' OR q.name = @queue_name::text)
   AND (@namespace::text = '' OR q.namespace = @namespace::text)
   AND (@task::text = '' OR q.task = @task::text)
-  AND x.sequenced > 0
+GROUP BY q.id
+HAVING sum(p.last_seq) > 0
 ORDER BY q.name;
 
 -- name: QueueNamesFiltered :many

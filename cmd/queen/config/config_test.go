@@ -509,6 +509,7 @@ func TestPostgresURL(t *testing.T) {
 			require.Equal(t, c.Postgres.Password, pc.Password)
 			require.Equal(t, c.Postgres.Database, pc.Database)
 			require.Equal(t, "UTC", pc.RuntimeParams["TimeZone"])
+			require.Equal(t, "off", pc.RuntimeParams["jit"])
 			require.Equal(t, "queen", pc.RuntimeParams["application_name"])
 			require.Equal(t, tt.wantTimeout, pc.ConnectTimeout)
 			require.Equal(t, tt.wantTLS, pc.TLSConfig != nil)
