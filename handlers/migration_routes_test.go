@@ -28,7 +28,7 @@ func TestMigrationCopiesTheSchema(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	runner := migration.New(migration.Config{Source: endpointOf(t, &pool.Config().ConnConfig.Config)})
 	if runner.Available() != nil {
-		t.Skip("pg_dump/pg_restore not installed")
+		t.Fatalf("pg_dump/pg_restore are part of this machine's PostgreSQL install: %v", runner.Available())
 	}
 	t.Cleanup(runner.Stop)
 	b := setupAdmin(t, adminOpts{pool: pool, migration: runner})

@@ -14,7 +14,7 @@ import (
 // throughput); appends/fsync shows how many pushes share one group fsync.
 // Numbers are in docs/spool.md; run with
 //
-//	go test -run XXX -bench Append -benchtime 2s ./handlers/spool
+//	go test -run '^$' -bench Append -benchtime 2s ./handlers/spool
 //
 // with TMPDIR on the disk you care about.
 func BenchmarkAppend(b *testing.B) {
