@@ -11,21 +11,38 @@ import (
 // PostgreSQL the commit is the unit of cost, so under load many requests
 // share one.
 //
-// There is no timer: a flusher takes the first waiting request and whatever
-// else is already queued, up to maxItems, and commits at once. An idle broker
-// adds no latency; a busy one batches more because requests queue up while
-// the previous flush commits. Several flushers run so that one collects
-// while another commits. If a shared flush fails, each request is retried in
-// its own transaction so that a bad request fails alone.
+// There is no timer. One dispatcher goroutine collects requests and starts
+// flushes:
+//
+//   - with no flush in flight it starts one at once with whatever waits, so
+//     an idle broker adds no latency;
+//   - while flushes are in flight, requests wait and the next flush takes
+//     them all, so small requests share commits (many messages per commit);
+//   - but once the waiting requests hold parallelMin items or more, they are
+//     already a batch worth its own commit, and a further flush starts
+//     without waiting, up to maxFlushes in flight. Large pushes then use
+//     several connections at once instead of queueing behind one commit.
+//
+// If a shared flush fails, each request is retried in its own transaction so
+// that a bad request fails alone.
 type coalescer[I, O any] struct {
 	// commit stores items in one transaction, one output per item in order.
-	commit   func(ctx context.Context, items []I) ([]O, error)
-	in       chan *coalescedJob[I, O]
-	maxItems int
-	timeout  time.Duration
+	commit      func(ctx context.Context, items []I) ([]O, error)
+	in          chan *coalescedJob[I, O]
+	maxItems    int // items per flush, at most (a larger request flushes alone)
+	maxFlushes  int // flushes in flight, at most
+	parallelMin int // waiting items that justify a flush beside a running one
+	timeout     time.Duration
 
 	stopOnce sync.Once
-	wg       sync.WaitGroup
+	stopped  chan struct{} // closed when the dispatcher and every flush ended
+}
+
+// coalescerLimits are the knobs of a coalescer; see the type's comment.
+type coalescerLimits struct {
+	MaxItems    int
+	MaxFlushes  int
+	ParallelMin int
 }
 
 type coalescedJob[I, O any] struct {
@@ -38,12 +55,13 @@ type coalescedResult[O any] struct {
 	err error
 }
 
-func newCoalescer[I, O any](flushers, maxItems int, commit func(context.Context, []I) ([]O, error)) *coalescer[I, O] {
-	c := &coalescer[I, O]{commit: commit, in: make(chan *coalescedJob[I, O], 4*flushers), maxItems: maxItems, timeout: 30 * time.Second}
-	for range flushers {
-		c.wg.Add(1)
-		go c.run()
+func newCoalescer[I, O any](lim coalescerLimits, commit func(context.Context, []I) ([]O, error)) *coalescer[I, O] {
+	c := &coalescer[I, O]{
+		commit: commit, in: make(chan *coalescedJob[I, O]),
+		maxItems: max(lim.MaxItems, 1), maxFlushes: max(lim.MaxFlushes, 1), parallelMin: max(lim.ParallelMin, 1),
+		timeout: 30 * time.Second, stopped: make(chan struct{}),
 	}
+	go c.dispatch()
 	return c
 }
 
@@ -66,33 +84,62 @@ func (c *coalescer[I, O]) submit(ctx context.Context, items []I) ([]O, error) {
 	return r.out, r.err
 }
 
-// stop flushes what is queued and ends the flushers. Callers must not submit
-// after stop; the HTTP server is shut down first. Idempotent.
+// stop flushes what is queued and waits for every flush to end. Callers must
+// not submit after stop; the HTTP server is shut down first. Idempotent.
 func (c *coalescer[I, O]) stop() {
 	c.stopOnce.Do(func() { close(c.in) })
-	c.wg.Wait()
+	<-c.stopped
 }
 
-func (c *coalescer[I, O]) run() {
-	defer c.wg.Done()
-	for first := range c.in {
-		jobs := []*coalescedJob[I, O]{first}
-		n := len(first.items)
-	collect:
-		for n < c.maxItems {
-			select {
-			case j, ok := <-c.in:
-				if !ok {
-					break collect
-				}
-				jobs = append(jobs, j)
-				n += len(j.items)
-			default:
-				break collect
+// dispatch owns the waiting requests and the count of flushes in flight.
+func (c *coalescer[I, O]) dispatch() {
+	defer close(c.stopped)
+	var (
+		waiting  []*coalescedJob[I, O]
+		items    int // items in waiting
+		inFlight int
+		in       = c.in // nil once closed
+	)
+	finished := make(chan struct{}, c.maxFlushes)
+	for {
+		for len(waiting) > 0 && inFlight < c.maxFlushes && (inFlight == 0 || items >= c.parallelMin) {
+			batch, n := c.take(waiting)
+			waiting, items = waiting[len(batch):], items-n
+			if len(waiting) == 0 {
+				waiting = nil // let the flushed jobs' array go
 			}
+			inFlight++
+			go func() {
+				c.flush(batch, n)
+				finished <- struct{}{}
+			}()
 		}
-		c.flush(jobs, n)
+		if in == nil && len(waiting) == 0 && inFlight == 0 {
+			return
+		}
+		select {
+		case j, ok := <-in:
+			if !ok {
+				in = nil
+				continue
+			}
+			waiting = append(waiting, j)
+			items += len(j.items)
+		case <-finished:
+			inFlight--
+		}
 	}
+}
+
+// take returns the oldest waiting jobs that fit in one flush (always at
+// least one) and their item count.
+func (c *coalescer[I, O]) take(waiting []*coalescedJob[I, O]) ([]*coalescedJob[I, O], int) {
+	n, k := len(waiting[0].items), 1
+	for k < len(waiting) && n+len(waiting[k].items) <= c.maxItems {
+		n += len(waiting[k].items)
+		k++
+	}
+	return waiting[:k:k], n
 }
 
 func (c *coalescer[I, O]) flush(jobs []*coalescedJob[I, O], n int) {

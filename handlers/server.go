@@ -48,10 +48,14 @@ type Config struct {
 	// PushMaxBatch caps the items (messages or acks) committed by one
 	// group-commit flush.
 	PushMaxBatch int
-	// PushFlushers is how many group-commit flushes of each kind (push,
-	// ack) may run at once. One is best measured: requests queue while a
-	// flush commits and the next flush takes them all (docs/benchmarks.md).
-	PushFlushers int
+	// PushMaxFlushes is how many group-commit flushes of each kind (push,
+	// ack) may run at once. PushParallelMin is how many items must be
+	// waiting before a flush starts beside a running one: below it, requests
+	// queue while a flush commits and the next flush takes them all, which
+	// maximises messages per commit for small pushes; at or above it, the
+	// waiting batch is worth its own commit (coalescer.go, docs/benchmarks.md).
+	PushMaxFlushes  int
+	PushParallelMin int
 	// Auth, when set, guards every route with JWT authentication; nil means
 	// auth is off and every client has full access (JWT-14).
 	Auth *auth.Authenticator
@@ -110,8 +114,12 @@ func ConfigDefault(c Config) Config {
 	if c.PushMaxBatch <= 0 {
 		c.PushMaxBatch = 2000
 	}
-	if c.PushFlushers <= 0 {
-		c.PushFlushers = 1
+	// The defaults of cmd/queen/config, measured in docs/benchmarks.md.
+	if c.PushMaxFlushes <= 0 {
+		c.PushMaxFlushes = 3
+	}
+	if c.PushParallelMin <= 0 {
+		c.PushParallelMin = 300
 	}
 	return c
 }
@@ -158,8 +166,9 @@ func New(cfg Config) *Server {
 		drainCh: make(chan struct{}),
 	}
 	s.payloads = &payloadCrypto{cipher: cfg.Cipher, log: cfg.Logger}
-	s.pusher = newCoalescer(cfg.PushFlushers, cfg.PushMaxBatch, s.pushDirect)
-	s.acker = newCoalescer(cfg.PushFlushers, cfg.PushMaxBatch, s.ackDirect)
+	limits := coalescerLimits{MaxItems: cfg.PushMaxBatch, MaxFlushes: cfg.PushMaxFlushes, ParallelMin: cfg.PushParallelMin}
+	s.pusher = newCoalescer(limits, s.pushDirect)
+	s.acker = newCoalescer(limits, s.ackDirect)
 	s.spool = cfg.Spool
 	s.startReliability()
 	return s

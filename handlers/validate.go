@@ -37,8 +37,12 @@ type pushItemProp struct {
 }
 
 // typedBodyOperations are validated by their handler after the typed decode
-// instead of by the generic body validator.
-var typedBodyOperations = map[string]bool{"pushMessages": true}
+// instead of by the generic body validator. The names are operation ids as
+// the embedded spec spells them: oapi-codegen capitalises them (the yaml's
+// pushMessages is PushMessages there), and newRequestValidator refuses a name
+// that matches no operation, so a rename cannot silently bring back the
+// double decode.
+var typedBodyOperations = map[string]bool{"PushMessages": true}
 
 func newRequestValidator() (*requestValidator, error) {
 	doc, err := api.GetSwagger()
@@ -50,12 +54,19 @@ func newRequestValidator() (*requestValidator, error) {
 	if err := v.loadPushSchema(); err != nil {
 		return nil, err
 	}
+	typed := 0
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
 			v.byPattern[method+" "+path] = &routers.Route{
 				Spec: doc, Path: path, PathItem: item, Method: method, Operation: op,
 			}
+			if typedBodyOperations[op.OperationID] {
+				typed++
+			}
 		}
+	}
+	if typed != len(typedBodyOperations) {
+		return nil, fmt.Errorf("spec: typedBodyOperations names an operation id the spec does not have: %v", typedBodyOperations)
 	}
 	return v, nil
 }

@@ -109,6 +109,8 @@ func run() int {
 		RepollInterval:          cfg.Pop.RepollInterval,
 		MaxBodyBytes:            cfg.Server.MaxBodyBytes,
 		PushMaxBatch:            cfg.Push.MaxBatch,
+		PushMaxFlushes:          cfg.Push.MaxFlushes,
+		PushParallelMin:         cfg.Push.ParallelMin,
 		Version:                 version,
 		Auth:                    authn,
 		Cipher:                  cipher,

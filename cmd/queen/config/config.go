@@ -38,6 +38,10 @@ const (
 	PopRepollDefault    = time.Second
 
 	PushMaxBatchDefault = 2000
+	// Measured in docs/benchmarks.md ("Group commit: flushes in parallel
+	// only for large batches").
+	PushMaxFlushesDefault  = 3
+	PushParallelMinDefault = 300
 
 	SpoolFlushIntervalDefault = 100 * time.Millisecond
 	SpoolMaxBatchDefault      = 100
@@ -113,7 +117,9 @@ type Pop struct {
 
 // Push holds the push coalescer settings.
 type Push struct {
-	MaxBatch int // QUEEN_PUSH_MAX_BATCH: messages per group-commit flush
+	MaxBatch    int // QUEEN_PUSH_MAX_BATCH: messages per group-commit flush
+	MaxFlushes  int // QUEEN_PUSH_MAX_FLUSHES: group-commit flushes in flight per kind
+	ParallelMin int // QUEEN_PUSH_PARALLEL_MIN: waiting items that start a flush beside a running one
 }
 
 // Auth holds the JWT settings. Only their types are checked here; the auth
@@ -201,7 +207,9 @@ func Load(getenv func(string) (string, bool)) (Config, error) {
 	}
 
 	c.Push = Push{
-		MaxBatch: int(l.integer("QUEEN_PUSH_MAX_BATCH", PushMaxBatchDefault, 1, maxNone)),
+		MaxBatch:    int(l.integer("QUEEN_PUSH_MAX_BATCH", PushMaxBatchDefault, 1, maxNone)),
+		MaxFlushes:  int(l.integer("QUEEN_PUSH_MAX_FLUSHES", PushMaxFlushesDefault, 1, 64)),
+		ParallelMin: int(l.integer("QUEEN_PUSH_PARALLEL_MIN", PushParallelMinDefault, 1, maxNone)),
 	}
 
 	c.Auth = Auth{

@@ -87,7 +87,7 @@ func TestLoadDefaults(t *testing.T) {
 			DefaultTimeout:   30 * time.Second,
 			RepollInterval:   time.Second,
 		},
-		Push:  Push{MaxBatch: 2000},
+		Push:  Push{MaxBatch: 2000, MaxFlushes: 3, ParallelMin: 300},
 		Auth:  defaultAuth(),
 		Spool: Spool{FlushInterval: 100 * time.Millisecond, MaxBatch: 100, EventsPerFile: 10000},
 		Jobs:  JobsDefault(),
@@ -167,6 +167,7 @@ func TestLoadGoodValues(t *testing.T) {
 		{"integer minimums", map[string]string{
 			"QUEEN_MAX_BODY_BYTES": "1024", "DB_POOL_SIZE": "1", "DEFAULT_BATCH_SIZE": "1",
 			"DEFAULT_TIMEOUT": "0", "QUEEN_POP_REPOLL_MS": "10", "QUEEN_PUSH_MAX_BATCH": "1",
+			"QUEEN_PUSH_MAX_FLUSHES": "1", "QUEEN_PUSH_PARALLEL_MIN": "1",
 			"JWT_CLOCK_SKEW": "0", "QUEEN_SHUTDOWN_TIMEOUT_MS": "1", "QUEEN_PG_CONNECT_TIMEOUT_MS": "1",
 		}, func(t *testing.T, c Config) {
 			require.Equal(t, int64(1024), c.Server.MaxBodyBytes)
@@ -175,18 +176,21 @@ func TestLoadGoodValues(t *testing.T) {
 			require.Equal(t, time.Duration(0), c.Pop.DefaultTimeout)
 			require.Equal(t, 10*time.Millisecond, c.Pop.RepollInterval)
 			require.Equal(t, 1, c.Push.MaxBatch)
+			require.Equal(t, 1, c.Push.MaxFlushes)
+			require.Equal(t, 1, c.Push.ParallelMin)
 			require.Equal(t, time.Duration(0), c.Auth.ClockSkew)
 			require.Equal(t, time.Millisecond, c.Server.ShutdownTimeout)
 			require.Equal(t, time.Millisecond, c.Postgres.ConnectTimeout)
 		}},
 		{"integer maximums", map[string]string{
 			"DB_POOL_SIZE": "1000", "DEFAULT_BATCH_SIZE": "+1000", "DEFAULT_TIMEOUT": "86400000",
-			"QUEEN_PUSH_MAX_BATCH": "50000", "JWT_CLOCK_SKEW": "86400",
+			"QUEEN_PUSH_MAX_BATCH": "50000", "JWT_CLOCK_SKEW": "86400", "QUEEN_PUSH_MAX_FLUSHES": "64",
 		}, func(t *testing.T, c Config) {
 			require.Equal(t, 1000, c.Postgres.PoolSize)
 			require.Equal(t, 1000, c.Pop.DefaultBatchSize)
 			require.Equal(t, 24*time.Hour, c.Pop.DefaultTimeout)
 			require.Equal(t, 50000, c.Push.MaxBatch)
+			require.Equal(t, 64, c.Push.MaxFlushes)
 			require.Equal(t, 24*time.Hour, c.Auth.ClockSkew)
 		}},
 		{"subscription mode", map[string]string{"DEFAULT_SUBSCRIPTION_MODE": "New-Only"}, func(t *testing.T, c Config) {
@@ -330,6 +334,8 @@ func TestLoadBadValues(t *testing.T) {
 		{"DEFAULT_SUBSCRIPTION_MODE", "old", `DEFAULT_SUBSCRIPTION_MODE: "old" is not one of all, new, new-only (or empty)`},
 		{"QUEEN_POP_REPOLL_MS", "9", `QUEEN_POP_REPOLL_MS: "9" is out of range (10-86400000)`},
 		{"QUEEN_PUSH_MAX_BATCH", "0", `QUEEN_PUSH_MAX_BATCH: "0" is out of range (minimum 1)`},
+		{"QUEEN_PUSH_MAX_FLUSHES", "65", `QUEEN_PUSH_MAX_FLUSHES: "65" is out of range (1-64)`},
+		{"QUEEN_PUSH_PARALLEL_MIN", "0", `QUEEN_PUSH_PARALLEL_MIN: "0" is out of range (minimum 1)`},
 		{"JWT_ENABLED", "enabled", `JWT_ENABLED: "enabled" is not a boolean (use true/false, 1/0, yes/no or on/off)`},
 		{"JWT_ENABLED", "2", `JWT_ENABLED: "2" is not a boolean (use true/false, 1/0, yes/no or on/off)`},
 		{"JWT_CLOCK_SKEW", "-1", `JWT_CLOCK_SKEW: "-1" is out of range (0-86400)`},

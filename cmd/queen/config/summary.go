@@ -35,6 +35,8 @@ func (c Config) Summary() map[string][]slog.Attr {
 			slog.String("pop_default_subscription_mode", c.Pop.DefaultSubscriptionMode),
 			slog.Int64("pop_repoll_ms", c.Pop.RepollInterval.Milliseconds()),
 			slog.Int("push_max_batch", c.Push.MaxBatch),
+			slog.Int("push_max_flushes", c.Push.MaxFlushes),
+			slog.Int("push_parallel_min", c.Push.ParallelMin),
 		},
 		"postgres": {
 			slog.String("host", p.Host),
