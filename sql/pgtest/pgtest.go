@@ -45,6 +45,7 @@ import (
 
 	"github.com/queenforgo/queen/sql/migrate"
 	"github.com/queenforgo/queen/sql/migrations"
+	"github.com/queenforgo/queen/sql/pguuid"
 )
 
 // EnvDatabaseURL names the variable that points the harness at an existing
@@ -137,6 +138,12 @@ func NewPool(t testing.TB) *pgxpool.Pool {
 		t.Fatalf("pgtest: parse %s: %v", dbURL, err)
 	}
 	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
+	// The broker's type registrations (cmd/queen openPool), so that tests
+	// run the same encode paths.
+	cfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
+		pguuid.Register(conn.TypeMap())
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
