@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -342,11 +343,17 @@ func (r *Runner) migrate(ctx context.Context, target Endpoint, opts Options) (du
 	restore.Env = target.env(dstCA)
 	var dumpErr, restoreErr limitedBuffer
 	dump.Stderr, restore.Stderr, restore.Stdout = &dumpErr, &restoreErr, &restoreErr
-	pipe, err := dump.StdoutPipe()
+	// A plain pipe whose ends this process closes once the tools hold them:
+	// if pg_restore exits early, pg_dump must see a broken pipe rather than
+	// block on a pipe this process still holds open (cmd.StdoutPipe keeps
+	// its reading end until dump.Wait returns).
+	pr, pw, err := os.Pipe()
 	if err != nil {
 		return "", "", err
 	}
-	restore.Stdin = pipe
+	defer pr.Close()
+	defer pw.Close()
+	dump.Stdout, restore.Stdin = pw, pr
 	step := "Streaming: pg_dump | pg_restore..."
 	if skipped {
 		step += " (partial — some table data skipped)"
@@ -355,26 +362,40 @@ func (r *Runner) migrate(ctx context.Context, target Endpoint, opts Options) (du
 	if err := restore.Start(); err != nil {
 		return "", "", fmt.Errorf("start pg_restore: %w", err)
 	}
+	pr.Close()
 	if err := dump.Start(); err != nil {
 		_ = restore.Process.Kill()
 		_ = restore.Wait()
 		return "", "", fmt.Errorf("start pg_dump: %w", err)
 	}
+	pw.Close()
 	dumpWait := dump.Wait()
 	if dumpWait == nil {
 		r.setStep(StatusRestoring, step)
-	} else {
+	} else if !brokenPipe(dumpWait) {
 		_ = restore.Process.Kill()
 	}
 	restoreWait := restore.Wait()
 	dumpOut, restoreOut = dumpErr.String(), restoreErr.String()
 	switch {
-	case dumpWait != nil:
+	case dumpWait != nil && !(brokenPipe(dumpWait) && restoreWait != nil):
 		return dumpOut, restoreOut, fmt.Errorf("pg_dump failed: %w", dumpWait)
 	case restoreWait != nil:
+		// pg_dump's broken pipe, if any, only follows from it.
 		return dumpOut, restoreOut, fmt.Errorf("pg_restore failed: %w", restoreWait)
 	}
 	return dumpOut, restoreOut, nil
+}
+
+// brokenPipe reports whether a tool died of SIGPIPE: it wrote to a pipe
+// whose reader had gone.
+func brokenPipe(err error) bool {
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) {
+		return false
+	}
+	ws, ok := exitErr.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGPIPE
 }
 
 func writeCA(dir, name, pem string) (string, error) {
