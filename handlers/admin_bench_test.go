@@ -19,7 +19,8 @@ import (
 // partitions, 250,000 messages). Every partition holds 2 or 3 messages;
 // the queue-mode group consumed all of them on 90% of the partitions
 // (idle), one on the other 10%; one queue has 1,000 dead letters; a day of
-// per-minute metrics rows exists for every queue. Numbers: docs/admin-scale.md.
+// per-minute metrics rows exists for every queue. Numbers: docs/observability.md
+// ("Scale: 100,000 partitions").
 //
 //	go test -run '^$' -bench BenchmarkAdminRoutes100kPartitions -benchtime 5x ./handlers/
 func BenchmarkAdminRoutes100kPartitions(b *testing.B) {

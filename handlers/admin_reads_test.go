@@ -240,14 +240,18 @@ func TestResourcesPartitions(t *testing.T) {
 func TestLagStats(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		in   []float64
-		want api.LagStats
+		in    []float64
+		zeros int
+		want  api.LagStats
 	}{
-		{nil, api.LagStats{}},
-		{[]float64{3}, api.LagStats{Avg: 3, Median: 3, Min: 3, Max: 3}},
-		{[]float64{4, 0, 2}, api.LagStats{Avg: 2, Median: 2, Min: 0, Max: 4}},
-		{[]float64{4, 0, 1, 3}, api.LagStats{Avg: 2, Median: 2, Min: 0, Max: 4}},
+		{nil, 0, api.LagStats{}},
+		{[]float64{3}, 0, api.LagStats{Avg: 3, Median: 3, Min: 3, Max: 3}},
+		{[]float64{4, 0, 2}, 0, api.LagStats{Avg: 2, Median: 2, Min: 0, Max: 4}},
+		{[]float64{4, 0, 1, 3}, 0, api.LagStats{Avg: 2, Median: 2, Min: 0, Max: 4}},
+		{[]float64{4, 2}, 1, api.LagStats{Avg: 2, Median: 2, Min: 0, Max: 4}},
+		{[]float64{6, 2}, 2, api.LagStats{Avg: 2, Median: 1, Min: 0, Max: 6}},
+		{nil, 3, api.LagStats{}},
 	} {
-		require.Equal(t, tc.want, lagStats(tc.in), "%v", tc.in)
+		require.Equal(t, tc.want, lagStats(tc.in, tc.zeros), "%v + %d zeros", tc.in, tc.zeros)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 
+	"github.com/google/uuid"
+
 	"github.com/queenforgo/queen/gen/api"
 	"github.com/queenforgo/queen/gen/db"
 )
@@ -18,60 +20,41 @@ const laggingThresholdDefault = 3600
 // staleLagSeconds is the time lag above which a group is Lagging.
 const staleLagSeconds = 300
 
-// The consumer-group reads share one query, PartitionConsumerLagList: one
-// row per (group, partition) of every queue the group reads, with the lag
-// measured from its cursor. The routes aggregate or filter those rows.
-
-func timeLagOf(r db.PartitionConsumerLagListRow) int {
-	return ageSeconds(r.ObservedAt.Time, r.OldestUnconsumedAt.Time, r.OldestUnconsumedAt.Valid)
-}
+// The consumer-group reads share one view, queen.consumer_lag (migration
+// 0008): a summary row per (group, queue) the group reads and a row per
+// partition where the group has something left or no cursor. The queries
+// aggregate or filter it in the database, so only the detail of one group
+// moves a row per partition to Go.
 
 // ListConsumerGroups returns one row per (group, queue), by group then
 // queue.
 func (s *Server) ListConsumerGroups(ctx context.Context, _ api.ListConsumerGroupsRequestObject) (api.ListConsumerGroupsResponseObject, error) {
-	rows, err := s.q.PartitionConsumerLagList(ctx, "")
+	rows, err := s.aq().ConsumerLagByQueue(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read consumer lag: %w", err)
 	}
-	out := api.ListConsumerGroups200JSONResponse{}
-	var cur *api.ConsumerGroupSummary
-	consumed := false
-	finish := func() {
-		if cur == nil {
-			return
+	out := make(api.ListConsumerGroups200JSONResponse, 0, len(rows))
+	for _, r := range rows {
+		g := api.ConsumerGroupSummary{
+			Name: r.ConsumerGroup, QueueName: r.QueueName, Topics: []string{r.QueueName},
+			Members: int(r.Members), PartitionsWithLag: int(r.PartitionsWithLag), TotalLag: int(r.TotalLag),
+			MaxTimeLag: ageSeconds(r.ObservedAt.Time, r.OldestUnconsumedAt.Time, r.OldestUnconsumedAt.Valid),
 		}
 		switch {
-		case cur.MaxTimeLag > staleLagSeconds:
-			cur.State = api.Lagging
-		case consumed:
-			cur.State = api.Stable
+		case g.MaxTimeLag > staleLagSeconds:
+			g.State = api.Lagging
+		case r.Consumed:
+			g.State = api.Stable
 		default:
-			cur.State = api.Dead
+			g.State = api.Dead
 		}
-		out = append(out, *cur)
+		if r.SubscriptionMode != "" {
+			g.SubscriptionMode = ptr(r.SubscriptionMode)
+			g.SubscriptionTimestamp = fmtTimestamptz(r.SubscriptionTimestamp)
+			g.SubscriptionCreatedAt = fmtTimestamptz(r.SubscriptionCreatedAt)
+		}
+		out = append(out, g)
 	}
-	for _, r := range rows { // ordered by group, queue, partition
-		if cur == nil || cur.Name != r.ConsumerGroup || cur.QueueName != r.QueueName {
-			finish()
-			cur = &api.ConsumerGroupSummary{Name: r.ConsumerGroup, QueueName: r.QueueName, Topics: []string{r.QueueName}}
-			consumed = false
-		}
-		if r.HasCursor {
-			cur.Members++
-		}
-		if r.OldestUnconsumedAt.Valid {
-			cur.PartitionsWithLag++
-		}
-		cur.TotalLag += int(r.OffsetLag)
-		cur.MaxTimeLag = max(cur.MaxTimeLag, timeLagOf(r))
-		consumed = consumed || r.TotalConsumed > 0
-		if cur.SubscriptionMode == nil && r.SubscriptionMode != "" {
-			cur.SubscriptionMode = ptr(r.SubscriptionMode)
-			cur.SubscriptionTimestamp = fmtTimestamptz(r.SubscriptionTimestamp)
-			cur.SubscriptionCreatedAt = fmtTimestamptz(r.SubscriptionCreatedAt)
-		}
-	}
-	finish()
 	return out, nil
 }
 
@@ -79,16 +62,13 @@ func (s *Server) ListConsumerGroups(ctx context.Context, _ api.ListConsumerGroup
 // unconsumed message is older than the threshold, worst first.
 func (s *Server) ListLaggingPartitions(ctx context.Context, req api.ListLaggingPartitionsRequestObject) (api.ListLaggingPartitionsResponseObject, error) {
 	threshold := deref(req.Params.MinLagSeconds, laggingThresholdDefault)
-	rows, err := s.q.PartitionConsumerLagList(ctx, "")
+	rows, err := s.aq().ConsumerLagOlderThan(ctx, int64(threshold))
 	if err != nil {
 		return nil, fmt.Errorf("read consumer lag: %w", err)
 	}
-	out := api.ListLaggingPartitions200JSONResponse{}
-	for _, r := range rows {
-		lag := timeLagOf(r)
-		if !r.OldestUnconsumedAt.Valid || lag <= threshold {
-			continue
-		}
+	out := make(api.ListLaggingPartitions200JSONResponse, 0, len(rows))
+	for _, r := range rows { // oldest first: worst first
+		lag := ageSeconds(r.ObservedAt.Time, r.OldestUnconsumedAt.Time, r.OldestUnconsumedAt.Valid)
 		out = append(out, api.LaggingPartition{
 			ConsumerGroup: r.ConsumerGroup, QueueName: r.QueueName, PartitionName: r.PartitionName,
 			PartitionId: r.PartitionID.String(), OffsetLag: int(r.OffsetLag), TimeLagSeconds: lag,
@@ -96,34 +76,66 @@ func (s *Server) ListLaggingPartitions(ctx context.Context, req api.ListLaggingP
 			OldestUnconsumedAt: fmtTimestamptz(r.OldestUnconsumedAt), LastConsumedAt: fmtTimestamptz(r.LastConsumedAt),
 		})
 	}
-	slices.SortStableFunc(out, func(a, b api.LaggingPartition) int { return cmp.Compare(b.TimeLagSeconds, a.TimeLagSeconds) })
 	return out, nil
 }
 
-// GetConsumerGroup returns a group's partitions keyed by queue name; an
-// unknown group is an empty object, as in the reference broker.
+// GetConsumerGroup returns a group's partitions keyed by queue name, each
+// queue's by partition name: its cursors, with the lag of those that are
+// behind, and the partitions of the queues it reads where it has no cursor
+// yet. An unknown group is an empty object, as in the reference broker.
 func (s *Server) GetConsumerGroup(ctx context.Context, req api.GetConsumerGroupRequestObject) (api.GetConsumerGroupResponseObject, error) {
-	rows, err := s.q.PartitionConsumerLagList(ctx, req.Group)
+	cursors, err := s.aq().PartitionConsumerListByGroup(ctx, req.Group)
+	if err != nil {
+		return nil, fmt.Errorf("read cursors of %q: %w", req.Group, err)
+	}
+	lags, err := s.aq().ConsumerLagList(ctx, req.Group)
 	if err != nil {
 		return nil, fmt.Errorf("read consumer lag of %q: %w", req.Group, err)
 	}
+	type partition = struct {
+		LastConsumedAt *string `json:"lastConsumedAt"`
+		LeaseActive    bool    `json:"leaseActive"`
+		OffsetLag      int     `json:"offsetLag"`
+		Partition      string  `json:"partition"`
+		TimeLagSeconds int     `json:"timeLagSeconds"`
+		TotalConsumed  int     `json:"totalConsumed"`
+		WorkerId       *string `json:"workerId"`
+	}
+	type row struct {
+		queue string
+		p     partition
+	}
+	rows := make([]row, 0, len(cursors)+len(lags))
+	behind := make(map[uuid.UUID]db.ConsumerLagListRow, len(lags))
+	for _, l := range lags {
+		if l.HasCursor {
+			behind[l.PartitionID] = l
+			continue
+		}
+		rows = append(rows, row{l.QueueName, partition{
+			OffsetLag: int(l.OffsetLag), Partition: l.PartitionName,
+			TimeLagSeconds: ageSeconds(l.ObservedAt.Time, l.OldestUnconsumedAt.Time, l.OldestUnconsumedAt.Valid),
+		}})
+	}
+	for _, c := range cursors {
+		r := row{c.QueueName, partition{
+			LastConsumedAt: fmtTimestamptz(c.LastConsumedAt), LeaseActive: c.LeaseActive,
+			Partition: c.PartitionName, TotalConsumed: int(c.TotalMessagesConsumed),
+		}}
+		if l, ok := behind[c.PartitionID]; ok {
+			r.p.OffsetLag = int(l.OffsetLag)
+			r.p.TimeLagSeconds = ageSeconds(l.ObservedAt.Time, l.OldestUnconsumedAt.Time, l.OldestUnconsumedAt.Valid)
+		}
+		rows = append(rows, r)
+	}
+	slices.SortFunc(rows, func(a, b row) int {
+		return cmp.Or(cmp.Compare(a.queue, b.queue), cmp.Compare(a.p.Partition, b.p.Partition))
+	})
 	out := api.GetConsumerGroup200JSONResponse{}
 	for _, r := range rows {
-		q := out[r.QueueName]
-		q.Partitions = append(q.Partitions, struct {
-			LastConsumedAt *string `json:"lastConsumedAt"`
-			LeaseActive    bool    `json:"leaseActive"`
-			OffsetLag      int     `json:"offsetLag"`
-			Partition      string  `json:"partition"`
-			TimeLagSeconds int     `json:"timeLagSeconds"`
-			TotalConsumed  int     `json:"totalConsumed"`
-			WorkerId       *string `json:"workerId"`
-		}{
-			LastConsumedAt: fmtTimestamptz(r.LastConsumedAt), LeaseActive: r.LeaseActive,
-			OffsetLag: int(r.OffsetLag), Partition: r.PartitionName, TimeLagSeconds: timeLagOf(r),
-			TotalConsumed: int(r.TotalConsumed),
-		})
-		out[r.QueueName] = q
+		q := out[r.queue]
+		q.Partitions = append(q.Partitions, r.p)
+		out[r.queue] = q
 	}
 	return out, nil
 }

@@ -186,6 +186,14 @@ func (s *Server) DeleteMessage(ctx context.Context, req api.DeleteMessageRequest
 	if err != nil {
 		return nil, fmt.Errorf("delete message: %w", err)
 	}
+	if n > 0 {
+		// As after retention: cursors waiting right before the deleted
+		// message move over its number, so it does not count as pending
+		// (nor keep the partition a pop candidate when it was the newest).
+		if _, err := s.q.PartitionConsumerSkipMissing(ctx, []uuid.UUID{pid}); err != nil {
+			return nil, fmt.Errorf("move cursors over deleted message: %w", err)
+		}
+	}
 	resp := api.DeleteMessage200JSONResponse{
 		Success: n > 0, PartitionId: pid.String(), TransactionId: req.TransactionId, Message: "Message deleted successfully",
 	}

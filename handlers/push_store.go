@@ -39,9 +39,10 @@ type dbtx = db.DBTX
 //
 // Cost: one statement creates missing partitions and reserves sequence
 // numbers for all of them, one inserts every message, and only when a
-// duplicate was found one more reads the original ids. The partition rows
-// stay locked until the caller commits: that lock is what makes sequence
-// order equal commit order.
+// duplicate was found one more reads the original ids and gives back the
+// numbers reserved for the duplicates. The partition rows stay locked until
+// the caller commits: that lock is what makes sequence order equal commit
+// order, and what lets the push lower last_seq again.
 func (s *Server) storeMessages(ctx context.Context, tx dbtx, queues map[string]db.QueenQueue, items []pushItem) ([]pushOutcome, error) {
 	out := make([]pushOutcome, len(items))
 	type partKey struct {
@@ -95,13 +96,15 @@ func (s *Server) storeMessages(ctx context.Context, tx dbtx, queues map[string]d
 		return nil, fmt.Errorf("allocate sequence numbers: %w", err)
 	}
 	type partAlloc struct {
-		id      uuid.UUID
-		nextSeq int64
+		id         uuid.UUID
+		nextSeq    int64
+		base, last int64 // last_seq before and after the reservation
 	}
 	allocated := make(map[partKey]*partAlloc, len(parts))
 	for _, p := range parts {
 		pk := partKey{p.QueueID, p.Name}
-		allocated[pk] = &partAlloc{id: p.ID, nextSeq: p.LastSeq - counts[pk] + 1}
+		base := p.LastSeq - counts[pk]
+		allocated[pk] = &partAlloc{id: p.ID, nextSeq: base + 1, base: base, last: p.LastSeq}
 	}
 
 	n := len(firstOf)
@@ -149,14 +152,43 @@ func (s *Server) storeMessages(ctx context.Context, tx dbtx, queues map[string]d
 		for _, r := range inserted {
 			stored[r.ID] = true
 		}
-		var look db.MessageListByTransactionIDsParams
+		var look db.MessageListDuplicatesParams
 		for i := range out {
 			if dupOf[i] < 0 && !stored[out[i].MessageID] {
 				look.PartitionIds = append(look.PartitionIds, out[i].PartitionID)
 				look.TransactionIds = append(look.TransactionIds, items[i].TransactionID)
 			}
 		}
-		rows, err := q.MessageListByTransactionIDs(ctx, look)
+		// Give back the numbers reserved for the duplicates: last_seq drops
+		// to the newest message stored now, so no number past it is left
+		// empty (that would look pending forever and keep the partition a
+		// pop candidate), and the empty ones below it count as vacant.
+		type kept struct{ n, newest int64 }
+		keptIn := make(map[uuid.UUID]*kept, len(allocated))
+		for j, id := range ins.Ids {
+			if stored[id] {
+				k := keptIn[ins.PartitionIds[j]]
+				if k == nil {
+					k = &kept{}
+					keptIn[ins.PartitionIds[j]] = k
+				}
+				k.n++
+				k.newest = max(k.newest, ins.Seqs[j])
+			}
+		}
+		for _, pa := range allocated {
+			k := keptIn[pa.id]
+			if k == nil {
+				k = &kept{}
+			}
+			last := max(pa.base, k.newest)
+			if vacant := last - pa.base - k.n; last < pa.last || vacant > 0 {
+				look.ReleaseIds = append(look.ReleaseIds, pa.id)
+				look.ReleaseLastSeqs = append(look.ReleaseLastSeqs, last)
+				look.ReleaseVacant = append(look.ReleaseVacant, vacant)
+			}
+		}
+		rows, err := q.MessageListDuplicates(ctx, look)
 		if err != nil {
 			return nil, fmt.Errorf("read duplicate messages: %w", err)
 		}

@@ -18,19 +18,23 @@ import (
 
 // The resources reads count live from the tables; nothing is cached or
 // rolled up in the background. Every count is measured against the
-// queue-mode cursor, by index range scans per partition, so a listing costs
-// in proportion to the messages stored in the queues it shows.
+// queue-mode cursor. A partition's total is kept on its row (last_seq less
+// the vacant numbers, see migration 0008); only partitions with something
+// past the cursor cost an index probe, so a listing costs one pass over the
+// partitions (and their cursors) it covers, not over their messages.
 
-// msgCounts adds up the per-partition counts of PartitionStatsList.
+// msgCounts are the counts of a set of partitions.
 type msgCounts struct {
+	partitions                             int
 	total, pending, processing, deadLetter int64
 }
 
-func (c *msgCounts) add(r db.PartitionStatsListRow) {
-	c.total += r.Total
-	c.pending += r.Pending
-	c.processing += processingOf(r)
-	c.deadLetter += r.DeadLetter
+func (c *msgCounts) add(o msgCounts) {
+	c.partitions += o.partitions
+	c.total += o.total
+	c.pending += o.pending
+	c.processing += o.processing
+	c.deadLetter += o.deadLetter
 }
 
 // processingOf is the un-acked part of a live queue-mode lease; it can only
@@ -46,17 +50,24 @@ func (c msgCounts) wire() api.MessageCounts {
 	}
 }
 
-// partitionStats reads the counts of the given queues' partitions; nil reads
-// every partition.
-func (s *Server) partitionStats(ctx context.Context, queueIDs []uuid.UUID) ([]db.PartitionStatsListRow, error) {
+// queueCounts sums the partitions of the given queues, per queue; nil reads
+// every queue. Queues without partitions are absent.
+func (s *Server) queueCounts(ctx context.Context, queueIDs []uuid.UUID) (map[uuid.UUID]msgCounts, error) {
 	if queueIDs != nil && len(queueIDs) == 0 {
-		return nil, nil
+		return map[uuid.UUID]msgCounts{}, nil
 	}
-	rows, err := s.q.PartitionStatsList(ctx, db.PartitionStatsListParams{QueueIds: queueIDs})
+	rows, err := s.aq().PartitionCountsByQueue(ctx, queueIDs)
 	if err != nil {
-		return nil, fmt.Errorf("count partitions: %w", err)
+		return nil, fmt.Errorf("count messages: %w", err)
 	}
-	return rows, nil
+	out := make(map[uuid.UUID]msgCounts, len(rows))
+	for _, r := range rows {
+		out[r.QueueID] = msgCounts{
+			partitions: int(r.Partitions), total: r.Total, pending: r.Pending,
+			processing: r.Processing, deadLetter: r.DeadLetter,
+		}
+	}
+	return out, nil
 }
 
 // ListQueues pages through queues, newest first, with their counts.
@@ -78,29 +89,17 @@ func (s *Server) ListQueues(ctx context.Context, req api.ListQueuesRequestObject
 	for i, q := range queues {
 		ids[i] = q.ID
 	}
-	stats, err := s.partitionStats(ctx, ids)
+	counts, err := s.queueCounts(ctx, ids)
 	if err != nil {
 		return nil, err
-	}
-	counts := make(map[uuid.UUID]*msgCounts, len(queues))
-	partitions := make(map[uuid.UUID]int, len(queues))
-	for _, r := range stats {
-		if counts[r.QueueID] == nil {
-			counts[r.QueueID] = &msgCounts{}
-		}
-		counts[r.QueueID].add(r)
-		partitions[r.QueueID]++
 	}
 	resp := api.ListQueues200JSONResponse{Queues: make([]api.QueueSummary, 0, len(queues)), Total: int(total)}
 	resp.Pagination.Limit, resp.Pagination.Offset = p.Limit, int(filter.RowOffset)
 	for _, q := range queues {
-		c := msgCounts{}
-		if counts[q.ID] != nil {
-			c = *counts[q.ID]
-		}
+		c := counts[q.ID]
 		resp.Queues = append(resp.Queues, api.QueueSummary{
 			Id: q.ID.String(), Name: q.Name, Namespace: q.Namespace, Task: q.Task, Priority: int(q.Priority),
-			CreatedAt: fmtMillis(q.CreatedAt.Time), Partitions: partitions[q.ID], Messages: c.wire(),
+			CreatedAt: fmtMillis(q.CreatedAt.Time), Partitions: c.partitions, Messages: c.wire(),
 		})
 	}
 	return resp, nil
@@ -108,10 +107,9 @@ func (s *Server) ListQueues(ctx context.Context, req api.ListQueuesRequestObject
 
 // tagGroup is one namespace or task with what it holds.
 type tagGroup struct {
-	name       string
-	queues     int
-	partitions int
-	counts     msgCounts
+	name   string
+	queues int
+	counts msgCounts
 }
 
 // groupByTag adds up every queue by a tag (namespace or task), leaving out
@@ -121,28 +119,21 @@ func (s *Server) groupByTag(ctx context.Context, tag func(db.QueenQueue) string)
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
-	stats, err := s.partitionStats(ctx, nil)
+	counts, err := s.queueCounts(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
-	byQueue := make(map[uuid.UUID]string, len(queues))
 	groups := map[string]*tagGroup{}
 	for _, q := range queues {
 		t := tag(q)
 		if t == "" {
 			continue
 		}
-		byQueue[q.ID] = t
 		if groups[t] == nil {
 			groups[t] = &tagGroup{name: t}
 		}
 		groups[t].queues++
-	}
-	for _, r := range stats {
-		if g := groups[byQueue[r.QueueID]]; g != nil {
-			g.partitions++
-			g.counts.add(r)
-		}
+		groups[t].counts.add(counts[q.ID])
 	}
 	out := make([]tagGroup, 0, len(groups))
 	for _, g := range groups {
@@ -161,7 +152,7 @@ func (s *Server) ListNamespaces(ctx context.Context, _ api.ListNamespacesRequest
 	resp := api.ListNamespaces200JSONResponse{Namespaces: make([]api.NamespaceSummary, 0, len(groups))}
 	for _, g := range groups {
 		resp.Namespaces = append(resp.Namespaces, api.NamespaceSummary{
-			Namespace: g.name, Queues: g.queues, Partitions: g.partitions, Messages: g.counts.wire(),
+			Namespace: g.name, Queues: g.queues, Partitions: g.counts.partitions, Messages: g.counts.wire(),
 		})
 	}
 	return resp, nil
@@ -176,7 +167,7 @@ func (s *Server) ListTasks(ctx context.Context, _ api.ListTasksRequestObject) (a
 	resp := api.ListTasks200JSONResponse{Tasks: make([]api.TaskSummary, 0, len(groups))}
 	for _, g := range groups {
 		resp.Tasks = append(resp.Tasks, api.TaskSummary{
-			Task: g.name, Queues: g.queues, Partitions: g.partitions, Messages: g.counts.wire(),
+			Task: g.name, Queues: g.queues, Partitions: g.counts.partitions, Messages: g.counts.wire(),
 		})
 	}
 	return resp, nil
@@ -205,7 +196,7 @@ func (s *Server) ListPartitions(ctx context.Context, req api.ListPartitionsReque
 	}
 	var stats []db.PartitionStatsListRow
 	if len(ids) > 0 {
-		if stats, err = s.q.PartitionStatsList(ctx, db.PartitionStatsListParams{PartitionIds: ids}); err != nil {
+		if stats, err = s.aq().PartitionStatsList(ctx, ids); err != nil {
 			return nil, fmt.Errorf("count partitions: %w", err)
 		}
 	}
@@ -225,26 +216,49 @@ func (s *Server) ListPartitions(ctx context.Context, req api.ListPartitionsReque
 	return resp, nil
 }
 
-// GetOverview sums the whole broker: queues, partitions, tags, message
-// counts, consumer lag and the recent ingest rate.
+// GetOverview sums the whole broker: queues, partitions, tags, live message
+// counts, consumer lag, and from the metrics rows the ack failures and the
+// recent ack rate.
+//
+// The message counts are those of the resource listings, but read along
+// with the lag from queen.consumer_lag, so the cursors are joined with their
+// partitions once: the queue-mode group's rows there give what it has not
+// consumed in the queues it reads (a partition it holds no cursor on counts
+// whole, as in PartitionCountsByQueue), and a queue it does not read pends
+// whole.
 func (s *Server) GetOverview(ctx context.Context, _ api.GetOverviewRequestObject) (api.GetOverviewResponseObject, error) {
 	queues, err := s.q.QueueListPage(ctx, db.QueueListPageParams{})
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
-	stats, err := s.partitionStats(ctx, nil)
+	totals, err := s.aq().PartitionTotalsByQueue(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("count messages: %w", err)
 	}
-	lags, err := s.q.PartitionConsumerLagList(ctx, "")
+	lags, err := s.aq().ConsumerLagRows(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read consumer lag: %w", err)
 	}
+	leases, err := s.aq().PartitionConsumerLeasedList(ctx, queueModeGroup)
+	if err != nil {
+		return nil, fmt.Errorf("read leases: %w", err)
+	}
 	const window = 5 * time.Minute
 	now := time.Now()
-	recent, err := s.q.MessageCountCreatedSince(ctx, pgtype.Timestamptz{Time: now.Add(-window), Valid: true})
+	since := pgtype.Timestamptz{Time: now.Add(-window), Valid: true}
+	recent, err := s.q.MessageCountCreatedSince(ctx, since)
 	if err != nil {
 		return nil, fmt.Errorf("count recent messages: %w", err)
+	}
+	sum, err := s.aq().WorkerMetricsSummaryGet(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read metrics totals: %w", err)
+	}
+	// The per-minute rows of the last five minutes; the current minute is
+	// written when it ends (or on POST /api/v1/stats/refresh).
+	processed, err := s.aq().WorkerMetricsProcessedSince(ctx, pgtype.Timestamptz{Time: now.Add(-window).Truncate(time.Minute), Valid: true})
+	if err != nil {
+		return nil, fmt.Errorf("read acked messages: %w", err)
 	}
 
 	namespaces, tasks := map[string]bool{}, map[string]bool{}
@@ -257,31 +271,67 @@ func (s *Server) GetOverview(ctx context.Context, _ api.GetOverviewRequestObject
 		}
 	}
 	var c msgCounts
-	for _, r := range stats {
-		c.add(r)
+	for _, t := range totals {
+		c.partitions += int(t.Partitions)
+		c.total += t.Total
+		c.deadLetter += t.DeadLetter
 	}
+	// Lag over every (group, partition) pair: the pairs without a row of
+	// their own have none. The queue-mode rows also give the pending count.
+	var pairs int64
+	var timeLags, offsetLags []float64
+	readByQueueMode := map[uuid.UUID]bool{}
+	pendingIn := map[uuid.UUID]int64{}
+	for _, l := range lags {
+		if l.Summary {
+			pairs += l.Partitions
+			if l.ConsumerGroup == queueModeGroup {
+				readByQueueMode[l.QueueID] = true
+			}
+			continue
+		}
+		timeLags = append(timeLags, float64(ageSeconds(l.ObservedAt.Time, l.OldestUnconsumedAt.Time, l.OldestUnconsumedAt.Valid)))
+		offsetLags = append(offsetLags, float64(l.OffsetLag))
+		if l.ConsumerGroup == queueModeGroup {
+			pendingIn[l.PartitionID] = l.OffsetLag
+			c.pending += l.OffsetLag
+		}
+	}
+	for _, t := range totals {
+		if !readByQueueMode[t.QueueID] {
+			c.pending += t.Total
+		}
+	}
+	for _, l := range leases {
+		c.processing += min(l.Leased, pendingIn[l.PartitionID])
+	}
+	zeros := int(pairs) - len(offsetLags)
+
 	resp := api.GetOverview200JSONResponse{
-		Queues: len(queues), Partitions: len(stats), Namespaces: len(namespaces), Tasks: len(tasks),
-		Timestamp: fmtMillis(now),
+		Queues: len(queues), Partitions: c.partitions, Namespaces: len(namespaces), Tasks: len(tasks),
+		Timestamp: fmtMillis(now), StatsAge: statsAge(sum),
 	}
 	m := &resp.Messages
 	m.Total, m.Processing, m.DeadLetter = int(c.total), int(c.processing), int(c.deadLetter)
 	m.Pending = int(max(c.pending-c.processing, 0))
 	m.Completed = int(max(c.total-c.pending-c.deadLetter, 0))
-	timeLags := make([]float64, len(lags))
-	offsetLags := make([]float64, len(lags))
-	for i, l := range lags {
-		timeLags[i] = float64(ageSeconds(l.ObservedAt.Time, l.OldestUnconsumedAt.Time, l.OldestUnconsumedAt.Valid))
-		offsetLags[i] = float64(l.OffsetLag)
-	}
-	resp.Lag.Time, resp.Lag.Offset = lagStats(timeLags), lagStats(offsetLags)
+	m.Failed = int(sum.AckFailed)
+	resp.Lag.Time, resp.Lag.Offset = lagStats(timeLags, zeros), lagStats(offsetLags, zeros)
 	resp.Throughput.IngestedPerSecond = float64(recent) / window.Seconds()
+	var acked int64
+	for _, p := range processed {
+		acked += p.MessagesProcessed
+	}
+	resp.Throughput.ProcessedPerSecond = float64(acked) / window.Seconds()
 	return resp, nil
 }
 
-// lagStats summarises lags; all zero when there are none.
-func lagStats(v []float64) api.LagStats {
-	if len(v) == 0 {
+// lagStats summarises lags, v and as many zeros again; all zero when there
+// are none.
+func lagStats(v []float64, zeros int) api.LagStats {
+	zeros = max(zeros, 0)
+	n := len(v) + zeros
+	if n == 0 {
 		return api.LagStats{}
 	}
 	slices.Sort(v)
@@ -289,11 +339,20 @@ func lagStats(v []float64) api.LagStats {
 	for _, x := range v {
 		sum += x
 	}
-	median := v[len(v)/2]
-	if len(v)%2 == 0 {
-		median = (v[len(v)/2-1] + v[len(v)/2]) / 2
+	// The i-th smallest of the whole set, zeros included (no lag is
+	// negative, so the zeros come first).
+	at := func(i int) float64 {
+		if i < zeros {
+			return 0
+		}
+		return v[i-zeros]
 	}
-	return api.LagStats{Avg: sum / float64(len(v)), Median: median, Min: v[0], Max: v[len(v)-1]}
+	median := at(n / 2)
+	if n%2 == 0 {
+		median = (at(n/2-1) + at(n/2)) / 2
+	}
+	lo, hi := at(0), at(n-1)
+	return api.LagStats{Avg: sum / float64(n), Median: median, Min: lo, Max: hi}
 }
 
 // ageSeconds is how many whole seconds before now t was; 0 when t is unset

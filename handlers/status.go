@@ -292,35 +292,18 @@ func (s *Server) ListStatusQueues(ctx context.Context, req api.ListStatusQueuesR
 	for i, q := range queues {
 		ids[i] = q.ID
 	}
-	stats, err := s.partitionStats(ctx, ids)
+	counts, err := s.queueCounts(ctx, ids)
 	if err != nil {
 		return nil, err
-	}
-	type agg struct {
-		counts     msgCounts
-		partitions int
-	}
-	byQueue := map[uuid.UUID]*agg{}
-	for _, st := range stats {
-		a := byQueue[st.QueueID]
-		if a == nil {
-			a = &agg{}
-			byQueue[st.QueueID] = a
-		}
-		a.counts.add(st)
-		a.partitions++
 	}
 	resp := api.ListStatusQueues200JSONResponse{Total: int(total), Pagination: api.Pagination{Limit: limit, Offset: offset}}
 	resp.Queues = slices.Grow(resp.Queues, len(queues))[:len(queues)]
 	for i, q := range queues {
-		a := byQueue[q.ID]
-		if a == nil {
-			a = &agg{}
-		}
+		c := counts[q.ID]
 		rq := &resp.Queues[i]
 		rq.Id, rq.Name, rq.Namespace, rq.Task = q.ID.String(), q.Name, q.Namespace, q.Task
-		rq.CreatedAt, rq.Partitions = fmtMillis(q.CreatedAt.Time), a.partitions
-		rq.Messages = statusCounts(a.counts.total, a.counts.pending, a.counts.processing, a.counts.deadLetter)
+		rq.CreatedAt, rq.Partitions = fmtMillis(q.CreatedAt.Time), c.partitions
+		rq.Messages = statusCounts(c.total, c.pending, c.processing, c.deadLetter)
 	}
 	resp.Queues = nonNil(resp.Queues)
 	return resp, nil
@@ -338,9 +321,19 @@ func (s *Server) GetStatusQueue(ctx context.Context, req api.GetStatusQueueReque
 	if err != nil {
 		return nil, fmt.Errorf("read queue %q: %w", req.Queue, err)
 	}
-	all, err := s.partitionStats(ctx, []uuid.UUID{q.ID})
+	counts, err := s.queueCounts(ctx, []uuid.UUID{q.ID})
 	if err != nil {
 		return nil, err
+	}
+	ids, err := s.aq().PartitionListPage(ctx, db.PartitionListPageParams{QueueName: q.Name, RowLimit: int32(limit), RowOffset: int32(offset)})
+	if err != nil {
+		return nil, fmt.Errorf("list partitions: %w", err)
+	}
+	var page []db.PartitionStatsListRow
+	if len(ids) > 0 {
+		if page, err = s.aq().PartitionStatsList(ctx, ids); err != nil {
+			return nil, fmt.Errorf("count partitions: %w", err)
+		}
 	}
 	var resp api.GetStatusQueue200JSONResponse
 	rq := &resp.Queue
@@ -352,23 +345,15 @@ func (s *Server) GetStatusQueue(ctx context.Context, req api.GetStatusQueueReque
 	c.RetentionSeconds, c.CompletedRetentionSeconds = ptr(int(q.RetentionSeconds)), ptr(int(q.CompletedRetentionSeconds))
 	c.RetentionEnabled, c.MaxWaitTimeSeconds = ptr(q.RetentionEnabled), ptr(int(q.MaxWaitTimeSeconds))
 
-	var tot msgCounts
-	for _, st := range all {
-		tot.add(st)
-	}
+	tot := counts[q.ID]
 	t := &resp.Totals
 	t.Messages = statusCounts(tot.total, tot.pending, tot.processing, tot.deadLetter)
-	t.Partitions, t.Total, t.Pending, t.Processing = len(all), t.Messages.Total, t.Messages.Pending, t.Messages.Processing
+	t.Partitions, t.Total, t.Pending, t.Processing = tot.partitions, t.Messages.Total, t.Messages.Pending, t.Messages.Processing
 	t.Completed, t.DeadLetter = t.Messages.Completed, t.Messages.DeadLetter
 
-	// PartitionStatsList orders by queue then partition name: the page is a
-	// slice of it.
-	page := all[min(offset, len(all)):min(offset+limit, len(all))]
-	resp.Pagination.Limit, resp.Pagination.Offset, resp.Pagination.Truncated = limit, offset, offset+len(page) < len(all)
-	ids := make([]uuid.UUID, len(page))
-	for i, st := range page {
-		ids[i] = st.ID
-	}
+	resp.Pagination.Limit, resp.Pagination.Offset = limit, offset
+	resp.Pagination.Truncated = offset+len(page) < tot.partitions
+
 	cursors, err := s.aq().PartitionConsumerCursorTotals(ctx, ids)
 	if err != nil {
 		return nil, fmt.Errorf("read cursors: %w", err)
@@ -387,10 +372,10 @@ func (s *Server) GetStatusQueue(ctx context.Context, req api.GetStatusQueueReque
 	}
 	resp.Partitions = make([]api.StatusPartition, 0, len(page))
 	for _, st := range page {
-		counts := statusCounts(st.Total, st.Pending, processingOf(st), st.DeadLetter)
+		pc := statusCounts(st.Total, st.Pending, processingOf(st), st.DeadLetter)
 		sp := api.StatusPartition{
 			Id: st.ID.String(), Name: st.Name, CreatedAt: fmtMillis(st.CreatedAt.Time),
-			Messages: counts, Stats: counts,
+			Messages: pc, Stats: pc,
 			OldestMessage: fmtTimestamptz(byBounds[st.ID].OldestAt), NewestMessage: fmtTimestamptz(byBounds[st.ID].NewestAt),
 		}
 		cur := byCursor[st.ID]

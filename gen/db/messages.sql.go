@@ -25,7 +25,15 @@ func (q *Queries) MessageCountCreatedSince(ctx context.Context, since pgtype.Tim
 }
 
 const messageDeleteByTransactionID = `-- name: MessageDeleteByTransactionID :execrows
-DELETE FROM queen.messages WHERE partition_id = $1 AND transaction_id = $2
+WITH locked AS (
+    SELECT p.id FROM queen.partitions p WHERE p.id = $1 FOR NO KEY UPDATE
+), gone AS (
+    DELETE FROM queen.messages
+    WHERE partition_id = (SELECT locked.id FROM locked) AND transaction_id = $2
+    RETURNING partition_id
+)
+UPDATE queen.partitions p SET vacant_seqs = p.vacant_seqs + 1
+FROM gone WHERE p.id = gone.partition_id
 `
 
 type MessageDeleteByTransactionIDParams struct {
@@ -33,7 +41,10 @@ type MessageDeleteByTransactionIDParams struct {
 	TransactionID string
 }
 
-// Deletes a stored message; its dead-letter and trace rows go with it.
+// Deletes a stored message; its dead-letter and trace rows go with it, and
+// its sequence number counts as vacant. The partition row is locked before
+// the message goes: a push holding that lock may be waiting on the message
+// (a duplicate transactionId), so taking it afterwards could deadlock.
 func (q *Queries) MessageDeleteByTransactionID(ctx context.Context, arg MessageDeleteByTransactionIDParams) (int64, error) {
 	result, err := q.db.Exec(ctx, messageDeleteByTransactionID, arg.PartitionID, arg.TransactionID)
 	if err != nil {
@@ -43,13 +54,29 @@ func (q *Queries) MessageDeleteByTransactionID(ctx context.Context, arg MessageD
 }
 
 const messageDeleteCompleted = `-- name: MessageDeleteCompleted :many
-DELETE FROM queen.messages WHERE id IN (
-    SELECT m.id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
+WITH victims AS MATERIALIZED (
+    SELECT m.id, m.partition_id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
     WHERE p.queue_id = $1 AND m.created_at < $2
       AND m.seq <= (SELECT min(c.last_seq) FROM queen.partition_consumers c WHERE c.partition_id = m.partition_id)
       AND NOT EXISTS (SELECT 1 FROM queen.dead_letter_queue d WHERE d.message_id = m.id)
-    LIMIT $3)
-RETURNING partition_id
+    LIMIT $3
+), locked AS (
+    SELECT p.id FROM queen.partitions p
+    WHERE p.id IN (SELECT victims.partition_id FROM victims)
+    ORDER BY p.queue_id, p.name COLLATE "C"
+    FOR NO KEY UPDATE
+), gone AS (
+    DELETE FROM queen.messages m
+    WHERE m.id IN (SELECT victims.id FROM victims)
+      AND m.partition_id IN (SELECT locked.id FROM locked)
+    RETURNING m.partition_id
+), counted AS (
+    SELECT gone.partition_id, count(*) AS n FROM gone GROUP BY gone.partition_id
+)
+UPDATE queen.partitions p SET vacant_seqs = p.vacant_seqs + c.n
+FROM counted c
+WHERE p.id = c.partition_id
+RETURNING p.id AS partition_id, c.n::bigint AS deleted
 `
 
 type MessageDeleteCompletedParams struct {
@@ -58,22 +85,28 @@ type MessageDeleteCompletedParams struct {
 	BatchSize int32
 }
 
+type MessageDeleteCompletedRow struct {
+	PartitionID uuid.UUID
+	Deleted     int64
+}
+
 // Completed retention: deletes up to @batch_size messages of a queue stored
 // before @cutoff that every consumer cursor of their partition has passed.
 // Dead-lettered messages stay (their DLQ rows would go with them).
-func (q *Queries) MessageDeleteCompleted(ctx context.Context, arg MessageDeleteCompletedParams) ([]uuid.UUID, error) {
+// Returns and counts as MessageDeleteExpired does.
+func (q *Queries) MessageDeleteCompleted(ctx context.Context, arg MessageDeleteCompletedParams) ([]MessageDeleteCompletedRow, error) {
 	rows, err := q.db.Query(ctx, messageDeleteCompleted, arg.QueueID, arg.Cutoff, arg.BatchSize)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []uuid.UUID
+	var items []MessageDeleteCompletedRow
 	for rows.Next() {
-		var partition_id uuid.UUID
-		if err := rows.Scan(&partition_id); err != nil {
+		var i MessageDeleteCompletedRow
+		if err := rows.Scan(&i.PartitionID, &i.Deleted); err != nil {
 			return nil, err
 		}
-		items = append(items, partition_id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -82,11 +115,27 @@ func (q *Queries) MessageDeleteCompleted(ctx context.Context, arg MessageDeleteC
 }
 
 const messageDeleteExpired = `-- name: MessageDeleteExpired :many
-DELETE FROM queen.messages WHERE id IN (
-    SELECT m.id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
+WITH victims AS MATERIALIZED (
+    SELECT m.id, m.partition_id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
     WHERE p.queue_id = $1 AND m.created_at < $2
-    LIMIT $3)
-RETURNING partition_id
+    LIMIT $3
+), locked AS (
+    SELECT p.id FROM queen.partitions p
+    WHERE p.id IN (SELECT victims.partition_id FROM victims)
+    ORDER BY p.queue_id, p.name COLLATE "C"
+    FOR NO KEY UPDATE
+), gone AS (
+    DELETE FROM queen.messages m
+    WHERE m.id IN (SELECT victims.id FROM victims)
+      AND m.partition_id IN (SELECT locked.id FROM locked)
+    RETURNING m.partition_id
+), counted AS (
+    SELECT gone.partition_id, count(*) AS n FROM gone GROUP BY gone.partition_id
+)
+UPDATE queen.partitions p SET vacant_seqs = p.vacant_seqs + c.n
+FROM counted c
+WHERE p.id = c.partition_id
+RETURNING p.id AS partition_id, c.n::bigint AS deleted
 `
 
 type MessageDeleteExpiredParams struct {
@@ -95,22 +144,33 @@ type MessageDeleteExpiredParams struct {
 	BatchSize int32
 }
 
+type MessageDeleteExpiredRow struct {
+	PartitionID uuid.UUID
+	Deleted     int64
+}
+
 // Retention: deletes up to @batch_size messages of a queue stored before
-// @cutoff, whatever their state, and returns their partitions. Driven by the
-// created_at index, so idle partitions cost nothing.
-func (q *Queries) MessageDeleteExpired(ctx context.Context, arg MessageDeleteExpiredParams) ([]uuid.UUID, error) {
+// @cutoff, whatever their state. Driven by the created_at index, so idle
+// partitions cost nothing. Returns the partitions and how many messages each
+// lost, and counts those numbers as vacant in the same statement (migration
+// 0008). The partition rows are locked before any message goes, in the
+// order pushes lock them (queue id, then name, bytewise): a push holding a
+// partition's lock may wait on a message being deleted (a duplicate
+// transactionId), so locking after the delete, or in another order, could
+// deadlock.
+func (q *Queries) MessageDeleteExpired(ctx context.Context, arg MessageDeleteExpiredParams) ([]MessageDeleteExpiredRow, error) {
 	rows, err := q.db.Query(ctx, messageDeleteExpired, arg.QueueID, arg.Cutoff, arg.BatchSize)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []uuid.UUID
+	var items []MessageDeleteExpiredRow
 	for rows.Next() {
-		var partition_id uuid.UUID
-		if err := rows.Scan(&partition_id); err != nil {
+		var i MessageDeleteExpiredRow
+		if err := rows.Scan(&i.PartitionID, &i.Deleted); err != nil {
 			return nil, err
 		}
-		items = append(items, partition_id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -119,14 +179,30 @@ func (q *Queries) MessageDeleteExpired(ctx context.Context, arg MessageDeleteExp
 }
 
 const messageDeleteWaitExpired = `-- name: MessageDeleteWaitExpired :many
-DELETE FROM queen.messages WHERE id IN (
-    SELECT m.id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
+WITH victims AS MATERIALIZED (
+    SELECT m.id, m.partition_id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
     WHERE p.queue_id = $1 AND m.created_at < $2
       AND m.seq > COALESCE((SELECT min(c.last_seq) FROM queen.partition_consumers c WHERE c.partition_id = m.partition_id), 0)
       AND NOT EXISTS (SELECT 1 FROM queen.partition_consumers c
                       WHERE c.partition_id = m.partition_id AND c.lease_expires_at > now())
-    LIMIT $3)
-RETURNING partition_id
+    LIMIT $3
+), locked AS (
+    SELECT p.id FROM queen.partitions p
+    WHERE p.id IN (SELECT victims.partition_id FROM victims)
+    ORDER BY p.queue_id, p.name COLLATE "C"
+    FOR NO KEY UPDATE
+), gone AS (
+    DELETE FROM queen.messages m
+    WHERE m.id IN (SELECT victims.id FROM victims)
+      AND m.partition_id IN (SELECT locked.id FROM locked)
+    RETURNING m.partition_id
+), counted AS (
+    SELECT gone.partition_id, count(*) AS n FROM gone GROUP BY gone.partition_id
+)
+UPDATE queen.partitions p SET vacant_seqs = p.vacant_seqs + c.n
+FROM counted c
+WHERE p.id = c.partition_id
+RETURNING p.id AS partition_id, c.n::bigint AS deleted
 `
 
 type MessageDeleteWaitExpiredParams struct {
@@ -135,24 +211,30 @@ type MessageDeleteWaitExpiredParams struct {
 	BatchSize int32
 }
 
+type MessageDeleteWaitExpiredRow struct {
+	PartitionID uuid.UUID
+	Deleted     int64
+}
+
 // maxWaitTimeSeconds eviction: deletes up to @batch_size messages of a queue
 // stored before @cutoff that some consumer cursor of their partition has not
 // passed (or that no consumer ever read). Partitions under a live lease are
 // left for the next run, so a delivered batch is never pulled away from its
 // consumer.
-func (q *Queries) MessageDeleteWaitExpired(ctx context.Context, arg MessageDeleteWaitExpiredParams) ([]uuid.UUID, error) {
+// Returns and counts as MessageDeleteExpired does.
+func (q *Queries) MessageDeleteWaitExpired(ctx context.Context, arg MessageDeleteWaitExpiredParams) ([]MessageDeleteWaitExpiredRow, error) {
 	rows, err := q.db.Query(ctx, messageDeleteWaitExpired, arg.QueueID, arg.Cutoff, arg.BatchSize)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []uuid.UUID
+	var items []MessageDeleteWaitExpiredRow
 	for rows.Next() {
-		var partition_id uuid.UUID
-		if err := rows.Scan(&partition_id); err != nil {
+		var i MessageDeleteWaitExpiredRow
+		if err := rows.Scan(&i.PartitionID, &i.Deleted); err != nil {
 			return nil, err
 		}
-		items = append(items, partition_id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -312,6 +394,69 @@ func (q *Queries) MessageListByTransactionIDs(ctx context.Context, arg MessageLi
 			&i.PartitionName,
 			&i.QueueName,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const messageListDuplicates = `-- name: MessageListDuplicates :many
+WITH released AS (
+    UPDATE queen.partitions p
+    SET last_seq = v.last_seq, vacant_seqs = p.vacant_seqs + v.vacant
+    FROM (SELECT unnest($3::uuid[]) AS id, unnest($4::bigint[]) AS last_seq,
+                 unnest($5::bigint[]) AS vacant) AS v
+    WHERE p.id = v.id AND p.last_seq >= v.last_seq
+)
+SELECT m.id, m.partition_id, m.transaction_id
+FROM (SELECT unnest($1::uuid[]) AS partition_id, unnest($2::text[]) AS transaction_id) AS k
+CROSS JOIN LATERAL (
+    SELECT s.id, s.partition_id, s.transaction_id FROM queen.messages s
+    WHERE s.partition_id = k.partition_id AND s.transaction_id = k.transaction_id
+) AS m
+`
+
+type MessageListDuplicatesParams struct {
+	PartitionIds    []uuid.UUID
+	TransactionIds  []string
+	ReleaseIds      []uuid.UUID
+	ReleaseLastSeqs []int64
+	ReleaseVacant   []int64
+}
+
+type MessageListDuplicatesRow struct {
+	ID            uuid.UUID
+	PartitionID   uuid.UUID
+	TransactionID string
+}
+
+// A push that met duplicates: finds the stored messages they repeat, by
+// (partition, transactionId), and in the same statement gives back the
+// sequence numbers the push had reserved for them. The push holds these
+// partitions' row locks, so no other transaction has seen those numbers:
+// last_seq goes back to release_last_seqs (the push's newest stored
+// message, never below last_seq before the push) and the reserved numbers
+// left below it count as vacant (see migration 0008).
+func (q *Queries) MessageListDuplicates(ctx context.Context, arg MessageListDuplicatesParams) ([]MessageListDuplicatesRow, error) {
+	rows, err := q.db.Query(ctx, messageListDuplicates,
+		arg.PartitionIds,
+		arg.TransactionIds,
+		arg.ReleaseIds,
+		arg.ReleaseLastSeqs,
+		arg.ReleaseVacant,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageListDuplicatesRow
+	for rows.Next() {
+		var i MessageListDuplicatesRow
+		if err := rows.Scan(&i.ID, &i.PartitionID, &i.TransactionID); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -20,6 +20,19 @@ type QueenConsumerGroupsMetadatum struct {
 	CreatedAt             pgtype.Timestamptz
 }
 
+type QueenConsumerLag struct {
+	ConsumerGroup      string
+	QueueID            uuid.UUID
+	QueueName          string
+	PartitionID        *uuid.UUID
+	Partitions         int64
+	Cursors            int64
+	Consumed           bool
+	HasCursor          bool
+	OffsetLag          int64
+	OldestUnconsumedAt pgtype.Timestamptz
+}
+
 type QueenConsumerWatermark struct {
 	QueueID       uuid.UUID
 	ConsumerGroup string
@@ -75,6 +88,7 @@ type QueenPartition struct {
 	LastSeq       int64
 	LastMessageAt pgtype.Timestamptz
 	CreatedAt     pgtype.Timestamptz
+	VacantSeqs    int64
 }
 
 type QueenPartitionConsumer struct {

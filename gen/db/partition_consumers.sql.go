@@ -327,115 +327,6 @@ func (q *Queries) PartitionConsumerExtendLease(ctx context.Context, arg Partitio
 	return items, nil
 }
 
-const partitionConsumerLagList = `-- name: PartitionConsumerLagList :many
-WITH reads AS (
-    SELECT DISTINCT pc.consumer_group, p.queue_id
-    FROM queen.partition_consumers pc
-    JOIN queen.partitions p ON p.id = pc.partition_id
-    WHERE $1::text = '' OR pc.consumer_group = $1::text
-    UNION
-    SELECT s.consumer_group, q.id
-    FROM queen.consumer_groups_metadata s
-    JOIN queen.queues q ON q.name = s.queue_name
-    WHERE $1::text = '' OR s.consumer_group = $1::text
-)
-SELECT r.consumer_group, q.name AS queue_name, p.id AS partition_id, p.name AS partition_name,
-       (pc.partition_id IS NOT NULL)::boolean AS has_cursor,
-       pc.last_consumed_at,
-       COALESCE(pc.total_messages_consumed, 0)::bigint AS total_consumed,
-       pc.lease_expires_at,
-       COALESCE(pc.lease_expires_at > now(), false)::boolean AS lease_active,
-       COALESCE(sub.subscription_mode, '')::text AS subscription_mode,
-       sub.subscription_timestamp, sub.created_at AS subscription_created_at,
-       COALESCE((SELECT max(n.seq) FROM queen.messages n WHERE n.partition_id = p.id) - first.seq + 1, 0)::bigint AS offset_lag,
-       first.created_at AS oldest_unconsumed_at,
-       now()::timestamptz AS observed_at
-FROM reads r
-JOIN queen.queues q ON q.id = r.queue_id
-JOIN queen.partitions p ON p.queue_id = r.queue_id
-LEFT JOIN queen.partition_consumers pc ON pc.partition_id = p.id AND pc.consumer_group = r.consumer_group
-LEFT JOIN LATERAL (
-    SELECT s.subscription_mode, s.subscription_timestamp, s.created_at
-    FROM queen.consumer_groups_metadata s
-    WHERE s.consumer_group = r.consumer_group AND s.queue_name = q.name AND s.partition_name IN (p.name, '')
-    ORDER BY s.partition_name DESC
-    LIMIT 1
-) sub ON true
-LEFT JOIN LATERAL (
-    SELECT m.seq, m.created_at
-    FROM queen.messages m
-    WHERE m.partition_id = p.id
-      AND m.seq > COALESCE(pc.last_seq, 0)
-      AND (pc.partition_id IS NOT NULL OR sub.subscription_timestamp IS NULL OR m.created_at > sub.subscription_timestamp)
-    ORDER BY m.seq
-    LIMIT 1
-) first ON true
-ORDER BY r.consumer_group, q.name, p.name
-`
-
-type PartitionConsumerLagListRow struct {
-	ConsumerGroup         string
-	QueueName             string
-	PartitionID           uuid.UUID
-	PartitionName         string
-	HasCursor             bool
-	LastConsumedAt        pgtype.Timestamptz
-	TotalConsumed         int64
-	LeaseExpiresAt        pgtype.Timestamptz
-	LeaseActive           bool
-	SubscriptionMode      string
-	SubscriptionTimestamp pgtype.Timestamptz
-	SubscriptionCreatedAt pgtype.Timestamptz
-	OffsetLag             int64
-	OldestUnconsumedAt    pgtype.Timestamptz
-	ObservedAt            pgtype.Timestamptz
-}
-
-// Lag of consumer groups, one row per (group, partition) of every queue the
-// group reads: the queues it holds a cursor on or has a subscription for.
-// A partition the group has no cursor on yet counts from where the group
-// would start there: its subscription time, else the beginning. The lag
-// starts at the first stored message past that point: offset_lag is the
-// sequence span from it to the partition's newest stored message (0 when
-// nothing is past the cursor), oldest_unconsumed_at its time; observed_at is
-// the database clock that time lags are measured with. An empty group
-// matches every group.
-func (q *Queries) PartitionConsumerLagList(ctx context.Context, consumerGroup string) ([]PartitionConsumerLagListRow, error) {
-	rows, err := q.db.Query(ctx, partitionConsumerLagList, consumerGroup)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []PartitionConsumerLagListRow
-	for rows.Next() {
-		var i PartitionConsumerLagListRow
-		if err := rows.Scan(
-			&i.ConsumerGroup,
-			&i.QueueName,
-			&i.PartitionID,
-			&i.PartitionName,
-			&i.HasCursor,
-			&i.LastConsumedAt,
-			&i.TotalConsumed,
-			&i.LeaseExpiresAt,
-			&i.LeaseActive,
-			&i.SubscriptionMode,
-			&i.SubscriptionTimestamp,
-			&i.SubscriptionCreatedAt,
-			&i.OffsetLag,
-			&i.OldestUnconsumedAt,
-			&i.ObservedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const partitionConsumerLeaseExists = `-- name: PartitionConsumerLeaseExists :one
 SELECT EXISTS (SELECT 1 FROM queen.partition_consumers WHERE lease_id = $1)::boolean
 `
@@ -474,6 +365,85 @@ func (q *Queries) PartitionConsumerLeaseSummary(ctx context.Context) (PartitionC
 		&i.Acked,
 	)
 	return i, err
+}
+
+const partitionConsumerLeasedList = `-- name: PartitionConsumerLeasedList :many
+SELECT partition_id, GREATEST(batch_size - acked_count, 0)::bigint AS leased
+FROM queen.partition_consumers
+WHERE lease_id IS NOT NULL AND lease_expires_at > now() AND consumer_group = $1
+`
+
+type PartitionConsumerLeasedListRow struct {
+	PartitionID uuid.UUID
+	Leased      int64
+}
+
+// A group's live leases: per partition, the un-acked part of the batch.
+// Read through the lease index, so only leased cursors are visited.
+func (q *Queries) PartitionConsumerLeasedList(ctx context.Context, consumerGroup string) ([]PartitionConsumerLeasedListRow, error) {
+	rows, err := q.db.Query(ctx, partitionConsumerLeasedList, consumerGroup)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PartitionConsumerLeasedListRow
+	for rows.Next() {
+		var i PartitionConsumerLeasedListRow
+		if err := rows.Scan(&i.PartitionID, &i.Leased); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const partitionConsumerListByGroup = `-- name: PartitionConsumerListByGroup :many
+SELECT q.name AS queue_name, p.name AS partition_name, pc.partition_id, pc.last_consumed_at,
+       pc.total_messages_consumed, COALESCE(pc.lease_expires_at > now(), false)::boolean AS lease_active
+FROM queen.partition_consumers pc
+JOIN queen.partitions p ON p.id = pc.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE pc.consumer_group = $1
+`
+
+type PartitionConsumerListByGroupRow struct {
+	QueueName             string
+	PartitionName         string
+	PartitionID           uuid.UUID
+	LastConsumedAt        pgtype.Timestamptz
+	TotalMessagesConsumed int64
+	LeaseActive           bool
+}
+
+// Every cursor of a group, with its queue and partition names.
+func (q *Queries) PartitionConsumerListByGroup(ctx context.Context, consumerGroup string) ([]PartitionConsumerListByGroupRow, error) {
+	rows, err := q.db.Query(ctx, partitionConsumerListByGroup, consumerGroup)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PartitionConsumerListByGroupRow
+	for rows.Next() {
+		var i PartitionConsumerListByGroupRow
+		if err := rows.Scan(
+			&i.QueueName,
+			&i.PartitionName,
+			&i.PartitionID,
+			&i.LastConsumedAt,
+			&i.TotalMessagesConsumed,
+			&i.LeaseActive,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const partitionConsumerListByPartition = `-- name: PartitionConsumerListByPartition :many

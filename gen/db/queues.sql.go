@@ -12,20 +12,28 @@ import (
 )
 
 const queueConsumptionList = `-- name: QueueConsumptionList :many
-SELECT q.id, q.name, q.namespace, q.task,
-       count(p.id)::bigint AS partitions,
-       COALESCE(sum(c.consumed), 0)::bigint AS consumed
-FROM queen.queues q
-JOIN queen.partitions p ON p.queue_id = q.id
+WITH picked AS (
+    SELECT q.id, q.name, q.namespace, q.task FROM queen.queues q
+    WHERE ($1::text = '' OR q.name = $1::text)
+      AND ($2::text = '' OR q.namespace = $2::text)
+      AND ($3::text = '' OR q.task = $3::text)
+)
+SELECT q.id, q.name, q.namespace, q.task, t.partitions,
+       COALESCE(c.consumed, 0)::bigint AS consumed
+FROM picked q
+JOIN (
+    SELECT p.queue_id, count(*)::bigint AS partitions, sum(p.last_seq) AS pushed
+    FROM queen.partitions p WHERE p.queue_id IN (SELECT picked.id FROM picked)
+    GROUP BY p.queue_id
+) t ON t.queue_id = q.id
 LEFT JOIN (
-    SELECT partition_id, sum(total_messages_consumed) AS consumed
-    FROM queen.partition_consumers GROUP BY partition_id
-) c ON c.partition_id = p.id
-WHERE ($1::text = '' OR q.name = $1::text)
-  AND ($2::text = '' OR q.namespace = $2::text)
-  AND ($3::text = '' OR q.task = $3::text)
-GROUP BY q.id
-HAVING sum(p.last_seq) > 0
+    SELECT p.queue_id, sum(pc.total_messages_consumed) AS consumed
+    FROM queen.partition_consumers pc
+    JOIN queen.partitions p ON p.id = pc.partition_id
+    WHERE p.queue_id IN (SELECT picked.id FROM picked)
+    GROUP BY p.queue_id
+) c ON c.queue_id = q.id
+WHERE t.pushed > 0
 ORDER BY q.name
 `
 
@@ -46,7 +54,8 @@ type QueueConsumptionListRow struct {
 
 // Queues that ever received a message, with their partition count and the
 // messages their consumer groups consumed, by name. Empty filters match
-// everything. Two scans and hash joins: no per-partition probes.
+// everything. A scan of the partitions and one narrow join of the cursors
+// with their partitions' queues: no per-partition probe or grouping.
 func (q *Queries) QueueConsumptionList(ctx context.Context, arg QueueConsumptionListParams) ([]QueueConsumptionListRow, error) {
 	rows, err := q.db.Query(ctx, queueConsumptionList, arg.QueueName, arg.Namespace, arg.Task)
 	if err != nil {

@@ -66,7 +66,7 @@ func (s *Services) RunRetention(ctx context.Context, now time.Time) (Run, error)
 			}
 			if q.CompletedRetentionSeconds > 0 {
 				cutoff := now.Add(-time.Duration(q.CompletedRetentionSeconds) * time.Second)
-				del := func(ctx context.Context, p db.MessageDeleteCompletedParams) ([]uuid.UUID, error) {
+				del := func(ctx context.Context, p db.MessageDeleteCompletedParams) ([]db.MessageDeleteCompletedRow, error) {
 					return s.q.MessageDeleteCompleted(ctx, p)
 				}
 				if err := s.deleteKind(ctx, &run, q, KindCompletedRetention, cutoff, now, adapt(del)); err != nil {
@@ -93,7 +93,7 @@ func (s *Services) RunEviction(ctx context.Context, now time.Time) (Run, error) 
 				continue
 			}
 			cutoff := now.Add(-time.Duration(q.MaxWaitTimeSeconds) * time.Second)
-			del := func(ctx context.Context, p db.MessageDeleteWaitExpiredParams) ([]uuid.UUID, error) {
+			del := func(ctx context.Context, p db.MessageDeleteWaitExpiredParams) ([]db.MessageDeleteWaitExpiredRow, error) {
 				return s.q.MessageDeleteWaitExpired(ctx, p)
 			}
 			if err := s.deleteKind(ctx, &run, q, KindEviction, cutoff, now, adapt(del)); err != nil {
@@ -104,18 +104,28 @@ func (s *Services) RunEviction(ctx context.Context, now time.Time) (Run, error) 
 	})
 }
 
-// deleteFunc deletes one batch and returns the partitions it touched.
-type deleteFunc func(ctx context.Context, p db.MessageDeleteExpiredParams) ([]uuid.UUID, error)
+// deleteFunc deletes one batch and returns the partitions it touched, with
+// how many messages each lost (the query also counts them as vacant
+// sequence numbers, migration 0008).
+type deleteFunc func(ctx context.Context, p db.MessageDeleteExpiredParams) ([]db.MessageDeleteExpiredRow, error)
 
-// adapt lets the three DELETE queries, which take the same arguments in
-// their own parameter types, share deleteKind.
+// adapt lets the three DELETE queries, which take the same arguments and
+// return the same rows in their own types, share deleteKind.
 func adapt[P ~struct {
 	QueueID   uuid.UUID
 	Cutoff    pgtype.Timestamptz
 	BatchSize int32
-}](f func(context.Context, P) ([]uuid.UUID, error)) deleteFunc {
-	return func(ctx context.Context, p db.MessageDeleteExpiredParams) ([]uuid.UUID, error) {
-		return f(ctx, P(p))
+}, R ~struct {
+	PartitionID uuid.UUID
+	Deleted     int64
+}](f func(context.Context, P) ([]R, error)) deleteFunc {
+	return func(ctx context.Context, p db.MessageDeleteExpiredParams) ([]db.MessageDeleteExpiredRow, error) {
+		rows, err := f(ctx, P(p))
+		out := make([]db.MessageDeleteExpiredRow, len(rows))
+		for i, r := range rows {
+			out[i] = db.MessageDeleteExpiredRow(r)
+		}
+		return out, err
 	}
 }
 
@@ -129,15 +139,17 @@ func (s *Services) deleteKind(ctx context.Context, run *Run, q db.QueenQueue, ki
 	var total int64
 	touched := map[uuid.UUID]bool{}
 	for range s.cfg.MaxBatches {
-		ids, err := del(ctx, p)
+		rows, err := del(ctx, p)
 		if err != nil {
 			return fmt.Errorf("%s of queue %q: %w", kind, q.Name, err)
 		}
-		total += int64(len(ids))
-		for _, id := range ids {
-			touched[id] = true
+		var n int64
+		for _, r := range rows {
+			n += r.Deleted
+			touched[r.PartitionID] = true
 		}
-		if len(ids) < s.cfg.BatchSize {
+		total += n
+		if n < int64(s.cfg.BatchSize) {
 			break
 		}
 	}

@@ -23,6 +23,28 @@ CROSS JOIN LATERAL (
 JOIN queen.partitions p ON p.id = m.partition_id
 JOIN queen.queues q ON q.id = p.queue_id;
 
+-- name: MessageListDuplicates :many
+-- A push that met duplicates: finds the stored messages they repeat, by
+-- (partition, transactionId), and in the same statement gives back the
+-- sequence numbers the push had reserved for them. The push holds these
+-- partitions' row locks, so no other transaction has seen those numbers:
+-- last_seq goes back to release_last_seqs (the push's newest stored
+-- message, never below last_seq before the push) and the reserved numbers
+-- left below it count as vacant (see migration 0008).
+WITH released AS (
+    UPDATE queen.partitions p
+    SET last_seq = v.last_seq, vacant_seqs = p.vacant_seqs + v.vacant
+    FROM (SELECT unnest(@release_ids::uuid[]) AS id, unnest(@release_last_seqs::bigint[]) AS last_seq,
+                 unnest(@release_vacant::bigint[]) AS vacant) AS v
+    WHERE p.id = v.id AND p.last_seq >= v.last_seq
+)
+SELECT m.id, m.partition_id, m.transaction_id
+FROM (SELECT unnest(@partition_ids::uuid[]) AS partition_id, unnest(@transaction_ids::text[]) AS transaction_id) AS k
+CROSS JOIN LATERAL (
+    SELECT s.id, s.partition_id, s.transaction_id FROM queen.messages s
+    WHERE s.partition_id = k.partition_id AND s.transaction_id = k.transaction_id
+) AS m;
+
 -- name: MessageGetByTransactionID :one
 SELECT m.*, p.name AS partition_name, q.name AS queue_name
 FROM queen.messages m
@@ -102,33 +124,83 @@ WHERE (@queue_name::text = '' OR q.name = @queue_name::text)
   AND (sqlc.narg(partition_id)::uuid IS NULL OR p.id = sqlc.narg(partition_id)::uuid);
 
 -- name: MessageDeleteByTransactionID :execrows
--- Deletes a stored message; its dead-letter and trace rows go with it.
-DELETE FROM queen.messages WHERE partition_id = @partition_id AND transaction_id = @transaction_id;
+-- Deletes a stored message; its dead-letter and trace rows go with it, and
+-- its sequence number counts as vacant. The partition row is locked before
+-- the message goes: a push holding that lock may be waiting on the message
+-- (a duplicate transactionId), so taking it afterwards could deadlock.
+WITH locked AS (
+    SELECT p.id FROM queen.partitions p WHERE p.id = @partition_id FOR NO KEY UPDATE
+), gone AS (
+    DELETE FROM queen.messages
+    WHERE partition_id = (SELECT locked.id FROM locked) AND transaction_id = @transaction_id
+    RETURNING partition_id
+)
+UPDATE queen.partitions p SET vacant_seqs = p.vacant_seqs + 1
+FROM gone WHERE p.id = gone.partition_id;
 
 -- name: MessageCountCreatedSince :one
 SELECT count(*) FROM queen.messages WHERE created_at >= @since;
 
 -- name: MessageDeleteExpired :many
 -- Retention: deletes up to @batch_size messages of a queue stored before
--- @cutoff, whatever their state, and returns their partitions. Driven by the
--- created_at index, so idle partitions cost nothing.
-DELETE FROM queen.messages WHERE id IN (
-    SELECT m.id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
+-- @cutoff, whatever their state. Driven by the created_at index, so idle
+-- partitions cost nothing. Returns the partitions and how many messages each
+-- lost, and counts those numbers as vacant in the same statement (migration
+-- 0008). The partition rows are locked before any message goes, in the
+-- order pushes lock them (queue id, then name, bytewise): a push holding a
+-- partition's lock may wait on a message being deleted (a duplicate
+-- transactionId), so locking after the delete, or in another order, could
+-- deadlock.
+WITH victims AS MATERIALIZED (
+    SELECT m.id, m.partition_id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
     WHERE p.queue_id = @queue_id AND m.created_at < @cutoff
-    LIMIT @batch_size)
-RETURNING partition_id;
+    LIMIT @batch_size
+), locked AS (
+    SELECT p.id FROM queen.partitions p
+    WHERE p.id IN (SELECT victims.partition_id FROM victims)
+    ORDER BY p.queue_id, p.name COLLATE "C"
+    FOR NO KEY UPDATE
+), gone AS (
+    DELETE FROM queen.messages m
+    WHERE m.id IN (SELECT victims.id FROM victims)
+      AND m.partition_id IN (SELECT locked.id FROM locked)
+    RETURNING m.partition_id
+), counted AS (
+    SELECT gone.partition_id, count(*) AS n FROM gone GROUP BY gone.partition_id
+)
+UPDATE queen.partitions p SET vacant_seqs = p.vacant_seqs + c.n
+FROM counted c
+WHERE p.id = c.partition_id
+RETURNING p.id AS partition_id, c.n::bigint AS deleted;
 
 -- name: MessageDeleteCompleted :many
 -- Completed retention: deletes up to @batch_size messages of a queue stored
 -- before @cutoff that every consumer cursor of their partition has passed.
 -- Dead-lettered messages stay (their DLQ rows would go with them).
-DELETE FROM queen.messages WHERE id IN (
-    SELECT m.id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
+-- Returns and counts as MessageDeleteExpired does.
+WITH victims AS MATERIALIZED (
+    SELECT m.id, m.partition_id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
     WHERE p.queue_id = @queue_id AND m.created_at < @cutoff
       AND m.seq <= (SELECT min(c.last_seq) FROM queen.partition_consumers c WHERE c.partition_id = m.partition_id)
       AND NOT EXISTS (SELECT 1 FROM queen.dead_letter_queue d WHERE d.message_id = m.id)
-    LIMIT @batch_size)
-RETURNING partition_id;
+    LIMIT @batch_size
+), locked AS (
+    SELECT p.id FROM queen.partitions p
+    WHERE p.id IN (SELECT victims.partition_id FROM victims)
+    ORDER BY p.queue_id, p.name COLLATE "C"
+    FOR NO KEY UPDATE
+), gone AS (
+    DELETE FROM queen.messages m
+    WHERE m.id IN (SELECT victims.id FROM victims)
+      AND m.partition_id IN (SELECT locked.id FROM locked)
+    RETURNING m.partition_id
+), counted AS (
+    SELECT gone.partition_id, count(*) AS n FROM gone GROUP BY gone.partition_id
+)
+UPDATE queen.partitions p SET vacant_seqs = p.vacant_seqs + c.n
+FROM counted c
+WHERE p.id = c.partition_id
+RETURNING p.id AS partition_id, c.n::bigint AS deleted;
 
 -- name: MessageDeleteWaitExpired :many
 -- maxWaitTimeSeconds eviction: deletes up to @batch_size messages of a queue
@@ -136,11 +208,28 @@ RETURNING partition_id;
 -- passed (or that no consumer ever read). Partitions under a live lease are
 -- left for the next run, so a delivered batch is never pulled away from its
 -- consumer.
-DELETE FROM queen.messages WHERE id IN (
-    SELECT m.id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
+-- Returns and counts as MessageDeleteExpired does.
+WITH victims AS MATERIALIZED (
+    SELECT m.id, m.partition_id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
     WHERE p.queue_id = @queue_id AND m.created_at < @cutoff
       AND m.seq > COALESCE((SELECT min(c.last_seq) FROM queen.partition_consumers c WHERE c.partition_id = m.partition_id), 0)
       AND NOT EXISTS (SELECT 1 FROM queen.partition_consumers c
                       WHERE c.partition_id = m.partition_id AND c.lease_expires_at > now())
-    LIMIT @batch_size)
-RETURNING partition_id;
+    LIMIT @batch_size
+), locked AS (
+    SELECT p.id FROM queen.partitions p
+    WHERE p.id IN (SELECT victims.partition_id FROM victims)
+    ORDER BY p.queue_id, p.name COLLATE "C"
+    FOR NO KEY UPDATE
+), gone AS (
+    DELETE FROM queen.messages m
+    WHERE m.id IN (SELECT victims.id FROM victims)
+      AND m.partition_id IN (SELECT locked.id FROM locked)
+    RETURNING m.partition_id
+), counted AS (
+    SELECT gone.partition_id, count(*) AS n FROM gone GROUP BY gone.partition_id
+)
+UPDATE queen.partitions p SET vacant_seqs = p.vacant_seqs + c.n
+FROM counted c
+WHERE p.id = c.partition_id
+RETURNING p.id AS partition_id, c.n::bigint AS deleted;

@@ -157,59 +157,21 @@ FROM queen.partition_consumers
 WHERE partition_id = @partition_id
 ORDER BY consumer_group;
 
--- name: PartitionConsumerLagList :many
--- Lag of consumer groups, one row per (group, partition) of every queue the
--- group reads: the queues it holds a cursor on or has a subscription for.
--- A partition the group has no cursor on yet counts from where the group
--- would start there: its subscription time, else the beginning. The lag
--- starts at the first stored message past that point: offset_lag is the
--- sequence span from it to the partition's newest stored message (0 when
--- nothing is past the cursor), oldest_unconsumed_at its time; observed_at is
--- the database clock that time lags are measured with. An empty group
--- matches every group.
-WITH reads AS (
-    SELECT DISTINCT pc.consumer_group, p.queue_id
-    FROM queen.partition_consumers pc
-    JOIN queen.partitions p ON p.id = pc.partition_id
-    WHERE @consumer_group::text = '' OR pc.consumer_group = @consumer_group::text
-    UNION
-    SELECT s.consumer_group, q.id
-    FROM queen.consumer_groups_metadata s
-    JOIN queen.queues q ON q.name = s.queue_name
-    WHERE @consumer_group::text = '' OR s.consumer_group = @consumer_group::text
-)
-SELECT r.consumer_group, q.name AS queue_name, p.id AS partition_id, p.name AS partition_name,
-       (pc.partition_id IS NOT NULL)::boolean AS has_cursor,
-       pc.last_consumed_at,
-       COALESCE(pc.total_messages_consumed, 0)::bigint AS total_consumed,
-       pc.lease_expires_at,
-       COALESCE(pc.lease_expires_at > now(), false)::boolean AS lease_active,
-       COALESCE(sub.subscription_mode, '')::text AS subscription_mode,
-       sub.subscription_timestamp, sub.created_at AS subscription_created_at,
-       COALESCE((SELECT max(n.seq) FROM queen.messages n WHERE n.partition_id = p.id) - first.seq + 1, 0)::bigint AS offset_lag,
-       first.created_at AS oldest_unconsumed_at,
-       now()::timestamptz AS observed_at
-FROM reads r
-JOIN queen.queues q ON q.id = r.queue_id
-JOIN queen.partitions p ON p.queue_id = r.queue_id
-LEFT JOIN queen.partition_consumers pc ON pc.partition_id = p.id AND pc.consumer_group = r.consumer_group
-LEFT JOIN LATERAL (
-    SELECT s.subscription_mode, s.subscription_timestamp, s.created_at
-    FROM queen.consumer_groups_metadata s
-    WHERE s.consumer_group = r.consumer_group AND s.queue_name = q.name AND s.partition_name IN (p.name, '')
-    ORDER BY s.partition_name DESC
-    LIMIT 1
-) sub ON true
-LEFT JOIN LATERAL (
-    SELECT m.seq, m.created_at
-    FROM queen.messages m
-    WHERE m.partition_id = p.id
-      AND m.seq > COALESCE(pc.last_seq, 0)
-      AND (pc.partition_id IS NOT NULL OR sub.subscription_timestamp IS NULL OR m.created_at > sub.subscription_timestamp)
-    ORDER BY m.seq
-    LIMIT 1
-) first ON true
-ORDER BY r.consumer_group, q.name, p.name;
+-- name: PartitionConsumerListByGroup :many
+-- Every cursor of a group, with its queue and partition names.
+SELECT q.name AS queue_name, p.name AS partition_name, pc.partition_id, pc.last_consumed_at,
+       pc.total_messages_consumed, COALESCE(pc.lease_expires_at > now(), false)::boolean AS lease_active
+FROM queen.partition_consumers pc
+JOIN queen.partitions p ON p.id = pc.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE pc.consumer_group = @consumer_group;
+
+-- name: PartitionConsumerLeasedList :many
+-- A group's live leases: per partition, the un-acked part of the batch.
+-- Read through the lease index, so only leased cursors are visited.
+SELECT partition_id, GREATEST(batch_size - acked_count, 0)::bigint AS leased
+FROM queen.partition_consumers
+WHERE lease_id IS NOT NULL AND lease_expires_at > now() AND consumer_group = @consumer_group;
 
 -- name: PartitionConsumerCursorTotals :many
 -- Per partition, over its consumer groups: messages and batches consumed and

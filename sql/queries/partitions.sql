@@ -56,37 +56,99 @@ SELECT now()::timestamptz AS scanned_at,
          LIMIT 1)::timestamptz AS oldest_pending;
 
 -- name: PartitionStatsList :many
--- Live counts per partition, measured against the queue-mode cursor, in a
--- few index probes per partition whatever its size: a partition's messages
--- span the sequence numbers from its oldest to its newest stored message,
--- and the pending ones those from the first message past the cursor to the
--- newest (in-flight ones included). So the counts are exact unless a number
--- inside a span holds no message: a message deleted on its own, or a number
--- reserved by a push that turned out to be a duplicate. leased is the un-acked
--- part of a live queue-mode lease; observed_at is the database clock that
--- ages are measured with. NULL filters match everything.
+-- Live counts of the given partitions, measured against the queue-mode
+-- cursor. total is what the partition stores: last_seq - vacant_seqs, kept
+-- exact by the deleters (migration 0008). pending is the sequence span from
+-- the first stored message past the cursor to the newest stored one
+-- (in-flight ones included), at most total: exact unless a number inside
+-- that span holds no message. A partition with nothing past the cursor
+-- (last_seq not above it) costs no probe, the others two. leased is the
+-- un-acked part of a live queue-mode lease; observed_at is the database
+-- clock that ages are measured with.
 SELECT p.id, p.name, p.queue_id, p.created_at, p.last_message_at,
        q.name AS queue_name, q.namespace, q.task,
-       COALESCE(span.newest - span.oldest + 1, 0)::bigint AS total,
-       COALESCE(span.newest - pend.seq + 1, 0)::bigint AS pending,
+       GREATEST(p.last_seq - p.vacant_seqs, 0)::bigint AS total,
+       (CASE WHEN f.seq IS NULL THEN 0
+             ELSE LEAST(f.newest - f.seq + 1, p.last_seq - p.vacant_seqs) END)::bigint AS pending,
        (CASE WHEN qm.lease_expires_at > now() THEN GREATEST(qm.batch_size - qm.acked_count, 0) ELSE 0 END)::bigint AS leased,
        (SELECT count(*) FROM queen.dead_letter_queue d WHERE d.partition_id = p.id)::bigint AS dead_letter,
-       pend.created_at AS oldest_pending_at,
+       f.created_at AS oldest_pending_at,
        now()::timestamptz AS observed_at
 FROM queen.partitions p
 JOIN queen.queues q ON q.id = p.queue_id
 LEFT JOIN queen.partition_consumers qm ON qm.partition_id = p.id AND qm.consumer_group = '__QUEUE_MODE__'
-CROSS JOIN LATERAL (
-    SELECT min(m.seq) AS oldest, max(m.seq) AS newest FROM queen.messages m WHERE m.partition_id = p.id
-) span
 LEFT JOIN LATERAL (
-    SELECT m.seq, m.created_at FROM queen.messages m
-    WHERE m.partition_id = p.id AND m.seq > COALESCE(qm.last_seq, 0)
+    SELECT m.seq, m.created_at,
+           (SELECT n.seq FROM queen.messages n WHERE n.partition_id = p.id ORDER BY n.seq DESC LIMIT 1) AS newest
+    FROM queen.messages m
+    WHERE p.last_seq > COALESCE(qm.last_seq, 0)
+      AND m.partition_id = p.id AND m.seq > COALESCE(qm.last_seq, 0)
     ORDER BY m.seq LIMIT 1
-) pend ON true
-WHERE (sqlc.narg(queue_ids)::uuid[] IS NULL OR p.queue_id = ANY(sqlc.narg(queue_ids)::uuid[]))
-  AND (sqlc.narg(partition_ids)::uuid[] IS NULL OR p.id = ANY(sqlc.narg(partition_ids)::uuid[]))
+) f ON true
+WHERE p.id = ANY(@ids::uuid[])
 ORDER BY q.name, p.name;
+
+-- name: PartitionCountsByQueue :many
+-- Live counts per queue, summed over its partitions as PartitionStatsList
+-- counts them; processing is the un-acked part of live queue-mode leases,
+-- per partition at most its pending. NULL queue_ids reads every queue;
+-- queues without partitions are left out. Two passes over the partitions,
+-- neither of which carries more than a few columns through its hash join:
+-- one joins them with their queue-mode cursors and probes the messages only
+-- where something is past the cursor, the other adds up the totals and the
+-- dead letters.
+WITH behind AS MATERIALIZED (
+    SELECT p.queue_id, p.id, LEAST(f.newest - f.seq + 1, p.last_seq - p.vacant_seqs) AS pending
+    FROM queen.partitions p
+    LEFT JOIN queen.partition_consumers qm ON qm.partition_id = p.id AND qm.consumer_group = '__QUEUE_MODE__'
+    CROSS JOIN LATERAL (
+        SELECT m.seq,
+               (SELECT n.seq FROM queen.messages n WHERE n.partition_id = p.id ORDER BY n.seq DESC LIMIT 1) AS newest
+        FROM queen.messages m
+        WHERE m.partition_id = p.id AND m.seq > COALESCE(qm.last_seq, 0)
+        ORDER BY m.seq LIMIT 1
+    ) f
+    WHERE p.last_seq > COALESCE(qm.last_seq, 0)
+      AND (sqlc.narg(queue_ids)::uuid[] IS NULL OR p.queue_id = ANY(sqlc.narg(queue_ids)::uuid[]))
+)
+SELECT t.queue_id, t.partitions, t.total,
+       COALESCE(b.pending, 0)::bigint AS pending,
+       COALESCE(b.processing, 0)::bigint AS processing,
+       t.dead_letter
+FROM (
+    SELECT p.queue_id,
+           count(*)::bigint AS partitions,
+           sum(GREATEST(p.last_seq - p.vacant_seqs, 0))::bigint AS total,
+           COALESCE(sum(d.n), 0)::bigint AS dead_letter
+    FROM queen.partitions p
+    LEFT JOIN (
+        SELECT d.partition_id, count(*) AS n FROM queen.dead_letter_queue d GROUP BY d.partition_id
+    ) d ON d.partition_id = p.id
+    WHERE sqlc.narg(queue_ids)::uuid[] IS NULL OR p.queue_id = ANY(sqlc.narg(queue_ids)::uuid[])
+    GROUP BY p.queue_id
+) t
+LEFT JOIN (
+    SELECT b.queue_id, sum(b.pending) AS pending,
+           sum(LEAST(GREATEST(l.batch_size - l.acked_count, 0), b.pending)) AS processing
+    FROM behind b
+    LEFT JOIN queen.partition_consumers l
+           ON l.partition_id = b.id AND l.consumer_group = '__QUEUE_MODE__'
+          AND l.lease_id IS NOT NULL AND l.lease_expires_at > now()
+    GROUP BY b.queue_id
+) b ON b.queue_id = t.queue_id;
+
+-- name: PartitionTotalsByQueue :many
+-- Per queue: its partitions, the messages they store and their dead
+-- letters. One scan of the partitions; no cursor is read.
+SELECT p.queue_id,
+       count(*)::bigint AS partitions,
+       sum(GREATEST(p.last_seq - p.vacant_seqs, 0))::bigint AS total,
+       COALESCE(sum(d.n), 0)::bigint AS dead_letter
+FROM queen.partitions p
+LEFT JOIN (
+    SELECT d.partition_id, count(*) AS n FROM queen.dead_letter_queue d GROUP BY d.partition_id
+) d ON d.partition_id = p.id
+GROUP BY p.queue_id;
 
 -- name: PartitionListPage :many
 -- One page of partition ids, by queue then partition name; an empty queue
@@ -104,18 +166,19 @@ WHERE (@queue_name::text = '' OR q.name = @queue_name::text);
 
 -- name: PartitionPendingTotal :one
 -- Messages the queue-mode group has not consumed, over every partition,
--- counted like PartitionStatsList but probing only partitions with a backlog.
-SELECT COALESCE(sum(x.newest - x.first_pending + 1), 0)::bigint AS pending
+-- counted like PartitionStatsList: only partitions with something past the
+-- cursor are probed.
+SELECT COALESCE(sum(LEAST(f.newest - f.seq + 1, p.last_seq - p.vacant_seqs)), 0)::bigint AS pending
 FROM queen.partitions p
 LEFT JOIN queen.partition_consumers qm ON qm.partition_id = p.id AND qm.consumer_group = '__QUEUE_MODE__'
 CROSS JOIN LATERAL (
-    SELECT (SELECT m.seq FROM queen.messages m
-             WHERE m.partition_id = p.id AND m.seq > COALESCE(qm.last_seq, 0)
-             ORDER BY m.seq LIMIT 1) AS first_pending,
-           (SELECT m.seq FROM queen.messages m WHERE m.partition_id = p.id
-             ORDER BY m.seq DESC LIMIT 1) AS newest
-) x
-WHERE p.last_seq > COALESCE(qm.last_seq, 0) AND x.first_pending IS NOT NULL;
+    SELECT m.seq,
+           (SELECT n.seq FROM queen.messages n WHERE n.partition_id = p.id ORDER BY n.seq DESC LIMIT 1) AS newest
+    FROM queen.messages m
+    WHERE m.partition_id = p.id AND m.seq > COALESCE(qm.last_seq, 0)
+    ORDER BY m.seq LIMIT 1
+) f
+WHERE p.last_seq > COALESCE(qm.last_seq, 0);
 
 -- name: PartitionMessageBounds :many
 -- When the oldest and the newest stored message of each partition was stored.

@@ -94,21 +94,30 @@ ORDER BY name;
 -- name: QueueConsumptionList :many
 -- Queues that ever received a message, with their partition count and the
 -- messages their consumer groups consumed, by name. Empty filters match
--- everything. Two scans and hash joins: no per-partition probes.
-SELECT q.id, q.name, q.namespace, q.task,
-       count(p.id)::bigint AS partitions,
-       COALESCE(sum(c.consumed), 0)::bigint AS consumed
-FROM queen.queues q
-JOIN queen.partitions p ON p.queue_id = q.id
+-- everything. A scan of the partitions and one narrow join of the cursors
+-- with their partitions' queues: no per-partition probe or grouping.
+WITH picked AS (
+    SELECT q.id, q.name, q.namespace, q.task FROM queen.queues q
+    WHERE (@queue_name::text = '' OR q.name = @queue_name::text)
+      AND (@namespace::text = '' OR q.namespace = @namespace::text)
+      AND (@task::text = '' OR q.task = @task::text)
+)
+SELECT q.id, q.name, q.namespace, q.task, t.partitions,
+       COALESCE(c.consumed, 0)::bigint AS consumed
+FROM picked q
+JOIN (
+    SELECT p.queue_id, count(*)::bigint AS partitions, sum(p.last_seq) AS pushed
+    FROM queen.partitions p WHERE p.queue_id IN (SELECT picked.id FROM picked)
+    GROUP BY p.queue_id
+) t ON t.queue_id = q.id
 LEFT JOIN (
-    SELECT partition_id, sum(total_messages_consumed) AS consumed
-    FROM queen.partition_consumers GROUP BY partition_id
-) c ON c.partition_id = p.id
-WHERE (@queue_name::text = '' OR q.name = @queue_name::text)
-  AND (@namespace::text = '' OR q.namespace = @namespace::text)
-  AND (@task::text = '' OR q.task = @task::text)
-GROUP BY q.id
-HAVING sum(p.last_seq) > 0
+    SELECT p.queue_id, sum(pc.total_messages_consumed) AS consumed
+    FROM queen.partition_consumers pc
+    JOIN queen.partitions p ON p.id = pc.partition_id
+    WHERE p.queue_id IN (SELECT picked.id FROM picked)
+    GROUP BY p.queue_id
+) c ON c.queue_id = q.id
+WHERE t.pushed > 0
 ORDER BY q.name;
 
 -- name: QueueNamesFiltered :many
