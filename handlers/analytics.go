@@ -192,6 +192,7 @@ func (s *Server) GetQueueOps(ctx context.Context, req api.GetQueueOpsRequestObje
 		pt.PushPerSecond, pt.PopPerSecond = r.perSecond(q.PushMessages), r.perSecond(q.PopMessages)
 		pt.AckPerSecond, pt.EmptyPerSecond = r.perSecond(q.AckMessages), r.perSecond(q.PopEmpty)
 		pt.ParkedCount = round2(q.ParkedSum / float64(r.bucketMinutes))
+		pt.PartitionsDeleted = int(q.PartitionsDeleted) // counted by triggers (migration 0009)
 	}
 	for _, c := range created {
 		point(c.BucketStart.Time, c.QueueName).PartitionsCreated = int(c.Created)

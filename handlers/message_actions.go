@@ -22,9 +22,7 @@ func messageActionNotFound(pid, txID, msg string) api.MessageActionNotFound {
 }
 
 // RetryMessage replays a message's newest dead-letter row as a new push to
-// the same queue and partition, through the normal store path, and deletes
-// that row in the same transaction. The new transaction id is derived from
-// the row, so replaying the same row twice is a duplicate.
+// the same queue and partition (replayDeadLetter, dlq.go).
 func (s *Server) RetryMessage(ctx context.Context, req api.RetryMessageRequestObject) (api.RetryMessageResponseObject, error) {
 	pid, err := uuid.Parse(req.PartitionId)
 	if err != nil {
@@ -33,10 +31,7 @@ func (s *Server) RetryMessage(ctx context.Context, req api.RetryMessageRequestOb
 	if s.maint != nil && s.maint.push.Load() {
 		// A replay is a push, and pushes go to the spool now: refuse
 		// rather than drop the dead-letter row for a spooled copy.
-		return api.RetryMessage503JSONResponse{
-			Success: false, Result: "maintenance", Error: "push maintenance is on", DlqRowRemoved: false,
-			Message: "retry again when push maintenance is off",
-		}, nil
+		return api.RetryMessage503JSONResponse(maintenanceRefusal("retry again when push maintenance is off")), nil
 	}
 	group := ""
 	if req.Body != nil {
@@ -52,51 +47,17 @@ func (s *Server) RetryMessage(ctx context.Context, req api.RetryMessageRequestOb
 	if err != nil {
 		return nil, fmt.Errorf("read dead letter: %w", err)
 	}
-	payload, err := s.openPayload(row.Payload, row.IsEncrypted)
+	dl := deadLetterSnapshot(row)
+	r, err := s.replayDeadLetter(ctx, dl, dl.QueueName, dl.PartitionName)
 	if err != nil {
 		return nil, err
 	}
-	queues, err := s.ensureQueues(ctx, []string{row.QueueName})
-	if err != nil {
-		return nil, err
+	if !r.removed {
+		// Replayed or purged since it was read.
+		return api.RetryMessage404JSONResponse(messageActionNotFound(pid.String(), req.TransactionId,
+			"no dead-letter entry for this message: only dead-lettered messages can be retried")), nil
 	}
-	it := pushItem{
-		Queue: row.QueueName, Partition: row.PartitionName, TransactionID: "dlq:" + row.DlqID.String(),
-		Payload: []byte(payload), ProducerSub: deref(row.ProducerSub, ""),
-	}
-	if row.TraceID != nil {
-		it.TraceID = row.TraceID.String()
-	}
-	var out []pushOutcome
-	var removed int64
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		if out, err = s.storeMessages(ctx, tx, queues, []pushItem{it}); err != nil {
-			return err
-		}
-		removed, err = s.q.WithTx(tx).DeadLetterDeleteByID(ctx, row.DlqID)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("replay dead letter %s: %w", row.DlqID, err)
-	}
-	o := out[0]
-	if o.Status == "queued" {
-		s.cfg.Metrics.Pushed(row.QueueName, 1)
-		s.notifyQueues(ctx, []string{row.QueueName})
-	}
-	resp := api.RetryMessage200JSONResponse{
-		Success: true, Result: api.RetryResponseResultMoved, Queue: row.QueueName, Partition: row.PartitionName,
-		ConsumerGroup: row.ConsumerGroup, DlqId: row.DlqID.String(), OriginalTransactionId: row.TransactionID,
-		DlqRowRemoved: removed > 0,
-	}
-	if o.Status != "queued" {
-		resp.Result = api.RetryResponseResultDuplicate
-	}
-	ra := &resp.ReplayedAs
-	ra.Index, ra.MessageId, ra.TransactionId, ra.QueueName = 0, o.MessageID.String(), it.TransactionID, row.QueueName
-	ra.PartitionId, ra.Status = ptr(o.PartitionID.String()), api.RetryResponseReplayedAsStatus(o.Status)
-	return resp, nil
+	return api.RetryMessage200JSONResponse(r.response(dl)), nil
 }
 
 // operatorDeadLetter is the reason stored when none is given.

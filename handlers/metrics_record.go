@@ -41,6 +41,22 @@ func (s *Server) recordPushed(items []pushItem, out []pushOutcome) {
 	}
 }
 
+// recordReplayed counts what a replay of spooled pushes stored, per queue:
+// messages only, the requests were counted when they were answered
+// `buffered`. Duplicates (a push whose commit landed before the outage hid
+// its answer) are not counted.
+func (s *Server) recordReplayed(items []pushItem, out []pushOutcome) {
+	stored := make(map[string]int, 2)
+	for i, it := range items {
+		if i < len(out) && out[i].Status == "queued" {
+			stored[it.Queue]++
+		}
+	}
+	for q, n := range stored {
+		s.cfg.Metrics.Replayed(q, n)
+	}
+}
+
 // recordPop counts one pop: the messages per queue with their ages, or an
 // empty answer on the queue asked for. A failed pop is counted as a
 // database error by responseError.

@@ -122,6 +122,9 @@ func (s *Server) spoolPush(ctx context.Context, items []pushItem, reason string)
 	for i := range out {
 		out[i].Status = "buffered"
 	}
+	// The request counts now, with no messages stored; the messages count
+	// when the replay stores them (replaySpooled).
+	s.recordPush(items, out)
 	return out, nil
 }
 
@@ -183,8 +186,9 @@ func (s *Server) replaySpooled(ctx context.Context, v *requestValidator, recs []
 			return err
 		}
 	}
-	_, err := s.pushDirect(ctx, items)
+	out, err := s.pushDirect(ctx, items)
 	if err == nil {
+		s.recordReplayed(items, out) // metrics_record.go
 		s.spool.SetDBHealthy(true)
 		return nil
 	}

@@ -3,6 +3,7 @@ package handlers
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/queenforgo/queen/handlers/crypto"
+	"github.com/queenforgo/queen/handlers/metrics"
 )
 
 // ENC-4 through the spool: a flagged queue's payload is sealed before it
@@ -52,4 +54,48 @@ func TestSpoolKeepsPayloadsSealed(t *testing.T) {
 			require.JSONEq(t, string(want), string(m.Data), "%s/%s: opened once, sealed once", q, m.TransactionID)
 		}
 	}
+}
+
+// Pushes answered `buffered` count as push requests when they are answered
+// and as pushed messages when the replay stores them, never twice; a
+// replayed duplicate is not a stored message.
+func TestSpoolReplayIsCountedOnce(t *testing.T) {
+	t.Parallel()
+	reg := metrics.New()
+	b, sp := setupSpool(t, "", func(c *Config) { c.Metrics = reg })
+	counters := func(queue string) metrics.QueueCounters {
+		for _, q := range reg.Queues() {
+			if q.Queue == queue {
+				return q.QueueCounters
+			}
+		}
+		return metrics.QueueCounters{}
+	}
+	require.Equal(t, "queued", b.push(item("sm", "", "t0", 0))[0].Status)
+	b.setSwitch("/api/v1/system/maintenance", true)
+	for _, p := range b.push(item("sm", "", "t1", 1), item("sm", "", "t2", 2), item("other", "", "o1", 1)) {
+		require.Equal(t, "buffered", p.Status)
+	}
+	require.Equal(t, "buffered", b.push(item("sm", "", "t0", 0))[0].Status, "a duplicate of a stored one")
+
+	c := counters("sm")
+	require.Equal(t, int64(3), c.PushRequests)
+	require.Equal(t, int64(1), c.PushMessages, "nothing stored yet")
+	require.Equal(t, int64(3), reg.Process().Of(metrics.OpPush))
+
+	b.setSwitch("/api/v1/system/maintenance", false)
+	waitDrained(t, sp)
+	c = counters("sm")
+	require.Equal(t, int64(3), c.PushRequests, "a replay is not a request")
+	require.Equal(t, int64(3), c.PushMessages, "t0, then t1 and t2 from the spool; not t0 again")
+	require.Equal(t, int64(1), counters("other").PushMessages)
+	require.Equal(t, int64(3), reg.Process().Of(metrics.OpPush))
+
+	var m struct {
+		Queues map[string]struct {
+			Pushed int `json:"pushed"`
+		} `json:"queues"`
+	}
+	b.doJSON("GET", "/metrics", nil, http.StatusOK, &m)
+	require.Equal(t, 3, m.Queues["sm"].Pushed)
 }

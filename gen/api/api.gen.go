@@ -86,6 +86,21 @@ func (e ConsumerGroupSummaryState) Valid() bool {
 	}
 }
 
+// Defines values for DeadLetterReplayUnavailableResult.
+const (
+	Maintenance DeadLetterReplayUnavailableResult = "maintenance"
+)
+
+// Valid indicates whether the value is a known member of the DeadLetterReplayUnavailableResult enum.
+func (e DeadLetterReplayUnavailableResult) Valid() bool {
+	switch e {
+	case Maintenance:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HealthDatabase.
 const (
 	Connected    HealthDatabase = "connected"
@@ -386,21 +401,6 @@ func (e ListMessagesParamsStatus) Valid() bool {
 	}
 }
 
-// Defines values for RetryMessage503JSONResponseBodyResult.
-const (
-	Maintenance RetryMessage503JSONResponseBodyResult = "maintenance"
-)
-
-// Valid indicates whether the value is a known member of the RetryMessage503JSONResponseBodyResult enum.
-func (e RetryMessage503JSONResponseBodyResult) Valid() bool {
-	switch e {
-	case Maintenance:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for PopNamespaceTaskParamsSubscriptionMode.
 const (
 	PopNamespaceTaskParamsSubscriptionModeAll     PopNamespaceTaskParamsSubscriptionMode = "all"
@@ -674,9 +674,12 @@ type DeadLetter struct {
 	CreatedAt     string `json:"createdAt"`
 
 	// Data any JSON value, stored and returned byte for byte
-	Data         *AnyJSON `json:"data"`
-	ErrorMessage *string  `json:"errorMessage"`
-	FailedAt     string   `json:"failedAt"`
+	Data *AnyJSON `json:"data"`
+
+	// DlqId the dead-letter row's id, for POST /api/v1/dlq/{id}/replay
+	DlqId        string  `json:"dlqId"`
+	ErrorMessage *string `json:"errorMessage"`
+	FailedAt     string  `json:"failedAt"`
 
 	// Id the message id
 	Id            string  `json:"id"`
@@ -700,6 +703,39 @@ type DeadLetterPage struct {
 	// Total rows matching the filters
 	Total int `json:"total"`
 }
+
+// DeadLetterPurgeResponse defines model for DeadLetterPurgeResponse.
+type DeadLetterPurgeResponse struct {
+	ConsumerGroup *string `json:"consumerGroup"`
+
+	// Deleted dead-letter rows removed
+	Deleted int    `json:"deleted"`
+	Queue   string `json:"queue"`
+	Success bool   `json:"success"`
+}
+
+// DeadLetterReplayRequest a misspelt key is refused rather than replaying to the message's own queue
+type DeadLetterReplayRequest struct {
+	// Partition a queue, partition or consumer-group name: 1-255 characters of `[A-Za-z0-9_.-]`, except
+	// `.` and `..` (they cannot be addressed in a URL path)
+	Partition *Name `json:"partition,omitempty"`
+
+	// Queue a queue, partition or consumer-group name: 1-255 characters of `[A-Za-z0-9_.-]`, except
+	// `.` and `..` (they cannot be addressed in a URL path)
+	Queue *Name `json:"queue,omitempty"`
+}
+
+// DeadLetterReplayUnavailable defines model for DeadLetterReplayUnavailable.
+type DeadLetterReplayUnavailable struct {
+	DlqRowRemoved *bool                              `json:"dlqRowRemoved,omitempty"`
+	Error         string                             `json:"error"`
+	Message       *string                            `json:"message,omitempty"`
+	Result        *DeadLetterReplayUnavailableResult `json:"result,omitempty"`
+	Success       *bool                              `json:"success,omitempty"`
+}
+
+// DeadLetterReplayUnavailableResult defines model for DeadLetterReplayUnavailable.Result.
+type DeadLetterReplayUnavailableResult string
 
 // Error defines model for Error.
 type Error struct {
@@ -2361,6 +2397,12 @@ type UpdateConsumerGroupSubscriptionJSONBody struct {
 	SubscriptionTimestamp Timestamp `json:"subscriptionTimestamp"`
 }
 
+// PurgeDeadLettersParams defines parameters for PurgeDeadLetters.
+type PurgeDeadLettersParams struct {
+	Queue         Name  `form:"queue" json:"queue"`
+	ConsumerGroup *Name `form:"consumerGroup,omitempty" json:"consumerGroup,omitempty"`
+}
+
 // ListDeadLettersParams defines parameters for ListDeadLetters.
 type ListDeadLettersParams struct {
 	Queue         *Name `form:"queue,omitempty" json:"queue,omitempty"`
@@ -2399,9 +2441,6 @@ type ListMessagesParams struct {
 
 // ListMessagesParamsStatus defines parameters for ListMessages.
 type ListMessagesParamsStatus string
-
-// RetryMessage503JSONResponseBodyResult defines parameters for RetryMessage.
-type RetryMessage503JSONResponseBodyResult string
 
 // PopNamespaceTaskParams defines parameters for PopNamespaceTask.
 type PopNamespaceTaskParams struct {
@@ -2587,6 +2626,9 @@ type SeekConsumerGroupJSONRequestBody SeekConsumerGroupJSONBody
 // UpdateConsumerGroupSubscriptionJSONRequestBody defines body for UpdateConsumerGroupSubscription for application/json ContentType.
 type UpdateConsumerGroupSubscriptionJSONRequestBody UpdateConsumerGroupSubscriptionJSONBody
 
+// ReplayDeadLetterJSONRequestBody defines body for ReplayDeadLetter for application/json ContentType.
+type ReplayDeadLetterJSONRequestBody = DeadLetterReplayRequest
+
 // ExtendLeaseJSONRequestBody defines body for ExtendLease for application/json ContentType.
 type ExtendLeaseJSONRequestBody = LeaseExtendRequest
 
@@ -2685,9 +2727,15 @@ type ServerInterface interface {
 	// UpdateConsumerGroupSubscription Change where the group starts on partitions it has not read yet.
 	// (POST /api/v1/consumer-groups/{group}/subscription)
 	UpdateConsumerGroupSubscription(w http.ResponseWriter, r *http.Request, group GroupPath)
+	// PurgeDeadLetters Delete the dead-letter rows of a queue (of one consumer group when given).
+	// (DELETE /api/v1/dlq)
+	PurgeDeadLetters(w http.ResponseWriter, r *http.Request, params PurgeDeadLettersParams)
 	// ListDeadLetters Dead-lettered messages, newest failure first.
 	// (GET /api/v1/dlq)
 	ListDeadLetters(w http.ResponseWriter, r *http.Request, params ListDeadLettersParams)
+	// ReplayDeadLetter Replay one dead-letter row as a new push, to its own queue and partition or elsewhere.
+	// (POST /api/v1/dlq/{id}/replay)
+	ReplayDeadLetter(w http.ResponseWriter, r *http.Request, id UUID)
 	// ExtendLease Extend every live lease with this id.
 	// (POST /api/v1/lease/{leaseId}/extend)
 	ExtendLease(w http.ResponseWriter, r *http.Request, leaseId string)
@@ -3547,6 +3595,52 @@ func (siw *ServerInterfaceWrapper) UpdateConsumerGroupSubscription(w http.Respon
 	handler.ServeHTTP(w, r)
 }
 
+// PurgeDeadLetters operation middleware
+func (siw *ServerInterfaceWrapper) PurgeDeadLetters(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PurgeDeadLettersParams
+
+	// ------------- Required query parameter "queue" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "queue", r.URL.Query(), &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "queue"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "queue", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "consumerGroup" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "consumerGroup", r.URL.Query(), &params.ConsumerGroup, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "consumerGroup"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "consumerGroup", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PurgeDeadLetters(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListDeadLetters operation middleware
 func (siw *ServerInterfaceWrapper) ListDeadLetters(w http.ResponseWriter, r *http.Request) {
 
@@ -3649,6 +3743,32 @@ func (siw *ServerInterfaceWrapper) ListDeadLetters(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListDeadLetters(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReplayDeadLetter operation middleware
+func (siw *ServerInterfaceWrapper) ReplayDeadLetter(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id UUID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReplayDeadLetter(w, r, id)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5637,7 +5757,9 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/api/v1/consumer-groups/{group}/queues/{queue}", wrapper.DeleteConsumerGroupForQueue)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/consumer-groups/{group}/queues/{queue}/seek", wrapper.SeekConsumerGroup)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek", wrapper.SeekConsumerGroupPartition)
+	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/api/v1/dlq", wrapper.PurgeDeadLetters)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/dlq", wrapper.ListDeadLetters)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/dlq/{id}/replay", wrapper.ReplayDeadLetter)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/traces", wrapper.RecordTrace)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/resources/overview", wrapper.GetOverview)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/resources/queues", wrapper.ListQueues)
@@ -6666,6 +6788,70 @@ func (response UpdateConsumerGroupSubscription500JSONResponse) VisitUpdateConsum
 	return err
 }
 
+type PurgeDeadLettersRequestObject struct {
+	Params PurgeDeadLettersParams
+}
+
+type PurgeDeadLettersResponseObject interface {
+	VisitPurgeDeadLettersResponse(w http.ResponseWriter) error
+}
+
+type PurgeDeadLetters200JSONResponse DeadLetterPurgeResponse
+
+func (response PurgeDeadLetters200JSONResponse) VisitPurgeDeadLettersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PurgeDeadLetters400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response PurgeDeadLetters400JSONResponse) VisitPurgeDeadLettersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PurgeDeadLetters500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response PurgeDeadLetters500JSONResponse) VisitPurgeDeadLettersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PurgeDeadLetters503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response PurgeDeadLetters503JSONResponse) VisitPurgeDeadLettersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListDeadLettersRequestObject struct {
 	Params ListDeadLettersParams
 }
@@ -6712,6 +6898,85 @@ func (response ListDeadLetters500JSONResponse) VisitListDeadLettersResponse(w ht
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplayDeadLetterRequestObject struct {
+	Id   UUID `json:"id"`
+	Body *ReplayDeadLetterJSONRequestBody
+}
+
+type ReplayDeadLetterResponseObject interface {
+	VisitReplayDeadLetterResponse(w http.ResponseWriter) error
+}
+
+type ReplayDeadLetter200JSONResponse RetryResponse
+
+func (response ReplayDeadLetter200JSONResponse) VisitReplayDeadLetterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplayDeadLetter400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response ReplayDeadLetter400JSONResponse) VisitReplayDeadLetterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplayDeadLetter404JSONResponse Error
+
+func (response ReplayDeadLetter404JSONResponse) VisitReplayDeadLetterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplayDeadLetter500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response ReplayDeadLetter500JSONResponse) VisitReplayDeadLetterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplayDeadLetter503JSONResponse DeadLetterReplayUnavailable
+
+func (response ReplayDeadLetter503JSONResponse) VisitReplayDeadLetterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7093,13 +7358,7 @@ func (response RetryMessage500JSONResponse) VisitRetryMessageResponse(w http.Res
 	return err
 }
 
-type RetryMessage503JSONResponse struct {
-	DlqRowRemoved bool                                  `json:"dlqRowRemoved"`
-	Error         string                                `json:"error"`
-	Message       string                                `json:"message"`
-	Result        RetryMessage503JSONResponseBodyResult `json:"result"`
-	Success       bool                                  `json:"success"`
-}
+type RetryMessage503JSONResponse DeadLetterReplayUnavailable
 
 func (response RetryMessage503JSONResponse) VisitRetryMessageResponse(w http.ResponseWriter) error {
 
@@ -9215,9 +9474,15 @@ type StrictServerInterface interface {
 	// UpdateConsumerGroupSubscription Change where the group starts on partitions it has not read yet.
 	// (POST /api/v1/consumer-groups/{group}/subscription)
 	UpdateConsumerGroupSubscription(ctx context.Context, request UpdateConsumerGroupSubscriptionRequestObject) (UpdateConsumerGroupSubscriptionResponseObject, error)
+	// PurgeDeadLetters Delete the dead-letter rows of a queue (of one consumer group when given).
+	// (DELETE /api/v1/dlq)
+	PurgeDeadLetters(ctx context.Context, request PurgeDeadLettersRequestObject) (PurgeDeadLettersResponseObject, error)
 	// ListDeadLetters Dead-lettered messages, newest failure first.
 	// (GET /api/v1/dlq)
 	ListDeadLetters(ctx context.Context, request ListDeadLettersRequestObject) (ListDeadLettersResponseObject, error)
+	// ReplayDeadLetter Replay one dead-letter row as a new push, to its own queue and partition or elsewhere.
+	// (POST /api/v1/dlq/{id}/replay)
+	ReplayDeadLetter(ctx context.Context, request ReplayDeadLetterRequestObject) (ReplayDeadLetterResponseObject, error)
 	// ExtendLease Extend every live lease with this id.
 	// (POST /api/v1/lease/{leaseId}/extend)
 	ExtendLease(ctx context.Context, request ExtendLeaseRequestObject) (ExtendLeaseResponseObject, error)
@@ -9899,6 +10164,32 @@ func (sh *strictHandler) UpdateConsumerGroupSubscription(w http.ResponseWriter, 
 	}
 }
 
+// PurgeDeadLetters operation middleware
+func (sh *strictHandler) PurgeDeadLetters(w http.ResponseWriter, r *http.Request, params PurgeDeadLettersParams) {
+	var request PurgeDeadLettersRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PurgeDeadLetters(ctx, request.(PurgeDeadLettersRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PurgeDeadLetters")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PurgeDeadLettersResponseObject); ok {
+		if err := validResponse.VisitPurgeDeadLettersResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListDeadLetters operation middleware
 func (sh *strictHandler) ListDeadLetters(w http.ResponseWriter, r *http.Request, params ListDeadLettersParams) {
 	var request ListDeadLettersRequestObject
@@ -9918,6 +10209,42 @@ func (sh *strictHandler) ListDeadLetters(w http.ResponseWriter, r *http.Request,
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(ListDeadLettersResponseObject); ok {
 		if err := validResponse.VisitListDeadLettersResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ReplayDeadLetter operation middleware
+func (sh *strictHandler) ReplayDeadLetter(w http.ResponseWriter, r *http.Request, id UUID) {
+	var request ReplayDeadLetterRequestObject
+
+	request.Id = id
+
+	var body ReplayDeadLetterJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReplayDeadLetter(ctx, request.(ReplayDeadLetterRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReplayDeadLetter")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReplayDeadLetterResponseObject); ok {
+		if err := validResponse.VisitReplayDeadLetterResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -11218,375 +11545,386 @@ func (sh *strictHandler) GetStreamState(w http.ResponseWriter, r *http.Request) 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17k9s4ki/6VRB1T0RLe1gPP7rPTlVs3HDb7h3P2u1qV3k7dke+IkRCEqYogCbAkrV9/N1vIPEgSAEU",
-	"paqy2z09f0y7RBKPRCKRyMcvfzvK+KrkjDApjs5/OypxhVdEkgr+elZL/iy7Uf/MicgqWkrK2dH50Yrf",
-	"EiSXBGV1JXiFOEM5KegtqTYIsxxJfEMQ46ggWBA0wvJ4xYU85iwj46PkiKo2Ptak2hwlRwyvyNH5ETZ9",
-	"JUciW5IVVp3KTakezTgvCGZHnz8nRz9imS23B6TGorpAKyIEXhCBJEcVkXXF0Cgnc1wXEj2K9T2DRv2e",
-	"V/gTXdWro/NHZ2dnydGKMvNnYgdFmSQLUsGgnnMm6hWp/r3idRke3EI9QuslF45oilCaQLgiqBYkv0Bk",
-	"VcoNUg9ngjA1HcwESqfTX96/fP9y+ubti5fTaRqZRtYahj+d/1WR+dH50f9z2qz2qX4qTt/CMHHxs2pE",
-	"zeYFKYgkb4jEOZZ4ezq4EFwtN5GaB2Bq3wkk6pl7DQmJK4lKTpkUzQrIqo4yQN7udgcfwBwvsQRegOZK",
-	"9YdrbWFoUJGPNa1IfnSu+h5KE0eLS1xJqibU01Vp37nH7sQ22bMC0xWqS8XZckkFWmG2Qa5zgShDnBFU",
-	"8nIAyzff3YHvf6lJTXoo81E9vztVrjzG+qniq23apIyvU9g26JquiJB4VV6gNWUC8VtStVjzDc9JhCii",
-	"21GHNK8JW6jJ/vDUkUPIirLF1jChk61hrpekIggj1V1uRAJsFKEkKG4WE1GJllgoEWqExZxX5yjFRZGi",
-	"kdp0M7KgjFG2GCNeTVjKyDpFI8bXF0j9+5izYpMiKhBmCBcUi/EJul4SNKeVkCgnGRWqnznQzI6EZjfi",
-	"ZMIGUMcQsaEOYYpN/n50lBzholAfkbX+fxjK0YcQxdRa8VpuE6rgbHFc8qJAOcF5QRlR3L2iRUEFyTjL",
-	"PZny5Ozs7CzG5tL0EOTxH9SXPpefBbn8V0x7h1gzSQuE7dGDcFXRWyIUO6am/xSVWAgiIqNcqx56Bd5n",
-	"tYlEyZlq5Py3ox9x/o58rImAkWWcScLgn7gsC5phNcjTfwg10t8GbreXVcUr3VXnsMfFnFeKY3mFKLvF",
-	"Bc0RZWUtLxDjcknZAq2xQNkSswXJjz4nRz9z+ROvWf7wg2MciTpboooIXlcZUb1f8vLtf9xb15e8fGdI",
-	"H6SOUThUx1ekuiWVHuuDz7xm5FNJMklyNMe0qCtyAccxUR8gmiM4p3FZElzB4QBio+I3pEIFX6jxvmf4",
-	"FtMCzwry8OO95EIuKnL1y2sllmpWEZwtVdeKrbyxUYHEspZSsVXO1+xC6XHVBrai6QR00+wGdMFXksCB",
-	"UFa8JJWken9k/RoZXTBeKX1L9St5eVyQW1Kg1lcIaKAXltglZXVhyKVPso5MS45AoXuVdw6Mx99/n+z+",
-	"1ol//X0fld+/f/VCfSIkljXMGBfF2/nR+d/7v3uW3VzpTz5/6I7oc3IkK8wEzpoxdOewosz+/Sgk0ZuT",
-	"/u+dxtrTa44DPvsHyaSai11RT7C1FxVnN4yvC5IvVva+QiVZiV3EarHK50RN6pX+Tms5ZiS4qvBGPd9i",
-	"nmG0bSvS2+TtkKc7mwhJotR4oFH+yexfitnfEVEXgYXNi48hHWCfhaEsJ5+8Rpw6Y9bsHYH/5OF+3NiB",
-	"R4b0B4r+4LdFnWVEiHDnW6vST3c902SL/rYPSzV/jN0ZdomSwBJEVu3KMaFVeRXnqatru1t1Jru21JjV",
-	"GfYhQI1nbPO3q7c/B+7ZbIPUE3SLi5okSEh1ZoHZQFs2SI5mG0lAiVf/ONredp+OF/zYdKnO8ZN3eP1G",
-	"ayzQdy1B3GpqbksYfYmxE8W1XE4d8UNzcRzav2h2SaCDEJ1/BFXgndra3UEtuZDMcNq2UKF5mOtLXsnw",
-	"kzWvbkj1KvhdZ9iua9Oe7s9rIjiVej4nVcM1nb0++yvBhVxuwpshrzBll7iOblXDZcGZMS4jVCIsV/88",
-	"/+1IKfZY6u9+eHqURAkUIV5FpdUeA0Yan3i2U39nuMm7XkIUfI6zJXmndNEAi6pnf6XSPXYTynmtBuba",
-	"Y/VqpgdtvxHhOeVY4hkWYdLlVNy8IziPfNuVu57M697tmkddCkY2TdO1P4WkQ4IoAa+5xIWIUzBGjf4J",
-	"L/ch/cAJLXvnwtmcLuqKRPUitUNFiTNykFrCS2d+G6ZkgA3srfkqqGdoK9ggY5diBnFzwMA7pNVd7qCf",
-	"udOGFEv9SkTmtAjcR8ChZHtHBC9uteWgoxaGNY34k8hXlqr9VPMm3jTXHlLibJoNFUzzzdQjdG+0dW1h",
-	"712Btmq/LYeghbxtL97enitjTdcdRtazpbzto6x1yNfoPl1HxPZot4e2k2i/2JVv06pskcDdB9svFVhI",
-	"01j+TA6/2zzLJL0lYbLx+VwQ+RovIhqH8woEGZKuyGu8uNLGzHALUklsO+rdyst+EsJ3WrhWki6huoPw",
-	"Z701iTbNQuvZvmjHRjRgA13VqxWuNtsLvcKfrvWoYhtCHUURgsfVSje0X6lcRhvfsZEkli11+kof/MnR",
-	"a7xYaNXoBcFhxdq3vT+vCJaD+VgEvBJ7feQcKoO+lLykWXsrbr/TsbcAj0Wo2mESo36bXtqXOru2ofXy",
-	"Okl8JrHLkgS9G0EqxBYjxLRqPV8TKbX+vK+Qz/yF3j4CjHO21wJi7pb2amavfkNWUqvpkc71PSvggzc+",
-	"ELgXxfdR/y6LHOJlxfM6I9VVPRtulAi2BJfx57xmkTuhrHBGBknV/e0VecBYEdYwfBHdPVFbq9makGGM",
-	"Nrl8XvJWtp9lLw2ndCSs9XcMtb56eyCw90u8oAxbnuic2nRFIyukj6EBAkO34T4InkpKMmyzc8XXAq2w",
-	"zMDBJcF3WkgtYHZ06mhkG2/NMzQG5zNqU2Ave0qoXX3BDtgdvEtuY8diDPxJR3Dta/4MHkjg6ooedG0L",
-	"2dJd82vW/BuMG+qbUPu3pBIxQaH1lSkdYrMxg/Gu9SEyvcoJk1RutrngeklQjsVyxnGVfycQNW+inGf1",
-	"ijBp3eqkyIWJzkiFxCzHBWckhdgexTwVmZOKsIxMmHZ0fSdQ8x4SS1wSNAKf3ceaEHZcVvzT5jsxvkAp",
-	"ruUyTVAq6pn6T8ULIlIwBKYYdG7dDa8r477v+k2sBr8tsD8d6970Owj8YEKHduGiIJVxXKMZETQnApX1",
-	"rKDZOaoIzsGzn6B1RSUx/4af4YcE4XxFIZZgsCKAMznNilpIUk2XBOcRBlOSky3sm7vkj13b5/r1d2QO",
-	"bdQyEEaW8vkc4kjSf6xlGjrCvE67UVFrvBFInRdH0et6w3GmneFitDONEPnICtNimH9ATBWDYMkDM1Hf",
-	"6MAQs4CBu4/5eEqY6idysXRvFdFLlGLl4bYWS4N36qvPH5IAPwtZcbYgQiLVNFqSIjecqENfEsXbrMWn",
-	"QVa2g4tsG+OrhjeME/mGMLTCJUQejtZULtHffr1GfD43/Y/9rTB8ltvL3EiN8NqdIxDOOZptWn51KUgx",
-	"TxDjSBAhIGRMciSWfB1cY6HVrO25w1R1vN8F8DvyZ6t2z1qRuKGKjmRi5GiA/U0ShpmciqJeBPd+LZzk",
-	"72xdX+i2yU8KQVBn5GikQy3Vm7yWiDMITOw/Z23ndqu1h9veVoFN0t0RW5LMEwtBYWj2SyOFWsxghJpe",
-	"Ocu9iZX+fcfe80aode4opCjcWnQ5gQrUnGSgDkTUfhrW5+3e32cvRPmiUTpiLBW7srjYVHjtaG+eDCn4",
-	"hh/MarWZpBlO0mgnDaEHrFPQLxYh8r6D7uv+nVmwzsHnC8NzLeuS3QI2UYJCSQUtLRjXApvPO+I0tCCv",
-	"8eJKYhkw9OHbxUAv0Ap/GvomySlmQ1+m7BBfiBq360m3oocYWg9jL7r0b9Nh28J0ETUuFHgxXSqNceDE",
-	"Cizk1LSbT/Ew45O+dU2LmMWMFzkRclqzfRt2d+NphO+bF6JWPbhnxx9LuiJq5FPRZ6Rt3UWiGuGFfxDn",
-	"nKjzUKKKZLzKkW5CHO3r5OkscmtCWwTokMwfeGuZAvP2eSWyZAH2CDIuwYK8/CQJy6PuO4/aLlD3X394",
-	"OiAavb+7mK9leFAN+VTSioh9/AcRSxY8m5r2hrI8I+uXe42gIoysY56D4W4dOxE/uMU23RmVT6PALEMs",
-	"8QarQTHMMt+j21HtjAKVolUtJJoRhHVgjBnyBcJso+OQQdXDTKxJJdDTszNkv0Uj8/IYUYHs/NKtu7J3",
-	"oRlkWP3cP6crIuOsN4PQkN4AEP0Kyd94VrcBMRurZgTW5r/d9qoxBvcLmm5rgWElnck0re9Y9FhgzGDa",
-	"OEWgb7muSs4L/eYDE7Xk5Zvd7+0kcKCZQVT3aRKkvP70Gdie/Sj9YXbHPqbZbcC/z7i/Rha1jedd07oN",
-	"NetlR58ow+Nth0fZbntftq8hFcEC8uYgyI/r+3OuNOcCjOeo4ms00omXHL14/ctYa4g2SuTp2V9+CGkM",
-	"sdmCtyAUkdZyWQX82k3wWDcTQ6INkTaI3pkfQCs5XvHcZAomqCBCoLLiagG13zPQTfM4SK6aHePshuSQ",
-	"M6VuDepG7fcFp48Ith0x+BvSuwzSkSAEneKSnt4+OrX5JeK0cS6Od3sCnPnfRb+15u0Ru4cxd4WLfGt7",
-	"csBefEGksWX2bMK+iI9sO27Cm1ihNcN9tKnIPSHsn86agIlOV7vDIh7Y79vm+XnFV7BLlT4HiYEtgTPE",
-	"Yhe5gFHxkmXVppT3uAYrc5z2Td1MFY7MncFqd3RI403Bcb7HYtyfCxue6GC+gONUkfaathi2JVspr4y3",
-	"a/sp+JJfkAL3PX8dd81KWQzxy7ohtlpsda/b8sYb2jwf/RzkHZ7+e+J9/xrl1NcBPGmTUaLxiL+LyINL",
-	"ncIdikIIxDw6C6bdDC7+wBcAzcT64hL6gho60qK9AYxkSLrHQ88BYzXz7q1D6E97gkOsbP9x0xxCgcBo",
-	"LCBgMX5T0L80TnJL8BmQc7mZVbBi4Dj5sMsW1Oou6c7DfN1DjnuK9bCMbsLzAmfbASK8L0RkicUbXpEQ",
-	"QklFGlUOwjgQnqutDY6LUrNY4FS6/5iTxI1yj+gTN3RI3N0a8YDIE7MlBgagtEWUx5YRzdVPelKCc1p0",
-	"1dhGUHW4IrTrYmaAZrP1xMjG92HYYqpaa38aoki/FkZ7LHstpWb76tK9pNjLXkvSDlFHH0yvuV8txR7O",
-	"bUrAo1N/zpGve5UVeOXqsEP4z7Pbnt0+FRNvO8aP7fbStI/xATceQ9TryjDw3t4r05+xnd/5jnRLmJza",
-	"A3noXgfagHdlz3jnls9oP5+PDj5ohuu0rS1nkO/f8ajVHvautXlNQ5YwaGFvpUAv9q4sANN2eGCyopm4",
-	"YrgUSx6y0JV1wJ+0EQYhonPA0qzijYtrW7TUIhTmteOzQMCI2mh6DKFJ+YGYXYd+ofRbRrKeBB+wa9P/",
-	"iVz01phKyhbGpDnkhHTtJVv9bzcXms+KrHjojIfV1rmwIuoqPQsuBPkkScVCSlLvZ0uCy+uwcvXvHKmn",
-	"iM8kpozkyF0F315F23pvknDDTVGGakGCH1diCOUrMJw1g/Y69UiQtAkZXoFGaW+vQWUSUAZ4+3dppWUt",
-	"liRPUMnL0uSkgzl2uEUUBhO90GueyXOqzeiXrXnszCuEW4+izxYITUkqrX8lSFCWETTj3Iv5aUZReXsm",
-	"TMXthrVYaDd8OK0ViYHAlrrIjenuRK5LacxDHRu4QdcKEScq5HRbHs0S/x7iJJwTDglIarfSQVlPFxVc",
-	"VhoJFIPLOMxX1Wv3jgefRy3evTZtO5kriSsZdTD5R8FeUCRKPmRFnZNrpUi8MLqPO5u7bW3TycfD2VZX",
-	"llyPds8xlViINa+6yCqPzh4/Db1tABq6sWXqd6T3SoKwQBjpbzTYn37QYMF9//TJ4/HRTtiLJhm/3Z1t",
-	"BkLiQX9Wd1r15P/7+7Pj/8bH/zP9YP5xdvyX6YffzpIfHn/+X6G7ixBFmLesWnEXsBlYkdbOglZ3814I",
-	"5aN3l8SiKmNZFkO3QfiyX1cVYfJKkkjSc70q39ayrMNKPylwKUju5dQOEL5x6VERcAj2dLid6KJ0piM9",
-	"UG0m0Y20TSbOK73TqteEh3qU2ZpoL62vcbUg9yts/oDyQITcwaJY8Zz8m1kQE9Su7mg6yiinAreY6new",
-	"yf8TFzSPmEpxUbyx4Mk92FJ7eogVCfr8sKt4l9qh3peGGQFGUU8UV0c/7WpDZp38DtttJGaceyetW+IE",
-	"V4Xfkmv+4vUvdwF6uItvv3Iak5VPK34LOjouKoLzzdSz3Mby/B4kPsCMbFegQDfrte90sXn3XYFhtP0G",
-	"WpdXDufxWAPfMrwi5+jR8ePvv0fZElc4U5cHxOco9U77k+MPaYLIp4yUcsLSE5OAd3KiEXk3KMOMcR2e",
-	"mOcVEYLk6lqI0ft3r1GJ5XI8Ye2YnYBM8FSOkdf58Yf2SP7l//795MPO5yedX//3OKir/GxNg2Fzj7Mc",
-	"Djf5uBajnqBA3ITpI7a4rfZ6XVUDjFEm+mm4IV302J/FQOACa341HyVtEG43gxAB3paxeC2s8fkHqDol",
-	"L4e+WYvlIVkM8J3uKIGBhafihcYFNqz6HZJDdILW3KDDmiM9sIEeeMv8v8E98/aWVLeUrENYM4GIjMZ3",
-	"2MecLq/FpB8Mf7974ukLeU/Se9xK1Hj2woBgO+ID+xDpvNjBXRF/PVF7dwu58x2XDRJdfxxeWwL2YP3s",
-	"LSX0JUI8W5CYCiRuYvBAy4rXi6W5nHRsx5ACS/JLUulbwtCNrym174dbmJzd3oMtB5UtH2xmAMbZlhT1",
-	"lspSr2WNMjkuDe38Pr3VCA3u8utjVXj1KBZBMCx/hL2o5s2bWww86Ih3I+kJ9ohuWaXq1SzDkeDAODJU",
-	"E8/QNLAztmFrqNsyrz/icofIi8UCtPC9OsfcwqU66oQqZMSVjVlJ0JlNjGRht0KBhbSR63smze1CBT00",
-	"sJuy43lBF0uJKAODZD4gtjsiLsP3voFnAI3i6Ph+6hYBkz1itVtrG+S4VvpGzN7Ve7c7JI8kmDXSd2ny",
-	"axsccDn1ctzaLNPk1qOmrlPsbruHzAFvk2e42UYTuls8r5UzzwtMo6B7cfY8BCsxxKXtW3GTgBe5D7cP",
-	"QTv2yHp7BLwrJFl7zd9fP9crHnaRHxyc0RdptWsh/8QZa9lTmmienRhhbRb0mdMybJwtvWmHmRAKgYhY",
-	"Cj/gR/5Sk4r2WhbzunKaTpsT//rX8zdvzq+uTlarVRCGjsZ3drUJB+3pukmPz848C1HQ72NRHrdRqzCV",
-	"L29NfZWdy+3evjZRSXvCe8L6OxI1MIe28lC7fX90QzJUlFC/xVldr5qzLbJM6lXMcLH5nz5Tb9Ngz0vq",
-	"BL6uyyJ2lVIH+jPX0LBdNQx721qQOz20hrQ9iWR78kOIq3M4Y7kdYokrknuRNNss6L9hg4PaHD3bSDIg",
-	"jKDdV6jl0Hz0+N/bI6YbF9eT94SzZdzCB9jquw18Pth5y0Ex+KPQ2uvKXXoAu8K4ggeeegi9DBqKxj/f",
-	"YvmYJCRYXaszwqSh+YCr/gNsJvXJf+7xOr0lfSO4O2S+aSFx+7e1Xb3+ky4NW5PZIsaQXbzk8n2ZY9m7",
-	"cu6lvZev3fy9EM/cgHqa3UXe1vetMSbBqQ6hI+w6t3MGXRPaW2jLKKEGe+8NKmnYt9IwjU6kZqdej3r6",
-	"4ya6on3eUDOA/qd9bauFi7dgn0ZbiByXTbNbjfij3hqjR5CjLeIMYZo9zIi+9c/ztbdldotrWjzZObU6",
-	"Iqa1A9qKbUCJ6hz97ZO0xWdBtboWkWJ4LRdXpBCeIAS5+gdbd6gDS4sFo6sAdTB9of9I7yWPNlbcD98Q",
-	"1sT2+uh/UEz36NDiHENp6N3vul6u9+9fvWi8XIGMn5ZX6+z4L/h4/uz4pw+//evnY//Pp/v8+ejx54g7",
-	"a+t2GcLJy+sS3ZANokzQnLRzli7QgjBSqfujtlt2KlkH/HaHljBRjB4NotRb5o0Gd+sQPctIKU20slm0",
-	"Rl99I4Z/4WT8MKuV3Zg7Sw927/DwZpwE+8bD9lSFM5akgbYI8/agDBYTfGUq3RrT06sXVwzfkD1sNcOy",
-	"ZXbmovVWZ2jH8sH7+hata6H6EDyN8/BDEssMovdj2Gm9EYS7a5P42mvPkjlSNK+dAAa0CXFbO6Y+FIEQ",
-	"yozA2Y1Acoklci7Xpkhy0C9gCh9GUg689PyIX6FxPQdGUpGSV1BUFtt6uWHnBJhII35eyHroGaOBkBk5",
-	"lhHIhGbnA8BiTPNuDMmRzaloFROMLtEunJi8rwoQ+URF9GGfpyK247rVvoj1ulsDou2xZz4REJhDMnOj",
-	"OI8PWs4qniwaKce2E35pR6jBnb14/YhJuzg45Klt/Gm9YRYhA7aB0wnkrvq2artGjqpRjnqNF5ecMhkE",
-	"jn2NF2+Gho3P6uyGyA7ESiujYp/WSl72mD37Dq6Q0mRrnNpGk2Zy3shac4gTLBgROKhoR4f9ACccFMNb",
-	"Um0020HZeCxuSI7mgNK2G3DlPoMpmrCcQXocEGRItEMg0f3QSiIuyGUgjIORQyLG5dnNTz3xWTi72Tdi",
-	"CLsK1SLa5tWWW9R/fsjGC5tZi489uwjuI/vObt99jKsbkrtBDPtCC0z30e4t4Ll6tRDcdVJsV/9r6zsv",
-	"4Qoae+qjZAZf2DvIrBbLHY3WYnlIq/2c2H8B8JTsISYuw4edstL+GDoTbdPSo3t7D7U2TOJtWI+/O4MN",
-	"cURo+be4LXYwtMnfWeOOlNjaWO1d0Cej+oBxFXHfUFZHLZYB2b0Td0Fsu5QH6HRGlkasjO8wW+y0H127",
-	"F0PWR/0k6czaDbc3T7ZVfXY7DAeOWq0eoYLMJeK1BLOYQFQKL6Y6EgL8jkjCIHLOQ+W2KNxnSW948C+d",
-	"e4Ff1poUeEPyyx6MT5uI7G6MaI3VkGdkziuCclJQmNzobHyU7BpT8fHZXIJV6B2RlgcCVyCNV0Y5e9lX",
-	"1qaFrhce9ejJ2ZnBZw0jmJ+FAYY/hd21o7OxuVomABxP2JxXGWzpnS3+iinoeINX0EcH3B7Gki6WNode",
-	"QNUpU2xGB0jMNsgp66dKVUclL4VPiUdn8D9v5MfupyDYoGbA3hWp9mbTNshh5zYv0EgNaXxhiL6TzG1I",
-	"xA7Rnoz7px9s0YAoxrjrh31Gt6Ys52vtte/baE2KlIVZ/1hTIg/Ycp93SCp3Q44nH4Qkz31Kmy8rJXr3",
-	"+tBtewCQ54F754uBgm4z5y4DQwM5NQxB1NLZYol2OSa47iGe6Qw1QLikh3sDqxHipODSR8/9S1C07qRG",
-	"VQQMlcOVoh+hhokpojdAwQqNKKisLbmQfQWY971Y0eh9p5KH3A/8UtuH3A3c/MwQEhOj5xXf3qU4fy39",
-	"0zFJlBMPTKyImGrvlMt5gI13p021V8xGTLz7mTPLMJTe8ARRJ3GeMVxspKnBvbc82POK5Hq91zuSbx0f",
-	"1LvlgEOYu8dk3G1/gLbyRiwilAXQvj771C3N+luodncCk4k97gKOtZpLYpPpjMzvozWpXgJGzJE9x8E3",
-	"TVp3AHwZGlebuyTx5MXHiN85Lz6+4+t3RKNGhEu8VnRBGS6udzqx+/38fTkUJahiz2JBdb0BDbvLw0Ve",
-	"uIdogQ/J/q78mKfem85WI209wwztQxDTLoYH0j/oQ9KaHMLHkGr2mgVj3NTigS5XhuYJ1Z602fQnWoRz",
-	"3KPCYo5pwW9J1eeQ4+IsUlPAIlKiEePoF351fIZ0yAhli3HcteoCKweUodKy4cdDErMzaz5u+mza607d",
-	"n2eUypEcnnzWW7kLKr9f4lpEgxGaG2s3cE6oblFOK5JJXm0QFU3MXR4EY9LBE5EF+1jjCjOpUUAVsyDK",
-	"kP7itCfIxPHVzqpjPh82/vntq0x8wdcVdbG/nQoWuBAErZe0IAiXqmkBYz9H87pQRBI3CaqZbaChWoBO",
-	"3Yu2P842DRNvedv0CLKJ4pB3ZF4RCFmLHVNqEK0DKoC+sAuaZigES3igZbycav8FIR4DEXU6b3ehDao6",
-	"WHjIHbP9fljaYxE5bcUN7QQ5+bBcDjC5PcJ5EYl+aleCXmmUZrQmFYFyv5KEa8hXmicil8POdG3nwWux",
-	"uYB1QKpjyBlbserqvZ3hKKEMyBCkuiZe4hg6tiVq0XNRy7HEoDL3Iqv1ulAPjIDvvWN273bziq8igaaS",
-	"VLetiCE/8mlAsFhDAK810yM0Eafrjvp29wZvswcU9e8HWuEBQHR2YOfoRemrVd1rIsrqSvBAZfoZltmS",
-	"iOfbZd66s+17JTTr503ttm4noflFwT+EfJZJemvsRkNjqncrFQEm7zV9QXErL+V/d9FuACTZ5wsxqAZr",
-	"aOA9VjLfDuYBHei+HGN0KN0dfXf+cQ7tjTgt7xv5pwOAE6hd1KgRA+oW7SpA1HTWq/kMN/x1d3XgdIgo",
-	"Olkkr/khPH+7fXDaen1nR9w34Gq7Q/29Fp22SX9vxZMONd9/NfO84eVoWa8vi653xxNkj8jyh9M7gog2",
-	"u7GZ9gf1C2abhToVu4NuvQNkSLz0cFi2QJDbF3Sv7a1p3MnJdi/79DDf2WDYujsGZ3t8EodgOmRF74Z3",
-	"NLB8W48RfL/6aV+89FkDo++IG1+eO4VTBLSSTgD+fE4ySfLLHbvBAP7HhGn5sqp41V//Ou4OiySIdghv",
-	"K+dnw+MRwJLcY5YIXbe8kGg76SREJn/aocEQR5G9Uh7yWUPKYEzYHvNxbW3Fbb/pEz+mUn0ECGtXcP+v",
-	"VC5fuxYiJ+8zm6IZ8z+oi25MDe7M0gwrMoatBlsj2A+JGK7fL+dzmlHCss0uSeMwsn338fbtqqBzIumK",
-	"oAMSVFvaWaRZL0+VsoXYK1O1PbbBKasx81JBb8kFulPm3y7Fzq+TNXRxIolSbvKddNrh5a4O1A5blau6",
-	"TBe8MHPaG3CwU2+75wvQYarV/vaxXbekLeW513K2FT3oIWH3VSXDxtmACiwkWldcEut1SNDxowY2F1IN",
-	"UU7DptI2fvYeVo9r9+E9Rz3pUMDhRphf4f2hJRb6oqE8hu6AYzsd18fQtqJ+O5jWTsGdxzsgtcMU3Ttv",
-	"8XYB2IWvOS/3ydfbM/dwh64wu+S8eOYO7e0GI3ZUvwPVxKu8uFsD9iA/pIHeHEoL7N7/9IAky4NWb8/k",
-	"zBVlP1WEXBVc7pGXff/ZjxYIv9eQsj8VoWbd87K+2ojLTB64/LaR94JUd2zlnRBvZgc2cKDz0rGnT+Vu",
-	"3uXA4gTbWY/BVMltyRPi5w7zJT03BRd701mJrQVukbkjfVqSpCUVwjK4Inj1fJMV5JkuJrOFRRW+WkZA",
-	"UJRumanWGo3TFWR7dEgylLuwhkCpnLKNdMADFIwxATx58XFILX0PSrqLUTXI9VWLeClJX/e0UXf+b03E",
-	"XATjpQco6C7V5dqN7WaLBm1qIHNE4X0ibpppReC/saiUA2IQbbhbp/04io435SjAmKm31K8mtjbU5yRQ",
-	"0f5eEPU6GGtoRTATKJ1Of3n/8v3L6Zu3L15Op+nWFgjEvw4bzvv3r14EhqE2oq6t5+UQOikAMUFGNGR4",
-	"RQCQz2bsT+8LSu0suld9h2S1MfPdPUvFVJpx4P8DydUsR97M4S0NgK9+xdlNI/XUeMbBICiA5Z7ych/P",
-	"q2IupTeTt+UBdNi2YWuidHhi5/aIWUlxdjNtAo2HbxMjYOLifr3cIMYlYKissVCSdUWlVKeL2fII4iHH",
-	"R8kB8d7AjHrc+7FjM+4+fuuPL49uJ42SM9KlR92xirMbMT4aeDgBd01xWRY0pnMeWLYiyDehTjvUTXwe",
-	"ifPZL6qH55zNC5rtBXMYtaL0LsgdiWCsIt3CvsFJRc8W7U+eLrEuv7dngV0W5aarF//xnUAw2lf5zhKU",
-	"oTqiJKDw6fIuKFtitiA58gafoDUtNUAocEMjCbs71BeFlN1MnS/qAc9HU1Fp60zUe266ByJsIMD4qNNO",
-	"0lrUnYzRk8bjc8bWEkEobXjxYdm1xNTuL23/peo0LorgUhy2gyJs0nCBGoNijAEjuJ/d6FPN0siOM74U",
-	"9mzdWoQbsulsy+8fPU5iuDNNlk1dCgIZvxoDMajc3+JiH8Z3WMhBZUx3SHIErV5Y9ucVAhg2MKsLlP72",
-	"Ob2wsLZqSczwtq4KukKImv0OokUF2w3ZTMuKzOmnEAF3nmM3ZLMD6mdvZbCrEAxRCPdWIGlJplhOeTXV",
-	"GBoBJbLk2RKtaFHQpmLS3haTO+t0ZvVi0qfi64MU1Hd8HTT0H5JPpoawawJ8Hd20WxxT69SJKQ5HWrj9",
-	"OGgXdoat+rRNtHoKTgBSBt5oB8adog92uaVMHv/uN/pLVvThNOyPuiAhtnIHboRx74QPlwWuFwTJipAE",
-	"EZwt1VVsjn7Dt4sErShL0Ap/SsBZ9PmoS38DnWx+/Ifg7OQdXnsV5gRelUVvkfrDbJV+u4mb3xA3WQCI",
-	"ItLfAMgJj/pfAXHCsVuHN3sdVKFxXmNxEw69c2lAg2SXamewPy2SOKRHc/+Fyu9SZHhYcJ1x4x5Qnvza",
-	"54tO2lgsSWhIHlB/vs+1v/XacuHV1dvjf/3h7BE6Re9+eo6ePHnyl0QbZ3gF/+W1RPNKG0Bxgczhe+Ge",
-	"YfQ/nBFE7aXh/fXzCRtdbuSSs+8ESpVIV6x8QgXX5/VonCI+RxgxTG8JUg/HJ+gZUm8iXKjWdFNUCrSi",
-	"OYNsnvfXz08mrH0n++Fp+0p2FlCJriucgf3AlZQL5/03FsdYLcfYCbhnmUaAKZha1XfPWNTpASVAdlp0",
-	"3At915maxB9rGH8IdNgPaHJnlr+VwcNqBOyIiAxaYbzlcNUeOzzhD6LFDS3CbBFye9HalAru1Ba33m/t",
-	"6kg0ERBA3TCramNhl834I4U49zgm2ptv50lR2Xrkw+KEXfMPRKjI/AOcPogISvceRgPTw/6EgC62M6+w",
-	"kFNBCOsVLdmO+qu7X2CDsNe9d9std4eSeAOPzrrPRtgGdDnQUrZl/jpE3tvipHu7TTsx6UNu09IyQ6hQ",
-	"D2xtsPShggqpDmLLa92x7FD4H9DL2o1bB4pHOMB+9rYksTK3aVmLZWrgfFPYsykaFfSGoFP1aKzoodSO",
-	"eYElUs/RKAXJniYodUPRf4AkT5MJS1tjVg9NFat0fIFSnN3YHjWOPSlyoah9irMbrch8IXZ19v+dvPZQ",
-	"1ZruFjjQytkYToqDts7+2tVeZdGaGIiBxsvsxqaDhFa2pyr2Vy6KtqOC2bblV21D7e8KGH1DZtYd0iB6",
-	"KnArJvY6v7eFTIDpV5TZv7d3gJ1Ak4EwoIJaMliV7pDIm+VOQsXsaHG/4b7e33Z3ESdwj61z71So7mnS",
-	"RdsaQpVgybhoZM4eQnZgbbnDstMGALHt49AdVHQtfJON4LOZi5btM7QOIIxBfXcy7B5FWFCA6QBxY1o+",
-	"uCRMfwjsV6oZc2i8974hwPh28Tc+a8EE3H9g+QxnN3w+36ODfPacM0aaciV3D1/vjfz+B5+JF5yRWK3w",
-	"Rc+3d4jvPoD032hUOC/7t8TXKppzoHujt/SNL1O2i+Z4lOiWxnFcuG+NmqFh2i0BEYja9jfdtmzYZtn2",
-	"1o4Fkbvt0w0M31EHKHTKtET+g3oTdya57SkEv4GaeYOy2GKOH5Oc2L+Jba5s35Fs3xnW0o7trd560Xsw",
-	"6FdaGmL36eUuiWjfGjCYy52Czr3W11ooQ/SyLZS2hh4gbai3wHQC5O7SdmttPcomW8wR5LTDoNTD/vXd",
-	"eYUttTHqh/762YrN/Pz0Q+fEtPsxLiyjrtpD1cwvo87N91RbegM3/rG/olVgIa+ixvdDdT6zAS53ZMnt",
-	"H2eyR/2OAXETQxWKeY/68I+O7rA19QBqEdy053zb0PIM5RUvjylDAJadkRVhEnKh5JKgX2pCGHrzi8mc",
-	"PkHXSyoA7xhRbckVlC0KF3fO50hWtVyqBiZMl5GreC1JgkyqvPqHVi7AtIN1AH5BbkmBRumnY0hOO9Y/",
-	"p+eorGcFzdRHOD/mrNgkE4AlJvoP/Tv8kCCcrygbqzGa4mIVErKeCdc3usUFzcEQBJ2r8cPoTnV/E6bh",
-	"jilDC8JOoUrZgjBSQfTrvOIrROXJhE3Yc85uNSSbQYJY8gJq0SJvzucTdoy0FIem0t8m2jAyOTpHk6OT",
-	"k5PJ0ef0BL3BheJwkqO/Xb39OUErCgAEiFeIMhiysZcn2jeBuJra4++/nzCEsiWucCZJJcBqX0tBc4LS",
-	"vz87/m98/D9nx3+Znhx/SGG6BpVSf/7o7OwMbPsCYSbWpEJPz87gNR2Xrdo2WRMmGAHPsCAWT8J8JND3",
-	"nz4hwQ0cRkHBdwpQcBeISsUkwAUII0ELxVnG0nGiaOPiMDR9XOwFZej99XNk4sQLKkmFC5T+d3qBSl6i",
-	"1MHxpGiJBVrRrOImEAPavcRyiUpc4RUBwqjG3797fZyTjOckh3defpIVbnjxhmwEWuENmhGE85zkmkrq",
-	"kLhw89J2SFSzG8bXDL7RrgtJZaG2m94uig3+nR8lR7ekEnqXnZ08OjnTZcEJwyU9Oj96cnJ28gRcO3IJ",
-	"Uu4Ul/T09tGpSRQruQgERacuBzBFI16h1NAzHaMVvzXeFXDTfyeQhrpEksOvth7iSK+IOmzWuMrFWK36",
-	"hJmsJd2CTkriLNPB+OslLwjS1eU1G6mVhSLzJyjVCYgpCrQAYkCR2RWBq5mkRQMj8p1AaQMjmKpma0Fy",
-	"VJeJeol5s7Lj19OZMD+FU+e7KO4tsRBQpfIEpXnxMfUzPQXCEiZ1YToNjflkwp6hBb0lDKXGT5O6wnYd",
-	"6laEyQTVjHwq1RlgGkCXpDoGtxmvZcZXpt4hZROmvn98doZmPN9o1nGmaXXCHDUqZAMu8iPPN8YjJk3I",
-	"DiTIZPDZ6T8MWLdWl3a6apymqQ+F5vgyThS7I4AlH5+d7dXzIH2ulbPV0eU+d6PSOSOocm8/1eMJte7G",
-	"ffojzt0Uk6Pvh3xyBacFiGr9zZPd37xn+BZTbdz+7N/f1CIyvi5IviBIR2/Bip4A4MlCaCwkcOy0j7uj",
-	"86PmOIM2PZFwCtsuLhheaVFeAaB/QUmupGiTVcmrnFQJ0iC3bitB7U0l3t0eBra1UnvCDOA7mm2UIMZq",
-	"q/kSSDP5XCsCeOWncVLW/JrhojjXO0w1MWHwnT1BrAg710k++qyiohEaJG/SI/U4FVn1OS95eQzKw4Sl",
-	"LZdxaugglLzQh7Lq9QQ9Y0in9wDPNaP4+4c0siMBk+rh9iM0/41uSlSSCuiaqAWnrKylZrVvc7euMNs0",
-	"SceUwfb1XD532cIWtf9U7d9FRcSxQ79ehNKf3qn11Du6JFVGmIRBwU54jHKS0RUuxAlKdZ2Y92rMcH4a",
-	"RHnN5CMqESMkF6hcTPWbGc6WZHyyxen/TuSlGdqVwcq+E9/1Bku0OgqwGMgOhkux5AcyRnuRXWNKXJne",
-	"r355/Z2AFDMq1Mq4Ww+sKNJjbS25q7wQXXh1K4msu4ZNK/AiuuSv8cJeq5R0hqBgV8VaKUNUQi6cVsQu",
-	"UGptjbDua0IXS5OmZ3k4uMoacBYvdFyRUZIh+ILqyjYECr3oO78NpR62rk1k9efPSbg9ye+zNZssOaxB",
-	"k3354UtIVEvliB0swvLaIPWlhGdrj1zyEhV4ASK90ae1DS1BGg7f/KkVhwRhgTCagdKhZnXfe8XAGwT3",
-	"SuoVPU3trtGj+04gfEsqtWu0gUjtJP06KjhbHJe8AMnZ5Ck81zfKdMIg1FL4KPqzjU6ABXAKuA96H74g",
-	"VhVyglffopt39BAnDFIoR4w7UaSF+w0p5Tikedid+rYUf+7UBziDLHGds+v3uCdJdaz3ouMNZDlU3eHN",
-	"5jRqvVbn73kT6o1z7Gf4mQ0ZZldbXNplaP3JuQ/CuZ0i3r9H5u2K3OZoSexBAkeMti3fG9+6chl9vBqo",
-	"e/wnq94/qwbI/DvkVOs+NUgGoEI7LgIetXV2v4DY1aXgjr3U5aAC9JYRRJisNnpIGtl2ZF1QCSp5JRNU",
-	"0nys74xUClBfDKE7o0cvcbbUGdETRgVKg2nQqbGKO1ULjfDtonXz0PnJYnyC0qysT2pBqmktUm1jhp/0",
-	"/OBH8JqY2y36hB6dnYFOCQB9WCxnHFc5Ip9KkkkRUZFaWfB/hC3sORGbNncEkMfa8hyPwbaebKOQPKg0",
-	"CEMW/E71LrOlDMan3huicQvd34bXq7Rzw6dNxEJqr2OweS9QauIXUrhRwPaEwRvnpMaD1yZhbYUVEn2v",
-	"NnctibiYMJ3dI9LGL2ONDMbrqb+rMFuoo9uzkTlThKFdiiwa+4RlRS2gABmUw0GjtBOsApemgt6S2PWn",
-	"FU/y594esrd78FAfdGeHwwd/hzv7BZb4uCwwI/oiBV5Bp4Ru7fIEqU+tO9jsqrtufVd3Ou7OeaYrMZuY",
-	"jHPjweDwGBVkLhGv1caWdcXAxaGOdwOWdoK0OUM021n7VKSYsPSFfin1fDVgWzRRBycodQj96WkqsbhJ",
-	"kcOj5MasrJkzeCY/t5Oz0O4P4TZxnTyg32Rg/ztYHSpRuErjLlnq2/CNaD5C2DARryxDArtpbmzthoaz",
-	"93CNWL/dMXjW4wfgM+16h5gf4QZlDeNKl1S/mqAHrp03fA5D9cx5vIKgETxhop655sH2T+VFsMCJOqe6",
-	"4Lgn6FkHtFa/usRiwhj3hqFLqIDNBg7T9ZJUXiQBWvO6yJGQuJLq14qgkRpya3QgiiaMFMIc72RBGaNs",
-	"ofTsFVnN4PA3veiuhZ+rqyvt4EXqU0LH10yYdTGUSi0AtFBoIEEpnNzwmfpZVwUFG7EvFJsWE5Su8Cd1",
-	"DqpvdLSDapgyi5NincXm7lEzh/RtneQoBcw/0A3S13ixoGyRIjzjtwQ9OTubMNNSgoAY6RWEbKXIQZ1q",
-	"okKIi23cvvuC4Dzo5H1NhXzue4/v7Pwa5CJodRkPcN0SLDbGbH0P56G6RlZ8DZfIkd2Jtng0bATv/ljg",
-	"Bah/msYQnwOvdERAazfvdSz6X54WevWjVhy1aoZDWvW+OmpiuCSMQxZ98sPZ2Rjw/bd1rBVlr/HiygHs",
-	"fSFFaxDzdGc+1MVkqOpt26+jiI0Mj7lxjFGJaSXQeslFj4RQgkE9rNTdRqkt3hIlaM2rkEXm/pjyN/jv",
-	"Z306AezlFl9qn1Brc29zZYhszSun8BWUJlT6/46XdYdviMSADPGgin5rWrrjXTqQiYL7Svo+DFHpBS3Z",
-	"5qIjhTqitUA1oNlGVW4dwGK8LzdBMLIaf1CVucIrELsCYYEirJaATHbbAyKXbOipFsAudum3z6k1nE1Y",
-	"ReakIiyzRgCUcxKznt0bk96V5XCeUw1XcdlKpRjMivq28TkY+d6m/cyuNMNfiymfbTGhYjrrfHdLnqAb",
-	"stFm1WbEDyrWtM9PnP4G/91Xyv3EXT2vB5R2v7iqrX+KxocXjeoSdZCOZwTg3jx32igmp7+5f38+FYS0",
-	"4uLb3HhFyE2L/pdeHd/fCzO6Md2PzNwBmLSN2wir+obfkvyaDwLncOT/uRcJMY6y0QelYeCN96zM0z6v",
-	"Wjm4rcE27Xcn/mHAGXH3vfn07OnuT37m8ides/w+XJjqghxI/jBbuDFVwC1fKzzGOBWITx98sOy05sR2",
-	"eXc7d30d/CXLz6EATmpyQKIDv0CpgxCwL5ucF/B02IsDlhPGK6Qh1RGVkECzZU2BnlO0pkxoo8KMy6VO",
-	"BaO3hJ2g9wyg0sAhYlWtZMI8w0rLGmQSoBS1YGxIcp7o815nnqimbY2pkJq2Jdq+mET7cLjxtgOm7INB",
-	"DPShJEewEhHxENjB92v93Ve4Nsv/fkuuDcQXSI7UpriOzXoXMhGuFkS2oI33g4cdJmWbIW53GaLCP520",
-	"1RLKy7yZW1P1AwtY/74aV5T0unQsj96Hd70D3oe48GdyfYDo2GLsUHMffodChJH1dQ9ujq5m0StfDit3",
-	"2N7urVG0+/wyu/mOm/M5JDBv+VnAwwJ3Gu+oplKf0VzqE3pD5D1tU4ONF7Vcv3A1sAeGNhwU2xcJHugu",
-	"+X20WXo3rn3b6+aXFRubaK5zdiuE5xBKsqQ6ii1isL9L+MfuMRjNcdcg7jdmpKArKlsNGs8F4Gx2iuJ6",
-	"FXEfBRwTkS60Yy/cx44iuw9qUGm2CACaRzIRSwPA/DUMKC61vLmNCJcrY6EStrwRpozsQFMd3AxOfzO5",
-	"6J9PySdJtIYYvjtdEamvIJCVvlEKCDGp9zZPPSswXYHHnLKFl+YuueJ09adEjK/R/0ap8ZelE+Y8Zj+c",
-	"jXUarWmNV84urbP+Y5m9odvNS5gNwMBGxGCplItmOxjo5O5R3RdR1Y+8/eFhQlRgSnp2XpDKQwaltHr8",
-	"fdkd7xyJoqdlGLmgt526uVQgmvtbTNfe3eO49svrhMMvNWRs2krLPEdpTnA+1ULARCHgdnVxvtZ2AhOm",
-	"daE0ENzoIBMGigecN7MNmPhzNJrVYoysH8hPuQdMDk2Gzt0DkC9yRKUOd5gwG2+ZXiAul6RaU0FabbmY",
-	"CS/gZbux1ETAQiCG+mTCNLILXnFTH6NW9L3xZKAmEqyT1zYsig3GsIPTefxrynK+1qHn6hBP0YhCACm9",
-	"JYmLP1PifsnrCuEFH1sbj+ILE1aiI1rVX6nkqfPxTxjja4iU4TlJkV7Xma04b1QhF5vSMeTMaQFBgoIU",
-	"JJMnJigmRVToAJcmxdBPHAeWVCcT+OVM/Kw6Fyq05Z8bQdyOksSwrhO2AoQVExeUYeZhsGg6jSEH0ZbA",
-	"OFli8YZXJEWSFAVYrdRyI4wY+SRhFBNGPlERDqJXyqgPq/llNdH70xpd2GJELWNi37DbDiR5QTEwScpE",
-	"GuvDG8OdI3xNWa07t2Owrv2WHM683oS6+oLZ5HAjNDICao86+RbEov+9x2EPw5Xf64504Dr0aPKP/+Ca",
-	"vJEvv081/qrlTRAObIZWSG+dpJVuATncpjJGOy7EL3U3ULm3n3iuTqXj/9bCme/44TtRsTrr/PHZ2UWD",
-	"BrZ1EjgYCeyS3LaxIayz3AJQ7dbG23Vp4hr57mIjjqPbHXRLF9yr0v+wzP4tRQC0HWpNwKevyAJiYoUz",
-	"Hbi0H98bfTuJpuP+yXT3xXQS0yLGbKumXNU34GR522CnNRxpBG/iRLOFR9AaOwBYWo3+i8hma+gNG2N+",
-	"4oCY1gImc4aUbk7B+BzBRhGBK6SamMNCnLCu38mm5bow+rfqPqkvHZ8aF3g366AiGVGXNHXJmJEJUz3k",
-	"2jvNuETrJS38j2yOhYWHbN+Xzr1r5tOzvyQWP3TCNKRojkYuPSPDTHUgbmjpY+TZm9KK5nmhy6A6732h",
-	"VmnTwn0kucNsakdEPj470yyTapyyFKXm+6mnz5JwNsAbfmsPwWv+4vUv/wRC6f7NX4aAz1rlpx7YAKYW",
-	"Dlas79Btsc/dJOH9E6qRntsDZxyJOlu2hfhf7m0cVgIH+pUtV7cvUBJktp8H/Ci0eMjv18Du6bBzU56w",
-	"HbboJKQnDiBkiMqDdJX9DwKAlI0fBdeu+qFpD2gJ94qusB/x+dapAcY6CEEaJ6isxRJQbsWEmRPRmsMA",
-	"cdPHw3VZnnCtaYaMaA4QueeT+uzsSZYXH1/l8E8DwamvCTqFvI22W/F1EkJHRO9IWWBXNVeYIHck1zTz",
-	"vAJ5rXmUpCfoWZN+1lTQ3j779JdPz56G5PU7Rfd/HgXyjyGrYdH65DRkmm6+ORHd5V2tn1Dhi+07+E8O",
-	"DD3Ji4/v+PodAf1uR8m+WEHkntqHvklxhakaImYZCdgLD4tQMb3YQSad+TRDHBKfomQn8kYJCWXswmqr",
-	"YCIxCmvnONLirS2gvFszoCEysgbpbHPyA5L4zscRXWjpp7hF36fDsV5v7IvviLYKPpzmZXu6kriSJA9v",
-	"aDWIL6W1YOTIBGDSNQT4dhb0J14tiPQihe0n3wlrmGktln08MOGhWSiIPYqrBu9q5pxEM5zdKO2F5WhU",
-	"8qJAwdZkLcbnULpD33krcpx5oA+aPIgbyHkdqGkQ9YWsCF4JlJaLaV6vSnR8rAus/FtWC8lXKaJMcnhc",
-	"ETAMpSfoGs8KIox3krIJS8mnrKhzAg9eYIlTNIL0dozm9BPJoZz2GN0QUhpbak7mlGlVZFZLpAjPuLYl",
-	"oWdmiGq4WGo4TyqMg0wtxpo1JSgAG3wOZQJGT8/Oxifo+7NHWj+yU+IVaoYPeOZcThhlQuJC44f7HQQv",
-	"gS2OfiAYi3Yne2FZPP6ie1fYRweexV9xw6uj89HDd9/HecgxXjdSkZebLcRpiMIx+6FhetDebSf/1+vj",
-	"3gSUqYcbtND6PKJ9iV/kKIFS3zFgFSy7QSKXFV9URIgmHMAyhOHf7r6/F9JJIuRx5io09WD6DPDUmIgE",
-	"0xYCkKeAp8YR6ZoAcoXt+4HF1DUw5ZcG23HdNxO1tQru36fSYqjraqN2o1mQ1sZsMOTvh4tMaSoyQJv7",
-	"T/vqH3u1/9MV64qts/oaV1TcFVLpS44bNyI9AxO8Oh9mBFUEZ8vAAaFmqK0oBt3HyDZ9YkitlrXF2nei",
-	"6QNqrBmevQujlryMRsZdQWSU8MEDNYaHi4ZB5GONC+FDi6GRZ9CCYepvJBY35vUJM/Bjo5bty0WoGnwn",
-	"UHDXHM2Iur1ZRjXK7ows8S0RyKbsTZiOR1vTHApaac8JLgqjpPpgRku6WDos/LKivKJy08JLNbe3Cctw",
-	"VVFtkEMaTDHoWbjk5c+WAtc6umdAuNVXDyrakQKk6+MMePFXTOWQ967pivB60KvtxMgBHzyrJX+W3Qx5",
-	"1c+LesNzsu83P1V8tVdauIjmhPcLtUtevv0PJc8ea6PXlv0e7BqSI1NQ6dsJ+73kJcJZxYVoYbS4clC6",
-	"TlsjZzDLT3kFQsSXdkp67WFgKXmp05V9HIyg6HteYLoSqC4R3JjdQqbtKFJbILKBTbVQa20/bgLJwHBX",
-	"1T4UNNu0vJs5vMBraQQfrUxEKNK1fS5QCnXCUpThsuVsEIaOE6aEnf56dYKeFYXOBiC5P2SxhH6Yidl9",
-	"lUek2WFwH3uBJvwpXf6ULg8oXbTNim0QKeiCzgrPlTkS40j27l3lSYNx4kOcRKVM4zncQmoJR2KgUcs/",
-	"2gIVgr/g8/GEadOhBpE1QszIj0ZsmMS7rqw6QS9BImtAWHPlsq66CXt89lSLacah2uW5yxFyWKIezpGe",
-	"xpIUutQgg0ASN4HEpQdoKYdwJiEvwDKf4Ty1xElTbwJy9HgtE1D0PIt/RJgdDhlzFxSYPyXg3STgnzJt",
-	"S6a5sC9dqhdEXAsE5i6yrBY9VUh/0de/lrtLI5yYms1KVOkoatWQuUY1sknpc/oW1cifCVtxxiVnNENC",
-	"0ZZlLuuGMih3rSZMmSAVZNF43vcECbeGG12ZElGBMr5aUUCDyUkF3gffYW9DzWxUrHHMGMNPM9hAQAOI",
-	"PO1z4RVdUIaLJrTNBNapEXGI8atISbD0J6FDJky18pFOP1LEWlMmxidQd9yUHbYhIEBbmI6iruQLbUfU",
-	"6JrmyfhCL38tltrZ2Q7bmLC0rHheZ6S6qmcp0iWLgWsAwbdWN2kJE1Q93BAG2WoXtvTkG13ew/2JP0Ed",
-	"ggkLJVtA+fRfdWXvnIobJErOCzRKf3r1+uX0x/c//fTy3fTFq3fpOLHlyV21ceL6gPLXjHu0RRsixxMG",
-	"loLGNgf1pBnYVvThkNcVgJ92fMAQxwTfamhRQ1wvpMYD+EFrTKUrcAvDt5q5xhHQgQvAC5Sh75FAI1f2",
-	"2pzUqn/VjBifA7ts4PO52LCMNKE80LbLOrdk0LVUDHPqoryzDWwa3XXiZzC0OFtH7cAu6AANkk84k8UG",
-	"0gtPJuxXO1A9BCgITHKzkiZ201Td1wFg1tfBSNJM0NWIP3tyrovCT5i7ugGrt0Yn0CjnmTiFPk9WebAs",
-	"xGUtll622kMYQFUXe/niHt0/uq8ewz9lQd5L2JtW/Euu7XwVWqld8DF0wLSOM3U+hc4zYNftIO+KCF5X",
-	"GRGnzoogenE7fm5ee0AruOtFdRlBMW3sgnePtPyZs2OtyTdIo3qWvjAxtdv8I7AJf9H2aX8tHG33CLpv",
-	"1oPfkuqWknU8I3vlCskY23g7jUWcN1nGUCB3iWUY399CwDjA+AkriDBf6GTnJj8SjeYFh36wRGeQiusl",
-	"SLfSoRWh1BVS6R/W8txkQouLVjb2v+lCOegYmUGrfzW9HkPUkYbDuNBp5/oPA7TfCTxTjdui7hDfYsry",
-	"IJzdNLgm1lGq67ZoROIRJCxPmF0RE21ygtICa0KCzVzb47Yg4z0478ZTobYsgQJj6iWd8S7QSBASAz8G",
-	"JL5lxevFsqzlCWULIiTJL0mlob5hHE5IOEVNk6Jd3widoifgcjXEbLWCs5sm8ZtUxyaDvEUQ/XjCQs2a",
-	"egXimSm+HS95YEJ9bcvm9Dx+ZHQWfYausT5EL3zTneVupSEoTopgOb+1++UBxZLrI+Z5dc/vnpWpy+CB",
-	"o0YTIAGHXy0huOiWNBqq9oLdn+TxoPHjxbgsCkAjVhqxCPwo0OiGlFKrVgj7V5qK2CTMxIY9m8rDJnZ6",
-	"pfjfl11aF8MAJ9e5BHmqur4seMk+LaETlnVW2TT8abaSOnNHlB3PC7pYuibFhAEqQ05y7YhbcSEtIsK5",
-	"mWmtZSfu3NFciRZPbR/hxoVmSy9ypovLrBnolq4ZrHXKigjFMjrxBzPQdbSFXdYVU9/X4KifEXVzdDez",
-	"scmI6pY/EXxF9GW/U/0EZWpqlOXkk5LCM4BQb0l6sypbwj6Ce3EB8vPKwem0C717RVGs9HdEOtM3EyUX",
-	"xhotw7IqBNlRttAKEay33YEI5znSRTqEFm0Ne5qTGqWyqhlc6/RsKltOB1SthlQWkQIKLjhkC72cLVh6",
-	"4/rcFbCvdJq+ih0PjTnxTwyp5RkfHyQV/0vniF529jNsPXtcONx8uHc3/N+F0b/baaH1m91a6smBuijq",
-	"qKITFtVFT9CvJokmBR5PW15TiJvVUjK2K7X97hsJSxi2tVub+Q+2m2G5YjfErwuqYSzBzaZsK7NtSI37",
-	"3ozh+hVt8rzKyarkag3gNmUuYWDHBKwkuDiRonChmY2qoLT0SueexEA07uwYf3C2+ZbgKbyoj3Y1v8RD",
-	"XfRLqajLMNKX4T3uBd2aPVtXrG9hVfvwHz7aIjnfCPpDZ93bIA/3a21SB1C/4e8a3njABVQd9Jj74Ii8",
-	"f0sfTPwLG/nAZHJakXlF+ryJzxu7R+vmD14966QFNEFGSA5ZQapByhbnXhFsNC+8bOlW0V9b7XduL37g",
-	"WTM2oFG7DL3OnVryNdzbVgAJzDIy1t4YXWLb0+tcBK65Jalr24znG6WFNa6wQC4zTOFKEegheQ06MJ31",
-	"Z+HCK/eSzf9rRSXpBCpTdrwiK15tnGHMmCMc/Rhf++wGrDMwaHkrqaVrw3EGxhTUbu7VwpzV2Q2Rel+o",
-	"sSSdkuvAX/adXC7RnBeFYY4Jg0rpaKRDah6h5Tl6ZNgqQT+oP79P0OOn8Pv3Cfo/KMcbcY5+ODPgmE9+",
-	"OBsnpnmBcEEXYNkw5k1S8mwJtcEESv/rv/7rv47fvDl+8eL6r389f/Pm/Orqv9PmHmDRK6FaiRqeqFfm",
-	"UmDXYMI8w6fdHhcGPkVf6E8DNaHBaalaA0sllhnsRq1/feftsxG5JUweF5yXCXp++V77bjgvUMaLesUE",
-	"EhLb0YC5b3yCUmvw7Zj2HVqAQCNn2xHI5CLm48Sz8oJxl/F1QfKFtmgJKJZrfQbanLqrWL0rUn/u+aSG",
-	"3NuMYNB73UcSPfGN93Bon0Cnb7reDGey90z7lC1EMmGpkVXatt81/Vsjnto6YVuxS+P65kvq36dd6Ove",
-	"aD88sLivd9flNxl3X6cuvztoFcsLAvkUYNaEHdk9A+p99Y1anDa1+qPx3CC18sai7olGMD83Ys1JAx2B",
-	"Yc3Xsw2qiFow7QegRWFkoZZqklS3xm+Q6nbTBKVLXlcNLpiSYjneqAdrQm5SNHp19Rapf4ox4hVKV5zJ",
-	"ZXoxYXAE4MoGQOnGvxM63TGJHg4vDP6Yjqo8b/Lf1ZHE60qcTNgbLbUwQ2A3ca0LQH5GT8/OekXLM0fq",
-	"QTLGth4EqdV0OkqO1NiOkqMcqy8VPY6SI6DFNwlM+6c0u5s0a1gsJs5Ahnwdcfam45qGsBzD5IlRwOzf",
-	"9v5hMjmsh+0+JJ6OlutRgZ2WU5GMV7nQsW1zXrlYMhdFMKeF8V1+rHGFmaRMB0eaN06VwMpnfyW4kMtN",
-	"4+GCcK7vBAKvlJmq1e49g3U3/s/Eu7sb4P+QimuVKmVckhQJvFH3rU1EDv0IU3/4fPVWPzFOVCS4B666",
-	"bid5uvDJFquA33x/VjnAjaEZ1fomhMnAdAo4GtW6VGLMTDu+UJpsfwRMoyqf2MoAYKOVXGvwkRjToHdD",
-	"L9I+Po4/jjweehx67fzwdPhw+D008k/slvU48xtx54TcOAmyg7yPs2vblRMUTJftPAMIdtV6uFrzxHlC",
-	"Hequ4p4xwhJhuGpcmPgVuHe7wDYv3PsEXbZjpdPBEhBUfnilGaU+GENiC406ORNYA4a4kJtejfs+UjHD",
-	"qnlnAq3dsw3hdsje7m7uP+7u/kP7ZzLO5nRRa+5MoMiRjm7y+VoHKulPvxP3eLvvFJgeXtBJJwRp9wJY",
-	"gVEX+PUEvfeTF88hsGmXihGvqXPnPdmzm77/9g/KQQkS24QemijxDUU3PXPbZLu4oD5wAXNyBoeFmvPd",
-	"9hHcHE59AM/Y3vmRyyUSayqzpatgjnMEviJtPEuhyxPd5hTQurTmjnNeSots4K4zaITRvKClAQBcu7rp",
-	"JakERGPoVK6cMzK+QN00L5OSNDPj8HKlmmS2CdOeppMmiWzL5K6LuuubsEnw8pLU1N3Y5IVCTzrPS11i",
-	"dIP26osG3HzRCGoimvRqE9wK8a66XTRXPASl1rwEtvGuC7MwnpXWtTmiN7zxFvohAZ2abnbckh0/mTPi",
-	"/q7NZCvjz/RmstU4VCFIXM/NomtrqiQDr9guhCTs0X7Lzm2BcJOMiUulTTZh2P05kXoHbSdDXmjPoB1x",
-	"XmEKKIhLUuQtb7mGmWohg9jwefR2Pte2YP255kPhtayBQX0uTmzQskFFunbLiIBhtrCprNtc671iwtYV",
-	"lZIwgB4IiAxTutB8LbT0QFQi7WanlU50VnuWZbQg4G6sNuh7BPmyr+bW8+mJCNvlyBMgOV+zMWq4UJvu",
-	"3SQgOUMP2X4+YTOvwEYzAJBfPpm3bV1Yk9PBuBtR9f3ZE11xY8LCGMUnKCVMLVaeolUtYDIY/e3q7c/I",
-	"KODGf/z07My9ikbm2RjobXMZg/hUV9tC4QHw5Zoe9sqyfBiJROROr5jhZygWzvga0a9kU76uK7YtxzhT",
-	"xwafz/eTUL3nfi/c269QFAaShrUk437dladuh1s8f3Ui25IAbZGDRg6rw88suYCsLAsKAuWORXN3aDKG",
-	"hUYXXvPqhrJF5JC75OUXOufaPQ056u7raGujm5jG7+fAejZEiqMdQlyj73U592TC7irO0C5pFlj9P6JA",
-	"25/1fjfirMO7d5dmUKJOxGFU34F6f13hB+MHaPsBAQTapR166ikkR0CMV3mgdEO01oL9ZEgpBX1VumuN",
-	"ji92ndZLry5bTQINRKfpkty2dprHeYaZ9sDH0V+czjbHDK8I1AjKyM941bJgB4KL4bMfN+BCGlLDxrU7",
-	"tLzMo7PHT3fVl/nTMRPcy4rMLxWf/D7r18LQBMpwVUHtJWzKdGr/h39Bu3DVyxt7xwrhotiH57fsRobl",
-	"wb+5m8kB2WKY9/WPbeYcxHa/T467dvzVyhzQsnQ7XSDReeIVyQiTxQZB6Y6txK9D+W5n5eQdNWe16P2z",
-	"8uwdq2MBGWPOawhbBzH1VUWk1VdAzWyqjraFJBrp9BgDMGBz282747uyrF3fvjoRBXLMasHqbL09z2bl",
-	"1/LjFeADoJxDQj7ObgCKwA2/KbPHK71lMRISFwacAFXqDq4v9NpQOFNNNNbGpqTqhNnaFecITNjpCbrU",
-	"dqyc5HUJV8UWnJ6OAYLr38iB3jmgUA89L1FXEsDGY1wCSI2G92haG5+4eLTTNC8+GgCXVplqaUHMUrt7",
-	"XgPaDpjlh4YLvfxEsloqpnbr9WCXBdvDV7o8tkYQN4U5kEGA5VD8QnLNJQ7SrSL4zrUYviTS2LOyLDaa",
-	"gyApxVhjJV/RDBfFprPVHScMug7Ucnla8AVlcUOaotvffr1W110fQ8+Bjwq6YOCG4ufoydkTMK+cmuQe",
-	"/SE7V/uYFPNjxQqYMpJP2F+v37zWrndhi3GapDRjvbklFZ1TItCM4ApyXm4IE1CVy0G04Mw6kaAW9ESR",
-	"UuiUW6FHdkwZmpGCswUkbWl6lBX/tFFjnlecARwKlRHL3GtFnEtds3MHc0vySZ4u5apoc3X3lAsfO5/K",
-	"AjNdBgiIMtKUGysGeqIZqPOV9XHYjISRWaTxUXK0JDg3EbWvud5v6t/xg3prkJ2kOFj3dn+CMCizLSDv",
-	"65jXUqlMrXJFNCdMUrkJ8mJZzwqatfmQ1z2FAl+y/Eov710NpG3bBL/x4vgVYRqjQqzoI78ZZHnIOdva",
-	"zTpa6rfJEb+ZHJ0DnM3nViKoTtFChpMV0xKWH07VVdw/fgnvQlgYuW3KOjXRMcBTx48ejc+Ng6qWTYVc",
-	"Ex8jdC0zJiTBOeLzCdPhZYsagxIDoJ++NNBixM6WCqVFsMapadxMkL+ha/QJiVmOC87IhIElDVkKmPQ/",
-	"Nc9zNFH3pMlRqlNiKzInFWEZ+Q7qBJQkQWVRC/1ymqBU1DP1n4oXRCPDTliqqZiOW8IrmTCMoPBRSxI5",
-	"OhgcKDeoc902GuFCcIQFStW2mNI8HSf+zFXP4DlfQREE3lAARoEKcksKsH+WWAAOX1N7GEaQOC0JsHKV",
-	"+LRqyYSB9NwkHZI+PXuE0t8mukKpYr/JkaLH1PL25ChBk6OM5yT48LMm7oQ56nrcgCU0r/gVPC4WIBii",
-	"IBQpwTs4PkE/m7MDLOMrspqRiuTnOiU1uAdERDa/shvhAfUO10dEcLvNCPrE/ZXwe1ZLgHcFiRPo2xHU",
-	"sY2lt6Gd5lhglPvIil7q40ZpHMBKiakZ7J0IB8moJUSj9F2AdbzKQ66x6SFAZT26zSGljQ/rsGamS7W3",
-	"xbKWEMqT8zXrLMhreksYINhBcQScU/XXhXHP98FL22L4jQCGSArKFv4CmnXZtXwmHz5+xGgb9nHBM1yc",
-	"o9QwqTgxFj7IknABjL7ZDxTdxPhtc7gr2o+1tG5wNakSRDPOJRqlFbjybI7GKapLSVdkfGGSxIXOoXfQ",
-	"zi5TsrQ1tE4m7LnOstaojha+UJeaQXbGp2UFSDukFt7RZXK99EkZE1tvDM0e1NoBXVwxXIoljxo7RPM8",
-	"nsDjSKTpTKWtUwlxfX+7evtzu1S0ntxAxvHIuIuH0ByvKLh5R9p9O9VrOzUQpuo0178bx8n0X5qf8tm0",
-	"5LyAn+a0IKYSUTJh9htc3ZB8qi4KU3D1mwjddAzBeTbX1hHmAtlcfDusCbPjMk+m/zIFLvxNZLwk/zY5",
-	"Mr+rczSBnF0dmWy+gj+m/2L7tbAfOigQcGltmKUFadUZvwbAfRtS1k0e6nNWLXIUH6c5KZUm5CjgfpvO",
-	"NnowdijuM88HOl3xnEytZ3zc5CK7oCulCAqJyHzOK3muhRLVBhO9AcvuuqotpiOaNHrmCUr/ZVqSampy",
-	"kA1JJgxAEbCQNun5Fhc1RJ0CsoFm11ikheO3wdsQ7nVlgSk77GLHBTV1FjtlYK38UB14L6KRrnSNzk7O",
-	"Tp6OE5th8fjs7JCdZippA3zxJitI3KT3Nmq50/o/xKKTKS9FagNFgeWrjdJuE6+0GGi7UJ8rn7CRzj3n",
-	"pVZX0A1Rijsz2nCq5PwUoqlTNDKJqBboHwtjkjNYtXJJVufo/ftXL27/z4RRHf9KVtTAxyeNcS9tWffS",
-	"BBGWVZvS1RYSlN1YEKEmvsfUKJoweLzWej7EvpoaFU7Wpzi7cVQwOKceGFFRmC8SbfQEjXfClH5+gp6r",
-	"ZQBAH6W4A5U075OK4oIKU39Cd+GnHo541dTkHaMVvzXRe+2iRzZKUyO+OvOxukbAKHwDqi7bQNXRCTvH",
-	"hQUbQFs+byOKAAt5sI9GC2ygVOzlKa0IGG2n8P9eZpO68eogRhM6xXIH5KJNtd5DKibshpQS7DkayFbP",
-	"SmLqUpJLXpZg5tMhkWqvmMJ0JvKnIqa6CvGKSyQTBtFB3kg+lRQQkTFaYKkkLawoLhQlt426vj3Xkdvp",
-	"JQksj4/VC9i9VLueiGEj6PgEPTM1AlNTyK4JNQLaestbESYTVDM91tw0oNjlpd4zx2pS5wibldLBuwXV",
-	"4Jvg4YJZwx4wbGvkjrPJ6xqnDvM4wGBKh7L1Z+B2mnv17mGtbP+uzojeRuqyDEOe2Bkk3hMriCGyvuBC",
-	"7x4bfK7FCDSboGyJ2YI4QyQE9cK9tBYaGcc4fLSRntcMBNQrpq9FvEItAqaJ8zSopQbDsednmLCOo8H5",
-	"GVDXzXDhC4QWlrbHhMhgOhkgeMsDmmL2lq+3/wgzRPOCaHywsbsZt5cO6j8vSXZzMmFvcKHOD8h6L2uJ",
-	"RtY3xEukjiy1AzQVGhlovPAnJydjh5xhptv4ZhpRDy88TXSXaudpKYLZxt3sTbCdmpZLJjCA/rqH7z99",
-	"0no8mEm0sPSWM2V1UaQgXrxj57R1WqwIZhqJPnTYP4cmr+D0A4n7QL4Rr4ev5BtpjeDr+Ua+QKDUnZ0p",
-	"min0uQtUU+yq990I2CzRu0J7WRK7z0AohF0uRr0a5G7xVDG1l2g7ArAD8oNhfUBYzzYgnuBjVNWMaQ8i",
-	"3MNO0H+QjbazAv6ZsX9evfiP7wSCHfsqH6vzgJE1bHPI7NV1yEiORimkQ2lDdDq+aK7G6l3ULoSUauvw",
-	"dInFMoVaPitFpLrMsQQxmWp6TS0gm6Kl+eMCSmlBJgiTnZbWRmEQRJqBGKQiYfOcYW0gQ6Kp11FtdKUy",
-	"pxrCFFWLaNRqbNzuG95wBQ30m2n3QGl5lZ+e/eUE2Re1X1rJRf1Jrhu8IcTUstV8NGHYZWc5c+lJZ+Jg",
-	"/cYfa3KhWtQefZ9oO0TcO7Kg6kapBcAvJmro4YQc9PBVhZwZQR8UpCYJgUNes+jhkZ9/eYjhP+dsXtBM",
-	"9uRXVxsE8M7CcpsrNWp5x9j9BDFpiFwiLG50xYmvJFstNzpZZaAWq03SrAWi8h6kJ2yxU2MtCsvPnwym",
-	"pFK9nv38guTnKL0hG3XJhH2WIKVhgH45E4RJm/J2QzbjBF6dlhWZ009KoOIbwiasoJJUSv7ra2Ba0ZJM",
-	"sZzyaqo1INV2ybMlWolzqD6ogQ61Pg1GCq05q8sVqWg2YamGU3oJVX7ULba5kWlR3Oh+qBYADzs+Qe9U",
-	"q2CW8oAk1LV6NNtI8+P4Aq2oufA5BDZBVxBMADPeKophlDujAD6NAjmoZbhSK/CgwgZ6+KrCxoygP/FK",
-	"rfAfWGF6ZzOV3QnsDBcjs7e71g9j+Nlrm5sYNNU1DF8HN9ZVcXR+tJSyPD89BRfCkgt5/sMPTx4DSrlp",
-	"/jcbmGicFp8T9wsU2vP/5qX/JzY1gLcDG/2f4YLm/2Cd5K0fG4jp9pt+wTD/UV587PTd+dZhQ3i/ee5G",
-	"95slrv+TzkX5/OHz/x8AAP//",
+	"7L17c9w4ki/6VRC6J6JLe6iH2+4+O1Js3HDb7h3P2m21JW/H7pSviCJRVRixAJoAVa718Xe/gcSDIAmw",
+	"WCXJbvf0/DFtFUk8EolEIh+//HSQ8VXJGWFSHJx9OihxhVdEkgr+elpL/jS7Uf/MicgqWkrK2cHZwYrf",
+	"EiSXBGV1JXiFOEM5KegtqTYIsxxJfEMQ46ggWBA0wfJoxYU84iwjhwfJAVVtfKhJtTlIDhhekYOzA2z6",
+	"Sg5EtiQrrDqVm1I9mnFeEMwOPn9ODn7CMlv2B6TGorpAKyIEXhCBJEcVkXXF0CQnc1wXEj2K9T2DRv2e",
+	"V/gjXdWrg7NHp6enycGKMvNnYgdFmSQLUsGgnnEm6hWp/r3idRke3EI9QuslF45oilCaQLgiqBYkP0dk",
+	"VcoNUg9ngjA1HcwESq+vf3334t2L69dvnr+4vk4j08haw/Cn878qMj84O/h/TprVPtFPxckbGCYuflGN",
+	"qNk8JwWR5DWROMcS96eDC8HVchOpeQCm9p1Aop6515CQuJKo5JRJ0ayArOooA+TtbrfwAczxAkvgBWiu",
+	"VH+41haGBhX5UNOK5Adnqu+xNHG0uMCVpGpCA12V9p177E70yZ4VmK5QXSrOlksq0AqzDXKdC0QZ4oyg",
+	"kpcjWL757g58/2tNajJAmQ/q+d2pcukx1s8VX/VpkzK+TmHboCu6IkLiVXmO1pQJxG9J1WLN1zwnEaKI",
+	"bkcd0rwibKEm++MTRw4hK8oWvWFCJ71hrpekIggj1V1uRAJsFKEkKG4WE1GJllgoEWqExZxXZyjFRZGi",
+	"idp0M7KgjFG2OES8mrKUkXWKJoyvz5H69xFnxSZFVCDMEC4oFofH6GpJ0JxWQqKcZFSofuZAMzsSmt2I",
+	"4ykbQR1DxIY6hCk2+fvBQXKAi0J9RNb6/2EoB+9DFFNrxWvZJ1TB2eKo5EWBcoLzgjKiuHtFi4IKknGW",
+	"ezLl8enp6WmMzaXpIcjjP6ovfS4/DXL5b5gODrFmkhYI26MH4aqit0QodkxN/ykqsRBEREa5Vj0MCrzP",
+	"ahOJkjPVyNmng59w/pZ8qImAkWWcScLgn7gsC5phNciTfwg10k8jt9uLquKV7qpz2ONizivFsbxClN3i",
+	"guaIsrKW54hxuaRsgdZYoGyJ2YLkB5+Tg1+4/JnXLH/4wTGORJ0tUUUEr6uMqN4vePnmP+6t6wtevjWk",
+	"D1LHKByq40tS3ZJKj/XBZ14z8rEkmSQ5mmNa1BU5h+OYqA8QzRGc07gsCa7gcACxUfEbUqGCL9R43zF8",
+	"i2mBZwV5+PFecCEXFbn89ZUSSzWrCM6WqmvFVt7YqEBiWUup2Crna3au9LhqA1vRdAK6aXYDuuBLSeBA",
+	"KCtekkpSvT+yYY2MLhivlL6l+pW8PCrILSlQ6ysENNALS+ySsrow5NInWUemJQeg0L3MOwfG9z/8kGz/",
+	"1ol//f0Qld+9e/lcfSIkljXMGBfFm/nB2d+Hv3ua3VzqTz6/747oc3IgK8wEzpoxdOewosz+/Sgk0ZuT",
+	"/u+dxtrTa44DPvsHyaSai11RT7C1FxVnN4yvC5IvVva+QiVZiW3EarHK50RN6qX+Tms5ZiS4qvBGPe8x",
+	"zzjathXpPnk75OnOJkKSKDUeaJR/MvuXYva3RNRFYGHz4kNIB9hlYSjLyUevEafOmDV7S+A/ebgfN3bg",
+	"kTH9gaI/+m1RZxkRItx5b1WG6a5nmvTob/uwVPPH2J1hlygJLEFk1S4dE1qVV3Geurq2u1VnsmtLjVmd",
+	"Ye8D1HjKNn+7fPNL4J7NNkg9Qbe4qEmChFRnFpgNtGWD5Gi2kQSUePWPg/62+3i04EemS3WOH7/F69da",
+	"Y4G+awniVlOzL2H0JcZOFNdyee2IH5qL49DhRbNLAh2E6PwTqAJv1dbuDmrJhWSG0/pCheZhri95JcNP",
+	"1ry6IdXL4HedYbuuTXu6P6+J4FTq+ZxUDdd09vrsrwQXcrkJb4a8wpRd4Dq6VQ2XBWfGuIxQibBc/fPs",
+	"04FS7LHU3/345CCJEihCvIpKqz0GjDQ+8Wyn/s5wk3e9hCj4DGdL8lbpogEWVc/+SqV77CaU81oNzLXH",
+	"6tVMD9p+I8JzyrHEMyzCpMupuHlLcB75tit3PZnXvds1j7oUjGyapmt/CkmHBFECXnGJCxGnYIwawxNe",
+	"7kL6kRNaDs6Fszld1BWJ6kVqh4oSZ2QvtYSXzvw2TskAG9gb81VQz9BWsFHGLsUM4maPgXdIq7vcQj9z",
+	"pw0plvqViMxpEXiIgGPJ9pYIXtxqy0FHLQxrGvEnka8sVYep5k28aa49pMTZNBsqmOabqUfo3mjr2sI+",
+	"uAJt1b4vh6CFvG0v7m/PlbGm6w4j69lS3nZR1jrka3SfriOiP9r+0LYS7Ve78m1alS0SuPtg+6UCC2ka",
+	"y5/K8Xebp5mktyRMNj6fCyJf4UVE43BegSBD0hV5hReX2pgZbkEqiW1HvV152U1C+E4L10rSJVR3EP6s",
+	"e5No0yy0nu2LdmxEIzbQZb1a4WrTX+gV/nilRxXbEOooihA8rla6of1G5TLa+JaNJLFsqdOX+uBPDl7h",
+	"xUKrRs8JDivWvu39WUWwHM3HIuCV2Okj51AZ9aXkJc3aW7H/TsfeAjwWoWqHSYz6bXppX+rs2obWy+sk",
+	"8ZnELksS9G4EqRBbjBDTqvV8RaTU+vOuQj7zF7p/BBjn7KAFxNwtP8M1VMuJvm86Jzg/KmCYqOLr7wSi",
+	"eQK3yos3l1foBJf05PbRSV58OPlE888nFSkLvDmI3f/s/XIMu+i7QGSGNDJe62iBy1d8sw5v5YimUFY8",
+	"rzNSXdaz8ZaPYEtw43/Gaxa5eMoKZ2SU6N7dKGLsDiDShyxTjTrjnwfd47u1qq2JGS5sk81nXG+Fh/fH",
+	"heGYjji3zpWxpl5vwwUETYkXlGHLGx0Vga5oZKX0mTdCOuk23AfBI1CJoT5bV3wt0ArLDLxpEhy1hdTS",
+	"bEunjka28dY8t1C9rha76KFbGTVvFM32BDsyRqCKrPgtyYMmh/im2kcbtWNqmL09r2ESvQVh5902cZ5T",
+	"bUK/8Ig1x4UgXZcXRisqREkKiW7IBlE163ktSI4qLJekQnKJGdLiFNadI0++fScQXzPkdmhY7R17sdzh",
+	"Fvp5BEE6rsOeBfstX781Kzxsy+4t8ao5PgIy1ZrMrRK1wopvGGYZiShOYxlGjyjEDM6h257lTsbOULva",
+	"+hUgn2eBaozMjIGz9wBsMs2fwUmDHzqqhbbN10tng6tZ82+wPKpvQu3fkkrEDlh9mbimYwyqZjCezS1E",
+	"ppc5YZLKTV+oXCnlBYvljOMqB7VFv4lyntUrwqSNeSFFLkzoVCokZjkuOCMpBN6pHVeROakIy8iUaS/0",
+	"dwI17yGxxCVBE3Cof6gJYUdlxT9uvhOH5yjFtVymCUpFPVP/qXhBRApW+hQD7+lueF2Z2JquU9PyZ1/R",
+	"+Xike9PvIHBSCx13iYuCVCaqBM2IoDkRqKxnBc3OUKWELWfFJkHrikpi/g0/ww8JwvmKQqDPaC0dZ/I6",
+	"K2ohSXW9JDiPMJjSNNjCvrlN4Ni1faZff0vm0EYtAzGeKZ/PIcgr/cdapiHVz+u0G7K4xhuB1PF1ELWl",
+	"NRxn2hmvdnSmESIfWWFajHPeiWvFIFjywEzUNzpqyyxgwDBhPr4mTPUTEcDurSJq4VCsPN4QamnwVn31",
+	"+X0S4GchK84WREikmkZLUuSGE3VcWqJ4m7X4NMjKdnCRbWMCSeANE+FxQxha4RLCgidrKpfob79dIT6f",
+	"m/4P/a0wfpb9ZW6kRnjtzhAI5xzNNq2gFylIMU8Q40gQISCeU3IklnwdXGOhryf9ucNUdTDuOfA78mer",
+	"ds9akbihig4zZORghHEcDlp5LYp6Edz7tXCSv7N1faHbJj8pBEGdkaOJjoNWb/JaIs4ganj4nLWd263W",
+	"Hm57WwU2SXdH9CSZJxaCwtDsl0YKtZjBCDW9cpZ7Eyv9h469Z41Q62jnpCjcWnQ5gQrUnGSgDkSuyzR8",
+	"D7Z7f5e9EOWLRumIsRSNmiZM4Di8drAzT4YuxoYfzGq1maQZTtJoJw2hR6xT0GkdIfKugx7q/q1ZsO4N",
+	"xBOGZ1rWJdsFbKIEhZIKWlowrgU2n3fEaWhBXuHFpcQyYIXHt4uRLtoV/jj2TZJTzMa+TNk+jko1bteT",
+	"bkUPMbQexph74d/Pwrfq60XU8lfgxfVSaYwjJ1ZgIa9Nu/k1HmcZ1laK6yJmzuZFToS8rtmuDbu76XWE",
+	"75sXoiZ3uK7GH0u6Imrk12LIg9K6i0Q1wnP/IM45UeehRBXJeJUj3YQ42NUD21nk1oR6BOiQzB94a5kC",
+	"8/Z5JbJkAfYIMi7Bgrz4KAnLo751j9ouiv5ff3wyIlVkuLuYAWp8xBv5WNKKiF2cexELMDy7Nu2NZXlG",
+	"1i92GkFFGFnH3HrjjRZ2In7kmW26MyqfRoFZhljidWNc8Viio9oZBSpFq1pINCMI66g1M+RzhNlGJwmA",
+	"qoeZWJNKoCenp8h+iybm5UNtI9PzS3t3Ze9CM8rr8Xl4TpdExllvBnFbg9FZ+hWSv/as1CMCqjyTlXXI",
+	"9duOW8G65t9Oa4FhJZ3JNK1vWfRY1Npo2jhFYGi5LkvOC/3mAxO15OXr7e9tJXCgmVFU92kSpLz+9Cn4",
+	"avwUmnF2x2HT6TbH130G5TayqO1s6rqibBzoIDv6RBkfDD8+BL7vtexfQyqCBSS1QgQu1/fnjksDTXRW",
+	"NEfPX/16qDVEG8L15PQvP4Y0hthswbsWChdt+ZMDQSdNZGc3TUqiDZE2w8WZH0ArOVrx3KTxJqggQqCy",
+	"4moBdVBCoJvmcZBcNTvC2Q3JIaFR3RrUjdrvC04fEWw74iAzpHfp3RNBiPNM2+QvcdJ4/g+3e86cu8yF",
+	"prbm7RF7gDG3xXJ9a3tyxF58TqSxZQ5swqFwrKwf1ORNrNCa4S7aVOSeEA4eyZpopk5X22OW7jkoY1jy",
+	"zCu+gl2q9DnI2m0JnDEWu8gFjIoXLKs2pbzHNViZ43Ro6maqcGRujSS9YyAH3hQc5zssxv2FfsATHWkb",
+	"CDRQpL2iLYZtyVbKK+Pt6j+F2IvnpMBDz1/FQxmkLMbEMbghtlpsda/b8sYb2jwffICALREy98T7/jXK",
+	"qa8jeNJmikWDhR8+YmdEpM6FxlcIRe0EApKdBdNuBhev4wuAZmJDcTxDQUAdadHeAEYyJN3jYeCAsZp5",
+	"99Yh9KcDQVVWtv+0aQ6hQNYCFhBNHL8p6F8aJ7kl+AzIudzMKlgxcJy832YLanWXdOdhvh4gxz3FRllG",
+	"N7GzgbNtDxE+FFK1xOI1r0gIPqgijSoHYU8IzyUExFCBSs1igVPp/mO0EjfKHaK13NAhq7434hGRWmZL",
+	"jAzYaosojy0jmqufkagE53XRVWMbQdXhitCui5kBms02EMAe34dhi6lqrf1piCLDWhgdsOy1lJr+1aV7",
+	"SbGXvZakHaOOPphec79aij2c25SARyf+nCNfDyor8Mrlfofwn2e3Pbt9Kibedowf2+2laR/jI248hqhX",
+	"lWHgnb1Xpj9jO7/zHemWMHltD+Sxex1oA96VHZMRWj6j3Xw+OvigGa7TtnrOIN+/41GrPexta/OKhixh",
+	"0MLOSoFe7G0pOqbt8MBkRTNxyXApljxkoSvrgD9pIwx8S+eApVnFGxdXX7TUIhTmteWzQMCI2mh6DKFJ",
+	"+YGYXYd+ofRbRrKB7Duwa9P/iVz01phKyhbGpDnmhHTtJb3++82F5rMiKx4642G1daK6iLpKT4MLQT5K",
+	"UrGQkjT42ZLg8iqsXP07R+op4jOJKSM5clfBN5fRtt6JUNC5bYoyVAsS/LgSYyhfgeGsGbTXqUeCpE3I",
+	"8Ao0Snt7DSqTHTbC279NKy1rsSR5gkpelgYwAsyx4y2iMJjohV7Ew+BHJP3CrUfRp4cQVZJK618JEpRl",
+	"BM0492J+mlFU3p4JU7HfsBYL7Yb3p7UiMRDYUhe5Md2dyHUpjXmoYwM30Hch4kSFnG7Lo1ni30OchHPC",
+	"IQFJ7VY6KOvpooLLSiOBYlg2+/mqBu3e8eDzqMV70KZtJ3MpcSWjDib/KNgJJ0jJh6yoc3KlFInnRvdx",
+	"Z3O3rT6dfLCqvrqy5Hq0O46pxEKsedWFPXp0+v2T0NsGPaUbW6Z+R3qvJAgLhJH+RiNx6gcNUOMPTx5/",
+	"f3iwFZOmQcroZhDpZiAkHvRndadVT/6/vz89+m989D/X780/To/+cv3+02ny4/ef/1fo7iJEEeYtq1bc",
+	"BQkKVqS1s6DV7bwXguAZ3CWxqMpYlsXYbRC+7NdVRZi8lCSCSFCvyje1LOuw0k8KXAqSewnvI4RvXHpU",
+	"BByCAx32E12UznSgB6rNJLqRtsnEeaW3WvWa8FCPMr2JDtL6ClcLcr/C5g8oD0TIHSyKFc/Jv5kFMUHt",
+	"6o6mo4xyKnCLqX4Hm/w/cUHziKkUF8Vri2y+S7LcsIdYkWDID7uKd6kd6kPpyxHUIvVEcXX00642ZNbJ",
+	"77DdRmLGuTOihCVOcFX4Lbniz1/9ehcUlrv49gOpjCYfFhcVwfnm2rPcxvL8HiQ+wIxsW6BAN0t86HSx",
+	"oBhdgWG0/Qb3mlcOhPVIo1IzvCJn6NHR9z/8gLIlrnCmLg+Iz1HqnfbHR+/TBJGPGSnllKXHJgHv+FjD",
+	"ZW9QhhnjOjwxzysiBMnVtRCjd29foRLL5eGUtWN2AjLBUzkmXudH79sj+Zf/+/fj91ufH3d+/d+HQV3l",
+	"F2saDJt7nOVwvMnHtRj1BAXiJkwfscVttTfoqhphjDLRT+MN6WLA/ixGoopY86v5KGkj5LsZhAjwpozF",
+	"a2FdPGOEqlPycuybtVjuk8UA3+mOEhhYeCpeaFxgw6rfITlEJ2jNDXSzOdIDG+iBt8z/G9wzb25JdUvJ",
+	"OgQEFYjIaHyHQ8zp8lpM+sH497snnr6QD4BExK1EjWcvjNa3JT5wCC7Six3cFvE3ELV3t5A733HZwEQO",
+	"x+G1JeAAENfOUkJfIsTTBYmpQOImht21rHi9WJrLScd2DCmwJL8glb4ljN34mlK7ftgDzO32Hmw5qGz5",
+	"SFAjAAh7UtRbKku9ljXK5Lg0tPP79FYjNLiLr4/t4hWLWQSR6vwRDpYcaN7sMfCoI96NZCDYI7pllapX",
+	"swxHggPjsG1NPEPTwNbYht5Q+zJvOOJyi8iLxQK0wPc6x9zCpTrqhCpkxJWNWUnQqU2MZGG3QoGFtJHr",
+	"OybNbYPs3Tewm7KjeUEXS4koA4NkPiK2exdsnrFnAI3iTvl+6hYBkx1itVtrG+S4VvpGzN41eLfbJ48k",
+	"mDUydGnyC4/scTn1ctzaLNPk1qOm6FrsbruDzAFvk2e46aNv3S2e18qZZwWmUUTM+4WOCnFp+1bcJOBF",
+	"7sPtQ9COPbLeHgHvihfYXvN3V8/0iodd5HsHZwxFWm1byH9yfL6uPaWJ5tmKqddmQZ85LcPG2dKbdpgJ",
+	"oUqPiKXwA7jrrzWp6KBlMa8rp+m0OfGvfz17/frs8vJ4tVoF4RtpfGdXm3DQni5q9v3pqWchCvp9LARr",
+	"H7UKU/ni1hQ/2rrc7u0rE5W0I/auxme0JGowSG1ZsHb7/ujGZKgooX6Ls7peNWdbZJnUq5jhYvM/Q6be",
+	"psGBl9QJfFWXRewqpQ70p66hcbtqHDC+tSB3emgNqT+JpD/5McTVOZyx3A6xxBXJvUiaPgv6b9jgoDZH",
+	"zzaSjAgjaPcVajk0Hz3+d/aI6cbFDeQ94WwZt/BB4YPtBj6/EkHLQTH6o9Da67J6egDbwriCB556CL2M",
+	"GoouTtBj+ZgkJFhdqzPCpKH5iKv+A2wm9cl/7vA6vSVDI7h7PQvTQuL2b2u7ev0nXRq2JtMjxphdvOTy",
+	"XZljObhy7qWdl6/d/L0Qz9yABprdRt7W960xJsGpjqEj7Dq3c0ZdE9pbqGeUUIO99waVNBxaaZhGJ1Kz",
+	"U0xLPf1pE13RIW+oGcDw06G21cLFW7BPoy1Ejsum2V4j/qh7Y/QIctAjzhim2cGM6Fv/PF97W2a3uKbF",
+	"k51TqyNiWjugrdgGlKjO0d8+SVt8FlSraxGpVNlycUWqVApCkCtO0rtD7Vn3LxhdBaiD6XP9R3ovebSx",
+	"ypv4hrAmttdH/4NK1wf7Vs4ZS0Pvftf1cr179/J54+UKZPy0vFqnR3/BR/OnRz+///Svn4/8P5/s8uej",
+	"7z9H3Fm922UIJy+vSw0yzQTNSTtn6RwtCCOVuj9qu2WnzHzAb7dvfSHF6NEgSr1lXmtwtw7Rs4yU0kQr",
+	"m0Vr9NXXYvwXTsaPs1rZjbm1Lmj3Dg9vxkmwazzsQMlGY0kaaYswb4/KYDHBV6YMtTE9vXx+yfAN2cFW",
+	"My5bZmsu2mDplHYsH7yvb9G6ULEPwdM4D98nscwgej+GndYbQbi7NomvvPYsmSMVLdsJYECbELe1Y+pD",
+	"EQihzAic3Qgkl1gi53JtKpgH/QKmKmkk5cBLz4/4FRrXc2AkFSl5BRWfsS1mHXZOgIk04ueFrIeBMRoI",
+	"mYljGYFMaHY+AizGNO/GkBzYnIpWpc/oEm3DicmHSnSRj1REHw55KmI7rluKr1ciwfY4MJ8ICMw+mblR",
+	"nMcHrTUXTxaN1ErcCr+0JdTgzl68YcSkbRwc8tQ2/rTBMIuQAdvA6QRyV31btV0jR9UoR73CiwtOmQwC",
+	"x77Ci9djw8ZndXZDZAdipZVRsUtrJS8HzJ5DB1dIabIFiG2jSTM5b2StOcQJFowIHFXkpsN+gBMOiuEt",
+	"qTaa7dAaC4TFDcnRHFDatgOu3GcwRROWM0qPA4KMiXYIJLrvW3nHBbmMhHEwckjEuDy7+XkgPgtnN7tG",
+	"DGFXPl5E27zsuUX95/tsvLCZtfgwsIvgPrLr7Hbdx7i6IbkbxLgvtMB0H23fAp6rVwvBbSdFvzRnW995",
+	"AVfQ2FMfJTP4ws5BZrVYbmm0Fst9Wh3mxOELgKdkjzFxGT7s1Hz3x9CZaJuWHt3be6i1YRJvw3r83Rls",
+	"iCNCy9/jttjB0CZ/Z407UqK3sdq7YEhGDQHjKuK+pqyOWiwDsnsr7oLou5RH6HRGlkasjG8xW2y1H125",
+	"F0PWR/0k6czaDXcwT7ZVGrofhgNHrVaPUEHmEvFagllMICqFF1MdCQF+SyRhEDnnoXJbFO7TZDA8+NfO",
+	"vcCvOU8KvCH5xQDGp01EdjdGtMZqyDMy5xVBOSkoTG5yeniQbBtT8eHpXIJV6C2RlgcCVyCNV0Y5ezFU",
+	"1qaFrhce9eTx6anBZw0jmJ+GAYY/ht21k9NDc7VMADiesDmvMtjSW1v8DVPQ8UavoI8O2B/Gki6WNode",
+	"QNUpU2xGB0jMNsgp6ydKVUclL4VPiUen8D9v5EfupyDYoGbAwRWpdmbTNshh5zYv0EQN6fDcEH0rmduQ",
+	"iB2iPT4cnn6wRQOiGOOuH3cZ3ZqynK+1135oozUpUhZm/UNNidxjy33eIqncDTmefBCSPPcpbb6slBjc",
+	"62O37R5AnnvunS8GCtpnzm0GhgZyahyCqKWzxRLtckxw3UM80xlqgHDJAPcGViPEScGlj577F6Bo3UmN",
+	"qggYKscrRT9BDRNTRG+EghUaUVBZW3Ihh6qj73qxotH7TiX3uR/4dfD3uRu4+ZkhJCZGz6uMv01x/lr6",
+	"p2OSKCfumVgRMdXeKZdzDxvvVpvqoJiNmHh3M2eWYSi98QmiTuI8ZbjYSFMgf2d5sOMVyfV6r3ck3zo+",
+	"qnfLAfsw94DJuNv+CG3ltVhEKAugfUP2qVuaDbdQbe8EJhN73AUcazWXxCbTGZnfR2tSgwSMmCMHjoNv",
+	"mrTuAPgyNK42d0ni0UX8I0+21djmFV1QhourrU7sYT//UA5FCarY01hQ3WBAw/bycJEX7iFa4H2yuys/",
+	"5qn3ptNrpK1nmKG9D2LaxfBAhge9T1qTQ/gIZuF1EkY0C8a4qcUDXa4MzROqPWmz6c+0COe4R4XFHNOC",
+	"35JqyCHHxWmkpoBFpEQTxtGv/PLoFOmQEcoWh3HXqgusHFGGSsuGn/ZJzM6s+bjps2mvO3V/nlEqR3J4",
+	"8tlg5S6o/H6BaxENRmhurN3AOaG6RTmtSCZ5tUFUNDF3eRCMSQdPRBbsQ40rzKRGAVXMgihD+ouTgSAT",
+	"x1dbq475fNj45/tXmfiCryvqYn87FSxwIQhaL2lBEC5V0wLGfobmdaGIJG4SVDPbQEO1AJ26F21/nG0a",
+	"Jt7ytukRZBPFIW/JvCIQshY7ptQgWgdUAH1hGzTNWAiW8EDLeDnV4QtCPAYi6nTud6ENqjpYeMwds/1+",
+	"WNpjETltxQ3tBDn5sFwOMLk9wnkRiX5qV4JeaZRmtCYVgXK/koRryFeaJyKXw850befBa7G5gHVAqmPI",
+	"Gb1YdfXe1nCUUAZkCFJdEy9xDB3bErUYuKjlWGJQmQeR1QZdqHtGwA/eMbt3u3nFV5FAU0mq21bEkB/5",
+	"NCJYrCGA15rpEZqI03VLfbt7g7fZAYr69wOt8AAgOluwc/SiDNWqHjQRZXUleKAy/QzLbEnEs36Zt+5s",
+	"h14JzfpZU7ut20loflHwDyGfZpLeGrvR2Jjq7UpFgMkHTV9Q3MpL+d9etBsASXb5QoyqwRoa+ICVzLeD",
+	"eUAHui/HGB1Kd0ffnX+cQwcjTsv7Rv7pAOAEahc1asSIukXbChA1nQ1qPuMNf91dHTgdIopOFslrfgjP",
+	"33YfnLZe39kR9w242u5Qf69Fpz7p76140r7m+69mnje8HC3r9WXR9e54guwQWf5wekcQ0WY7NtPuoH7B",
+	"bLNQp2J70K13gIyJlx4PyxYIcvuC7rWdNY07OdnuZZ/u5zsbDVt3x+Bsj0/iEEz7rOjd8I5Glm8bMILv",
+	"Vj/ti5c+a2D0HXHjy3OncIqAVtIJwJ/PSSZJfrFlNxjA/5gwLV9UFa+G61/H3WGRBNEO4W3l/Gx8PAJY",
+	"kgfMEqHrlhcSbSedhMjkTzs0GOIoslPKQz5rSBmMCdthPq6tXtz26yHxYyrVR4CwtgX3/0bl8pVrIXLy",
+	"PrUpmjH/g7roxtTgzizNsCJj6DXYGsFuSMRw/X4xn9OMEpZttkkah5Htu4/7t6uCzomkK4L2SFBtaWeR",
+	"Zr08VcoWYqdM1fbYRqesxsxLBb0l5+hOmX/bFDu/TtbYxYkkSrnJd9Jpx5e72lM7bFWu6jJd8MLM6WDA",
+	"wVa97Z4vQPupVrvbx7bdknrK86DlrBc96CFhD1Ulw8bZgAosJFpXXBLrdUjQ0aMGNhdSDVFOw6bSNn72",
+	"DlaPK/fhPUc96VDA8UaY3+D9sSUWhqKhPIbugGM7HdfH0Laivh9Ma6fgzuMtkNphiu6ct3i7AOzCV5yX",
+	"u+Tr7Zh7uEVXmF1wXjx1h3a/wYgd1e9ANfEyL+7WgD3I92lgMIfSArsPP90jyXKv1dsxOXNF2c8VIZcF",
+	"lzvkZd9/9qMFwh80pOxORahZ96ysLzfiIpN7Lr9t5J0g1R1beSvE69meDezpvHTs6VO5m3c5sjhBP+sx",
+	"mCrZlzwhfu4wXzJwU3CxN52V6C1wi8wd6dOSJC2pEJbBFcGrZ5usIE91MZkeFlX4ahkBQVG6ZaZaazRO",
+	"V5Dt0T7JUO7CGgKlcso20gEPUDDGBPDkxYcxtfQ9KOkuRtUo11ct4qUkfd3TRt35vzURcxGMlwGgoLtU",
+	"l2s3tp0tGrSpkcwRhfeJuGmuKwL/jUWl7BGDaMPdOu3HUXS8KUcBxky9pWE1sbWhPieBivb3gqjXwVhD",
+	"K4KZQOn19a/vXrx7cf36zfMX19dpbwsE4l/HDefdu5fPA8NQG1HX1vNyCJ0UgJggIxoyvCIAyGcz9q/v",
+	"C0rtNLpXfYdktTHz3T5LxVSaceD/A8nVLEfezOEtDYCvfsXZTSP11HgOg0FQAMt9zctdPK+KuZTeTN6U",
+	"e9Chb8PWROnwxNbtEbOS4uzmugk0Hr9NjICJi/v1coMYl4ChssZCSdYVlVKdLmbLI4iHPDxI9oj3BmbU",
+	"496NHZtxD/HbcHx5dDtplJyJLj3qjlWc3YjDg5GHE3DXNS7LgsZ0zj3LVgT5JtRph7qJzyNxPvtV9fCM",
+	"s3lBs51gDqNWlMEFuSMRjFWkW9g3OKno2aL9yddLrMvv7Vhgl0W56fL5f3wnEIz2Zb61BGWojigJKHy6",
+	"vAvKlpgtSI68wSdoTUsNEArc0EjC7g71RSFlN9fOF/WA56OpqNQ7E/Weu94BETYQYHzQaSdpLepWxhhI",
+	"4/E5o7dEEEobXnxYdi0xtftL23+pOo2LIrgU++2gCJs0XKDGoBhjxAjuZzf6VLM0suOML4U9W3uLcEM2",
+	"nW35w6PvkxjuTJNlU5eCQMavxkAMKve3uNiF8R0WclAZ0x2SHEGr55b9eYUAhg3M6gKlnz6n5xbWVi2J",
+	"GV7vqqArhKjZbyFaVLDdkM11WZE5/Rgi4NZz7IZstkD97KwMdhWCMQrhzgokLck1lte8utYYGgElsuTZ",
+	"Eq1oUdCmYtLOFpM763Rm9WLSp+LrvRTUt3wdNPTvk0+mhrBtAnwd3bQ9jql16sQ1DkdauP04ahd2hq36",
+	"tE20egpOAFIGXmsHxp2iD7a5pUwe//Y3hktWDOE07I66ICG2cgtuhHHvhA+XBa4XBMmKkAQRnC3VVWyO",
+	"PuHbRYJWlCVohT8m4Cz6fNClv4FONj/+Q3B2/BavvQpzAq/KYrBI/X62Sr/dxM1vjJssAEQR6W8E5IRH",
+	"/a+AOOHYrcObgw6q0DivsLgJh965NKBRsku1M9qfFkkc0qO5/0LldykyPC64zrhx9yhPfuXzRSdtLJYk",
+	"NCYPaDjf58rfem258PLyzdG//nj6CJ2gtz8/Q48fP/5Loo0zvIL/8lqieaUNoLhA5vA9d88w+h/OCKL2",
+	"0vDu6tmUTS42csnZdwKlSqQrVj6mguvzenKYIj5HGDFMbwlSDw+P0VOk3kS4UK3ppqgUaEVzBtk8766e",
+	"HU9Z+07245P2lew0oBJdVTgD+4ErKRfO+28sjrFajrETcMcyjQBTcG1V3x1jUa/3KAGy1aLjXhi6ztQk",
+	"/ljD+EOgw25Ak1uz/K0MHlcjYEtEZNAK4y2Hq/bY4Ql/EC1uaBGmR8j+orUpFdypLW6939rVkWgiIIC6",
+	"YVbVxsIum/FHCnHucEy0N9/Wk6Ky9cjHxQm75h+IUJH5Bzh9FBGU7j2OBqaH3QkBXfQzr7CQ14IQNiha",
+	"si31V7e/wEZhr3vvtlvuDiXxBh6d9ZCNsA3osqelrGf+2kfe2+KkO7tNOzHpY27T0jJDqFAPbG2w9KGC",
+	"CqkOYstr3bFsUfgf0MvajVsHikc4wH72piSxMrdpWYtlauB8U9izKZoU9IagE/XoUNFDqR3zAkuknqNJ",
+	"CpI9TVDqhqL/AEmeJlOWtsasHpoqVunhOUpxdmN71Dj2pMiFovYJzm60IvOF2NXZ/7fy2kNVa7pb4EAr",
+	"Z2M8KfbaOrtrVzuVRWtiIEYaL7Mbmw4SWtmBqthfuSjalgpmfcuv2oba3xUw+obMrFukQfRU4FZM7HR+",
+	"94VMgOlXlNm/+zvATqDJQBhRQS0ZrUp3SOTNciuhYna0uN9wV+9vu7uIE3jA1rlzKlT3NOmibY2hSrBk",
+	"XDQyZwchO7K23H7ZaSOA2HZx6I4quha+yUbw2cxFy/YZWgcQxqC+Oxl2jyIsKMB0gLgxLe9dEmY4BPYr",
+	"1YzZN9571xBgfLv4G5+1YALuP7B8hrMbPp/v0EE+e8YZI025kruHrw9Gfv+Dz8RzzkisVvhi4Ns7xHfv",
+	"QfpvNCqcl8Nb4msVzdnTvTFY+saXKf2iOR4luqVxHBfuWqNmbJh2S0AEorb9TdeXDX2WbW/tWBC52z7d",
+	"wPAtdYBCp0xL5D+oN3FrktuOQvAbqJk3Kost5vgxyYnDm9jmyg4dyfadcS1t2d7qreeDB4N+paUhdp9e",
+	"bJOI9q0Rg7nYKujca0OthTJEL9pCqTf0AGlDvQWmEyB3l7a9tfUom/SYI8hp+0Gph/3r2/MKW2pj1A/9",
+	"9bMVm/n56YfOiWn3Y1xYRl21+6qZX0adm++otgwGbvxjd0WrwEJeRo3v++p8ZgNcbMmS2z3OZIf6HSPi",
+	"JsYqFPMB9eEfHd2hN/UAahHctOe8b2h5ivKKl0eUIQDLzsiKMAm5UHJJ0K81IQy9/tVkTh+jqyUVgHeM",
+	"qLbkCsoWhYs753Mkq1ouVQNTpsvIVbyWJEEmVV79QysXYNrBOgC/ILekQJP04xEkpx3pn9MzVNazgmbq",
+	"I5wfcVZskinAEhP9h/4dfkgQzleUHaoxmuJiFRKyngnXN7rFBc3BEASdq/HD6E50f1Om4Y4pQwvCTqBK",
+	"2YIwUkH067ziK0Tl8ZRN2TPObjUkm0GCWPICatEib85nU3aEtBSHptJPU20YmR6coenB8fHx9OBzeoxe",
+	"40JxOMnR3y7f/JKgFQUAAsQrRBkM2djLE+2bQFxN7fsffpgyhLIlrnAmSSXAal9LQXOC0r8/PfpvfPQ/",
+	"p0d/uT4+ep/CdA0qpf780enpKdj2BcJMrEmFnpyewms6Llu1bbImTDACnmFBLJ6E+UigHz5+RIIbOIyC",
+	"gu8UoODOEZWKSYALEEaCFoqzjKXjWNHGxWFo+rjYC8rQu6tnyMSJF1SSChco/e/0HJW8RKmD40nREgu0",
+	"olnFTSAGtHuB5RKVuMIrAoRRjb97++ooJxnPSQ7vvPgoK9zw4g3ZCLTCGzQjCOc5yTWV1CFx7ual7ZCo",
+	"ZjeMrxl8o10XkspCbTe9XRQb/Ds/SA5uSSX0Ljs9fnR8qsuCE4ZLenB28Pj49PgxuHbkEqTcCS7pye2j",
+	"E5MoVnIRCIpOXQ5giia8QqmhZ3qIVvzWeFfATf+dQBrqEkkOv9p6iBO9IuqwWeMqF4dq1afMZC3pFnRS",
+	"EmeZDsZfL3lBkK4ur9lIrSwUmT9GqU5ATFGgBRADisyuCFzNJC0aGJHvBEobGMFUNVsLkqO6TNRLzJuV",
+	"Hb+ezpT5KZw630Vxb4mFgCqVxyjNiw+pn+kpEJYwqXPTaWjMx1P2FC3oLWEoNX6a1BW261C3IkwmqGbk",
+	"Y6nOANMAuiDVEbjNeC0zvjL1DimbMvX996enaMbzjWYdZ5pWJ8xBo0I24CI/8XxjPGLShOxAgkwGn538",
+	"w4B1a3Vpq6vGaZr6UGiOL+NEsTsCWPL709Odeh6lz7Vytjq63OduVDpnBFXu7Sd6PKHW3bhPfsK5m2Jy",
+	"8MOYTy7htABRrb95vP2bdwzfYqqN25/9+5taRMbXBckXBOnoLVjRYwA8WQiNhQSOnfZxd3B20Bxn0KYn",
+	"Ek5g28UFw0styisA9C8oyZUUbbIqeZWTKkEa5NZtJai9qcS728PAtlZqT5kBfEezjRLEWG01XwJpJp9r",
+	"RQCv/DROyppfM1wUZ3qHqSamDL6zJ4gVYWc6yUefVVQ0QoPkTXqkHqciqz7nJS+PQHmYsrTlMk4NHYSS",
+	"F/pQVr0eo6cM6fQe4LlmFH9/n0Z2JGBSPdx+hOa/0U2JSlIBXRO14JSVtdSs9m3u1hVmmybpmDLYvp7L",
+	"5y5b2KL2n6j9u6iIOHLo14tQ+tNbtZ56R5ekygiTMCjYCd+jnGR0hQtxjFJdJ+adGjOcnwZRXjP5hErE",
+	"CMkFKhfX+s0MZ0tyeNzj9H8n8sIM7dJgZd+J7waDJVodBVgMZAfDpVjyPRmjvciuMSWuTO+Xv776TkCK",
+	"GRVqZdytB1YU6bG2ltxVXoguvLqVRNZdw6YVeBFd8ld4Ya9VSjpDULCrYq2UISohF04rYucotbZGWPc1",
+	"oYulSdOzPBxcZQ04ixc6rsgoyRB8QXVlGwKFXvSd34ZSj1vXJrL68+ck3J7k99maTZYc16DJvnz/JSSq",
+	"pXLEDhZheW2Q+lLCs7VHLniJCrwAkd7o09qGliANh2/+1IpDgrBAGM1A6VCzuu+9YuANgnsl9YqepnbX",
+	"6NF9JxC+JZXaNdpApHaSfh0VnC2OSl6A5GzyFJ7pG2U6ZRBqKXwU/dlGJ8ACOAVdET8GTjwnRhWyaZD2",
+	"LTRRA2penDLYzjpVMjcEhs5QzXKA6cfS3YkUdx+eex0184RMzAnjU2ZFmj4kbkgpD0MajN3xb0rx545/",
+	"gLPMEtc5zX6Pe5tUR5rlHG8gy+mkcpvcXA/0teCeN7PegEd+pqDZ2GF2tUWqXabXn5z7IJzbKQb+e2Te",
+	"ruhujqjEHkhwVGkb9b3xrSu7McSrgfrJf7Lq/bNqgMy/Q061blh3zM82yHER8Kit1/sFxK4uKXfkpUAH",
+	"Fak3jCDCZLXRQ9IIuRPrykpQySuZoJLmh/ruSaXQCo4mdGf06AXOljqzesqoQGkwnTo11nWnsqEJvl20",
+	"bjA6z1kcHqM0K+vjWpDquhaptlXDT3p+8CN4X8wtGX1Ej05PQTcFoD8sljOOqxyRjyXJpIioSK1s+j/C",
+	"FvackU2bWwLRY215DsxgW4/7aCYPKg3C0Ae/U73LbCmDFar3hmjcS/e34fUqbd3waRP5kNprHWzec5Sa",
+	"OIgUbhSwPWHwxsmpceW1aVlbc4VEP6jNXUsizqdMZwmJtPHvWGOF8Z7q7yrMFuro9mxtzqRhaJcii+o+",
+	"ZVlRCyhkBmV10CTtBL3AtaigtyR2/WnFpfy5t8fs7QFc1Qfd2eEwxN/hzn6OJT4qC8zMLR68i04J7e3y",
+	"BKlPrVvZ7Kq7bn1XvzruFnqqKzqb2I4z4wnh8BgVZC4Rr9XGlnXFwFWijncDunaMtFlENNtZ+2akmLL0",
+	"uX4p9Xw+YKM00QvHKHVI/+lJKrG4SZHDteTGPK2ZM3gmP7OTsxDxD+F+cZ08oP9lZP9bWB0qWriK5S7p",
+	"6tvwsWg+QtgwEa8sQwK7aW5s7YaGs3dwsVj/3xF46OMH4FPtwofYIeEGZQ3sSpdUv5rgCa6dQHwOQ/XM",
+	"gryC4BM8ZaKeuebBh0DlebBQijqnuiC7x+hpB/xWv7rEYsoY94ahS7GAzQYO0/WSVF5EAlrzusiRkLiS",
+	"6teKoIkacmt0IIqmjBTCHO9kQRmjbKH07BVZzeDwN73orkXL3gkVe/Ai9Smh43SmzLoqSqUWAOooNJCg",
+	"FE5u+Ez9rKuLgq3ZF4pNiwlKV/ijOgfVNzpqQjVMmcVbsU5nc/eomUMMt852lAJ2IOgG6Su8WFC2SBGe",
+	"8VuCHp+eTplpKUFAjPQSQr9S5CBTNVEhVMY2bt99TnAedBa/okI+873Qd3aijXI1tLqMB8r2BIuNVVvf",
+	"w3morpEVX8MlcmJ3oi1CDRvBuz8WeAHqn6YxxPnAKx0R0NrNOx2L/pcnhV79qBVHrZrhkFbdsI6aGC4t",
+	"4xBKH/94enoIdQL6OtaKsld4cemA+r6QojWKebozH+uqMlT1tu3XUcQmhsfcOA5RiWkl0HrJxYCEUIJB",
+	"PQTPi1JbvCVK0JpXIYvM/THlJ/jvZ306AXxmjy+1b6m1uftcGSJb88oJfAUlDpX+v+Vl3eFrIjEgTDyo",
+	"ot+alu54mw5koum+kr4PQ1R6QUu2uShLoY5oLVAN+LZRlVsHsDjclZsgqFmNP6jKXOIViF2BsEARVktA",
+	"JrvtARFQNoRVC2AXA/Xpc2oNZ1NWkTmpCMusEQDlnMSsZ/fGpHdlOZznVMNeXLRSMkazor5tfA5G0Ldp",
+	"P7MrzfDXYsqnPSZUTGed+G7JE3RDNtqs2oz4QcWa9vmJk0/w312l3M/c1QV7QGn3q6v++qdofHjRqC5R",
+	"e+l4RgDuzHMnjWJy8sn9+/OJIKQVX9/mxktCblr0v/DqAf9emNGN6X5k5hbgpT7+I6zqa35L8is+CuTD",
+	"kf+XQUTFOFrHECSHgUnescJP+7xq5fK2Btu03534+xFnxN335pPTJ9s/+YXLn3nN8vtwYaoLciCJxGzh",
+	"xlQBt3yt8BjjVCDOffTBstWaE9vl3e3c9XXwFyw/g0I6qckliQ78HKUOisC+bHJnwNNhLw5YThmvkIZm",
+	"R1RCIk7PmgI9p2hNmdBGhRmXS51SRm8JO0bvGECugUPEqlrJlHmGlZY1yCRSKWrB2JDkPNHnvc5gUU3b",
+	"WlUhNa0n2r6YRHu/v/G2A8rsg0qM9KEkB7ASEfEQ2MH3a/3dVbg2y/+uJ9dG4hQkB2pTXMVmvQ3hCFcL",
+	"IlsQybvBzI6Tss0Q+12GqPBPJ221hPIyeObWVP3AAta/r8YVJb0uHcuj9+Fd74D3IS78mVztITp6jB1q",
+	"7v3vUIgwsr4awN/RVTEG5ct+ZRPb2701inafX2Y333FzPoNE6J6fBTwscKfxjmoq9RnNpT6hN0Te0zY1",
+	"GHvN9bmTJkS0otIqaMrXanzF5sxPnIVUl42JwaC+vwVNoPxFWwZB+BYu1Kg2zqWzOjQJvE1Umx4YKCsr",
+	"rY8IyUsklnxN2QJhgVI1tms9thTSa43HzUDmq8fIZOgmiFfWOpU4w9T3p6faeZDmNt7+NKTiXNTVgjx3",
+	"xcVHxnp88BzMzZ7dMfgxEl3R3RO/m4DKhkpAtG0GBmApQ/xvx+9sLBO9gr+wP9x5iiZ8Dpebtv1Ca+2g",
+	"rLestqYI7FZLbd/JtDdnfnVOjLRZesaRXdvrppQWG4stodP0K4TnEPW1pDrgNOJbu0uk1vYxmEvetkHc",
+	"b3hXQVdUtho0TkaA1u3UwfaKYD8K+BAjXWgffLiPLXW1v5RYAlz1cPJxaTDXv4at04mRxnAgXHqcRUfp",
+	"OQ5jQiNsVc+LDyefaP75BMJkNgP2DZq75LeKr6HATPHhZZ7qEJH0319cIa/R9Bi97CU1n/lHOPjwIca6",
+	"rMWyjbzxnUAGEBzJZcXrhU7JZ7xaYVMcEJVYLtFEEFyQ3IVgEyFNtYYpc6gfhGXVBubxginRnacIixtx",
+	"iCRHBm3+xAObNzqKYVLRATX5TkyVxnCOsEPP0aKdNtUrIVlRzUpHyphwBI8QiOZAvrNpfXr6OANCwj9J",
+	"miDBdRyKXpEG2MaYkOSaZhCggn1PWxeSgPo2HUPtKZuRgkMlVMmP0VsyBwAUGNwPp48TV7vY1EtN0HpJ",
+	"C6JnssJqWzLMMu3PZkgpbk1+M+CpsEqRDpCNJthOQI9+wRsbV07FDRIl50UwjvYtfNfsz8gJphigETMA",
+	"f7WfXqUx6O9yGRwnZ/S8vPi/zw+bxuJVaw1IN706e+tYxn5xL2O14q83Rsa72pTF56BC7SEDMEQ+UiEV",
+	"v9pLhJ2bOldLpXTmh3fUCx+EFdrqZG/24X0H95bovjtvFyDXG7lzsujOQTh3qQuSi5E17PnERunyNWvh",
+	"HjVQLxCmBtfW0UdQ/94JhuSTTwYC6fMJ+SiJNiiGj6JLIrV0AzCkjdKviUF8svBIWYHpCgIsFSkadCXJ",
+	"lbal/pSI8TX63yg14VXplLkAqx9PDzV6i2mtuSgasKkYoExImr2A2UD1gVGCzFbsGJJmuxV8eSDBBlPS",
+	"s/tCMq3V4+/LTX3nC6SelmHkgt5aXDNf3vl7DJ7ussv8qo7hbB1dqSBtoYGctW0q+qaKe3ID3Eomqv9c",
+	"KQeecjJlYKeCO89sAxEhOZrManGIbNiQj/QEUHCaDB1TNQCu5YhKHR07ZTY9Jz1HXC5JtaaCtNpyIbZe",
+	"fHS/sdQkTEHcrvpkyjSgIF5xU5atVvS98fRwTSRYJ69tWBQbu2sHp+Gj1pTlSgWjAqVKY07RhEK+Eb0l",
+	"iUtXUDJ5yesK4QU/tOqS4gsThawToNRfqeSpCwmdMsbXEFjNc5Iiva4zo1NbzdCFMnf8fnNaQE6JIAXJ",
+	"5LGJoVYqpNZDG2QLH68IWFLdjiCMy6RbqbtJhXrhXBMI81aSGNZ1ylYA7GfCyDPMPOg/TSeNSGErrx0v",
+	"sXjNK5IiSYoCnJxqueGo+ihhFFMGSoCIxUr7aO5f1hpyf5YLl+USMQ0wsWuWVqcSTkExMEnKRBrrwxvD",
+	"nRPCTDXXO7djSqz4LbnyRnoT6qJfZpODA8HICCh57+RbsATS7z1tb1w5o53sdHuuw4A16fs/uDXJyJff",
+	"pynpshV8IhzGIa2Q3jpJKzsXTRi39pd2GLFfYXmkgcl+4kXGKR3/U6u80echv9NTjTL3/enpeQNC2zsJ",
+	"HHoZdt6DPiSZja20uKfbtfF2OcQ72ReSYAfdiln3qvQ/LLN/SwGj7firJj/IV2QBqLvCmfZB7cb3Rt9O",
+	"ougtfzLdfTGdxLSIMduqqZL6DcTkvGkgexuONII3caLZomlpjR1w061G/0Vks40LCBtjfuZVz/jsDCnd",
+	"FNTDMwQbRQSukGpiDoJ7yrphShbFxWVdvlH3SX3p+NhETHaTVCuSEXVJU5eMGZky1UOugwcYl8bA7UU/",
+	"mpRci0revi+dedfMJ6d/cQbzKTOGNjRx2bwZZqoDcUNLH5rZ3pRWNM8LXX3fBXtq42ULbpzkDiq0nUDT",
+	"xCloeNwUpeb7a0+fJeHk0df81h6CV/z5q1//CYTS/Zu/DAGftqqePrABTC0crNjQodtin9+Bdb9FqEZ6",
+	"Bq39os6WbSH+ly/hZZCtyEhfoIC1vSUEAAIGQp/v18nr6bBzUxW7EyViJaQnDiBaisq9dJXdDwKoZBA/",
+	"Cq5c0e3GjWvuFV1hP+Hz3qnhBcEkyPiEAQDEuYJ5A/Qeckfs4GWFLxtnNJbtIg8VXychUG6kXSfUWAWF",
+	"yYk0PlnnFchrzaMkPUZPG7QCG4UWOvv0l09On4QdorLa/PMokH8MWf0tOWB3EdFd3tX6CRW+2P7T0eo7",
+	"Wlv73buEtpyt1tcaEGx3lu50oYWJIr6+noYj7V/bF98SbWR7OEXG9nQpcQWBnqH9oQbxpZQAjByZoCRI",
+	"DelVnQX9mVcLIr08LfvJd8LaOVqLZR+PTDdtFgoiv+Mn7duaOZ/LDGc3ShlgOZqUvChQsDVZi8MzKMCm",
+	"r5AVOco8yC1NHsRN4SCdJmPqIglZEbwSKC0X13m9KtHRkS6T929ZLSRfpYgyyeFxRcDOkh6jK7VHhHH2",
+	"UTZlKfmYFXVO4MFzLHGKJhA5htGcfiQ5KqiQh+iGkNKYJnMyp0yf7LNaIkV4xrVpBj01Q1TDxVJHO1Fh",
+	"/E3f6YgFV0gMKrzoWKfJk9PTw2P0w+kjrW7YKfEKNcOHkCsup4wyIXGhq8D4HQTvVC2OfiAQsXYnOyGJ",
+	"ff9F966wj/Y82r7ihlcn0aOH736I85BjvG6eCC83vbohENRi9kPD9KAM207+r9fHvQkoWceh1X0e0a65",
+	"L3KUqK6isHZYdmMuLiq+qIgQjXfdMoTh3+6+vxfSSSLkUebqbA4gKo5wfBgHv2kLAcRmwPHhiHRFADfM",
+	"9v3AYuoKmPJLQx267puJ2opT9++iaDHUVbVRu9EsSGtjNork/XCRKTBKRmhz/2lf/WOv9n+6kquxdVZf",
+	"44qKuwJafslx40akZ2DRVufDjCC4iAQOCDVDbZQw2IpGtukTQ2q1rC3WvhNNH1Ap1/DsXRi15GU00OwS",
+	"Ao2ED92sEdRccAkiH2pcCB/YFU08+xAMU38jsbgxr0+ZAX+dtExJLuDToGuCgrvmaEbU7c0yqlF2Z2SJ",
+	"b4lAFjDBpBEcrWkOZUm1IwIXRS+1MUFLuli6ikZlRXlF5aaFVm9ub1OW4aqi2r5lUxCCWYa8/MVS4EoH",
+	"y4yIXvrqMTpbErB1lcMRL/6GqRzz3hVdEV6PerUNSzHig6e15E+zmzGv+lnpr3lOdv3m54qvdgLlEVFE",
+	"nmGhdsHLN/+h5Nn32obUM4eDXUNyZMpifjtRtBe8RDiruBAthDxX1FNX223kDGb5Ca9AiPjSTkmvHQws",
+	"JS81WIyPQhYUfc8KTFcC1SXkHjXCI20HZdoy3w1ovQW6bbtFE4Bigbuqdkmg2ablLMzhBV5LI/hoZQIs",
+	"ka7QeI5SqPaaogyXop3Drek4ZUrY6a9Xx+hpUejgepL7QxZL6IeZENiXeUSa7Qe2thNk1Z/S5U/p8oDS",
+	"Rdus2AaRgi7orPA8gxNxGMFOuas8aRDmfIC5qJRpHHE9nLxwYAOatNyNLUhH+As+P5wybTrUEP5GiBn5",
+	"0YgNk0vdlVXH6AVIZA3Hb65c1vM1Zd+fPtFimnGoWX7mUm4ckruHMqmnsSSFLhjNIC7DTSBx0fZayiGc",
+	"SQizt8xnOE8tcdJU+4K0a17LBBQ9zx8QEWb7A/bdBYPvTwl4Nwn4p0zryTQXRQV7WYu4FgTfXWRZLQZq",
+	"yf+qr38td5fGl7O51JyZoGTVkLlGNbJJ6XP6FtXInylbccYlZzRDQtGWZS6JhTKhLnJqwpQJUkFSiufM",
+	"TpBwa7jR9cUhsZuvVhSw+HJSgffB93+7tFMTZGocM8bw0ww2EB8AIk/7XHhFF5ThookUM3FqakQcQuYq",
+	"UhIs/UnoCATNQLoOrCbWmjJxeDxlzzjL6qoiTNqICqAtTEdCHvhC2xE1trl5cniul78WS+0KbUdBTFla",
+	"VjyvM1Jd1rNUfURMpQion1Crm7SECaoebgiD5K9zW0D8tS6u5v7EH6EK1JSFcheOp2zKfoO6D17eOJqk",
+	"P7989eL6p3c///zi7fXzl2/TwwTKw+sZalIT1wfJU4hqb2iLNkQeThlYCqJO3gTldQXQ8x0PMfiG4VsN",
+	"7G4hDJoIFQ9eEa0xlZYr9PCtZq5RnEyysuIFytAPSKCJxj6SNn9NgwlgKsXhGbDLBj6fiw3LSBMZA207",
+	"IBFLBo2yYJizwOp4nm1g0+iuEz8hoMXZOggGdkEH5pl8xJksNpCtdzxlv9mB6iEAZgHJzUqaUEiQDTae",
+	"yvo6GEmaCdoN8sPp4zMEwUZT5q5uwOqt0Qk0yXkmTqDP41V+GAZqEksv+eshDKCqi518cY/uv7aCHoM2",
+	"cm+vqqB2tI4bhXVVPcBSU1aqq6Ja8G/oBIO9acW/5NrOV6GV2gUfQgdM6zhT51PoPAN27cdMV0TwusqI",
+	"OHFWBDFY7+OX5rUHtIK7XlSXEQz5xi5498DFXzg70pp8g/OuZ+kLE1M51z8Cm/AXbZ/218LRdocY9mY9",
+	"+C2pbilZxxOcV66Mn7GNt7NCxFmTtKuk03qJZbi6kgXgc+V6pqwgwnyhc4ebdEM0mRcc+sESnUJmq5dv",
+	"3MouVoRSV0ilf1jLc5NYLM5byc3/pssUoiNkBq3+1fR6BFFHOgrqXGdx6z9MmaMuTNk5SueYAjoOxLeY",
+	"oogIZzcNVJV1lOqqeRrebAL5v1NmV8REmxyjtMCakGAz1/a4XsEer5hK46lQW7YBCtQJ5AJNBCGx0hOA",
+	"g6yhgspaHlO2IEKS/IJUutAKjMODJzSKmiZFu7okOkGPweVqiNlqBWc3TR41qY5MQnaLIPrxlIWaNdWi",
+	"xNMFcSA94YJTJnLWtmxOz6NHRmfRZ+ga60P03DfdWe5WGoLipEgljTd2vzygWHJ9xDyv7vndkxx1EWJw",
+	"1GgCJODwqyUEF92SRkPVXrD7kzxeYaJ4KVSbVN+IlUYsAj8KNLkhpdSqFcL+laYiNqcxsVHEU+aS6gEt",
+	"87gtu7QuhgHMt3MJ8lR1fVnwcmdaQics66yyafjTbCV15k4oO5oXdLF0TYopA5CDnOTaEbfiQlqAgTMz",
+	"01rLTty5o7kCeZ7aPsGNC80WvubMYtSAbumaMQhcFRGKZXQeDWag62gLu6wrpr6vwVE/I+rm6G5mhybB",
+	"qFt8TvAV0Zf9Tu05lKmpUZaTj0oKz6CATUvSm1XpCfsIjMQ5yM9Lh07jCYt2STor/R2RTvXNRMmFQw0+",
+	"YVkVguwoW2iFCNbb7kCE8xxprDChRVvDnuakRqmsagbXOj2byhYzXGlANksqC/AA5a4cUIRezlZRIOP6",
+	"3Bb/rnSaoXppDw3h8E+MkugZHx8ks/1Lp1xedPYzbD17XLiqRXDvbvi/W8TobqeF1m+2a6nHe+qiqKOK",
+	"TllUFz1Gv5mclBR4PG15TSFuVkvJ2K7U9rtvJCxh3NZubeY/2G6G5YrdEL8uRoWxBDebsq3MthEq7nsz",
+	"hquHtcnzMierkqs1OPfAwcGOafAHdWymC81sVAWlpVeAnh7FpLizY/zB2eZbQnvwoj7atZQTD0jXL2Tn",
+	"A8OPZ65hHO5/J/JbWNUhOIUPtkThNwKm0Fn3NmbC/Vqb1AE0bPi7gjcecAFVBwPmPjgi79/SBxP/wkY+",
+	"MJmcVGRekSFv4rPG7tG6+YNXzzppAZyPEZJDVpBqkLKFLl9h4OrmhZd8DBMgRkwscL1orGDWs2ZsQOB+",
+	"y7FYzjiucpM7teRrXbACUN5ZRg61N6YiJa+kp9e5CFxzS1LXthnPAf+5cYUFUoNhCpeKQA/Ja9CB6Ww4",
+	"qRVeuZfk+N8qKkknUJmyoxVZ8WrjDGMWU9rSj/G1z27AOiODlntJLV0bjjMwpqB2c68S+azObojU+0KN",
+	"pa2waPuceyeXSzTnRWGYY8oqqP8y0SE1j9DyDD0ybJWgH9WfPyTo+yfw+w8J+j8oxxtxhn48NViTj388",
+	"PUxM8wLhgi7AsmHMm6Tk2RIqswqU/td//dd/Hb1+ffT8+dVf/3r2+vXZ5eV/p809wIJBukocol6ZS4Fd",
+	"gynzDJ92e5wbNBILp94Ebp+YoGxwWqrWwFKJZbZ02OniO2+fTcgtYfKo4LxM0LOLd9p3w3mBMl7UK2aK",
+	"y+jRgLnv8Bil1uDbMe275HuBJs62I5DJRcwPE8/KC8ZdxtcFyRfaoiWOkecz0OZUbRWfAnQnBDpxiQuB",
+	"Ji3rmxI6Z55Pasy9zQgGvdd9YM5j33gPh/YxdPq6681wJnvPtE/ZQiRTlhpZlYYrlBgjnto6YVuxS+Ma",
+	"cc/7/SAjPrRd6OveaN8/sLivxTZl38jLr6PrNwetYnlBIJ8CzJqwI7tnQL2rvlGLE8xwsZE0ix8JoHGQ",
+	"vLGoe6IRzM+NWHPSQEdgWPP1bONVuBKSFoWRhVqqSVLdGr9BqttNE5QueV01MFtKiuV4ox6sCblJ0eTl",
+	"5Ruk/ikOEa9QuuJMLtPzKYMjAFc2AEo3/p3Q6Y5J9HB4buC8dFTlWZP/ro4kXlfieMpea6mFGQK7iWtd",
+	"AJAyenJ6OihanjpSj5IxtvUg5qum00FyoMZ2kBzkWH2p6HGQHAAtvkmc1z+l2d2kWcNiMXEGMuTriLPX",
+	"Hdc0hOUYJk+MAmb/tvcPk8lhPWz3IfF0tNyACuy0nIpkvMqFjm2b88rFkrkogjktjO/yQ40rzCRlOjjS",
+	"vHGiBFY++yvBhVxuGg8XhHN9JxB4pcxUrXbvGay78X8m3t3dAP+HVFyrVCnjkqRI4I26b20icugnmPrD",
+	"56u3+olxoiLBPXDVVTvJ04VPtlgF/Oa7s8oebgzNqNY3IUwGplPA0aTWhapjZtrDc6XJDkfANKrysQXa",
+	"Bxut5FqDj8SYBr0bepF28XH8ceTx2OPQa+fHJ+OHw++hkX9it6zHmd+IOyfkxkmQHeR9nF19V05QMF20",
+	"8wwg2FXr4WrNE+cJdSC2insOEZYIw1Xj3MSvwL3bBbZ54d7H6KIdK52OloCg8sMrzSj1wRgSW2jSyZnA",
+	"GjDEhdwMatz3kYoZVs07E2jtnn6J5332dndz/3F39x/aP5NxNqeLWnNnAjWDdHSTz9c6UAnZao73d7tv",
+	"y4sd6iPphCDtXgArMOriqB6jd37y4hkENm1TMeIlau68Jwd20w/f/kE5KkGiT+ixiRLfUHTTU7dN+vVi",
+	"9YELmJMzOCzUnO+2j+DmcOKlRUX3zk9cLpFYU5nZHDSoCQa+IlNAFro81m1eA1qX1txxzktpkQ3cdQZN",
+	"MJoXtDQAgBAHDbUgS1IJiMbQqVw5Z+TwHHXTvExK0syMw8uVapLZpkx7mo6bJLKeyV3XadU3YZPg5SWp",
+	"qbuxyQudEZfnpS4xukF79UUjbr5oAiUGTXq1CW6FeFdTZnWueAgql3kJbIfbLszCeFZa1+aI3vDaW+iH",
+	"BHRqutlyS3b8ZM6I+7s2B4re6t5MthoHUP/E9dwsuramSjLyiu1CSMIe7TfszBh/bDImLpU22YRhD+dE",
+	"6h3UT4Y8155BO+K8whRQEJekyFvecg0z1UIGseHz6M18rm3B+nPNh8JrWQOD+lyc2KBlg4p05ZYRAcP0",
+	"sKms21zrvWLK1hWVkjBbu7krMkwlQPO10NIDUYm0m51WOtFZ7VmW0YKAu7HaoB8Q5Mu+nLvS1I2IsF1O",
+	"PAGS8zU7RA0XatO9mwQkZ+gh28+nbObVq2gGAPLLJ3Pf1oU1OR0quhFVP5w+1gUsdAntPoLxMUqJrXi9",
+	"qgVMBqO/Xb75BRkF3PiPn5yeulfRxDw7BHrbXMYgPtVlXyg8AL5c08NOWZYPI5GI3OoVM/wsFNsxvkb0",
+	"K9mUr+qK9eWYrtvL5/PdJNTguT8I9/Yb1FiBpGEtybhfxuSJ2+EWHl+dyBZhvy1y0MRhdfiZJeeQlWVB",
+	"QaB6sGjuDk3GsNDowmte3VC2iBxyF7z8Qudcu6cxR919HW1tdBPT+P0cWE/HSHG0RYhr9L0u5x5P2V3F",
+	"GdomzQKr/0cUaLuz3u9GnHV49+7SDCq+iTiM6ltQ768q/GD8AG0/IIBAWakZSaq/NkDCIWNccgDEeJl7",
+	"DxsjvDeqv7tWmk8alzqf/YNkMhwdqGh515IXX+w6rZdeXbaaBBqITtMVrm0pMo/zDDPtgI+jvziZbY4Y",
+	"XhEouZORX/CqZcEOBBfDZz9twIU0piSMa3dstZZHp98/2Vau5U/HTHAvKzK/UHzy+ywHC0MTKMNVBaWM",
+	"sKl6qf0f/gXt3BUDb+wdK4SLYhee79mNDMuDf3M7kwOyxTjv6x/bzDmK7X6fHHfl+KuVOaBlaT9dINF5",
+	"4hXJCJPFBkHpjl7i1758t7UQ8ZYSrlr0/lnI9Y7FpoCMMec1hK2DmPqqItLqK6BmNkU820ISTXR6jAEY",
+	"sLnt5t3Du7KsXd+hOhEFcsxqweps+TrPZuWXxuMV4AOgnENCPs5uAIrADb+pWscrvWUxEhIXBpwAVeoO",
+	"ri/02lA4U0001samQumU2doVZwhM2OkxutB2rJzkdQlXxRacno4BguvfxIHeOaBQDz0vUVcSwMZjXAJI",
+	"jYb3aFo7PHbxaCdpXnwwAC6tqs/Sgpildve8ArQdMMuPDRd68ZFktVRM7dbrwS4LtoevdHlsjSBuCnMg",
+	"gwDLofiF5JpLHKRbRfCdazF8SaSxp2VZbDQHQVKKscZKvqIZLopNZ6s7Thh1Hajl8qTgC8rihjRFt7/9",
+	"dqWuuz6GngMfFXTBwA3Fz9Dj08dgXjkxyT36Q3am9jEp5keKFTBlJJ+yv169fqVd78LWtjRJacZ6c0sq",
+	"OqdEoBnBFeS83BAmoCqXg2jBmXUiQWnlqSKl0Cm3Qo/siDI0IwVnC0ja0vQoK/5xo8Y8rzgDOBQqI5a5",
+	"V4o4F7oE5hbmluSjPFnKVdHm6u4pFz52PpYFZroMEBBloil3qBjosWagzlfWx2EzEiZmkQ4PkoMlwbmJ",
+	"qH3F9X5T/44f1L1BdpLiYN3b/QnCoGq1gLyvI15LpTK1yhXRnDBJ5SbIi2U9K2jW5kNeDxQKfMHyS728",
+	"dzWQtm0T/MaL41eEaYwKXsRQyxDBb0ZZHnLOertZR0t9mh7wm+nBGcDZfG4lguoULWQ4WTEtYfn+VF3F",
+	"/eMX8C6EhZHbpqxTEx0DPHX06NHhmXFQ1bIpOGviY4SuZcaEJDhHfD5lOrxsUWNQYgD005cGWozY2VKh",
+	"tAjWODWNmwnyN3SNPiExy3HBGZkysKQhSwGT/qfmeYam6p40PUh1SmxF5qQiLCPfQZ2AkiSoLGqhX04T",
+	"lIp6pv5T8YJoZNgpSzUV08OW8EqmDCMofNSSRI4OBgfKDepMt40muBAcYYFStS2uaZ4eJv7MVc/gOV9B",
+	"EQTeUABGgQpySwqwf5ZYAA5fU8oXRpA4LQmwcpX4tGrJlIH03CQdkj45fYTST9MDos4mxX7TA0WPa8vb",
+	"04METQ8ynpPgw8+auFPmqOtxA5bQvOJX8LhYgGCIglCkBO/g4TH6xZwdYBlfkdWMVCQ/0ympwT0gIrL5",
+	"pd0ID6h3uD4igtttRtAn7q+E39NaArwrSJxA346gjm0svQ3tNMcCo9xHVvRSHzdK4wBWSkwJXu9E2EtG",
+	"LSEaZegCrONVHnKNTQ8BKuvRbe67UnC8w5qZLtXeFstaQihPztessyCv6C1hgGAHxRFwTtVf58Y9PwQv",
+	"bWvLNwIYIikoW/gLaNZl2/KZfPj4EaNt2EcFz3BxhlLDpOLYWPggS8IFMPpmP1B0E+O3zeGuaD/W0rrB",
+	"1aRKEM04l2iSVuDKszkaJ6guJV2Rw3OTJC50Dr2DdnaZkqWtoXU8Zc90lrVGdbTwhbrUDLIzPikrQNoh",
+	"tfCOLpPrpU/KmNh6bWj2oNYO6OKS4VIsedTYIZrn8QQeRyJNZyptnUqI6/vb5Ztf2qWi9eRGMo5Hxm08",
+	"hOZ4RcHNO9Hu22u9ttcGwlSd5vp34zi5/pfmp3x2XXJewE9zWhBTiSiZMvsNrm5Ifq0uCtfg6jcRuukh",
+	"BOfZXFtHmHNkc/HtsKbMjss8uf6Xa+DCTyLjJfm36YH5XZ2jCeTs6shk8xX8cf0vtl8L+6GDAgGX1oZZ",
+	"WpBWnfFrANz7kLJu8lCfs2qRo/hwnZNSaUKOAu6369lGD8YOxX3m+UCvVzwn19YzftjkIrugK6UIConI",
+	"fM4reaaFEtUGE70By+66qi2mI5o0euYxSv/luiTVtclBNiSZMgBFwELapOdbXNQQdQrIBppdY5EWjt9G",
+	"b0O415UFpmy/ix0X1NRZ7JSBtfJDdeC9iCa60jU6PT49fnKY2AyL709P99lpppI2wBdvsoLETXpvopY7",
+	"rf9DLDq55qVIbaAosHy1Udpt4pUWA20X6nPlUzbRuee81OoKuiFKcWdGG06VnL+GaOoUTUwiqgX6x8KY",
+	"5AxWrVyS1Rl69+7l89v/M2VUx7+SFTXw8Ulj3Etb1r00QYRl1aZ0tYUEZTcWRKiJ7zE1iqYMHq+1ng+x",
+	"r6ZGhZP1Kc5uHBUMzqkHRlQU5otEGz1B450ypZ8fo2dqGQDQRynuQCXN+6SiuKDC1J/QXfiphxNeNTV5",
+	"D9GK35rovXbRIxulqRFfnflYXSNgFL4BVZdtoOrohJ3jwoINoC2ftxFFgIU82EejBTZQKvbylFYEjLbX",
+	"8P9eZpO68eogRhM6xXIH5KJNtd5DKqbshpQS7DkayFbPSmLqUpJLXpZg5tMhkWqvmMJ0JvKnIqa6CvGK",
+	"SyRTBtFB3kg+lhQQkTFaYKkkLawoLhQl+0Zd357ryO30kgSWx8fqBexeql1PxLARdHyMnpoagakpZNeE",
+	"GgFtveWtCJMJqpkea24aUOzyQu+ZIzWpM4TNSung3YJq8E3wcMGsYQ8YtjVyx9nkdY1Th3kcYDClQ9n6",
+	"M3A7zb1697BWtn9XZ0RvI3VZhiFP7QwS74kVxBBZX3Chd48NPtdiBJpNULbEbEGcIRKCeuFeWguNjGMc",
+	"PtpIz2sGAuol09ciXqEWAdPEeRrUUoPh2PMzTFnH0eD8DKjrZjj3BUILS9tjQmQwnQwQvOUBTTF7y9fb",
+	"f4IZonlBND7YobsZt5cO6j8vSXZzPGWvcaHOD8h6L2uJJtY3xEukjiy1AzQVGhlovPDHx8eHDjnDTLfx",
+	"zTSiHl54kugu1c7TUgSzjbvZm2A7NS2XTGAA/XUPP3z8qPV4MJNoYektZ8rqokhBvHjHzknrtFgRzDQS",
+	"feiwfwZNXsLpBxL3gXwjXg9fyTfSGsHX8418gUCpOztTNFPocxeopthV77sJsFmid4X2siR2n4FQCLtc",
+	"jHo1yt3iqWJqL9F2BGAH5AfD+oCwnm1APMHHqKoZ0x5EuIcdo/8gG21nBfwzY/+8fP4f3wkEO/ZlfqjO",
+	"A0bWsM0hs1fXISM5mqSQDqUN0enheXM1Vu+idiGkVFuHr5dYLFOo5bNSRKrLHEsQk6mm17UFZFO0NH+c",
+	"QyktyARhstPS2igMgkgzEINUJGyeM6wNZEg09Tqqja5U5lRDmKJqEU1ajR22+4Y3XEED/WbaPVBaXuUn",
+	"p385RvZF7ZdWclF/kusGbwgxtWw1H00ZdtlZzlx63Jk4WL/xh5qcqxa1R98n2hYR95YsqLpRagHwq4ka",
+	"ejghBz18VSFnRjAEBalJQuCQ1yy6f+TnXx5i+M84mxc0kwP51dUGAbyzsNzmSo1a3jF2P0FMGiKXCIsb",
+	"XXHiK8lWy41OVhmoxWqTNGuBqLwH6Qlb7MRYi8Ly82eDKalUr6e/PCf5GUpvyEZdMmGfJUhpGKBfzgRh",
+	"0qa83ZDNYQKvXpcVmdOPSqDiG8KmrKCSVEr+62tgWtGSXGN5zatrrQGptkueLdFKnEH1QQ10qPVpMFJo",
+	"zVldrkhFsylLNZzSC6jyo26xzY1Mi+JG90O1AHjYw2P0VrUKZikPSEJdqyezjTQ/Hp6jFTUXPofAJugK",
+	"gglgxr2iGEa5MwrgkyiQg1qGS7UCDypsoIevKmzMCIYTr9QK/4EVprc2U9mdwM5wMTF7u2v9MIafnba5",
+	"iUFTXcPwdXBjXRUHZwdLKcuzkxNwISy5kGc//vj4e0ApN81/soGJxmnxOXG/QKE9/29e+n9iUwO4H9jo",
+	"/wwXNP8H6yRv/dhATLff9AuG+Y/y4kOn7863DhvC+81zN7rfLHH9n3Quyuf3n///AAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -91,6 +91,27 @@ func (q *Queries) DeadLetterDeleteByID(ctx context.Context, id uuid.UUID) (int64
 	return result.RowsAffected(), nil
 }
 
+const deadLetterDeleteByQueue = `-- name: DeadLetterDeleteByQueue :execrows
+DELETE FROM queen.dead_letter_queue d
+USING queen.partitions p, queen.queues q
+WHERE p.id = d.partition_id AND q.id = p.queue_id AND q.name = $1::text
+  AND ($2::text = '' OR d.consumer_group = $2::text)
+`
+
+type DeadLetterDeleteByQueueParams struct {
+	QueueName     string
+	ConsumerGroup string
+}
+
+// The bulk purge: every dead-letter row of a queue, or of one group in it.
+func (q *Queries) DeadLetterDeleteByQueue(ctx context.Context, arg DeadLetterDeleteByQueueParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deadLetterDeleteByQueue, arg.QueueName, arg.ConsumerGroup)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const deadLetterExistsForGroup = `-- name: DeadLetterExistsForGroup :one
 SELECT EXISTS (SELECT 1 FROM queen.dead_letter_queue WHERE message_id = $1 AND consumer_group = $2)::boolean
 `
@@ -105,6 +126,51 @@ func (q *Queries) DeadLetterExistsForGroup(ctx context.Context, arg DeadLetterEx
 	var column_1 bool
 	err := row.Scan(&column_1)
 	return column_1, err
+}
+
+const deadLetterGetByID = `-- name: DeadLetterGetByID :one
+SELECT d.id AS dlq_id, d.consumer_group, d.message_id,
+       m.transaction_id, m.trace_id, m.payload, m.is_encrypted, m.producer_sub,
+       p.id AS partition_id, p.name AS partition_name, q.name AS queue_name
+FROM queen.dead_letter_queue d
+JOIN queen.messages m ON m.id = d.message_id
+JOIN queen.partitions p ON p.id = d.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE d.id = $1
+`
+
+type DeadLetterGetByIDRow struct {
+	DlqID         uuid.UUID
+	ConsumerGroup string
+	MessageID     uuid.UUID
+	TransactionID string
+	TraceID       *uuid.UUID
+	Payload       json.RawMessage
+	IsEncrypted   bool
+	ProducerSub   *string
+	PartitionID   uuid.UUID
+	PartitionName string
+	QueueName     string
+}
+
+// One dead-letter row, with what a replay pushes.
+func (q *Queries) DeadLetterGetByID(ctx context.Context, id uuid.UUID) (DeadLetterGetByIDRow, error) {
+	row := q.db.QueryRow(ctx, deadLetterGetByID, id)
+	var i DeadLetterGetByIDRow
+	err := row.Scan(
+		&i.DlqID,
+		&i.ConsumerGroup,
+		&i.MessageID,
+		&i.TransactionID,
+		&i.TraceID,
+		&i.Payload,
+		&i.IsEncrypted,
+		&i.ProducerSub,
+		&i.PartitionID,
+		&i.PartitionName,
+		&i.QueueName,
+	)
+	return i, err
 }
 
 const deadLetterGetForReplay = `-- name: DeadLetterGetForReplay :one

@@ -133,26 +133,27 @@ type QueenQueue struct {
 }
 
 type QueenQueueLagMetric struct {
-	Bucket           pgtype.Timestamptz
-	QueueName        string
-	Hostname         string
-	Port             int32
-	Pid              int32
-	PushRequestCount int64
-	PushMessageCount int64
-	PopRequestCount  int64
-	PopCount         int64
-	PopEmptyCount    int64
-	AckRequestCount  int64
-	AckMessageCount  int64
-	AckSuccessCount  int64
-	AckFailedCount   int64
-	DlqCount         int64
-	TransactionCount int64
-	LagCount         int64
-	LagSumMs         int64
-	MaxLagMs         int64
-	ParkedCount      float64
+	Bucket            pgtype.Timestamptz
+	QueueName         string
+	Hostname          string
+	Port              int32
+	Pid               int32
+	PushRequestCount  int64
+	PushMessageCount  int64
+	PopRequestCount   int64
+	PopCount          int64
+	PopEmptyCount     int64
+	AckRequestCount   int64
+	AckMessageCount   int64
+	AckSuccessCount   int64
+	AckFailedCount    int64
+	DlqCount          int64
+	TransactionCount  int64
+	LagCount          int64
+	LagSumMs          int64
+	MaxLagMs          int64
+	ParkedCount       float64
+	PartitionsDeleted int64
 }
 
 type QueenRetentionHistory struct {

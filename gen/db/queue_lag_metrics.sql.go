@@ -145,7 +145,7 @@ FROM (
            max(max_lag_ms)::bigint AS max_lag_ms,
            sum(parked_count)::float8 AS parked
     FROM queen.queue_lag_metrics
-    WHERE bucket >= $1
+    WHERE bucket >= $1 AND hostname <> ''
     GROUP BY queue_name, bucket
 ) AS per_minute
 ORDER BY queue_name, bucket DESC
@@ -168,7 +168,8 @@ type QueueLagMetricsLatestRow struct {
 }
 
 // Each queue's newest minute since @since, summed over brokers, for the
-// Prometheus per-queue gauges.
+// Prometheus per-queue gauges. The database's own rows (hostname ”: the
+// partition-deletion counts) are no broker's minute and are left out.
 func (q *Queries) QueueLagMetricsLatest(ctx context.Context, since pgtype.Timestamptz) ([]QueueLagMetricsLatestRow, error) {
 	rows, err := q.db.Query(ctx, queueLagMetricsLatest, since)
 	if err != nil {
@@ -330,7 +331,8 @@ SELECT to_timestamp(floor(extract(epoch FROM bucket) / $1::integer) * $1::intege
        sum(lag_count)::bigint AS lag_count,
        sum(lag_sum_ms)::bigint AS lag_sum_ms,
        max(max_lag_ms)::bigint AS max_lag_ms,
-       sum(parked_count)::float8 AS parked_sum
+       sum(parked_count)::float8 AS parked_sum,
+       sum(partitions_deleted)::bigint AS partitions_deleted
 FROM queen.queue_lag_metrics
 WHERE bucket >= $2 AND bucket <= $3
   AND ($4::text = '' OR queue_name = $4::text)
@@ -348,27 +350,28 @@ type QueueLagMetricsSeriesParams struct {
 }
 
 type QueueLagMetricsSeriesRow struct {
-	BucketStart  pgtype.Timestamptz
-	QueueName    string
-	PushRequests int64
-	PushMessages int64
-	PopRequests  int64
-	PopMessages  int64
-	PopEmpty     int64
-	AckRequests  int64
-	AckMessages  int64
-	AckSuccess   int64
-	AckFailed    int64
-	Dlq          int64
-	Transactions int64
-	LagCount     int64
-	LagSumMs     int64
-	MaxLagMs     int64
-	ParkedSum    float64
+	BucketStart       pgtype.Timestamptz
+	QueueName         string
+	PushRequests      int64
+	PushMessages      int64
+	PopRequests       int64
+	PopMessages       int64
+	PopEmpty          int64
+	AckRequests       int64
+	AckMessages       int64
+	AckSuccess        int64
+	AckFailed         int64
+	Dlq               int64
+	Transactions      int64
+	LagCount          int64
+	LagSumMs          int64
+	MaxLagMs          int64
+	ParkedSum         float64
+	PartitionsDeleted int64
 }
 
 // Per bucket of bucket_seconds (aligned on the epoch) and queue, summed over
-// brokers, oldest first. parked_sum adds up the per-minute cluster averages;
+// brokers (and the database's partition-deletion rows), oldest first. parked_sum adds up the per-minute cluster averages;
 // divided by the bucket's minutes it is the bucket's average. An empty queue
 // name and a NULL list match every queue.
 func (q *Queries) QueueLagMetricsSeries(ctx context.Context, arg QueueLagMetricsSeriesParams) ([]QueueLagMetricsSeriesRow, error) {
@@ -404,6 +407,7 @@ func (q *Queries) QueueLagMetricsSeries(ctx context.Context, arg QueueLagMetrics
 			&i.LagSumMs,
 			&i.MaxLagMs,
 			&i.ParkedSum,
+			&i.PartitionsDeleted,
 		); err != nil {
 			return nil, err
 		}

@@ -21,6 +21,10 @@ type Recorder interface {
 	// Pushed records one push request that stored messages in queue
 	// (duplicates excluded).
 	Pushed(queue string, messages int)
+	// Replayed records messages the disk spool's replay stored in queue,
+	// pushed earlier by requests answered `buffered` (counted by Pushed
+	// with 0 messages then). Not a request.
+	Replayed(queue string, messages int)
 	// Popped records one pop that delivered messages from queue; lagSum and
 	// lagMax are over the messages' ages at delivery.
 	Popped(queue string, messages int, lagSum, lagMax time.Duration)
@@ -113,6 +117,11 @@ func (r *Registry) Pushed(queue string, messages int) {
 	c := r.queue(queue)
 	c.pushRequests.Add(1)
 	c.pushMessages.Add(int64(messages))
+}
+
+// Replayed implements Recorder.
+func (r *Registry) Replayed(queue string, messages int) {
+	r.queue(queue).pushMessages.Add(int64(messages))
 }
 
 // Popped implements Recorder.

@@ -73,6 +73,24 @@ WHERE d.partition_id = @partition_id AND m.transaction_id = @transaction_id
 ORDER BY d.failed_at DESC, d.id
 LIMIT 1;
 
+-- name: DeadLetterGetByID :one
+-- One dead-letter row, with what a replay pushes.
+SELECT d.id AS dlq_id, d.consumer_group, d.message_id,
+       m.transaction_id, m.trace_id, m.payload, m.is_encrypted, m.producer_sub,
+       p.id AS partition_id, p.name AS partition_name, q.name AS queue_name
+FROM queen.dead_letter_queue d
+JOIN queen.messages m ON m.id = d.message_id
+JOIN queen.partitions p ON p.id = d.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE d.id = @id;
+
+-- name: DeadLetterDeleteByQueue :execrows
+-- The bulk purge: every dead-letter row of a queue, or of one group in it.
+DELETE FROM queen.dead_letter_queue d
+USING queen.partitions p, queen.queues q
+WHERE p.id = d.partition_id AND q.id = p.queue_id AND q.name = @queue_name::text
+  AND (@consumer_group::text = '' OR d.consumer_group = @consumer_group::text);
+
 -- name: DeadLetterDeleteByID :execrows
 DELETE FROM queen.dead_letter_queue WHERE id = @id;
 

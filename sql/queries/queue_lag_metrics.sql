@@ -45,7 +45,7 @@ ON CONFLICT (bucket, queue_name, hostname, port, pid) DO UPDATE SET
 
 -- name: QueueLagMetricsSeries :many
 -- Per bucket of bucket_seconds (aligned on the epoch) and queue, summed over
--- brokers, oldest first. parked_sum adds up the per-minute cluster averages;
+-- brokers (and the database's partition-deletion rows), oldest first. parked_sum adds up the per-minute cluster averages;
 -- divided by the bucket's minutes it is the bucket's average. An empty queue
 -- name and a NULL list match every queue.
 SELECT to_timestamp(floor(extract(epoch FROM bucket) / @bucket_seconds::integer) * @bucket_seconds::integer)::timestamptz AS bucket_start,
@@ -64,7 +64,8 @@ SELECT to_timestamp(floor(extract(epoch FROM bucket) / @bucket_seconds::integer)
        sum(lag_count)::bigint AS lag_count,
        sum(lag_sum_ms)::bigint AS lag_sum_ms,
        max(max_lag_ms)::bigint AS max_lag_ms,
-       sum(parked_count)::float8 AS parked_sum
+       sum(parked_count)::float8 AS parked_sum,
+       sum(partitions_deleted)::bigint AS partitions_deleted
 FROM queen.queue_lag_metrics
 WHERE bucket >= @from_time AND bucket <= @to_time
   AND (@queue_name::text = '' OR queue_name = @queue_name::text)
@@ -86,7 +87,8 @@ ORDER BY 1, 2, 3, 4, 5;
 
 -- name: QueueLagMetricsLatest :many
 -- Each queue's newest minute since @since, summed over brokers, for the
--- Prometheus per-queue gauges.
+-- Prometheus per-queue gauges. The database's own rows (hostname '': the
+-- partition-deletion counts) are no broker's minute and are left out.
 SELECT DISTINCT ON (queue_name) queue_name, bucket,
        push_requests, push_messages, pop_messages, pop_empty, ack_success, ack_failed,
        transactions, lag_count, lag_sum_ms, max_lag_ms, parked
@@ -104,7 +106,7 @@ FROM (
            max(max_lag_ms)::bigint AS max_lag_ms,
            sum(parked_count)::float8 AS parked
     FROM queen.queue_lag_metrics
-    WHERE bucket >= @since
+    WHERE bucket >= @since AND hostname <> ''
     GROUP BY queue_name, bucket
 ) AS per_minute
 ORDER BY queue_name, bucket DESC;
