@@ -31,7 +31,7 @@ func newBackground(cfg config.Config, pool *pgxpool.Pool, logger *slog.Logger) *
 			Pool: pool, Metrics: reg, Logger: logger, Port: cfg.Server.Port,
 			SampleInterval: j.SampleInterval, RetentionInterval: j.RetentionInterval,
 			EvictionInterval: j.EvictionInterval, MetricsRetention: j.QueueMetricsRetention,
-			HistoryRetention: j.HistoryRetention,
+			HistoryRetention: j.HistoryRetention, PartitionRetention: j.PartitionRetention,
 		}),
 		migration: migration.New(migration.Config{Source: sourceEndpoint(cfg.Postgres), Logger: logger}),
 	}

@@ -212,6 +212,37 @@ func (q *Queries) PartitionCreatedSeries(ctx context.Context, arg PartitionCreat
 	return items, nil
 }
 
+const partitionDeleteEmptyBefore = `-- name: PartitionDeleteEmptyBefore :execrows
+DELETE FROM queen.partitions p
+WHERE p.id IN (
+    SELECT c.id FROM queen.partitions c
+    WHERE c.last_seq = c.vacant_seqs
+      AND COALESCE(c.last_message_at, c.created_at) < $1::timestamptz
+    ORDER BY c.queue_id, c.name
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+`
+
+type PartitionDeleteEmptyBeforeParams struct {
+	Before    pgtype.Timestamptz
+	BatchSize int32
+}
+
+// Deletes up to batch_size partitions that store no message (last_seq =
+// vacant_seqs, migration 0008) and received none since `before`, with their
+// cursors. Rows are locked in the order pushes lock them, and a partition a
+// push holds right now is skipped: that push is about to store a message.
+// A later push to the same name creates the partition again, numbering from
+// 1, and its groups start there like on any new partition.
+func (q *Queries) PartitionDeleteEmptyBefore(ctx context.Context, arg PartitionDeleteEmptyBeforeParams) (int64, error) {
+	result, err := q.db.Exec(ctx, partitionDeleteEmptyBefore, arg.Before, arg.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const partitionEnsure = `-- name: PartitionEnsure :one
 INSERT INTO queen.partitions AS p (queue_id, name) VALUES ($1, $2)
 ON CONFLICT (queue_id, name) DO UPDATE SET name = EXCLUDED.name

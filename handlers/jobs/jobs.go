@@ -40,8 +40,11 @@ const (
 	// HistoryRetentionDefault bounds system metrics and retention history
 	// (METRICS_RETENTION_DAYS in the reference: 90).
 	HistoryRetentionDefault = 90 * 24 * time.Hour
-	BatchSizeDefault        = 1000
-	MaxBatchesDefault       = 100
+	// PartitionRetentionDefault is how long an empty partition is kept
+	// after its last message (PARTITION_CLEANUP_DAYS in the reference: 30).
+	PartitionRetentionDefault = 30 * 24 * time.Hour
+	BatchSizeDefault          = 1000
+	MaxBatchesDefault         = 100
 )
 
 // Advisory lock keys: one per job kind, so retention and eviction of
@@ -69,6 +72,8 @@ type Config struct {
 	CleanupInterval   time.Duration
 	MetricsRetention  time.Duration
 	HistoryRetention  time.Duration
+	// PartitionRetention: empty partitions whose last message is older go.
+	PartitionRetention time.Duration
 	// BatchSize is the most rows one DELETE removes; MaxBatches the most
 	// DELETEs per queue and kind in one run, so a run stays short and the
 	// rest waits for the next one.
@@ -108,6 +113,7 @@ func ConfigDefault(c Config) Config {
 	def(&c.CleanupInterval, CleanupIntervalDefault)
 	def(&c.MetricsRetention, MetricsRetentionDefault)
 	def(&c.HistoryRetention, HistoryRetentionDefault)
+	def(&c.PartitionRetention, PartitionRetentionDefault)
 	if c.BatchSize <= 0 {
 		c.BatchSize = BatchSizeDefault
 	}

@@ -174,11 +174,17 @@ func (s *Services) deleteKind(ctx context.Context, run *Run, q db.QueenQueue, ki
 	return nil
 }
 
-// RunCleanup deletes metrics rows older than their retention as of now.
+// RunCleanup deletes metrics rows older than their retention as of now, and
+// partitions that have stored nothing for PartitionRetention (the reference's
+// PARTITION_CLEANUP_DAYS): with unlimited partitions created on first push,
+// names used once would otherwise stay forever. That statement reads every
+// partition row (no index can serve last_seq = vacant_seqs without costing
+// pushes their HOT updates), once per cleanup interval.
 func (s *Services) RunCleanup(ctx context.Context, now time.Time) (Run, error) {
 	return s.withLock(ctx, lockCleanup, func() (Run, error) {
 		metricsBefore := pgtype.Timestamptz{Time: now.Add(-s.cfg.MetricsRetention), Valid: true}
 		historyBefore := pgtype.Timestamptz{Time: now.Add(-s.cfg.HistoryRetention), Valid: true}
+		partitionsBefore := pgtype.Timestamptz{Time: now.Add(-s.cfg.PartitionRetention), Valid: true}
 		batch := int32(s.cfg.BatchSize)
 		var run Run
 		for _, t := range []struct {
@@ -196,6 +202,9 @@ func (s *Services) RunCleanup(ctx context.Context, now time.Time) (Run, error) {
 			}},
 			{"retention_history", func() (int64, error) {
 				return s.q.RetentionHistoryDeleteBefore(ctx, db.RetentionHistoryDeleteBeforeParams{Before: historyBefore, BatchSize: batch})
+			}},
+			{"partitions", func() (int64, error) {
+				return s.q.PartitionDeleteEmptyBefore(ctx, db.PartitionDeleteEmptyBeforeParams{Before: partitionsBefore, BatchSize: batch})
 			}},
 		} {
 			var total int64

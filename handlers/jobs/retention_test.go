@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/queenforgo/queen/sql/pgtest"
@@ -391,4 +392,62 @@ func TestConcurrentRunsDeleteExactlyOnce(t *testing.T) {
 	require.Equal(t, []string{"young-1"}, a.remaining("q"))
 	require.Equal(t, 20, a.count(`SELECT COALESCE(sum(deleted_count), 0) FROM queen.retention_history`))
 	require.Zero(t, a.advisoryLocks())
+}
+
+// Partitions that stored nothing for PartitionRetention go with their
+// cursors, counted in partitions_deleted; a partition that still stores a
+// message, a young one, and one a push holds locked right now stay.
+func TestCleanupDeletesOldEmptyPartitions(t *testing.T) {
+	t.Parallel()
+	// The triggers stamp partitions_deleted rows with the real clock, years
+	// before t0: keep them out of the metrics cleanup.
+	b := setup(t, Config{PartitionRetention: 30 * 24 * time.Hour, MetricsRetention: 20 * 365 * 24 * time.Hour, BatchSize: 1, MaxBatches: 10})
+	ctx := t.Context()
+	q := b.queue("q", queueOpts{})
+	old := t0.Add(-40 * 24 * time.Hour)
+	emptyNever := b.partition(q, "never-used")
+	b.exec(`UPDATE queen.partitions SET created_at = $2 WHERE id = $1`, emptyNever, old)
+	emptied := b.partition(q, "emptied")
+	b.messages(emptied, 2, old)
+	b.cursor(emptied, "g", 2, false)
+	b.exec(`DELETE FROM queen.messages WHERE partition_id = $1`, emptied)
+	b.exec(`UPDATE queen.partitions SET vacant_seqs = 2, created_at = $2 WHERE id = $1`, emptied, old)
+	full := b.partition(q, "full")
+	b.messages(full, 1, old)
+	b.exec(`UPDATE queen.partitions SET created_at = $2 WHERE id = $1`, full, old)
+	young := b.partition(q, "young")
+	b.exec(`UPDATE queen.partitions SET created_at = $2 WHERE id = $1`, young, t0.Add(-24*time.Hour))
+	held := b.partition(q, "held")
+	b.exec(`UPDATE queen.partitions SET created_at = $2 WHERE id = $1`, held, old)
+
+	// A push holds "held" locked while the cleanup runs.
+	tx, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT 1 FROM queen.partitions WHERE id = $1 FOR UPDATE`, held)
+	require.NoError(t, err)
+
+	run, err := b.svc.RunCleanup(ctx, t0)
+	require.NoError(t, err)
+	require.Equal(t, []Deleted{{Queue: "partitions", Kind: "cleanup", Count: 2}}, run.Deleted)
+	require.NoError(t, tx.Rollback(ctx))
+	names := func() []string {
+		rows, err := b.pool.Query(ctx, `SELECT name FROM queen.partitions ORDER BY name`)
+		require.NoError(t, err)
+		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return got
+	}
+	require.Equal(t, []string{"full", "held", "young"}, names())
+	require.Zero(t, b.count(`SELECT count(*) FROM queen.partition_consumers WHERE partition_id = $1`, emptied), "cursors go with the partition")
+	require.Equal(t, []string{"full-1"}, b.remaining("q"))
+
+	run, err = b.svc.RunCleanup(ctx, t0)
+	require.NoError(t, err)
+	require.Equal(t, []Deleted{{Queue: "partitions", Kind: "cleanup", Count: 1}}, run.Deleted, "the held one, once released")
+	require.Equal(t, []string{"full", "young"}, names())
+	require.Equal(t, 3, b.count(`SELECT COALESCE(sum(partitions_deleted), 0)::int FROM queen.queue_lag_metrics WHERE queue_name = 'q'`))
+
+	run, err = b.svc.RunCleanup(ctx, t0)
+	require.NoError(t, err)
+	require.Empty(t, run.Deleted)
 }

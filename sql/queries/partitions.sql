@@ -199,3 +199,20 @@ WHERE p.created_at >= @from_time AND p.created_at <= @to_time
   AND (@queue_name::text = '' OR q.name = @queue_name::text)
 GROUP BY 1, 2
 ORDER BY 1, 2;
+
+-- name: PartitionDeleteEmptyBefore :execrows
+-- Deletes up to batch_size partitions that store no message (last_seq =
+-- vacant_seqs, migration 0008) and received none since `before`, with their
+-- cursors. Rows are locked in the order pushes lock them, and a partition a
+-- push holds right now is skipped: that push is about to store a message.
+-- A later push to the same name creates the partition again, numbering from
+-- 1, and its groups start there like on any new partition.
+DELETE FROM queen.partitions p
+WHERE p.id IN (
+    SELECT c.id FROM queen.partitions c
+    WHERE c.last_seq = c.vacant_seqs
+      AND COALESCE(c.last_message_at, c.created_at) < @before::timestamptz
+    ORDER BY c.queue_id, c.name
+    LIMIT @batch_size
+    FOR UPDATE SKIP LOCKED
+);

@@ -138,6 +138,13 @@ func TestLoadGoodValues(t *testing.T) {
 		{"port trimmed", map[string]string{"PORT": " 8080 "}, func(t *testing.T, c Config) {
 			require.Equal(t, 8080, c.Server.Port)
 		}},
+		{"job retentions in days", map[string]string{
+			"METRICS_RETENTION_DAYS": "1", "QUEEN_QUEUE_METRICS_RETENTION_DAYS": "3650", "PARTITION_CLEANUP_DAYS": "2",
+		}, func(t *testing.T, c Config) {
+			require.Equal(t, 24*time.Hour, c.Jobs.HistoryRetention)
+			require.Equal(t, 3650*24*time.Hour, c.Jobs.QueueMetricsRetention)
+			require.Equal(t, 48*time.Hour, c.Jobs.PartitionRetention)
+		}},
 		{"port bounds", map[string]string{"PORT": "1", "PG_PORT": "65535"}, func(t *testing.T, c Config) {
 			require.Equal(t, 1, c.Server.Port)
 			require.Equal(t, 65535, c.Postgres.Port)
@@ -340,6 +347,7 @@ func TestLoadBadValues(t *testing.T) {
 		{"JWT_ENABLED", "2", `JWT_ENABLED: "2" is not a boolean (use true/false, 1/0, yes/no or on/off)`},
 		{"JWT_CLOCK_SKEW", "-1", `JWT_CLOCK_SKEW: "-1" is out of range (0-86400)`},
 		{"JWT_CLOCK_SKEW", "30s", `JWT_CLOCK_SKEW: "30s" is not an integer`},
+		{"PARTITION_CLEANUP_DAYS", "0", `PARTITION_CLEANUP_DAYS: "0" is out of range (1-3650)`},
 		{"QUEEN_ENCRYPTION_KEY", hexKey[:63], `QUEEN_ENCRYPTION_KEY: must be 64 hexadecimal characters (32 bytes), got 63 characters`},
 		{"QUEEN_ENCRYPTION_KEY", hexKey + "0", `QUEEN_ENCRYPTION_KEY: must be 64 hexadecimal characters (32 bytes), got 65 characters`},
 		{"QUEEN_ENCRYPTION_KEY", notHexKey, `QUEEN_ENCRYPTION_KEY: must be 64 hexadecimal characters (32 bytes) and holds a non-hex character`},

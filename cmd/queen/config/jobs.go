@@ -15,6 +15,9 @@ type Jobs struct {
 	// QueueMetricsRetention bounds the per-minute queue and broker rows
 	// (QUEEN_QUEUE_METRICS_RETENTION_DAYS; the reference never purged them).
 	QueueMetricsRetention time.Duration
+	// PartitionRetention: empty partitions are deleted this long after their
+	// last message (PARTITION_CLEANUP_DAYS).
+	PartitionRetention time.Duration
 }
 
 // Defaults of Jobs.
@@ -24,6 +27,7 @@ const (
 	JobsEvictionIntervalDefault     = time.Minute
 	JobsHistoryRetentionDaysDefault = 90
 	JobsQueueMetricsDaysDefault     = 7
+	JobsPartitionCleanupDaysDefault = 30
 )
 
 // JobsDefault is Jobs with every variable unset.
@@ -34,6 +38,7 @@ func JobsDefault() Jobs {
 		EvictionInterval:      JobsEvictionIntervalDefault,
 		HistoryRetention:      JobsHistoryRetentionDaysDefault * 24 * time.Hour,
 		QueueMetricsRetention: JobsQueueMetricsDaysDefault * 24 * time.Hour,
+		PartitionRetention:    JobsPartitionCleanupDaysDefault * 24 * time.Hour,
 	}
 }
 
@@ -45,6 +50,7 @@ func (l *loader) jobs() Jobs {
 		EvictionInterval:      l.millis("EVICTION_INTERVAL", JobsEvictionIntervalDefault, 1000),
 		HistoryRetention:      time.Duration(l.integer("METRICS_RETENTION_DAYS", JobsHistoryRetentionDaysDefault, 1, 3650)) * day,
 		QueueMetricsRetention: time.Duration(l.integer("QUEEN_QUEUE_METRICS_RETENTION_DAYS", JobsQueueMetricsDaysDefault, 1, 3650)) * day,
+		PartitionRetention:    time.Duration(l.integer("PARTITION_CLEANUP_DAYS", JobsPartitionCleanupDaysDefault, 1, 3650)) * day,
 	}
 }
 
@@ -55,5 +61,6 @@ func (j Jobs) summary() []slog.Attr {
 		slog.Int64("eviction_interval_ms", j.EvictionInterval.Milliseconds()),
 		slog.Int64("metrics_retention_days", int64(j.HistoryRetention/(24*time.Hour))),
 		slog.Int64("queue_metrics_retention_days", int64(j.QueueMetricsRetention/(24*time.Hour))),
+		slog.Int64("partition_cleanup_days", int64(j.PartitionRetention/(24*time.Hour))),
 	}
 }
