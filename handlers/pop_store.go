@@ -231,6 +231,11 @@ func (s *Server) claim(ctx context.Context, pr popRequest, q db.QueenQueue, part
 		BatchSize:      int32(limit),
 		DelaySeconds:   q.DelayedProcessing,
 	})
+	if isForeignKeyViolation(err) {
+		// The partition was deleted (queue clear or delete) since the
+		// scan found it: there is nothing in it to claim any more.
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("claim partition %s: %w", partID, err)
 	}

@@ -1417,6 +1417,17 @@ type PushResult struct {
 // PushResultStatus defines model for PushResult.Status.
 type PushResultStatus string
 
+// QueueClearResponse defines model for QueueClearResponse.
+type QueueClearResponse struct {
+	MessagesDeleted int `json:"messagesDeleted"`
+
+	// Partition the partition asked for, when one was
+	Partition         *string `json:"partition,omitempty"`
+	PartitionsDeleted int     `json:"partitionsDeleted"`
+	Queue             string  `json:"queue"`
+	Success           bool    `json:"success"`
+}
+
 // QueueCounters defines model for QueueCounters.
 type QueueCounters struct {
 	// Acked acks that completed a message
@@ -2535,6 +2546,12 @@ type PopPartitionParams struct {
 // PopPartitionParamsSubscriptionMode defines parameters for PopPartition.
 type PopPartitionParamsSubscriptionMode string
 
+// ClearQueueParams defines parameters for ClearQueue.
+type ClearQueueParams struct {
+	// Partition clear only this partition
+	Partition *Name `form:"partition,omitempty" json:"partition,omitempty"`
+}
+
 // ListPartitionsParams defines parameters for ListPartitions.
 type ListPartitionsParams struct {
 	Queue  *Name `form:"queue,omitempty" json:"queue,omitempty"`
@@ -2781,6 +2798,9 @@ type ServerInterface interface {
 	// PushMessages Push messages to one or more queues and partitions.
 	// (POST /api/v1/push)
 	PushMessages(w http.ResponseWriter, r *http.Request)
+	// ClearQueue Delete every partition of a queue, or one, and keep the queue.
+	// (DELETE /api/v1/queues/{queue}/clear)
+	ClearQueue(w http.ResponseWriter, r *http.Request, queue QueuePath, params ClearQueueParams)
 	// ListNamespaces Non-empty queue namespaces with their queue, partition and message counts.
 	// (GET /api/v1/resources/namespaces)
 	ListNamespaces(w http.ResponseWriter, r *http.Request)
@@ -4603,6 +4623,48 @@ func (siw *ServerInterfaceWrapper) PushMessages(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// ClearQueue operation middleware
+func (siw *ServerInterfaceWrapper) ClearQueue(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "queue" -------------
+	var queue QueuePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "queue", r.PathValue("queue"), &queue, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "queue", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ClearQueueParams
+
+	// ------------- Optional query parameter "partition" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "partition", r.URL.Query(), &params.Partition, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "partition"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "partition", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ClearQueue(w, r, queue, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListNamespaces operation middleware
 func (siw *ServerInterfaceWrapper) ListNamespaces(w http.ResponseWriter, r *http.Request) {
 
@@ -5751,6 +5813,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/configure", wrapper.ConfigureQueue)
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/api/v1/resources/queues/{queue}", wrapper.DeleteQueue)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/resources/queues/{queue}", wrapper.GetQueue)
+	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/api/v1/queues/{queue}/clear", wrapper.ClearQueue)
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/api/v1/consumer-groups/{group}", wrapper.DeleteConsumerGroup)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/consumer-groups/{group}", wrapper.GetConsumerGroup)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/consumer-groups/{group}/subscription", wrapper.UpdateConsumerGroupSubscription)
@@ -7861,6 +7924,71 @@ func (response PushMessages503JSONResponse) VisitPushMessagesResponse(w http.Res
 	return err
 }
 
+type ClearQueueRequestObject struct {
+	Queue  QueuePath `json:"queue"`
+	Params ClearQueueParams
+}
+
+type ClearQueueResponseObject interface {
+	VisitClearQueueResponse(w http.ResponseWriter) error
+}
+
+type ClearQueue200JSONResponse QueueClearResponse
+
+func (response ClearQueue200JSONResponse) VisitClearQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClearQueue400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response ClearQueue400JSONResponse) VisitClearQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClearQueue404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response ClearQueue404JSONResponse) VisitClearQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClearQueue500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response ClearQueue500JSONResponse) VisitClearQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListNamespacesRequestObject struct {
 }
 
@@ -9528,6 +9656,9 @@ type StrictServerInterface interface {
 	// PushMessages Push messages to one or more queues and partitions.
 	// (POST /api/v1/push)
 	PushMessages(ctx context.Context, request PushMessagesRequestObject) (PushMessagesResponseObject, error)
+	// ClearQueue Delete every partition of a queue, or one, and keep the queue.
+	// (DELETE /api/v1/queues/{queue}/clear)
+	ClearQueue(ctx context.Context, request ClearQueueRequestObject) (ClearQueueResponseObject, error)
 	// ListNamespaces Non-empty queue namespaces with their queue, partition and message counts.
 	// (GET /api/v1/resources/namespaces)
 	ListNamespaces(ctx context.Context, request ListNamespacesRequestObject) (ListNamespacesResponseObject, error)
@@ -10695,6 +10826,33 @@ func (sh *strictHandler) PushMessages(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// ClearQueue operation middleware
+func (sh *strictHandler) ClearQueue(w http.ResponseWriter, r *http.Request, queue QueuePath, params ClearQueueParams) {
+	var request ClearQueueRequestObject
+
+	request.Queue = queue
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ClearQueue(ctx, request.(ClearQueueRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ClearQueue")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ClearQueueResponseObject); ok {
+		if err := validResponse.VisitClearQueueResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListNamespaces operation middleware
 func (sh *strictHandler) ListNamespaces(w http.ResponseWriter, r *http.Request) {
 	var request ListNamespacesRequestObject
@@ -11545,386 +11703,393 @@ func (sh *strictHandler) GetStreamState(w http.ResponseWriter, r *http.Request) 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17c9w4ki/6VRC6J6JLe6iH2+4+O1Js3HDb7h3P2m21JW/H7pSviCJRVRixAJoAVa718Xe/gcSDIAmw",
-	"WCXJbvf0/DFtFUk8EolEIh+//HSQ8VXJGWFSHJx9OihxhVdEkgr+elpL/jS7Uf/MicgqWkrK2cHZwYrf",
+	"7L17c9w4ki/6VRC6J8KlPdTDbXefHSk2brht945n7bbakrdjd6qviCJRVRixAJoAVa718Xe/gcSDIAmw",
+	"WCXJbvf0/DFtFUk8EolEIh+//HSQ8VXJGWFSHJx9OihxhVdEkgr+elZL/iy7Uf/MicgqWkrK2cHZwYrf",
 	"EiSXBGV1JXiFOEM5KegtqTYIsxxJfEMQ46ggWBA0wfJoxYU84iwjhwfJAVVtfKhJtTlIDhhekYOzA2z6",
-	"Sg5EtiQrrDqVm1I9mnFeEMwOPn9ODn7CMlv2B6TGorpAKyIEXhCBJEcVkXXF0CQnc1wXEj2K9T2DRv2e",
-	"V/gjXdWrg7NHp6enycGKMvNnYgdFmSQLUsGgnnEm6hWp/r3idRke3EI9QuslF45oilCaQLgiqBYkP0dk",
-	"VcoNUg9ngjA1HcwESq+vf3334t2L69dvnr+4vk4j08haw/Cn878qMj84O/h/TprVPtFPxckbGCYuflGN",
-	"qNk8JwWR5DWROMcS96eDC8HVchOpeQCm9p1Aop6515CQuJKo5JRJ0ayArOooA+TtbrfwAczxAkvgBWiu",
-	"VH+41haGBhX5UNOK5Adnqu+xNHG0uMCVpGpCA12V9p177E70yZ4VmK5QXSrOlksq0AqzDXKdC0QZ4oyg",
-	"kpcjWL757g58/2tNajJAmQ/q+d2pcukx1s8VX/VpkzK+TmHboCu6IkLiVXmO1pQJxG9J1WLN1zwnEaKI",
-	"bkcd0rwibKEm++MTRw4hK8oWvWFCJ71hrpekIggj1V1uRAJsFKEkKG4WE1GJllgoEWqExZxXZyjFRZGi",
-	"idp0M7KgjFG2OES8mrKUkXWKJoyvz5H69xFnxSZFVCDMEC4oFofH6GpJ0JxWQqKcZFSofuZAMzsSmt2I",
-	"4ykbQR1DxIY6hCk2+fvBQXKAi0J9RNb6/2EoB+9DFFNrxWvZJ1TB2eKo5EWBcoLzgjKiuHtFi4IKknGW",
-	"ezLl8enp6WmMzaXpIcjjP6ovfS4/DXL5b5gODrFmkhYI26MH4aqit0QodkxN/ykqsRBEREa5Vj0MCrzP",
-	"ahOJkjPVyNmng59w/pZ8qImAkWWcScLgn7gsC5phNciTfwg10k8jt9uLquKV7qpz2ONizivFsbxClN3i",
-	"guaIsrKW54hxuaRsgdZYoGyJ2YLkB5+Tg1+4/JnXLH/4wTGORJ0tUUUEr6uMqN4vePnmP+6t6wtevjWk",
-	"D1LHKByq40tS3ZJKj/XBZ14z8rEkmSQ5mmNa1BU5h+OYqA8QzRGc07gsCa7gcACxUfEbUqGCL9R43zF8",
-	"i2mBZwV5+PFecCEXFbn89ZUSSzWrCM6WqmvFVt7YqEBiWUup2Crna3au9LhqA1vRdAK6aXYDuuBLSeBA",
-	"KCtekkpSvT+yYY2MLhivlL6l+pW8PCrILSlQ6ysENNALS+ySsrow5NInWUemJQeg0L3MOwfG9z/8kGz/",
-	"1ol//f0Qld+9e/lcfSIkljXMGBfFm/nB2d+Hv3ua3VzqTz6/747oc3IgK8wEzpoxdOewosz+/Sgk0ZuT",
-	"/u+dxtrTa44DPvsHyaSai11RT7C1FxVnN4yvC5IvVva+QiVZiW3EarHK50RN6qX+Tms5ZiS4qvBGPe8x",
-	"zzjathXpPnk75OnOJkKSKDUeaJR/MvuXYva3RNRFYGHz4kNIB9hlYSjLyUevEafOmDV7S+A/ebgfN3bg",
-	"kTH9gaI/+m1RZxkRItx5b1WG6a5nmvTob/uwVPPH2J1hlygJLEFk1S4dE1qVV3Geurq2u1VnsmtLjVmd",
-	"Ye8D1HjKNn+7fPNL4J7NNkg9Qbe4qEmChFRnFpgNtGWD5Gi2kQSUePWPg/62+3i04EemS3WOH7/F69da",
-	"Y4G+awniVlOzL2H0JcZOFNdyee2IH5qL49DhRbNLAh2E6PwTqAJv1dbuDmrJhWSG0/pCheZhri95JcNP",
-	"1ry6IdXL4HedYbuuTXu6P6+J4FTq+ZxUDdd09vrsrwQXcrkJb4a8wpRd4Dq6VQ2XBWfGuIxQibBc/fPs",
-	"04FS7LHU3/345CCJEihCvIpKqz0GjDQ+8Wyn/s5wk3e9hCj4DGdL8lbpogEWVc/+SqV77CaU81oNzLXH",
-	"6tVMD9p+I8JzyrHEMyzCpMupuHlLcB75tit3PZnXvds1j7oUjGyapmt/CkmHBFECXnGJCxGnYIwawxNe",
-	"7kL6kRNaDs6Fszld1BWJ6kVqh4oSZ2QvtYSXzvw2TskAG9gb81VQz9BWsFHGLsUM4maPgXdIq7vcQj9z",
-	"pw0plvqViMxpEXiIgGPJ9pYIXtxqy0FHLQxrGvEnka8sVYep5k28aa49pMTZNBsqmOabqUfo3mjr2sI+",
-	"uAJt1b4vh6CFvG0v7m/PlbGm6w4j69lS3nZR1jrka3SfriOiP9r+0LYS7Ve78m1alS0SuPtg+6UCC2ka",
-	"y5/K8Xebp5mktyRMNj6fCyJf4UVE43BegSBD0hV5hReX2pgZbkEqiW1HvV152U1C+E4L10rSJVR3EP6s",
-	"e5No0yy0nu2LdmxEIzbQZb1a4WrTX+gV/nilRxXbEOooihA8rla6of1G5TLa+JaNJLFsqdOX+uBPDl7h",
-	"xUKrRs8JDivWvu39WUWwHM3HIuCV2Okj51AZ9aXkJc3aW7H/TsfeAjwWoWqHSYz6bXppX+rs2obWy+sk",
-	"8ZnELksS9G4EqRBbjBDTqvV8RaTU+vOuQj7zF7p/BBjn7KAFxNwtP8M1VMuJvm86Jzg/KmCYqOLr7wSi",
-	"eQK3yos3l1foBJf05PbRSV58OPlE888nFSkLvDmI3f/s/XIMu+i7QGSGNDJe62iBy1d8sw5v5YimUFY8",
-	"rzNSXdaz8ZaPYEtw43/Gaxa5eMoKZ2SU6N7dKGLsDiDShyxTjTrjnwfd47u1qq2JGS5sk81nXG+Fh/fH",
-	"heGYjji3zpWxpl5vwwUETYkXlGHLGx0Vga5oZKX0mTdCOuk23AfBI1CJoT5bV3wt0ArLDLxpEhy1hdTS",
-	"bEunjka28dY8t1C9rha76KFbGTVvFM32BDsyRqCKrPgtyYMmh/im2kcbtWNqmL09r2ESvQVh5902cZ5T",
-	"bUK/8Ig1x4UgXZcXRisqREkKiW7IBlE163ktSI4qLJekQnKJGdLiFNadI0++fScQXzPkdmhY7R17sdzh",
-	"Fvp5BEE6rsOeBfstX781Kzxsy+4t8ao5PgIy1ZrMrRK1wopvGGYZiShOYxlGjyjEDM6h257lTsbOULva",
+	"Sg5EtiQrrDqVm1I9mnFeEMwOPn9ODn7EMlv2B6TGorpAKyIEXhCBJEcVkXXF0CQnc1wXEj2O9T2DRv2e",
+	"V/gjXdWrg7PHp6enycGKMvNnYgdFmSQLUsGgnnMm6hWp/r3idRke3EI9QuslF45oilCaQLgiqBYkP0dk",
+	"VcoNUg9ngjA1HcwESq+vf3n/8v3L6zdvX7y8vk4j08haw/Cn878qMj84O/h/TprVPtFPxclbGCYuflaN",
+	"qNm8IAWR5A2ROMcS96eDC8HVchOpeQCm9kggUc/ca0hIXElUcsqkaFZAVnWUAfJ2t1v4AOZ4gSXwAjRX",
+	"qj9cawtDg4p8qGlF8oMz1fdYmjhaXOBKUjWhga5K+849dif6ZM8KTFeoLhVnyyUVaIXZBrnOBaIMcUZQ",
+	"ycsRLN98dwe+/6UmNRmgzAf1/O5UufQY66eKr/q0SRlfp7Bt0BVdESHxqjxHa8oE4rekarHmG56TCFFE",
+	"t6MOaV4TtlCT/eGpI4eQFWWL3jChk94w10tSEYSR6i43IgE2ilASFDeLiahESyyUCDXCYs6rM5TiokjR",
+	"RG26GVlQxihbHCJeTVnKyDpFE8bX50j9+4izYpMiKhBmCBcUi8NjdLUkaE4rIVFOMipUP3OgmR0JzW7E",
+	"8ZSNoI4hYkMdwhSb/P3gIDnARaE+Imv9/zCUg99CFFNrxWvZJ1TB2eKo5EWBcoLzgjKiuHtFi4IKknGW",
+	"ezLlyenp6WmMzaXpIcjjP6gvfS4/DXL5r5gODrFmkhYI26MH4aqit0QodkxN/ykqsRBEREa5Vj0MCrzP",
+	"ahOJkjPVyNmngx9x/o58qImAkWWcScLgn7gsC5phNciTfwg10k8jt9vLquKV7qpz2ONizivFsbxClN3i",
+	"guaIsrKW54hxuaRsgdZYoGyJ2YLkB5+Tg5+5/InXLH/4wTGORJ0tUUUEr6uMqN4vePn2P+6t6wtevjOk",
+	"D1LHKByq40tS3ZJKj/XBZ14z8rEkmSQ5mmNa1BU5h+OYqA8QzRGc07gsCa7gcACxUfEbUqGCL9R43zN8",
+	"i2mBZwV5+PFecCEXFbn85bUSSzWrCM6WqmvFVt7YqEBiWUup2Crna3au9LhqA1vRdAK6aXYDuuArSeBA",
+	"KCtekkpSvT+yYY2MLhivlL6l+pW8PCrILSlQ6ysENNALS+ySsrow5NInWUemJQeg0L3KOwfGd99/n2z/",
+	"1ol//f0Qld+/f/VCfSIkljXMGBfF2/nB2d+Hv3uW3VzqTz7/1h3R5+RAVpgJnDVj6M5hRZn9+3FIojcn",
+	"/d87jbWn1xwHfPYPkkk1F7uinmBrLyrObhhfFyRfrOx9hUqyEtuI1WKVz4ma1Cv9ndZyzEhwVeGNet5j",
+	"nnG0bSvSffJ2yNOdTYQkUWo80Cj/ZPYvxezviKiLwMLmxYeQDrDLwlCWk49eI06dMWv2jsB/8nA/buzA",
+	"I2P6A0V/9NuizjIiRLjz3qoM013PNOnR3/ZhqeaPsTvDLlESWILIql06JrQqr+I8dXVtd6vOZNeWGrM6",
+	"w34LUOMZ2/zt8u3PgXs22yD1BN3ioiYJElKdWWA20JYNkqPZRhJQ4tU/Dvrb7uPRgh+ZLtU5fvwOr99o",
+	"jQX6riWIW03NvoTRlxg7UVzL5bUjfmgujkOHF80uCXQQovOPoAq8U1u7O6glF5IZTusLFZqHub7klQw/",
+	"WfPqhlSvgt91hu26Nu3p/rwmglOp53NSNVzT2euzvxJcyOUmvBnyClN2gevoVjVcFpwZ4zJCJcJy9c+z",
+	"TwdKscdSf/fD04MkSqAI8SoqrfYYMNL4xLOd+jvDTd71EqLgc5wtyTuliwZYVD37K5XusZtQzms1MNce",
+	"q1czPWj7jQjPKccSz7AIky6n4uYdwXnk267c9WRe927XPOpSMLJpmq79KSQdEkQJeMUlLkScgjFqDE94",
+	"uQvpR05oOTgXzuZ0UVckqhepHSpKnJG91BJeOvPbOCUDbGBvzVdBPUNbwUYZuxQziJs9Bt4hre5yC/3M",
+	"nTakWOpXIjKnReAhAo4l2zsieHGrLQcdtTCsacSfRL6yVB2mmjfxprn2kBJn02yoYJpvph6he6Otawv7",
+	"4Aq0Vfu+HIIW8ra9uL89V8aarjuMrGdLedtFWeuQr9F9uo6I/mj7Q9tKtF/syrdpVbZI4O6D7ZcKLKRp",
+	"LH8mx99tnmWS3pIw2fh8Loh8jRcRjcN5BYIMSVfkNV5camNmuAWpJLYd9XblZTcJ4TstXCtJl1DdQfiz",
+	"7k2iTbPQerYv2rERjdhAl/VqhatNf6FX+OOVHlVsQ6ijKELwuFrphvYrlcto41s2ksSypU5f6oM/OXiN",
+	"FwutGr0gOKxY+7b35xXBcjQfi4BXYqePnENl1JeSlzRrb8X+Ox17C/BYhKodJjHqt+mlfamzaxtaL6+T",
+	"xGcSuyxJ0LsRpEJsMUJMq9bzNZFS68+7CvnMX+j+EWCcs4MWEHO3/AzXUC0n+r7pnOD8qIBhooqvHwlE",
+	"8wRulRdvL6/QCS7pye3jk7z4cPKJ5p9PKlIWeHMQu//Z++UYdtF3gcgMaWS81tECl6/4Zh3eyhFNoax4",
+	"Xmekuqxn4y0fwZbgxv+c1yxy8ZQVzsgo0b27UcTYHUCkD1mmGnXGPw+6x3drVVsTM1zYJpvPuN4KD++P",
+	"C8MxHXFunStjTb3ehgsImhIvKMOWNzoqAl3RyErpM2+EdNJtuA+CR6ASQ322rvhaoBWWGXjTJDhqC6ml",
+	"2ZZOHY1s4615bqF6XS120UO3MmreKJrtCXZkjEAVWfFbkgdNDvFNtY82asfUMHt7XsMkegfCzrtt4jyn",
+	"2oR+4RFrjgtBui4vjFZUiJIUEt2QDaJq1vNakBxVWC5JheQSM6TFKaw7R558eyQQXzPkdmhY7R17sdzh",
+	"Fvp5BEE6rsOeBfsdX78zKzxsy+4t8ao5PgIy1ZrMrRK1wopvGGYZiShOYxlGjyjEDM6h257lTsbOULva",
 	"+hUgn2eBaozMjIGz9wBsMs2fwUmDHzqqhbbN10tng6tZ82+wPKpvQu3fkkrEDlh9mbimYwyqZjCezS1E",
-	"ppc5YZLKTV+oXCnlBYvljOMqB7VFv4lyntUrwqSNeSFFLkzoVCokZjkuOCMpBN6pHVeROakIy8iUaS/0",
-	"dwI17yGxxCVBE3Cof6gJYUdlxT9uvhOH5yjFtVymCUpFPVP/qXhBRApW+hQD7+lueF2Z2JquU9PyZ1/R",
-	"+Xike9PvIHBSCx13iYuCVCaqBM2IoDkRqKxnBc3OUKWELWfFJkHrikpi/g0/ww8JwvmKQqDPaC0dZ/I6",
-	"K2ohSXW9JDiPMJjSNNjCvrlN4Ni1faZff0vm0EYtAzGeKZ/PIcgr/cdapiHVz+u0G7K4xhuB1PF1ELWl",
-	"NRxn2hmvdnSmESIfWWFajHPeiWvFIFjywEzUNzpqyyxgwDBhPr4mTPUTEcDurSJq4VCsPN4QamnwVn31",
-	"+X0S4GchK84WREikmkZLUuSGE3VcWqJ4m7X4NMjKdnCRbWMCSeANE+FxQxha4RLCgidrKpfob79dIT6f",
-	"m/4P/a0wfpb9ZW6kRnjtzhAI5xzNNq2gFylIMU8Q40gQISCeU3IklnwdXGOhryf9ucNUdTDuOfA78mer",
-	"ds9akbihig4zZORghHEcDlp5LYp6Edz7tXCSv7N1faHbJj8pBEGdkaOJjoNWb/JaIs4ganj4nLWd263W",
-	"Hm57WwU2SXdH9CSZJxaCwtDsl0YKtZjBCDW9cpZ7Eyv9h469Z41Q62jnpCjcWnQ5gQrUnGSgDkSuyzR8",
-	"D7Z7f5e9EOWLRumIsRSNmiZM4Di8drAzT4YuxoYfzGq1maQZTtJoJw2hR6xT0GkdIfKugx7q/q1ZsO4N",
-	"xBOGZ1rWJdsFbKIEhZIKWlowrgU2n3fEaWhBXuHFpcQyYIXHt4uRLtoV/jj2TZJTzMa+TNk+jko1bteT",
-	"bkUPMbQexph74d/Pwrfq60XU8lfgxfVSaYwjJ1ZgIa9Nu/k1HmcZ1laK6yJmzuZFToS8rtmuDbu76XWE",
-	"75sXoiZ3uK7GH0u6Imrk12LIg9K6i0Q1wnP/IM45UeehRBXJeJUj3YQ42NUD21nk1oR6BOiQzB94a5kC",
-	"8/Z5JbJkAfYIMi7Bgrz4KAnLo751j9ouiv5ff3wyIlVkuLuYAWp8xBv5WNKKiF2cexELMDy7Nu2NZXlG",
-	"1i92GkFFGFnH3HrjjRZ2In7kmW26MyqfRoFZhljidWNc8Viio9oZBSpFq1pINCMI66g1M+RzhNlGJwmA",
-	"qoeZWJNKoCenp8h+iybm5UNtI9PzS3t3Ze9CM8rr8Xl4TpdExllvBnFbg9FZ+hWSv/as1CMCqjyTlXXI",
-	"9duOW8G65t9Oa4FhJZ3JNK1vWfRY1Npo2jhFYGi5LkvOC/3mAxO15OXr7e9tJXCgmVFU92kSpLz+9Cn4",
-	"avwUmnF2x2HT6TbH130G5TayqO1s6rqibBzoIDv6RBkfDD8+BL7vtexfQyqCBSS1QgQu1/fnjksDTXRW",
-	"NEfPX/16qDVEG8L15PQvP4Y0hthswbsWChdt+ZMDQSdNZGc3TUqiDZE2w8WZH0ArOVrx3KTxJqggQqCy",
-	"4moBdVBCoJvmcZBcNTvC2Q3JIaFR3RrUjdrvC04fEWw74iAzpHfp3RNBiPNM2+QvcdJ4/g+3e86cu8yF",
-	"prbm7RF7gDG3xXJ9a3tyxF58TqSxZQ5swqFwrKwf1ORNrNCa4S7aVOSeEA4eyZpopk5X22OW7jkoY1jy",
-	"zCu+gl2q9DnI2m0JnDEWu8gFjIoXLKs2pbzHNViZ43Ro6maqcGRujSS9YyAH3hQc5zssxv2FfsATHWkb",
-	"CDRQpL2iLYZtyVbKK+Pt6j+F2IvnpMBDz1/FQxmkLMbEMbghtlpsda/b8sYb2jwffICALREy98T7/jXK",
-	"qa8jeNJmikWDhR8+YmdEpM6FxlcIRe0EApKdBdNuBhev4wuAZmJDcTxDQUAdadHeAEYyJN3jYeCAsZp5",
-	"99Yh9KcDQVVWtv+0aQ6hQNYCFhBNHL8p6F8aJ7kl+AzIudzMKlgxcJy832YLanWXdOdhvh4gxz3FRllG",
-	"N7GzgbNtDxE+FFK1xOI1r0gIPqgijSoHYU8IzyUExFCBSs1igVPp/mO0EjfKHaK13NAhq7434hGRWmZL",
+	"plc5YZLKTV+oXCnlBYvljOMqB7VFv4lyntUrwqSNeSFFLkzoVCokZjkuOCMpBN6pHVeROakIy8iUaS/0",
+	"I4Ga95BY4pKgCTjUP9SEsKOy4h83j8ThOUpxLZdpglJRz9R/Kl4QkYKVPsXAe7obXlcmtqbr1LT82Vd0",
+	"Ph7p3vQ7CJzUQsdd4qIglYkqQTMiaE4EKutZQbMzVClhy1mxSdC6opKYf8PP8EOCcL6iEOgzWkvHmbzO",
+	"ilpIUl0vCc4jDKY0Dbawb24TOHZtn+vX35E5tFHLQIxnyudzCPJK/7GWaUj18zrthiyu8UYgdXwdRG1p",
+	"DceZdsarHZ1phMhHVpgW45x34loxCJY8MBP1jY7aMgsYMEyYj68JU/1EBLB7q4haOBQrjzeEWhq8U199",
+	"/i0J8LOQFWcLIiRSTaMlKXLDiTouLVG8zVp8GmRlO7jItjGBJPCGifC4IQytcAlhwZM1lUv0t1+vEJ/P",
+	"Tf+H/lYYP8v+MjdSI7x2ZwiEc45mm1bQixSkmCeIcSSIEBDPKTkSS74OrrHQ15P+3GGqOhj3HPgd+bNV",
+	"u2etSNxQRYcZMnIwwjgOB628FkW9CO79WjjJ39m6vtBtk58UgqDOyNFEx0GrN3ktEWcQNTx8ztrO7VZr",
+	"D7e9rQKbpLsjepLMEwtBYWj2SyOFWsxghJpeOcu9iZX+Q8fe80aodbRzUhRuLbqcQAVqTjJQByLXZRq+",
+	"B9u9v8teiPJFo3TEWIpGTRMmcBxeO9iZJ0MXY8MPZrXaTNIMJ2m0k4bQI9Yp6LSOEHnXQQ91/84sWPcG",
+	"4gnDMy3rku0CNlGCQkkFLS0Y1wKbzzviNLQgr/HiUmIZsMLj28VIF+0Kfxz7JskpZmNfpmwfR6Uat+tJ",
+	"t6KHGFoPY8y98O9n4Vv19SJq+Svw4nqpNMaREyuwkNem3fwaj7MMayvFdREzZ/MiJ0Je12zXht3d9DrC",
+	"980LUZM7XFfjjyVdETXyazHkQWndRaIa4bl/EOecqPNQoopkvMqRbkIc7OqB7Sxya0I9AnRI5g+8tUyB",
+	"efu8ElmyAHsEGZdgQV5+lITlUd+6R20XRf+vPzwdkSoy3F3MADU+4o18LGlFxC7OvYgFGJ5dm/bGsjwj",
+	"65c7jaAijKxjbr3xRgs7ET/yzDbdGZVPo8AsQyzxpjGueCzRUe2MApWiVS0kmhGEddSaGfI5wmyjkwRA",
+	"1cNMrEkl0NPTU2S/RRPz8qG2ken5pb27snehGeX1+Dw8p0si46w3g7itwegs/QrJ33hW6hEBVZ7Jyjrk",
+	"+m3HrWBd82+ntcCwks5kmta3LHosam00bZwiMLRclyXnhX7zgYla8vLN9ve2EjjQzCiq+zQJUl5/+gx8",
+	"NX4KzTi747DpdJvj6z6DchtZ1HY2dV1RNg50kB19oowPhh8fAt/3WvavIRXBApJaIQKX6/tzx6WBJjor",
+	"mqMXr3851BqiDeF6evqXH0IaQ2y24F0LhYu2/MmBoJMmsrObJiXRhkib4eLMD6CVHK14btJ4E1QQIVBZ",
+	"cbWAOigh0E3zOEiumh3h7IbkkNCobg3qRu33BaePCLYdcZAZ0rv07okgxHmmbfKXOGk8/4fbPWfOXeZC",
+	"U1vz9og9wJjbYrm+tT05Yi++INLYMgc24VA4VtYPavImVmjNcBdtKnJPCAePZE00U6er7TFL9xyUMSx5",
+	"5hVfwS5V+hxk7bYEzhiLXeQCRsVLllWbUt7jGqzMcTo0dTNVODK3RpLeMZADbwqO8x0W4/5CP+CJjrQN",
+	"BBoo0l7RFsO2ZCvllfF29Z9C7MULUuCh56/joQxSFmPiGNwQWy22utdteeMNbZ4PPkDAlgiZe+J9/xrl",
+	"1NcRPGkzxaLBwg8fsTMiUudC4yuEonYCAcnOgmk3g4vX8QVAM7GhOJ6hIKCOtGhvACMZku7xMHDAWM28",
+	"e+sQ+tOBoCor23/cNIdQIGsBC4gmjt8U9C+Nk9wSfAbkXG5mFawYOE5+22YLanWXdOdhvh4gxz3FRllG",
+	"N7GzgbNtDxE+FFK1xOINr0gIPqgijSoHYU8IzyUExFCBSs1igVPp/mO0EjfKHaK13NAhq7434hGRWmZL",
 	"jAzYaosojy0jmqufkagE53XRVWMbQdXhitCui5kBms02EMAe34dhi6lqrf1piCLDWhgdsOy1lJr+1aV7",
 	"SbGXvZakHaOOPphec79aij2c25SARyf+nCNfDyor8Mrlfofwn2e3Pbt9Kibedowf2+2laR/jI248hqhX",
-	"lWHgnb1Xpj9jO7/zHemWMHltD+Sxex1oA96VHZMRWj6j3Xw+OvigGa7TtnrOIN+/41GrPexta/OKhixh",
+	"lWHgnb1Xpj9jO7/zHemWMHltD+Sxex1oA96VHZMRWj6j3Xw+OvigGa7TtnrOIN+/41GrPexta/Oahixh",
 	"0MLOSoFe7G0pOqbt8MBkRTNxyXApljxkoSvrgD9pIwx8S+eApVnFGxdXX7TUIhTmteWzQMCI2mh6DKFJ",
 	"+YGYXYd+ofRbRrKB7Duwa9P/iVz01phKyhbGpDnmhHTtJb3++82F5rMiKx4642G1daK6iLpKT4MLQT5K",
-	"UrGQkjT42ZLg8iqsXP07R+op4jOJKSM5clfBN5fRtt6JUNC5bYoyVAsS/LgSYyhfgeGsGbTXqUeCpE3I",
+	"UrGQkjT42ZLg8iqsXP07R+op4jOJKSM5clfBt5fRtt6LUNC5bYoyVAsS/LgSYyhfgeGsGbTXqUeCpE3I",
 	"8Ao0Snt7DSqTHTbC279NKy1rsSR5gkpelgYwAsyx4y2iMJjohV7Ew+BHJP3CrUfRp4cQVZJK618JEpRl",
 	"BM0492J+mlFU3p4JU7HfsBYL7Yb3p7UiMRDYUhe5Md2dyHUpjXmoYwM30Hch4kSFnG7Lo1ni30OchHPC",
-	"IQFJ7VY6KOvpooLLSiOBYlg2+/mqBu3e8eDzqMV70KZtJ3MpcSWjDib/KNgJJ0jJh6yoc3KlFInnRvdx",
-	"Z3O3rT6dfLCqvrqy5Hq0O46pxEKsedWFPXp0+v2T0NsGPaUbW6Z+R3qvJAgLhJH+RiNx6gcNUOMPTx5/",
-	"f3iwFZOmQcroZhDpZiAkHvRndadVT/6/vz89+m989D/X780/To/+cv3+02ny4/ef/1fo7iJEEeYtq1bc",
-	"BQkKVqS1s6DV7bwXguAZ3CWxqMpYlsXYbRC+7NdVRZi8lCSCSFCvyje1LOuw0k8KXAqSewnvI4RvXHpU",
-	"BByCAx32E12UznSgB6rNJLqRtsnEeaW3WvWa8FCPMr2JDtL6ClcLcr/C5g8oD0TIHSyKFc/Jv5kFMUHt",
-	"6o6mo4xyKnCLqX4Hm/w/cUHziKkUF8Vri2y+S7LcsIdYkWDID7uKd6kd6kPpyxHUIvVEcXX00642ZNbJ",
-	"77DdRmLGuTOihCVOcFX4Lbniz1/9ehcUlrv49gOpjCYfFhcVwfnm2rPcxvL8HiQ+wIxsW6BAN0t86HSx",
-	"oBhdgWG0/Qb3mlcOhPVIo1IzvCJn6NHR9z/8gLIlrnCmLg+Iz1HqnfbHR+/TBJGPGSnllKXHJgHv+FjD",
-	"ZW9QhhnjOjwxzysiBMnVtRCjd29foRLL5eGUtWN2AjLBUzkmXudH79sj+Zf/+/fj91ufH3d+/d+HQV3l",
-	"F2saDJt7nOVwvMnHtRj1BAXiJkwfscVttTfoqhphjDLRT+MN6WLA/ixGoopY86v5KGkj5LsZhAjwpozF",
-	"a2FdPGOEqlPycuybtVjuk8UA3+mOEhhYeCpeaFxgw6rfITlEJ2jNDXSzOdIDG+iBt8z/G9wzb25JdUvJ",
-	"OgQEFYjIaHyHQ8zp8lpM+sH497snnr6QD4BExK1EjWcvjNa3JT5wCC7Six3cFvE3ELV3t5A733HZwEQO",
-	"x+G1JeAAENfOUkJfIsTTBYmpQOImht21rHi9WJrLScd2DCmwJL8glb4ljN34mlK7ftgDzO32Hmw5qGz5",
-	"SFAjAAh7UtRbKku9ljXK5Lg0tPP79FYjNLiLr4/t4hWLWQSR6vwRDpYcaN7sMfCoI96NZCDYI7pllapX",
-	"swxHggPjsG1NPEPTwNbYht5Q+zJvOOJyi8iLxQK0wPc6x9zCpTrqhCpkxJWNWUnQqU2MZGG3QoGFtJHr",
-	"OybNbYPs3Tewm7KjeUEXS4koA4NkPiK2exdsnrFnAI3iTvl+6hYBkx1itVtrG+S4VvpGzN41eLfbJ48k",
-	"mDUydGnyC4/scTn1ctzaLNPk1qOm6FrsbruDzAFvk2e46aNv3S2e18qZZwWmUUTM+4WOCnFp+1bcJOBF",
-	"7sPtQ9COPbLeHgHvihfYXvN3V8/0iodd5HsHZwxFWm1byH9yfL6uPaWJ5tmKqddmQZ85LcPG2dKbdpgJ",
-	"oUqPiKXwA7jrrzWp6KBlMa8rp+m0OfGvfz17/frs8vJ4tVoF4RtpfGdXm3DQni5q9v3pqWchCvp9LARr",
-	"H7UKU/ni1hQ/2rrc7u0rE5W0I/auxme0JGowSG1ZsHb7/ujGZKgooX6Ls7peNWdbZJnUq5jhYvM/Q6be",
-	"psGBl9QJfFWXRewqpQ70p66hcbtqHDC+tSB3emgNqT+JpD/5McTVOZyx3A6xxBXJvUiaPgv6b9jgoDZH",
-	"zzaSjAgjaPcVajk0Hz3+d/aI6cbFDeQ94WwZt/BB4YPtBj6/EkHLQTH6o9Da67J6egDbwriCB556CL2M",
-	"GoouTtBj+ZgkJFhdqzPCpKH5iKv+A2wm9cl/7vA6vSVDI7h7PQvTQuL2b2u7ev0nXRq2JtMjxphdvOTy",
-	"XZljObhy7qWdl6/d/L0Qz9yABprdRt7W960xJsGpjqEj7Dq3c0ZdE9pbqGeUUIO99waVNBxaaZhGJ1Kz",
-	"U0xLPf1pE13RIW+oGcDw06G21cLFW7BPoy1Ejsum2V4j/qh7Y/QIctAjzhim2cGM6Fv/PF97W2a3uKbF",
-	"k51TqyNiWjugrdgGlKjO0d8+SVt8FlSraxGpVNlycUWqVApCkCtO0rtD7Vn3LxhdBaiD6XP9R3ovebSx",
-	"ypv4hrAmttdH/4NK1wf7Vs4ZS0Pvftf1cr179/J54+UKZPy0vFqnR3/BR/OnRz+///Svn4/8P5/s8uej",
-	"7z9H3Fm922UIJy+vSw0yzQTNSTtn6RwtCCOVuj9qu2WnzHzAb7dvfSHF6NEgSr1lXmtwtw7Rs4yU0kQr",
-	"m0Vr9NXXYvwXTsaPs1rZjbm1Lmj3Dg9vxkmwazzsQMlGY0kaaYswb4/KYDHBV6YMtTE9vXx+yfAN2cFW",
-	"My5bZmsu2mDplHYsH7yvb9G6ULEPwdM4D98nscwgej+GndYbQbi7NomvvPYsmSMVLdsJYECbELe1Y+pD",
-	"EQihzAic3Qgkl1gi53JtKpgH/QKmKmkk5cBLz4/4FRrXc2AkFSl5BRWfsS1mHXZOgIk04ueFrIeBMRoI",
-	"mYljGYFMaHY+AizGNO/GkBzYnIpWpc/oEm3DicmHSnSRj1REHw55KmI7rluKr1ciwfY4MJ8ICMw+mblR",
-	"nMcHrTUXTxaN1ErcCr+0JdTgzl68YcSkbRwc8tQ2/rTBMIuQAdvA6QRyV31btV0jR9UoR73CiwtOmQwC",
-	"x77Ci9djw8ZndXZDZAdipZVRsUtrJS8HzJ5DB1dIabIFiG2jSTM5b2StOcQJFowIHFXkpsN+gBMOiuEt",
-	"qTaa7dAaC4TFDcnRHFDatgOu3GcwRROWM0qPA4KMiXYIJLrvW3nHBbmMhHEwckjEuDy7+XkgPgtnN7tG",
-	"DGFXPl5E27zsuUX95/tsvLCZtfgwsIvgPrLr7Hbdx7i6IbkbxLgvtMB0H23fAp6rVwvBbSdFvzRnW995",
-	"AVfQ2FMfJTP4ws5BZrVYbmm0Fst9Wh3mxOELgKdkjzFxGT7s1Hz3x9CZaJuWHt3be6i1YRJvw3r83Rls",
-	"iCNCy9/jttjB0CZ/Z407UqK3sdq7YEhGDQHjKuK+pqyOWiwDsnsr7oLou5RH6HRGlkasjG8xW2y1H125",
-	"F0PWR/0k6czaDXcwT7ZVGrofhgNHrVaPUEHmEvFagllMICqFF1MdCQF+SyRhEDnnoXJbFO7TZDA8+NfO",
-	"vcCvOU8KvCH5xQDGp01EdjdGtMZqyDMy5xVBOSkoTG5yeniQbBtT8eHpXIJV6C2RlgcCVyCNV0Y5ezFU",
-	"1qaFrhce9eTx6anBZw0jmJ+GAYY/ht21k9NDc7VMADiesDmvMtjSW1v8DVPQ8UavoI8O2B/Gki6WNode",
-	"QNUpU2xGB0jMNsgp6ydKVUclL4VPiUen8D9v5EfupyDYoGbAwRWpdmbTNshh5zYv0EQN6fDcEH0rmduQ",
-	"iB2iPT4cnn6wRQOiGOOuH3cZ3ZqynK+1135oozUpUhZm/UNNidxjy33eIqncDTmefBCSPPcpbb6slBjc",
-	"62O37R5AnnvunS8GCtpnzm0GhgZyahyCqKWzxRLtckxw3UM80xlqgHDJAPcGViPEScGlj577F6Bo3UmN",
-	"qggYKscrRT9BDRNTRG+EghUaUVBZW3Ihh6qj73qxotH7TiX3uR/4dfD3uRu4+ZkhJCZGz6uMv01x/lr6",
-	"p2OSKCfumVgRMdXeKZdzDxvvVpvqoJiNmHh3M2eWYSi98QmiTuI8ZbjYSFMgf2d5sOMVyfV6r3ck3zo+",
-	"qnfLAfsw94DJuNv+CG3ltVhEKAugfUP2qVuaDbdQbe8EJhN73AUcazWXxCbTGZnfR2tSgwSMmCMHjoNv",
-	"mrTuAPgyNK42d0ni0UX8I0+21djmFV1QhourrU7sYT//UA5FCarY01hQ3WBAw/bycJEX7iFa4H2yuys/",
-	"5qn3ptNrpK1nmKG9D2LaxfBAhge9T1qTQ/gIZuF1EkY0C8a4qcUDXa4MzROqPWmz6c+0COe4R4XFHNOC",
-	"35JqyCHHxWmkpoBFpEQTxtGv/PLoFOmQEcoWh3HXqgusHFGGSsuGn/ZJzM6s+bjps2mvO3V/nlEqR3J4",
-	"8tlg5S6o/H6BaxENRmhurN3AOaG6RTmtSCZ5tUFUNDF3eRCMSQdPRBbsQ40rzKRGAVXMgihD+ouTgSAT",
-	"x1dbq475fNj45/tXmfiCryvqYn87FSxwIQhaL2lBEC5V0wLGfobmdaGIJG4SVDPbQEO1AJ26F21/nG0a",
-	"Jt7ytukRZBPFIW/JvCIQshY7ptQgWgdUAH1hGzTNWAiW8EDLeDnV4QtCPAYi6nTud6ENqjpYeMwds/1+",
-	"WNpjETltxQ3tBDn5sFwOMLk9wnkRiX5qV4JeaZRmtCYVgXK/koRryFeaJyKXw850befBa7G5gHVAqmPI",
-	"Gb1YdfXe1nCUUAZkCFJdEy9xDB3bErUYuKjlWGJQmQeR1QZdqHtGwA/eMbt3u3nFV5FAU0mq21bEkB/5",
-	"NCJYrCGA15rpEZqI03VLfbt7g7fZAYr69wOt8AAgOluwc/SiDNWqHjQRZXUleKAy/QzLbEnEs36Zt+5s",
-	"h14JzfpZU7ut20loflHwDyGfZpLeGrvR2Jjq7UpFgMkHTV9Q3MpL+d9etBsASXb5QoyqwRoa+ICVzLeD",
-	"eUAHui/HGB1Kd0ffnX+cQwcjTsv7Rv7pAOAEahc1asSIukXbChA1nQ1qPuMNf91dHTgdIopOFslrfgjP",
-	"33YfnLZe39kR9w242u5Qf69Fpz7p76140r7m+69mnje8HC3r9WXR9e54guwQWf5wekcQ0WY7NtPuoH7B",
-	"bLNQp2J70K13gIyJlx4PyxYIcvuC7rWdNY07OdnuZZ/u5zsbDVt3x+Bsj0/iEEz7rOjd8I5Glm8bMILv",
-	"Vj/ti5c+a2D0HXHjy3OncIqAVtIJwJ/PSSZJfrFlNxjA/5gwLV9UFa+G61/H3WGRBNEO4W3l/Gx8PAJY",
-	"kgfMEqHrlhcSbSedhMjkTzs0GOIoslPKQz5rSBmMCdthPq6tXtz26yHxYyrVR4CwtgX3/0bl8pVrIXLy",
-	"PrUpmjH/g7roxtTgzizNsCJj6DXYGsFuSMRw/X4xn9OMEpZttkkah5Htu4/7t6uCzomkK4L2SFBtaWeR",
-	"Zr08VcoWYqdM1fbYRqesxsxLBb0l5+hOmX/bFDu/TtbYxYkkSrnJd9Jpx5e72lM7bFWu6jJd8MLM6WDA",
-	"wVa97Z4vQPupVrvbx7bdknrK86DlrBc96CFhD1Ulw8bZgAosJFpXXBLrdUjQ0aMGNhdSDVFOw6bSNn72",
-	"DlaPK/fhPUc96VDA8UaY3+D9sSUWhqKhPIbugGM7HdfH0Laivh9Ma6fgzuMtkNphiu6ct3i7AOzCV5yX",
-	"u+Tr7Zh7uEVXmF1wXjx1h3a/wYgd1e9ANfEyL+7WgD3I92lgMIfSArsPP90jyXKv1dsxOXNF2c8VIZcF",
-	"lzvkZd9/9qMFwh80pOxORahZ96ysLzfiIpN7Lr9t5J0g1R1beSvE69meDezpvHTs6VO5m3c5sjhBP+sx",
-	"mCrZlzwhfu4wXzJwU3CxN52V6C1wi8wd6dOSJC2pEJbBFcGrZ5usIE91MZkeFlX4ahkBQVG6ZaZaazRO",
-	"V5Dt0T7JUO7CGgKlcso20gEPUDDGBPDkxYcxtfQ9KOkuRtUo11ct4qUkfd3TRt35vzURcxGMlwGgoLtU",
-	"l2s3tp0tGrSpkcwRhfeJuGmuKwL/jUWl7BGDaMPdOu3HUXS8KUcBxky9pWE1sbWhPieBivb3gqjXwVhD",
-	"K4KZQOn19a/vXrx7cf36zfMX19dpbwsE4l/HDefdu5fPA8NQG1HX1vNyCJ0UgJggIxoyvCIAyGcz9q/v",
-	"C0rtNLpXfYdktTHz3T5LxVSaceD/A8nVLEfezOEtDYCvfsXZTSP11HgOg0FQAMt9zctdPK+KuZTeTN6U",
-	"e9Chb8PWROnwxNbtEbOS4uzmugk0Hr9NjICJi/v1coMYl4ChssZCSdYVlVKdLmbLI4iHPDxI9oj3BmbU",
-	"496NHZtxD/HbcHx5dDtplJyJLj3qjlWc3YjDg5GHE3DXNS7LgsZ0zj3LVgT5JtRph7qJzyNxPvtV9fCM",
-	"s3lBs51gDqNWlMEFuSMRjFWkW9g3OKno2aL9yddLrMvv7Vhgl0W56fL5f3wnEIz2Zb61BGWojigJKHy6",
-	"vAvKlpgtSI68wSdoTUsNEArc0EjC7g71RSFlN9fOF/WA56OpqNQ7E/Weu94BETYQYHzQaSdpLepWxhhI",
-	"4/E5o7dEEEobXnxYdi0xtftL23+pOo2LIrgU++2gCJs0XKDGoBhjxAjuZzf6VLM0suOML4U9W3uLcEM2",
-	"nW35w6PvkxjuTJNlU5eCQMavxkAMKve3uNiF8R0WclAZ0x2SHEGr55b9eYUAhg3M6gKlnz6n5xbWVi2J",
-	"GV7vqqArhKjZbyFaVLDdkM11WZE5/Rgi4NZz7IZstkD97KwMdhWCMQrhzgokLck1lte8utYYGgElsuTZ",
-	"Eq1oUdCmYtLOFpM763Rm9WLSp+LrvRTUt3wdNPTvk0+mhrBtAnwd3bQ9jql16sQ1DkdauP04ahd2hq36",
-	"tE20egpOAFIGXmsHxp2iD7a5pUwe//Y3hktWDOE07I66ICG2cgtuhHHvhA+XBa4XBMmKkAQRnC3VVWyO",
-	"PuHbRYJWlCVohT8m4Cz6fNClv4FONj/+Q3B2/BavvQpzAq/KYrBI/X62Sr/dxM1vjJssAEQR6W8E5IRH",
-	"/a+AOOHYrcObgw6q0DivsLgJh965NKBRsku1M9qfFkkc0qO5/0LldykyPC64zrhx9yhPfuXzRSdtLJYk",
-	"NCYPaDjf58rfem258PLyzdG//nj6CJ2gtz8/Q48fP/5Loo0zvIL/8lqieaUNoLhA5vA9d88w+h/OCKL2",
-	"0vDu6tmUTS42csnZdwKlSqQrVj6mguvzenKYIj5HGDFMbwlSDw+P0VOk3kS4UK3ppqgUaEVzBtk8766e",
-	"HU9Z+07245P2lew0oBJdVTgD+4ErKRfO+28sjrFajrETcMcyjQBTcG1V3x1jUa/3KAGy1aLjXhi6ztQk",
-	"/ljD+EOgw25Ak1uz/K0MHlcjYEtEZNAK4y2Hq/bY4Ql/EC1uaBGmR8j+orUpFdypLW6939rVkWgiIIC6",
-	"YVbVxsIum/FHCnHucEy0N9/Wk6Ky9cjHxQm75h+IUJH5Bzh9FBGU7j2OBqaH3QkBXfQzr7CQ14IQNiha",
-	"si31V7e/wEZhr3vvtlvuDiXxBh6d9ZCNsA3osqelrGf+2kfe2+KkO7tNOzHpY27T0jJDqFAPbG2w9KGC",
-	"CqkOYstr3bFsUfgf0MvajVsHikc4wH72piSxMrdpWYtlauB8U9izKZoU9IagE/XoUNFDqR3zAkuknqNJ",
-	"CpI9TVDqhqL/AEmeJlOWtsasHpoqVunhOUpxdmN71Dj2pMiFovYJzm60IvOF2NXZ/7fy2kNVa7pb4EAr",
-	"Z2M8KfbaOrtrVzuVRWtiIEYaL7Mbmw4SWtmBqthfuSjalgpmfcuv2oba3xUw+obMrFukQfRU4FZM7HR+",
-	"94VMgOlXlNm/+zvATqDJQBhRQS0ZrUp3SOTNciuhYna0uN9wV+9vu7uIE3jA1rlzKlT3NOmibY2hSrBk",
-	"XDQyZwchO7K23H7ZaSOA2HZx6I4quha+yUbw2cxFy/YZWgcQxqC+Oxl2jyIsKMB0gLgxLe9dEmY4BPYr",
-	"1YzZN9571xBgfLv4G5+1YALuP7B8hrMbPp/v0EE+e8YZI025kruHrw9Gfv+Dz8RzzkisVvhi4Ns7xHfv",
-	"QfpvNCqcl8Nb4msVzdnTvTFY+saXKf2iOR4luqVxHBfuWqNmbJh2S0AEorb9TdeXDX2WbW/tWBC52z7d",
-	"wPAtdYBCp0xL5D+oN3FrktuOQvAbqJk3Kost5vgxyYnDm9jmyg4dyfadcS1t2d7qreeDB4N+paUhdp9e",
-	"bJOI9q0Rg7nYKujca0OthTJEL9pCqTf0AGlDvQWmEyB3l7a9tfUom/SYI8hp+0Gph/3r2/MKW2pj1A/9",
-	"9bMVm/n56YfOiWn3Y1xYRl21+6qZX0adm++otgwGbvxjd0WrwEJeRo3v++p8ZgNcbMmS2z3OZIf6HSPi",
-	"JsYqFPMB9eEfHd2hN/UAahHctOe8b2h5ivKKl0eUIQDLzsiKMAm5UHJJ0K81IQy9/tVkTh+jqyUVgHeM",
-	"qLbkCsoWhYs753Mkq1ouVQNTpsvIVbyWJEEmVV79QysXYNrBOgC/ILekQJP04xEkpx3pn9MzVNazgmbq",
-	"I5wfcVZskinAEhP9h/4dfkgQzleUHaoxmuJiFRKyngnXN7rFBc3BEASdq/HD6E50f1Om4Y4pQwvCTqBK",
-	"2YIwUkH067ziK0Tl8ZRN2TPObjUkm0GCWPICatEib85nU3aEtBSHptJPU20YmR6coenB8fHx9OBzeoxe",
-	"40JxOMnR3y7f/JKgFQUAAsQrRBkM2djLE+2bQFxN7fsffpgyhLIlrnAmSSXAal9LQXOC0r8/PfpvfPQ/",
-	"p0d/uT4+ep/CdA0qpf780enpKdj2BcJMrEmFnpyewms6Llu1bbImTDACnmFBLJ6E+UigHz5+RIIbOIyC",
-	"gu8UoODOEZWKSYALEEaCFoqzjKXjWNHGxWFo+rjYC8rQu6tnyMSJF1SSChco/e/0HJW8RKmD40nREgu0",
-	"olnFTSAGtHuB5RKVuMIrAoRRjb97++ooJxnPSQ7vvPgoK9zw4g3ZCLTCGzQjCOc5yTWV1CFx7ual7ZCo",
-	"ZjeMrxl8o10XkspCbTe9XRQb/Ds/SA5uSSX0Ljs9fnR8qsuCE4ZLenB28Pj49PgxuHbkEqTcCS7pye2j",
-	"E5MoVnIRCIpOXQ5giia8QqmhZ3qIVvzWeFfATf+dQBrqEkkOv9p6iBO9IuqwWeMqF4dq1afMZC3pFnRS",
-	"EmeZDsZfL3lBkK4ur9lIrSwUmT9GqU5ATFGgBRADisyuCFzNJC0aGJHvBEobGMFUNVsLkqO6TNRLzJuV",
-	"Hb+ezpT5KZw630Vxb4mFgCqVxyjNiw+pn+kpEJYwqXPTaWjMx1P2FC3oLWEoNX6a1BW261C3IkwmqGbk",
-	"Y6nOANMAuiDVEbjNeC0zvjL1DimbMvX996enaMbzjWYdZ5pWJ8xBo0I24CI/8XxjPGLShOxAgkwGn538",
-	"w4B1a3Vpq6vGaZr6UGiOL+NEsTsCWPL709Odeh6lz7Vytjq63OduVDpnBFXu7Sd6PKHW3bhPfsK5m2Jy",
-	"8MOYTy7htABRrb95vP2bdwzfYqqN25/9+5taRMbXBckXBOnoLVjRYwA8WQiNhQSOnfZxd3B20Bxn0KYn",
-	"Ek5g28UFw0styisA9C8oyZUUbbIqeZWTKkEa5NZtJai9qcS728PAtlZqT5kBfEezjRLEWG01XwJpJp9r",
-	"RQCv/DROyppfM1wUZ3qHqSamDL6zJ4gVYWc6yUefVVQ0QoPkTXqkHqciqz7nJS+PQHmYsrTlMk4NHYSS",
-	"F/pQVr0eo6cM6fQe4LlmFH9/n0Z2JGBSPdx+hOa/0U2JSlIBXRO14JSVtdSs9m3u1hVmmybpmDLYvp7L",
-	"5y5b2KL2n6j9u6iIOHLo14tQ+tNbtZ56R5ekygiTMCjYCd+jnGR0hQtxjFJdJ+adGjOcnwZRXjP5hErE",
-	"CMkFKhfX+s0MZ0tyeNzj9H8n8sIM7dJgZd+J7waDJVodBVgMZAfDpVjyPRmjvciuMSWuTO+Xv776TkCK",
-	"GRVqZdytB1YU6bG2ltxVXoguvLqVRNZdw6YVeBFd8ld4Ya9VSjpDULCrYq2UISohF04rYucotbZGWPc1",
-	"oYulSdOzPBxcZQ04ixc6rsgoyRB8QXVlGwKFXvSd34ZSj1vXJrL68+ck3J7k99maTZYc16DJvnz/JSSq",
-	"pXLEDhZheW2Q+lLCs7VHLniJCrwAkd7o09qGliANh2/+1IpDgrBAGM1A6VCzuu+9YuANgnsl9YqepnbX",
-	"6NF9JxC+JZXaNdpApHaSfh0VnC2OSl6A5GzyFJ7pG2U6ZRBqKXwU/dlGJ8ACOAVdET8GTjwnRhWyaZD2",
-	"LTRRA2penDLYzjpVMjcEhs5QzXKA6cfS3YkUdx+eex0184RMzAnjU2ZFmj4kbkgpD0MajN3xb0rx545/",
-	"gLPMEtc5zX6Pe5tUR5rlHG8gy+mkcpvcXA/0teCeN7PegEd+pqDZ2GF2tUWqXabXn5z7IJzbKQb+e2Te",
-	"ruhujqjEHkhwVGkb9b3xrSu7McSrgfrJf7Lq/bNqgMy/Q061blh3zM82yHER8Kit1/sFxK4uKXfkpUAH",
-	"Fak3jCDCZLXRQ9IIuRPrykpQySuZoJLmh/ruSaXQCo4mdGf06AXOljqzesqoQGkwnTo11nWnsqEJvl20",
-	"bjA6z1kcHqM0K+vjWpDquhaptlXDT3p+8CN4X8wtGX1Ej05PQTcFoD8sljOOqxyRjyXJpIioSK1s+j/C",
-	"FvackU2bWwLRY215DsxgW4/7aCYPKg3C0Ae/U73LbCmDFar3hmjcS/e34fUqbd3waRP5kNprHWzec5Sa",
-	"OIgUbhSwPWHwxsmpceW1aVlbc4VEP6jNXUsizqdMZwmJtPHvWGOF8Z7q7yrMFuro9mxtzqRhaJcii+o+",
-	"ZVlRCyhkBmV10CTtBL3AtaigtyR2/WnFpfy5t8fs7QFc1Qfd2eEwxN/hzn6OJT4qC8zMLR68i04J7e3y",
-	"BKlPrVvZ7Kq7bn1XvzruFnqqKzqb2I4z4wnh8BgVZC4Rr9XGlnXFwFWijncDunaMtFlENNtZ+2akmLL0",
-	"uX4p9Xw+YKM00QvHKHVI/+lJKrG4SZHDteTGPK2ZM3gmP7OTsxDxD+F+cZ08oP9lZP9bWB0qWriK5S7p",
-	"6tvwsWg+QtgwEa8sQwK7aW5s7YaGs3dwsVj/3xF46OMH4FPtwofYIeEGZQ3sSpdUv5rgCa6dQHwOQ/XM",
-	"gryC4BM8ZaKeuebBh0DlebBQijqnuiC7x+hpB/xWv7rEYsoY94ahS7GAzQYO0/WSVF5EAlrzusiRkLiS",
-	"6teKoIkacmt0IIqmjBTCHO9kQRmjbKH07BVZzeDwN73orkXL3gkVe/Ai9Smh43SmzLoqSqUWAOooNJCg",
-	"FE5u+Ez9rKuLgq3ZF4pNiwlKV/ijOgfVNzpqQjVMmcVbsU5nc/eomUMMt852lAJ2IOgG6Su8WFC2SBGe",
-	"8VuCHp+eTplpKUFAjPQSQr9S5CBTNVEhVMY2bt99TnAedBa/okI+873Qd3aijXI1tLqMB8r2BIuNVVvf",
-	"w3morpEVX8MlcmJ3oi1CDRvBuz8WeAHqn6YxxPnAKx0R0NrNOx2L/pcnhV79qBVHrZrhkFbdsI6aGC4t",
-	"4xBKH/94enoIdQL6OtaKsld4cemA+r6QojWKebozH+uqMlT1tu3XUcQmhsfcOA5RiWkl0HrJxYCEUIJB",
-	"PQTPi1JbvCVK0JpXIYvM/THlJ/jvZ306AXxmjy+1b6m1uftcGSJb88oJfAUlDpX+v+Vl3eFrIjEgTDyo",
-	"ot+alu54mw5koum+kr4PQ1R6QUu2uShLoY5oLVAN+LZRlVsHsDjclZsgqFmNP6jKXOIViF2BsEARVktA",
-	"JrvtARFQNoRVC2AXA/Xpc2oNZ1NWkTmpCMusEQDlnMSsZ/fGpHdlOZznVMNeXLRSMkazor5tfA5G0Ldp",
-	"P7MrzfDXYsqnPSZUTGed+G7JE3RDNtqs2oz4QcWa9vmJk0/w312l3M/c1QV7QGn3q6v++qdofHjRqC5R",
-	"e+l4RgDuzHMnjWJy8sn9+/OJIKQVX9/mxktCblr0v/DqAf9emNGN6X5k5hbgpT7+I6zqa35L8is+CuTD",
-	"kf+XQUTFOFrHECSHgUnescJP+7xq5fK2Btu03534+xFnxN335pPTJ9s/+YXLn3nN8vtwYaoLciCJxGzh",
-	"xlQBt3yt8BjjVCDOffTBstWaE9vl3e3c9XXwFyw/g0I6qckliQ78HKUOisC+bHJnwNNhLw5YThmvkIZm",
-	"R1RCIk7PmgI9p2hNmdBGhRmXS51SRm8JO0bvGECugUPEqlrJlHmGlZY1yCRSKWrB2JDkPNHnvc5gUU3b",
-	"WlUhNa0n2r6YRHu/v/G2A8rsg0qM9KEkB7ASEfEQ2MH3a/3dVbg2y/+uJ9dG4hQkB2pTXMVmvQ3hCFcL",
-	"IlsQybvBzI6Tss0Q+12GqPBPJ221hPIyeObWVP3AAta/r8YVJb0uHcuj9+Fd74D3IS78mVztITp6jB1q",
-	"7v3vUIgwsr4awN/RVTEG5ct+ZRPb2701inafX2Y333FzPoNE6J6fBTwscKfxjmoq9RnNpT6hN0Te0zY1",
-	"GHvN9bmTJkS0otIqaMrXanzF5sxPnIVUl42JwaC+vwVNoPxFWwZB+BYu1Kg2zqWzOjQJvE1Umx4YKCsr",
-	"rY8IyUsklnxN2QJhgVI1tms9thTSa43HzUDmq8fIZOgmiFfWOpU4w9T3p6faeZDmNt7+NKTiXNTVgjx3",
-	"xcVHxnp88BzMzZ7dMfgxEl3R3RO/m4DKhkpAtG0GBmApQ/xvx+9sLBO9gr+wP9x5iiZ8Dpebtv1Ca+2g",
-	"rLestqYI7FZLbd/JtDdnfnVOjLRZesaRXdvrppQWG4stodP0K4TnEPW1pDrgNOJbu0uk1vYxmEvetkHc",
-	"b3hXQVdUtho0TkaA1u3UwfaKYD8K+BAjXWgffLiPLXW1v5RYAlz1cPJxaTDXv4at04mRxnAgXHqcRUfp",
-	"OQ5jQiNsVc+LDyefaP75BMJkNgP2DZq75LeKr6HATPHhZZ7qEJH0319cIa/R9Bi97CU1n/lHOPjwIca6",
-	"rMWyjbzxnUAGEBzJZcXrhU7JZ7xaYVMcEJVYLtFEEFyQ3IVgEyFNtYYpc6gfhGXVBubxginRnacIixtx",
-	"iCRHBm3+xAObNzqKYVLRATX5TkyVxnCOsEPP0aKdNtUrIVlRzUpHyphwBI8QiOZAvrNpfXr6OANCwj9J",
-	"miDBdRyKXpEG2MaYkOSaZhCggn1PWxeSgPo2HUPtKZuRgkMlVMmP0VsyBwAUGNwPp48TV7vY1EtN0HpJ",
-	"C6JnssJqWzLMMu3PZkgpbk1+M+CpsEqRDpCNJthOQI9+wRsbV07FDRIl50UwjvYtfNfsz8gJphigETMA",
-	"f7WfXqUx6O9yGRwnZ/S8vPi/zw+bxuJVaw1IN706e+tYxn5xL2O14q83Rsa72pTF56BC7SEDMEQ+UiEV",
-	"v9pLhJ2bOldLpXTmh3fUCx+EFdrqZG/24X0H95bovjtvFyDXG7lzsujOQTh3qQuSi5E17PnERunyNWvh",
-	"HjVQLxCmBtfW0UdQ/94JhuSTTwYC6fMJ+SiJNiiGj6JLIrV0AzCkjdKviUF8svBIWYHpCgIsFSkadCXJ",
-	"lbal/pSI8TX63yg14VXplLkAqx9PDzV6i2mtuSgasKkYoExImr2A2UD1gVGCzFbsGJJmuxV8eSDBBlPS",
-	"s/tCMq3V4+/LTX3nC6SelmHkgt5aXDNf3vl7DJ7ussv8qo7hbB1dqSBtoYGctW0q+qaKe3ID3Eomqv9c",
-	"KQeecjJlYKeCO89sAxEhOZrManGIbNiQj/QEUHCaDB1TNQCu5YhKHR07ZTY9Jz1HXC5JtaaCtNpyIbZe",
-	"fHS/sdQkTEHcrvpkyjSgIF5xU5atVvS98fRwTSRYJ69tWBQbu2sHp+Gj1pTlSgWjAqVKY07RhEK+Eb0l",
-	"iUtXUDJ5yesK4QU/tOqS4gsThawToNRfqeSpCwmdMsbXEFjNc5Iiva4zo1NbzdCFMnf8fnNaQE6JIAXJ",
-	"5LGJoVYqpNZDG2QLH68IWFLdjiCMy6RbqbtJhXrhXBMI81aSGNZ1ylYA7GfCyDPMPOg/TSeNSGErrx0v",
-	"sXjNK5IiSYoCnJxqueGo+ihhFFMGSoCIxUr7aO5f1hpyf5YLl+USMQ0wsWuWVqcSTkExMEnKRBrrwxvD",
-	"nRPCTDXXO7djSqz4LbnyRnoT6qJfZpODA8HICCh57+RbsATS7z1tb1w5o53sdHuuw4A16fs/uDXJyJff",
-	"pynpshV8IhzGIa2Q3jpJKzsXTRi39pd2GLFfYXmkgcl+4kXGKR3/U6u80echv9NTjTL3/enpeQNC2zsJ",
-	"HHoZdt6DPiSZja20uKfbtfF2OcQ72ReSYAfdiln3qvQ/LLN/SwGj7firJj/IV2QBqLvCmfZB7cb3Rt9O",
-	"ougtfzLdfTGdxLSIMduqqZL6DcTkvGkgexuONII3caLZomlpjR1w061G/0Vks40LCBtjfuZVz/jsDCnd",
-	"FNTDMwQbRQSukGpiDoJ7yrphShbFxWVdvlH3SX3p+NhETHaTVCuSEXVJU5eMGZky1UOugwcYl8bA7UU/",
-	"mpRci0revi+dedfMJ6d/cQbzKTOGNjRx2bwZZqoDcUNLH5rZ3pRWNM8LXX3fBXtq42ULbpzkDiq0nUDT",
-	"xCloeNwUpeb7a0+fJeHk0df81h6CV/z5q1//CYTS/Zu/DAGftqqePrABTC0crNjQodtin9+Bdb9FqEZ6",
-	"Bq39os6WbSH+ly/hZZCtyEhfoIC1vSUEAAIGQp/v18nr6bBzUxW7EyViJaQnDiBaisq9dJXdDwKoZBA/",
-	"Cq5c0e3GjWvuFV1hP+Hz3qnhBcEkyPiEAQDEuYJ5A/Qeckfs4GWFLxtnNJbtIg8VXychUG6kXSfUWAWF",
-	"yYk0PlnnFchrzaMkPUZPG7QCG4UWOvv0l09On4QdorLa/PMokH8MWf0tOWB3EdFd3tX6CRW+2P7T0eo7",
-	"Wlv73buEtpyt1tcaEGx3lu50oYWJIr6+noYj7V/bF98SbWR7OEXG9nQpcQWBnqH9oQbxpZQAjByZoCRI",
-	"DelVnQX9mVcLIr08LfvJd8LaOVqLZR+PTDdtFgoiv+Mn7duaOZ/LDGc3ShlgOZqUvChQsDVZi8MzKMCm",
-	"r5AVOco8yC1NHsRN4SCdJmPqIglZEbwSKC0X13m9KtHRkS6T929ZLSRfpYgyyeFxRcDOkh6jK7VHhHH2",
-	"UTZlKfmYFXVO4MFzLHGKJhA5htGcfiQ5KqiQh+iGkNKYJnMyp0yf7LNaIkV4xrVpBj01Q1TDxVJHO1Fh",
-	"/E3f6YgFV0gMKrzoWKfJk9PTw2P0w+kjrW7YKfEKNcOHkCsup4wyIXGhq8D4HQTvVC2OfiAQsXYnOyGJ",
-	"ff9F966wj/Y82r7ihlcn0aOH736I85BjvG6eCC83vbohENRi9kPD9KAM207+r9fHvQkoWceh1X0e0a65",
-	"L3KUqK6isHZYdmMuLiq+qIgQjXfdMoTh3+6+vxfSSSLkUebqbA4gKo5wfBgHv2kLAcRmwPHhiHRFADfM",
-	"9v3AYuoKmPJLQx267puJ2opT9++iaDHUVbVRu9EsSGtjNork/XCRKTBKRmhz/2lf/WOv9n+6kquxdVZf",
-	"44qKuwJafslx40akZ2DRVufDjCC4iAQOCDVDbZQw2IpGtukTQ2q1rC3WvhNNH1Ap1/DsXRi15GU00OwS",
-	"Ao2ED92sEdRccAkiH2pcCB/YFU08+xAMU38jsbgxr0+ZAX+dtExJLuDToGuCgrvmaEbU7c0yqlF2Z2SJ",
-	"b4lAFjDBpBEcrWkOZUm1IwIXRS+1MUFLuli6ikZlRXlF5aaFVm9ub1OW4aqi2r5lUxCCWYa8/MVS4EoH",
-	"y4yIXvrqMTpbErB1lcMRL/6GqRzz3hVdEV6PerUNSzHig6e15E+zmzGv+lnpr3lOdv3m54qvdgLlEVFE",
-	"nmGhdsHLN/+h5Nn32obUM4eDXUNyZMpifjtRtBe8RDiruBAthDxX1FNX223kDGb5Ca9AiPjSTkmvHQws",
-	"JS81WIyPQhYUfc8KTFcC1SXkHjXCI20HZdoy3w1ovQW6bbtFE4Bigbuqdkmg2ablLMzhBV5LI/hoZQIs",
-	"ka7QeI5SqPaaogyXop3Drek4ZUrY6a9Xx+hpUejgepL7QxZL6IeZENiXeUSa7Qe2thNk1Z/S5U/p8oDS",
-	"Rdus2AaRgi7orPA8gxNxGMFOuas8aRDmfIC5qJRpHHE9nLxwYAOatNyNLUhH+As+P5wybTrUEP5GiBn5",
-	"0YgNk0vdlVXH6AVIZA3Hb65c1vM1Zd+fPtFimnGoWX7mUm4ckruHMqmnsSSFLhjNIC7DTSBx0fZayiGc",
-	"SQizt8xnOE8tcdJU+4K0a17LBBQ9zx8QEWb7A/bdBYPvTwl4Nwn4p0zryTQXRQV7WYu4FgTfXWRZLQZq",
-	"yf+qr38td5fGl7O51JyZoGTVkLlGNbJJ6XP6FtXInylbccYlZzRDQtGWZS6JhTKhLnJqwpQJUkFSiufM",
-	"TpBwa7jR9cUhsZuvVhSw+HJSgffB93+7tFMTZGocM8bw0ww2EB8AIk/7XHhFF5ThookUM3FqakQcQuYq",
-	"UhIs/UnoCATNQLoOrCbWmjJxeDxlzzjL6qoiTNqICqAtTEdCHvhC2xE1trl5cniul78WS+0KbUdBTFla",
-	"VjyvM1Jd1rNUfURMpQion1Crm7SECaoebgiD5K9zW0D8tS6u5v7EH6EK1JSFcheOp2zKfoO6D17eOJqk",
-	"P7989eL6p3c///zi7fXzl2/TwwTKw+sZalIT1wfJU4hqb2iLNkQeThlYCqJO3gTldQXQ8x0PMfiG4VsN",
-	"7G4hDJoIFQ9eEa0xlZYr9PCtZq5RnEyysuIFytAPSKCJxj6SNn9NgwlgKsXhGbDLBj6fiw3LSBMZA207",
-	"IBFLBo2yYJizwOp4nm1g0+iuEz8hoMXZOggGdkEH5pl8xJksNpCtdzxlv9mB6iEAZgHJzUqaUEiQDTae",
-	"yvo6GEmaCdoN8sPp4zMEwUZT5q5uwOqt0Qk0yXkmTqDP41V+GAZqEksv+eshDKCqi518cY/uv7aCHoM2",
-	"cm+vqqB2tI4bhXVVPcBSU1aqq6Ja8G/oBIO9acW/5NrOV6GV2gUfQgdM6zhT51PoPAN27cdMV0TwusqI",
-	"OHFWBDFY7+OX5rUHtIK7XlSXEQz5xi5498DFXzg70pp8g/OuZ+kLE1M51z8Cm/AXbZ/218LRdocY9mY9",
-	"+C2pbilZxxOcV66Mn7GNt7NCxFmTtKuk03qJZbi6kgXgc+V6pqwgwnyhc4ebdEM0mRcc+sESnUJmq5dv",
-	"3MouVoRSV0ilf1jLc5NYLM5byc3/pssUoiNkBq3+1fR6BFFHOgrqXGdx6z9MmaMuTNk5SueYAjoOxLeY",
-	"oogIZzcNVJV1lOqqeRrebAL5v1NmV8REmxyjtMCakGAz1/a4XsEer5hK46lQW7YBCtQJ5AJNBCGx0hOA",
-	"g6yhgspaHlO2IEKS/IJUutAKjMODJzSKmiZFu7okOkGPweVqiNlqBWc3TR41qY5MQnaLIPrxlIWaNdWi",
-	"xNMFcSA94YJTJnLWtmxOz6NHRmfRZ+ga60P03DfdWe5WGoLipEgljTd2vzygWHJ9xDyv7vndkxx1EWJw",
-	"1GgCJODwqyUEF92SRkPVXrD7kzxeYaJ4KVSbVN+IlUYsAj8KNLkhpdSqFcL+laYiNqcxsVHEU+aS6gEt",
-	"87gtu7QuhgHMt3MJ8lR1fVnwcmdaQics66yyafjTbCV15k4oO5oXdLF0TYopA5CDnOTaEbfiQlqAgTMz",
-	"01rLTty5o7kCeZ7aPsGNC80WvubMYtSAbumaMQhcFRGKZXQeDWag62gLu6wrpr6vwVE/I+rm6G5mhybB",
-	"qFt8TvAV0Zf9Tu05lKmpUZaTj0oKz6CATUvSm1XpCfsIjMQ5yM9Lh07jCYt2STor/R2RTvXNRMmFQw0+",
-	"YVkVguwoW2iFCNbb7kCE8xxprDChRVvDnuakRqmsagbXOj2byhYzXGlANksqC/AA5a4cUIRezlZRIOP6",
-	"3Bb/rnSaoXppDw3h8E+MkugZHx8ks/1Lp1xedPYzbD17XLiqRXDvbvi/W8TobqeF1m+2a6nHe+qiqKOK",
-	"TllUFz1Gv5mclBR4PG15TSFuVkvJ2K7U9rtvJCxh3NZubeY/2G6G5YrdEL8uRoWxBDebsq3MthEq7nsz",
-	"hquHtcnzMierkqs1OPfAwcGOafAHdWymC81sVAWlpVeAnh7FpLizY/zB2eZbQnvwoj7atZQTD0jXL2Tn",
-	"A8OPZ65hHO5/J/JbWNUhOIUPtkThNwKm0Fn3NmbC/Vqb1AE0bPi7gjcecAFVBwPmPjgi79/SBxP/wkY+",
-	"MJmcVGRekSFv4rPG7tG6+YNXzzppAZyPEZJDVpBqkLKFLl9h4OrmhZd8DBMgRkwscL1orGDWs2ZsQOB+",
-	"y7FYzjiucpM7teRrXbACUN5ZRg61N6YiJa+kp9e5CFxzS1LXthnPAf+5cYUFUoNhCpeKQA/Ja9CB6Ww4",
-	"qRVeuZfk+N8qKkknUJmyoxVZ8WrjDGMWU9rSj/G1z27AOiODlntJLV0bjjMwpqB2c68S+azObojU+0KN",
-	"pa2waPuceyeXSzTnRWGYY8oqqP8y0SE1j9DyDD0ybJWgH9WfPyTo+yfw+w8J+j8oxxtxhn48NViTj388",
-	"PUxM8wLhgi7AsmHMm6Tk2RIqswqU/td//dd/Hb1+ffT8+dVf/3r2+vXZ5eV/p809wIJBukocol6ZS4Fd",
-	"gynzDJ92e5wbNBILp94Ebp+YoGxwWqrWwFKJZbZ02OniO2+fTcgtYfKo4LxM0LOLd9p3w3mBMl7UK2aK",
-	"y+jRgLnv8Bil1uDbMe275HuBJs62I5DJRcwPE8/KC8ZdxtcFyRfaoiWOkecz0OZUbRWfAnQnBDpxiQuB",
-	"Ji3rmxI6Z55Pasy9zQgGvdd9YM5j33gPh/YxdPq6681wJnvPtE/ZQiRTlhpZlYYrlBgjnto6YVuxS+Ma",
-	"cc/7/SAjPrRd6OveaN8/sLivxTZl38jLr6PrNwetYnlBIJ8CzJqwI7tnQL2rvlGLE8xwsZE0ix8JoHGQ",
-	"vLGoe6IRzM+NWHPSQEdgWPP1bONVuBKSFoWRhVqqSVLdGr9BqttNE5QueV01MFtKiuV4ox6sCblJ0eTl",
-	"5Ruk/ikOEa9QuuJMLtPzKYMjAFc2AEo3/p3Q6Y5J9HB4buC8dFTlWZP/ro4kXlfieMpea6mFGQK7iWtd",
-	"AJAyenJ6OihanjpSj5IxtvUg5qum00FyoMZ2kBzkWH2p6HGQHAAtvkmc1z+l2d2kWcNiMXEGMuTriLPX",
-	"Hdc0hOUYJk+MAmb/tvcPk8lhPWz3IfF0tNyACuy0nIpkvMqFjm2b88rFkrkogjktjO/yQ40rzCRlOjjS",
-	"vHGiBFY++yvBhVxuGg8XhHN9JxB4pcxUrXbvGay78X8m3t3dAP+HVFyrVCnjkqRI4I26b20icugnmPrD",
-	"56u3+olxoiLBPXDVVTvJ04VPtlgF/Oa7s8oebgzNqNY3IUwGplPA0aTWhapjZtrDc6XJDkfANKrysQXa",
-	"Bxut5FqDj8SYBr0bepF28XH8ceTx2OPQa+fHJ+OHw++hkX9it6zHmd+IOyfkxkmQHeR9nF19V05QMF20",
-	"8wwg2FXr4WrNE+cJdSC2insOEZYIw1Xj3MSvwL3bBbZ54d7H6KIdK52OloCg8sMrzSj1wRgSW2jSyZnA",
-	"GjDEhdwMatz3kYoZVs07E2jtnn6J5332dndz/3F39x/aP5NxNqeLWnNnAjWDdHSTz9c6UAnZao73d7tv",
-	"y4sd6iPphCDtXgArMOriqB6jd37y4hkENm1TMeIlau68Jwd20w/f/kE5KkGiT+ixiRLfUHTTU7dN+vVi",
-	"9YELmJMzOCzUnO+2j+DmcOKlRUX3zk9cLpFYU5nZHDSoCQa+IlNAFro81m1eA1qX1txxzktpkQ3cdQZN",
-	"MJoXtDQAgBAHDbUgS1IJiMbQqVw5Z+TwHHXTvExK0syMw8uVapLZpkx7mo6bJLKeyV3XadU3YZPg5SWp",
-	"qbuxyQudEZfnpS4xukF79UUjbr5oAiUGTXq1CW6FeFdTZnWueAgql3kJbIfbLszCeFZa1+aI3vDaW+iH",
-	"BHRqutlyS3b8ZM6I+7s2B4re6t5MthoHUP/E9dwsuramSjLyiu1CSMIe7TfszBh/bDImLpU22YRhD+dE",
-	"6h3UT4Y8155BO+K8whRQEJekyFvecg0z1UIGseHz6M18rm3B+nPNh8JrWQOD+lyc2KBlg4p05ZYRAcP0",
-	"sKms21zrvWLK1hWVkjBbu7krMkwlQPO10NIDUYm0m51WOtFZ7VmW0YKAu7HaoB8Q5Mu+nLvS1I2IsF1O",
-	"PAGS8zU7RA0XatO9mwQkZ+gh28+nbObVq2gGAPLLJ3Pf1oU1OR0quhFVP5w+1gUsdAntPoLxMUqJrXi9",
-	"qgVMBqO/Xb75BRkF3PiPn5yeulfRxDw7BHrbXMYgPtVlXyg8AL5c08NOWZYPI5GI3OoVM/wsFNsxvkb0",
-	"K9mUr+qK9eWYrtvL5/PdJNTguT8I9/Yb1FiBpGEtybhfxuSJ2+EWHl+dyBZhvy1y0MRhdfiZJeeQlWVB",
-	"QaB6sGjuDk3GsNDowmte3VC2iBxyF7z8Qudcu6cxR919HW1tdBPT+P0cWE/HSHG0RYhr9L0u5x5P2V3F",
-	"GdomzQKr/0cUaLuz3u9GnHV49+7SDCq+iTiM6ltQ768q/GD8AG0/IIBAWakZSaq/NkDCIWNccgDEeJl7",
-	"DxsjvDeqv7tWmk8alzqf/YNkMhwdqGh515IXX+w6rZdeXbaaBBqITtMVrm0pMo/zDDPtgI+jvziZbY4Y",
-	"XhEouZORX/CqZcEOBBfDZz9twIU0piSMa3dstZZHp98/2Vau5U/HTHAvKzK/UHzy+ywHC0MTKMNVBaWM",
-	"sKl6qf0f/gXt3BUDb+wdK4SLYhee79mNDMuDf3M7kwOyxTjv6x/bzDmK7X6fHHfl+KuVOaBlaT9dINF5",
-	"4hXJCJPFBkHpjl7i1758t7UQ8ZYSrlr0/lnI9Y7FpoCMMec1hK2DmPqqItLqK6BmNkU820ISTXR6jAEY",
-	"sLnt5t3Du7KsXd+hOhEFcsxqweps+TrPZuWXxuMV4AOgnENCPs5uAIrADb+pWscrvWUxEhIXBpwAVeoO",
-	"ri/02lA4U0001samQumU2doVZwhM2OkxutB2rJzkdQlXxRacno4BguvfxIHeOaBQDz0vUVcSwMZjXAJI",
-	"jYb3aFo7PHbxaCdpXnwwAC6tqs/Sgpildve8ArQdMMuPDRd68ZFktVRM7dbrwS4LtoevdHlsjSBuCnMg",
-	"gwDLofiF5JpLHKRbRfCdazF8SaSxp2VZbDQHQVKKscZKvqIZLopNZ6s7Thh1Hajl8qTgC8rihjRFt7/9",
-	"dqWuuz6GngMfFXTBwA3Fz9Dj08dgXjkxyT36Q3am9jEp5keKFTBlJJ+yv169fqVd78LWtjRJacZ6c0sq",
-	"OqdEoBnBFeS83BAmoCqXg2jBmXUiQWnlqSKl0Cm3Qo/siDI0IwVnC0ja0vQoK/5xo8Y8rzgDOBQqI5a5",
-	"V4o4F7oE5hbmluSjPFnKVdHm6u4pFz52PpYFZroMEBBloil3qBjosWagzlfWx2EzEiZmkQ4PkoMlwbmJ",
-	"qH3F9X5T/44f1L1BdpLiYN3b/QnCoGq1gLyvI15LpTK1yhXRnDBJ5SbIi2U9K2jW5kNeDxQKfMHyS728",
-	"dzWQtm0T/MaL41eEaYwKXsRQyxDBb0ZZHnLOertZR0t9mh7wm+nBGcDZfG4lguoULWQ4WTEtYfn+VF3F",
-	"/eMX8C6EhZHbpqxTEx0DPHX06NHhmXFQ1bIpOGviY4SuZcaEJDhHfD5lOrxsUWNQYgD005cGWozY2VKh",
-	"tAjWODWNmwnyN3SNPiExy3HBGZkysKQhSwGT/qfmeYam6p40PUh1SmxF5qQiLCPfQZ2AkiSoLGqhX04T",
-	"lIp6pv5T8YJoZNgpSzUV08OW8EqmDCMofNSSRI4OBgfKDepMt40muBAcYYFStS2uaZ4eJv7MVc/gOV9B",
-	"EQTeUABGgQpySwqwf5ZYAA5fU8oXRpA4LQmwcpX4tGrJlIH03CQdkj45fYTST9MDos4mxX7TA0WPa8vb",
-	"04METQ8ynpPgw8+auFPmqOtxA5bQvOJX8LhYgGCIglCkBO/g4TH6xZwdYBlfkdWMVCQ/0ympwT0gIrL5",
-	"pd0ID6h3uD4igtttRtAn7q+E39NaArwrSJxA346gjm0svQ3tNMcCo9xHVvRSHzdK4wBWSkwJXu9E2EtG",
-	"LSEaZegCrONVHnKNTQ8BKuvRbe67UnC8w5qZLtXeFstaQihPztessyCv6C1hgGAHxRFwTtVf58Y9PwQv",
-	"bWvLNwIYIikoW/gLaNZl2/KZfPj4EaNt2EcFz3BxhlLDpOLYWPggS8IFMPpmP1B0E+O3zeGuaD/W0rrB",
-	"1aRKEM04l2iSVuDKszkaJ6guJV2Rw3OTJC50Dr2DdnaZkqWtoXU8Zc90lrVGdbTwhbrUDLIzPikrQNoh",
-	"tfCOLpPrpU/KmNh6bWj2oNYO6OKS4VIsedTYIZrn8QQeRyJNZyptnUqI6/vb5Ztf2qWi9eRGMo5Hxm08",
-	"hOZ4RcHNO9Hu22u9ttcGwlSd5vp34zi5/pfmp3x2XXJewE9zWhBTiSiZMvsNrm5Ifq0uCtfg6jcRuukh",
-	"BOfZXFtHmHNkc/HtsKbMjss8uf6Xa+DCTyLjJfm36YH5XZ2jCeTs6shk8xX8cf0vtl8L+6GDAgGX1oZZ",
-	"WpBWnfFrANz7kLJu8lCfs2qRo/hwnZNSaUKOAu6369lGD8YOxX3m+UCvVzwn19YzftjkIrugK6UIConI",
-	"fM4reaaFEtUGE70By+66qi2mI5o0euYxSv/luiTVtclBNiSZMgBFwELapOdbXNQQdQrIBppdY5EWjt9G",
-	"b0O415UFpmy/ix0X1NRZ7JSBtfJDdeC9iCa60jU6PT49fnKY2AyL709P99lpppI2wBdvsoLETXpvopY7",
-	"rf9DLDq55qVIbaAosHy1Udpt4pUWA20X6nPlUzbRuee81OoKuiFKcWdGG06VnL+GaOoUTUwiqgX6x8KY",
-	"5AxWrVyS1Rl69+7l89v/M2VUx7+SFTXw8Ulj3Etb1r00QYRl1aZ0tYUEZTcWRKiJ7zE1iqYMHq+1ng+x",
-	"r6ZGhZP1Kc5uHBUMzqkHRlQU5otEGz1B450ypZ8fo2dqGQDQRynuQCXN+6SiuKDC1J/QXfiphxNeNTV5",
-	"D9GK35rovXbRIxulqRFfnflYXSNgFL4BVZdtoOrohJ3jwoINoC2ftxFFgIU82EejBTZQKvbylFYEjLbX",
-	"8P9eZpO68eogRhM6xXIH5KJNtd5DKqbshpQS7DkayFbPSmLqUpJLXpZg5tMhkWqvmMJ0JvKnIqa6CvGK",
-	"SyRTBtFB3kg+lhQQkTFaYKkkLawoLhQl+0Zd357ryO30kgSWx8fqBexeql1PxLARdHyMnpoagakpZNeE",
-	"GgFtveWtCJMJqpkea24aUOzyQu+ZIzWpM4TNSung3YJq8E3wcMGsYQ8YtjVyx9nkdY1Th3kcYDClQ9n6",
-	"M3A7zb1697BWtn9XZ0RvI3VZhiFP7QwS74kVxBBZX3Chd48NPtdiBJpNULbEbEGcIRKCeuFeWguNjGMc",
-	"PtpIz2sGAuol09ciXqEWAdPEeRrUUoPh2PMzTFnH0eD8DKjrZjj3BUILS9tjQmQwnQwQvOUBTTF7y9fb",
-	"f4IZonlBND7YobsZt5cO6j8vSXZzPGWvcaHOD8h6L2uJJtY3xEukjiy1AzQVGhlovPDHx8eHDjnDTLfx",
-	"zTSiHl54kugu1c7TUgSzjbvZm2A7NS2XTGAA/XUPP3z8qPV4MJNoYektZ8rqokhBvHjHzknrtFgRzDQS",
-	"feiwfwZNXsLpBxL3gXwjXg9fyTfSGsHX8418gUCpOztTNFPocxeopthV77sJsFmid4X2siR2n4FQCLtc",
-	"jHo1yt3iqWJqL9F2BGAH5AfD+oCwnm1APMHHqKoZ0x5EuIcdo/8gG21nBfwzY/+8fP4f3wkEO/ZlfqjO",
-	"A0bWsM0hs1fXISM5mqSQDqUN0enheXM1Vu+idiGkVFuHr5dYLFOo5bNSRKrLHEsQk6mm17UFZFO0NH+c",
-	"QyktyARhstPS2igMgkgzEINUJGyeM6wNZEg09Tqqja5U5lRDmKJqEU1ajR22+4Y3XEED/WbaPVBaXuUn",
-	"p385RvZF7ZdWclF/kusGbwgxtWw1H00ZdtlZzlx63Jk4WL/xh5qcqxa1R98n2hYR95YsqLpRagHwq4ka",
-	"ejghBz18VSFnRjAEBalJQuCQ1yy6f+TnXx5i+M84mxc0kwP51dUGAbyzsNzmSo1a3jF2P0FMGiKXCIsb",
-	"XXHiK8lWy41OVhmoxWqTNGuBqLwH6Qlb7MRYi8Ly82eDKalUr6e/PCf5GUpvyEZdMmGfJUhpGKBfzgRh",
-	"0qa83ZDNYQKvXpcVmdOPSqDiG8KmrKCSVEr+62tgWtGSXGN5zatrrQGptkueLdFKnEH1QQ10qPVpMFJo",
-	"zVldrkhFsylLNZzSC6jyo26xzY1Mi+JG90O1AHjYw2P0VrUKZikPSEJdqyezjTQ/Hp6jFTUXPofAJugK",
-	"gglgxr2iGEa5MwrgkyiQg1qGS7UCDypsoIevKmzMCIYTr9QK/4EVprc2U9mdwM5wMTF7u2v9MIafnba5",
-	"iUFTXcPwdXBjXRUHZwdLKcuzkxNwISy5kGc//vj4e0ApN81/soGJxmnxOXG/QKE9/29e+n9iUwO4H9jo",
-	"/wwXNP8H6yRv/dhATLff9AuG+Y/y4kOn7863DhvC+81zN7rfLHH9n3Quyuf3n///AAAA//8=",
+	"IQFJ7VY6KOvpooLLSiOBYlg2+/mqBu3e8eDzqMV70KZtJ3MpcSWjDib/KNgJJ0jJh6yoc3KlFIkXRvdx",
+	"Z3O3rT6dfLCqvrqy5Hq0O46pxEKsedWFPXp8+t3T0NsGPaUbW6Z+R3qvJAgLhJH+RiNx6gcNUOP3T598",
+	"d3iwFZOmQcroZhDpZiAkHvRndadVT/6/vz87+m989D/Xv5l/nB795fq3T6fJD999/l+hu4sQRZi3rFpx",
+	"FyQoWJHWzoJWt/NeCIJncJfEoipjWRZjt0H4sl9XFWHyUpIIIkG9Kt/WsqzDSj8pcClI7iW8jxC+celR",
+	"EXAIDnTYT3RROtOBHqg2k+hG2iYT55XeatVrwkM9yvQmOkjrK1wtyP0Kmz+gPBAhd7AoVjwn/2YWxAS1",
+	"qzuajjLKqcAtpvodbPL/xAXNI6ZSXBRvLLL5Lslywx5iRYIhP+wq3qV2qA+lL0dQi9QTxdXRT7vakFkn",
+	"v8N2G4kZ586IEpY4wVXht+SKv3j9y11QWO7i2w+kMpp8WFxUBOeba89yG8vze5D4ADOybYEC3SzxodPF",
+	"gmJ0BYbR9hvca145ENYjjUrN8IqcocdH333/PcqWuMKZujwgPkepd9ofH/2WJoh8zEgppyw9Ngl4x8ca",
+	"LnuDMswY1+GJeV4RIUiuroUYvX/3GpVYLg+nrB2zE5AJnsox8To/+q09kn/5v38//m3r8+POr//7MKir",
+	"/GxNg2Fzj7Mcjjf5uBajnqBA3ITpI7a4rfYGXVUjjFEm+mm8IV0M2J/FSFQRa341HyVthHw3gxAB3pax",
+	"eC2si2eMUHVKXo59sxbLfbIY4DvdUQIDC0/FC40LbFj1OySH6AStuYFuNkd6YAM98Jb5f4N75u0tqW4p",
+	"WYeAoAIRGY3vcIg5XV6LST8Y/373xNMX8gGQiLiVqPHshdH6tsQHDsFFerGD2yL+BqL27hZy5zsuG5jI",
+	"4Ti8tgQcAOLaWUroS4R4tiAxFUjcxLC7lhWvF0tzOenYjiEFluQXpNK3hLEbX1Nq1w97gLnd3oMtB5Ut",
+	"HwlqBABhT4p6S2Wp17JGmRyXhnZ+n95qhAZ38fWxXbxiMYsgUp0/wsGSA82bPQYedcS7kQwEe0S3rFL1",
+	"apbhSHBgHLatiWdoGtga29Abal/mDUdcbhF5sViAFvhe55hbuFRHnVCFjLiyMSsJOrWJkSzsViiwkDZy",
+	"fcekuW2QvfsGdlN2NC/oYikRZWCQzEfEdu+CzTP2DKBR3CnfT90iYLJDrHZrbYMc10rfiNm7Bu92++SR",
+	"BLNGhi5NfuGRPS6nXo5bm2Wa3HrUFF2L3W13kDngbfIMN330rbvF81o587zANIqIeb/QUSEubd+KmwS8",
+	"yH24fQjasUfW2yPgXfEC22v+/uq5XvGwi3zv4IyhSKttC/lPjs/Xtac00TxbMfXaLOgzp2XYOFt60w4z",
+	"IVTpEbEUfgB3/aUmFR20LOZ15TSdNif+9a9nb96cXV4er1arIHwjje/sahMO2tNFzb47PfUsREG/j4Vg",
+	"7aNWYSpf3priR1uX2719ZaKSdsTe1fiMlkQNBqktC9Zu3x/dmAwVJdRvcVbXq+ZsiyyTehUzXGz+Z8jU",
+	"2zQ48JI6ga/qsohdpdSB/sw1NG5XjQPGtxbkTg+tIfUnkfQnP4a4OoczltshlrgiuRdJ02dB/w0bHNTm",
+	"6NlGkhFhBO2+Qi2H5qPH/94eMd24uIG8J5wt4xY+KHyw3cDnVyJoOShGfxRae11WTw9gWxhX8MBTD6GX",
+	"UUPRxQl6LB+ThASra3VGmDQ0H3HVf4DNpD75zx1ep7dkaAR3r2dhWkjc/m1tV6//pEvD1mR6xBizi5dc",
+	"vi9zLAdXzr208/K1m78X4pkb0ECz28jb+r41xiQ41TF0hF3nds6oa0J7C/WMEmqw996gkoZDKw3T6ERq",
+	"doppqac/bqIrOuQNNQMYfjrUtlq4eAv2abSFyHHZNNtrxB91b4weQQ56xBnDNDuYEX3rn+drb8vsFte0",
+	"eLJzanVETGsHtBXbgBLVOfrbJ2mLz4JqdS0ilSpbLq5IlUpBCHLFSXp3qD3r/gWjqwB1MH2h/0jvJY82",
+	"VnkT3xDWxPb66H9Q6fpg38o5Y2no3e+6Xq7371+9aLxcgYyfllfr9Ogv+Gj+7Oin3z796+cj/8+nu/z5",
+	"+LvPEXdW73YZwsnL61KDTDNBc9LOWTpHC8JIpe6P2m7ZKTMf8NvtW19IMXo0iFJvmTca3K1D9CwjpTTR",
+	"ymbRGn31jRj/hZPx46xWdmNurQvavcPDm3ES7BoPO1Cy0ViSRtoizNujMlhM8JUpQ21MT69eXDJ8Q3aw",
+	"1YzLltmaizZYOqUdywfv61u0LlTsQ/A0zsPfklhmEL0fw07rjSDcXZvEV157lsyRipbtBDCgTYjbdEx9",
+	"QXC1FYNE9MtAxQoW9SVME6ODxQ3J0ZxXiRYmABOJxWAtjuGuH9ho6zpPepSIU9RmKYRiOkK5Jji7EUgu",
+	"sUTOid3UhA96Wkyd10gShwd4EPHUNM78wEgqUvIKamhjWx487O4Bo3OEIyCPZGCMBpRn4jahQCbYPR8B",
+	"v2Oad2NIDmyWSqt2anSJtiHv5ENFz8hHKqIPh3w/MV7tFjfsFZ2wPQ7MJwKrs0+ucxQ580Gr98XTbyPV",
+	"J7cCWm0J3rizX3QYg2obB4d8342HcjBwJeQSMABFgWxg3/pv18hRNcpRr/HiglMmg1C8r/HizdhA/Fmd",
+	"3RDZAa1p5ajs0lrJywFD8pAqEFJDbUln22jSTM4bWWsOcYIFYyxHlQ3qsB8gr4OqfUuqjWY7dUo2p+co",
+	"CJv7DE9pAp1GacZAkDHxIwHogH1rGbmwoZHAGEYOiRiXZzc/DUS84exm1xgs7Aryi2iblz2dxX++z8YL",
+	"G66LDwO7CG54u85u132MqxuSu0GM+0ILTPfR9i3gOc+1ENx2Ugxrubx8CZf62FMfdzT4ws5he7VYbmm0",
+	"Fst9Wh3mxOErlXdtGWM0NHzYqaLvj6Ez0TYtPbq391BrwyTehvX4uzPYEEeElf0Ot8UOhjb5O2vckRK9",
+	"jdXeBUMyaghqWBH3DWV11AYckN1bkSxE30k/QqczsjRit32H2WKrRe7KvRiy5+onSWfWbriDmcetYtv9",
+	"wCY4arV6hAoyl4jXEgyNAlEpvCj1SFD1OyIJg1hED+fc4pqfJoMB17907gV+FX9S4A3JLwZQU21qt7sx",
+	"ojVWQ56ROa8IyklBYXKT08ODZNuYig/P5hLsbO+ItDwQuAJpBDjK2cuhQkEtvMLwqCdPTk8N4m0YE/40",
+	"DNn8MewAn5wemqtlAlD8hM15len7+7YWf8UUdLzRK+jjLfaHsaSLpUUlEFDHy5Tv0SEnsw1yyvqJUtVR",
+	"yUvhU+LxKfzPG/mR+ykI36gZcHBFqp3ZtA0b2bnNCzRRQzo8N0TfSuY2yGSHaE8Oh6cfbNHAUsa464dd",
+	"RremLOdrHQcxtNEag5YFrv9QUyL32HKft0gqd0OOp3OEJM99SpsvKyUG9/rYbbsHNOqee+eLwaz2mXOb",
+	"gaEB8RqHyWrpbNFZuxwTXPcQz3SGGiBcMsC9gdUIcVJw6aPn/gUoWndSoyoChsrxStGPUBXGlCUcoWCF",
+	"RhRU1pZcyKF687terGj0vlPJfe4HGqHsVb7v3cDNzwwhMVGPrt3tivPX0j8dk0Q5cc9UlYip9k7ZsXvY",
+	"eLfaVAfFbMTEu5s5swyDE45PuXUS5xnDxUbSTOwlD3a8Irle7/WO5FvHR/VuOWAf5h4wGXfbH6GtvBGL",
+	"CGUBBnHIPnVLs+EWqu2dwGRij7sQbq3mkthkOiPz+2hNapCAEXPkwHHwTZPWHQBfhsbV5i5pUXnxIeLJ",
+	"H1G1nFd0QRkurraGBQxHTgxlpZSgij2LhSkOhohsL7gXeeEe4i9+S3YPjojFPnjT6TXS1jPM0H4LogTG",
+	"EFaGB71PzIHDTAnmNXZScDQLxripxQNdrgzNE+pnabPpT7QIowZEhcUc04LfkmrIIcfFaaRKg8X4RBPG",
+	"0S/88ugU6SAcyhaHcdeqC1UdUdhLy4Yf90l1z6z5uOmzaa87dX+eUSpHsqLy2WAtNKilf4FrEQ1GaG6s",
+	"3VBEobpFOa1IJnm1QVQ0UYx5EN5KB09EFuxDjSvMpMZVVcyCKEP6i5OBIBPHV1vruPl82Pjn+1eZ+IKv",
+	"K+qiqTs1QXAhCFovaUEQLlXTAsZ+huZ1oYgkbhJUM9tAQ7UAnboXbX+cbRom3vK26RFkE8Uh78i8IhAE",
+	"GDum1CBaB1QAz2Ib2M9YUJvwQMt4gdrhC0I8BiLqdO53oQ2qOvx6zB2z/X5Y2mMROW3FDe0EOflAZw6C",
+	"uj3CeRGJfmrX1l5p3Gu0JhWBAsqShKvyV5onIpfDznRt58FrsbmAdWC/Y1gkveh/9d7WcJRQTmkIpF4T",
+	"L3EMHdsStRi4qOVYYlCZB7HqBl2oe+YUDN4xu3e7ecVXkdBdSarbVsSQH/k0IlisIYDXmukRmojTdUvF",
+	"wHsDDNoB3Pv3A1bxALBEW9CI9KIMVf8eNBFldSV4oNb/DMtsScTzfuG87myHXgnN+nlTDa/bSWh+UTgV",
+	"IZ9lkt4au9HYKPXtSkWAyQdNX1AuzANR2F4GHSBedvlCjKpqGxr4gJXMt4N50BG6L8cYHUp3R9+df5xD",
+	"ByNOy/vGUupACgWqQTVqxIhKUNtKOjWdDWo+4w1/3V0dOB0iik4WyRR/CM/fdh+ctl7f2RH3Dbja7lDR",
+	"sEWnPunvrRzVvub7r2aeN7wcLZT2ZfEK73iC7BBZ/nB6RxAjaDva1e4wicH8vVCnYnvQrXeAjImXHg90",
+	"Fwhy+4LutZ01jTs52e5ln+7nOxsNBHjH4GyPT+KgVvus6N0QpEYWxBswgu9Wke6LF5NrChM44saX507h",
+	"FAGtpBOAP5+TTJL8YstuMCUUYsK0fFlVvBquKB53h0VSbjuE168lpqXR+2Yosjt03fJCou2kkxCZ/GmH",
+	"BkMcRXZKechnDSmDMWE7zMe11YvbfjMkfkzt/wi02Lbg/l+pXL52LURO3mc2RTPmf1AX3Zga3JmlGVZk",
+	"DL0GWyPYDdsZrt8v53OaUcKyzTZJ41DHffdx/3ZV0DmRdEXQHgmqLe0s0qyXp0rZQuyUqdoe2+iU1Zh5",
+	"qaC35BzdKfNvm2LnVx4buziRRCk3+U467fgCYntqh61aYF2mC16YOR0MONiqt93zBWg/1Wp3+9i2W1JP",
+	"eR60nPWiBz1s8aE6b9g4G1CBhUTriktivQ4JOnrcABFDqiHKadhU2kYk38HqceU+vOeoJx0KON4I8yu8",
+	"P7ZoxVA0lMfQHbhxp+P6qORW1PeDae0U3Hm8BaQ8TNGd8xZvF4AG+Zrzcpd8vR1zD7foCrMLzotn7tDu",
+	"Nxixo/odqCZe5cXdGrAH+T4NDOZQWqj84ad7JFnutXo7JmeuKPupIuSy4HKHvOz7z360pQUGDSm7UxGq",
+	"AD4v68uNuMjknstvG3kvSHXHVt4J8Wa2ZwN7Oi8de/pU7uZdjiz30M96DKZK9iVPiJ87zJcM3BRc7E1n",
+	"JXoL3CJzR/q0JElLKoRlcEXw6vkmK8gzXZ6nh+4VvlpGQFCUbpmp1hqN05W4e7xPMpS7sIZgvpyyjXTA",
+	"A5TgMQE8efEhzm5BcO4u6tco11ct4sU5fd3TRt35vzURcxGMlwHopbvU62s3tp0tGvyukcwRhfeJuGmu",
+	"KwL/jUWl7BGDaMPdOu3HUXS8KUch20wFq2E1sbWhPvfq3d8XRmEHtQ6tCGYCpdfXv7x/+f7l9Zu3L15e",
+	"X6e9LRCIfx03nPfvX70IDENtRF2t0MshdFIAYoKMaMjwigDEoc3Yv74vcLrT6F71HZLVxsx3+ywVU2nG",
+	"gf8PJFezHHkzh7d0SQH1K85uGqmnxnMYDIICoPNrXu7ieVXMpfRm8rbcgw59G7YmSocntm6PmJUUZzfX",
+	"TaDx+G1iBExc3K+XG8S4BAyVNRZKsq6olOp0MVseQTzk4SDuWjQgXDGjHvdu7NiMe4jfhuPLo9tJo+RM",
+	"dDFXd6zi7EYcHow8nIC7rnFZFjSmc+6JKRfkm1CnHeomPo/E+ewX1cNzzuYFzXYCjoxaUQYX5I5EMFaR",
+	"bqnk4KSiZ4v2J18vsS5ouGPJYhblpssX//FIIBjtq3xrUc9QZVYSUPh0wRyULTFbkBx5g0/QmpYachW4",
+	"oZGE3R3qi0LKbq6dL+oBz0dTo6p3Juo9d70Dxm4gwPig007SWtStjDGQxuNzRm+JIJQ2vPiw7FpiaveX",
+	"tv9SdRoXRXAp9ttBETZpuECNQTHGiBHcz270qWZpZMcZXwp7tvYW4YZsOtvy+8ffJTHcmSbLpi4FgYxf",
+	"jYEYVO5vcbEL4zt06aAypjskOYJWzy378woBDBuY1QVKP31Ozy1QsFoSM7zeVUHXXFGz30K0qGC7IZvr",
+	"siJz+jFEwK3n2A3ZbIH62VkZ7CoEYxTCnRVIWpJrLK95da0xNAJKZMmzJVrRoqBNDaqdLSZ31unM6sWk",
+	"T8XXeymo7/g6aOjfJ59MDWHbBPg6uml7HFPr1IlrHI60cPtx1C7sDFv1aZto9RScAKQMvNEOjDtFH2xz",
+	"S5k8/u1vDBcBGcJp2B11QUJs5RbcCOPeCR8uC1wvCJIVIQkiOFuqq9gcfcK3iwStKEvQCn9MwFn0+aBL",
+	"fwNGbX78h+Ds+B1eezX7BF6VxWDZ//1slX67iZvfGDdZAIgi0t8IyAmP+l8BccKxW4c3Bx1UoXFeYXET",
+	"Dr1zaUCjZJdqZ7Q/LZI4pEdz/6Xf71K2eVxwnXHj7lHw/crni07aWCxJaEwe0HC+z5W/9dpy4dXl26N/",
+	"/eH0MTpB7356jp48efKXRBtneAX/5bVE80obQHGBzOF77p5h9D+cEUTtpeH91fMpm1xs5JKzRwKlSqQr",
+	"Vj6mguvzenKYIj5HGDFMbwlSDw+P0TOk3kS4UK3ppqgUaEVzBtk876+eH09Z+072w9P2lew0oBJdVTgD",
+	"+4Er0hfO+28sjrHqmLETcMfClwBTcG1V3x1jUa/3KKqy1aLjXhi6ztQk/lgXRoBAh92AJrdm+VsZPK7q",
+	"wpaIyKAVxlsOVz+zwxP+IFrc0CJMj5D9RWtTKrhTW9x6v9XAI9FEQAB1w6yqjYVdNuOPlDbd4Zhob76t",
+	"J0VlK7yPixN2zT8QoSLzD3D6KCIo3XscDUwPuxMCuuhnXmEhrwUhbFC0ZFsq2m5/gY3CXvfebbfcHUri",
+	"DTw66yEbYRvQZU9LWc/8tY+8t+Ved3abdmLSx9ympWWGUOkj2Npg6UMFFVIdxJbXumPZovA/oJe1G7cO",
+	"FI9wgP3sbUlihYPTshbL1MD5prBnUzQp6A1BJ+rRoaKHUjvmBZZIPUeTFCR7mqDUDUX/AZI8TaYsbY1Z",
+	"PTR1wdLDc5Ti7Mb2qHHsSZELRe0TnN1oReYLsauz/2/ltYeqf3W3wIFWzsZ4Uuy1dXbXrnYqNNfEQIw0",
+	"XmY3Nh0ktLIDdca/cpm5LTXh+pZftQ21vytg9A2ZWbdIg+ipwK2Y2On87guZANOvKLN/93eAnUCTgTCi",
+	"Jl0yWpXukMib5VZCxexocb/hrt7fdncRJ/CArXPnVKjuadJF2xpDlWARvmhkzg5CdmS1vv2y00YAse3i",
+	"0B1Vxi58k43gs5mLlu0ztA4gjEF9dzLsHkVYUIDpAHFjWt67JMxwCOxXqhmzb7z3riHA+HbxNz5rwQTc",
+	"f2D5DGc3fD7foYN89pwzRppyJXcPXx+M/P4Hn4kXnJFY9fXFwLd3iO/eg/TfaFQ4L4e3xNcqmrOne2Ow",
+	"9I0vU/pFczxKdEvjOC7ctUbN2DDtloAIRG37m64vG/os297asSByt326geFb6gCFTpmWyH9Qb+LWJLcd",
+	"heA3UDNvVBZbzPFjkhOHN7HNlR06ku0741rasr3VWy8GDwb9SktD7D692CYR7VsjBnOxVdC514ZaC2WI",
+	"XrSFUm/oAdKGegtMJ0DuLm17a+tRNukxR5DT9oNSD/vXt+cVttTGqB/662crNvPz0w+dE9Pux7iwjLpq",
+	"91Uzv4w6N99RbRkM3PjH7opWgYW8jBrf99X5zAa42JIlt3ucyQ71O0bETYxVKOYD6sM/OrpDb+oB1CK4",
+	"ac9539DyDOUVL48oQwCWnZEVYRJyoeSSoF9qQhh684vJnD5GV0sqAO8YUW3JFZQtChd3zudIVrVcqgam",
+	"TJeRq3gtSYJMqrz6h1YuwLSDdQB+QW5JgSbpxyNITjvSP6dnqKxnBc3URzg/4qzYJFOAJSb6D/07/JAg",
+	"nK8oO1RjNMXFKiRkPROub3SLC5pjXXvdZGHA6E50f1Om4Y4pQwvCTqBK2YIwUkH067ziK0Tl8ZRN2XPO",
+	"bjUkm0GCWPICatEib85nU3aEtBSHptJPU20YmR6coenB8fHx9OBzeoze4EJxOMnR3y7f/pygFQUAAsQr",
+	"RBkM2djLE+2bQFxN7bvvv58yhLIlrnAmSSXAal9LQXOC0r8/O/pvfPQ/p0d/uT4++i2F6RpUSv3549PT",
+	"U7DtC4SZWJMKPT09hdd0XLZq22RNmGAEPMOCWDwJ85FA33/8iAQ3cBgFBd8pQMGdIyoVkwAXIIwELRRn",
+	"GUvHsaKNi8PQ9HGxF5Sh91fPkYkTL6gkFS5Q+t/pOSp5iVIHx5OiJRZoRbOKm0AMaPcCyyUqcYVXBAij",
+	"Gn//7vVRTjKekxzeeflRVrjhxRuyEWiFN2hGEM5zkmsqqUPi3M1L2yFRzW4YXzP4RrsuJJWF2m56uyg2",
+	"+Hd+kBzckkroXXZ6/Pj4VJcFJwyX9ODs4Mnx6fETcO3IJUi5E1zSk9vHJyZRrOQiEBSduhzAFE14hVJD",
+	"z/QQrfit8a6Am/6RQBrqEkkOv9p6iBO9IuqwWeMqF4dq1afMZC3pFnRSEmeZDsZfL3lBkK4ur9lIrSwU",
+	"mT9GqU5ATFGgBRADisyuCFzNJC0aGJFHAqUNjGCqmq0FyVFdJuol5s3Kjl9PZ8r8FE6d76K4t8RCQJXK",
+	"Y5TmxYfUz/QUCEuY1LnpNDTm4yl7hhb0ljCUGj9N6grbdahbESYTVDPysVRngGkAXZDqCNxmvJYZX5l6",
+	"h5RNmfr+u9NTNOP5RrOOM02rE+agUSEbcJEfeb4xHjFpQnYgQSaDz07+YcC6tbq01VXjNE19KDTHl3Gi",
+	"2B0BLPnd6elOPY/S51o5Wx1d7nM3Kp0zgir39lM9nlDrbtwnP+LcTTE5+H7MJ5dwWoCo1t882f7Ne4Zv",
+	"MdXG7c/+/U0tIuPrguQLgnT0FqzoMQCeLITGQgLHTvu4Ozg7aI4zaNMTCSew7eKC4ZUW5RUA+heU5EqK",
+	"NlmVvMpJlSANcuu2EtTeVOLd7WFgWyu1p8wAvqPZRglirLaaL4E0k8+1IoBXfhonZc2vGS6KM73DVBNT",
+	"Bt/ZE8SKsDOd5KPPKioaoUHyJj1Sj1ORVZ/zkpdHoDxMWdpyGaeGDkLJC30oq16P0TOGdHoP8Fwzir//",
+	"lkZ2JGBSPdx+hOa/0U2JSlIBXRO14JSVtdSs9m3u1hVmmybpmDLYvp7L5y5b2KL2n6j9u6iIOHLo14tQ",
+	"+tM7tZ56R5ekygiTMCjYCd+hnGR0hQtxjFJdJ+a9GjOcnwZRXjP5hErECMkFKhfX+s0MZ0tyeNzj9H8n",
+	"8sIM7dJgZd+J7waDJVodBVgMZAfDpVjyPRmjvciuMSWuTO+Xv7x+JCDFjAq1Mu7WAyuK9FhbS+4qL0QX",
+	"Xt1KIuuuYdMKvIgu+Wu8sNcqJZ0hKNhVsVbKEJWQC6cVsXOUWlsjrPua0MXSpOlZHg6usgacxQsdV2SU",
+	"ZAi+oLqyDYFCL/rOb0Opx61rE1n9+XMSbk/y+2zNJkuOa9BkX/72JSSqpXLEDhZheW2Q+lLCs7VHLniJ",
+	"CrwAkd7o09qGliANh2/+1IpDgrBAGM1A6VCzuu+9YuANgnsl9YqepnbX6NE9EgjfkkrtGm0gUjtJv44K",
+	"zhZHJS9AcjZ5Cs/1jTKdMgi1FD6K/myjE2ABnIKuiB8DJ14QowrZNEj7FpqoATUvThlsZ50qmRsCQ2eo",
+	"ZjnA9GPp7kSKuw/PvY6aeUIm5oTxKbMiTR8SN6SUhyENxu74t6X4c8c/wFlmieucZr/HvU2qI81yjjeQ",
+	"5XRSuU1urgf6WnDPm1lvwCM/U9Bs7DC72iLVLtPrT859EM7tFAP/PTJvV3Q3R1RiDyQ4qrSN+t741pXd",
+	"GOLVQP3kP1n1/lk1QObfIadaN6w75mcb5LgIeNTW6/0CYleXlDvyUqCDitRbRhBhstroIWmE3Il1ZSWo",
+	"5JVMUEnzQ333pFJoBUcTujN69BJnS51ZPWVUoDSYTp0a67pT2dAE3y5aNxid5ywOj1GalfVxLUh1XYtU",
+	"26rhJz0/+BG8L+aWjD6ix6enoJsC0B8WyxnHVY7Ix5JkUkRUpFY2/R9hC3vOyKbNLYHosbY8B2awrSd9",
+	"NJMHlQZh6IPfqd5ltpTBCtV7QzTupfvb8HqVtm74tIl8SO21DjbvOUpNHEQKNwrYnjB44+TUuPLatKyt",
+	"uUKi79XmriUR51Oms4RE2vh3rLHCeE/1dxVmC3V0e7Y2Z9IwtEuRRXWfsqyoBRQyg7I6aJJ2gl7gWlTQ",
+	"WxK7/rTiUv7c22P29gCu6oPu7HAY4u9wZ7/AEh+VBWbmFg/eRaeE9nZ5gtSn1q1sdtVdt76rXx13Cz3T",
+	"FZ1NbMeZ8YRweIwKMpeI12pjy7pi4CpRx7sBXTtG2iwimu2sfTNSTFn6Qr+Uej4fsFGa6IVjlDqk//Qk",
+	"lVjcpMjhWnJjntbMGTyTn9vJWYj4h3C/uE4e0P8ysv8trA4VLVzFcpd09W34WDQfIWyYiFeWIYHdNDe2",
+	"dkPD2Tu4WKz/7wg89PED8Jl24UPskHCDsgZ2pUuqX03wBNdOID6HoXpmQV5B8AmeMlHPXPPgQ6DyPFgo",
+	"RZ1TXZDdY/SsA36rX11iMWWMe8PQpVjAZgOH6XpJKi8iAa15XeRISFxJ9WtF0EQNuTU6EEVTRgphjney",
+	"oIxRtlB69oqsZnD4m15016Jl74SKPXiR+pTQcTpTZl0VpVILAHUUGkhQCic3fKZ+1tVFwdbsC8WmxQSl",
+	"K/xRnYPqGx01oRqmzOKtWKezuXvUzCGGW2c7SgE7EHSD9DVeLChbpAjP+C1BT05Pp8y0lCAgRnoJoV8p",
+	"cpCpmqgQKmMbt+++IDgPOotfUyGf+17oOzvRRrkaWl3GA2V7gsXGqq3v4TxU18iKr+ESObE70Rahho3g",
+	"3R8LvAD1T9MY4nzglY4IaO3mnY5F/8uTQq9+1IqjVs1wSKtuWEdNDJeWcQilT344PT2EOgF9HWtF2Wu8",
+	"uHRAfV9I0RrFPN2Zj3VVGap62/brKGITw2NuHIeoxLQSaL3kYkBCKMGgHoLnRakt3hIlaM2rkEXm/pjy",
+	"E/z3sz6dAD6zx5fat9Ta3H2uDJGteeUEvoISh0r/3/Ky7vANkRgQJh5U0W9NS3e8TQcy0XRfSd+HISq9",
+	"oCXbXJSlUEe0FqgGfNuoyq0DWBzuyk0Q1KzGH1RlLvEKxK5AWKAIqyUgk932gAgoG8KqBbCLgfr0ObWG",
+	"symryJxUhGXWCIByTmLWs3tj0ruyHM5zqmEvLlopGaNZUd82Pgcj6Nu0n9mVZvhrMeWzHhMqprNOfLfk",
+	"CbohG21WbUb8oGJN+/zEySf4765S7ifu6oI9oLT7xVV//VM0PrxoVJeovXQ8IwB35rmTRjE5+eT+/flE",
+	"ENKKr29z4yUhNy36X3j1gH8vzOjGdD8ycwvwUh//EVb1Db8l+RUfBfLhyP/zIKJiHK1jCJLDwCTvWOGn",
+	"fV61cnlbg23a7078txFnxN335tPTp9s/+ZnLn3jN8vtwYaoLciCJxGzhxlQBt3yt8BjjVCDOffTBstWa",
+	"E9vl3e3c9XXwlyw/g0I6qckliQ78HKUOisC+bHJnwNNhLw5YThmvkIZmR1RCIk7PmgI9p2hNmdBGhRmX",
+	"S51SRm8JO0bvGUCugUPEqlrJlHmGlZY1yCRSKWrB2JDkPNHnvc5gUU3bWlUhNa0n2r6YRPttf+NtB5TZ",
+	"B5UY6UNJDmAlIuIhsIPv1/q7q3Btlv99T66NxClIDtSmuIrNehvCEa4WRLYgkneDmR0nZZsh9rsMUeGf",
+	"TtpqCeVl8MytqfqBBax/X40rSnpdOpZH78O73gHvQ1z4M7naQ3T0GDvU3G+/QyHCyPpqAH9HV8UYlC/7",
+	"lU1sb/fWKNp9fpndfMfN+RwSoXt+FvCwwJ3GO6qp1Gc0l/qE3hB5T9vUYOw11+dOmhDRikqroClfq/EV",
+	"mzM/cRZSXTYmBoP6/hY0gfIXbRkE4Vu4UKPaOJfO6tAk8DZRbXpgoKystD4iJC+RWPI1ZQuEBUrV2K71",
+	"2FJIrzUeNwOZrx4jk6GbIF5Z61TiDFPfnZ5q50Ga23j705CKc1FXC/LCFRcfGevxwXMwN3t2x+DHSHRF",
+	"d0/8bgIqGyoB0bYZGIClDPG/Hb+zsUz0Cv7C/nDnKZrwOVxu2vYLrbWDst6y2poisFsttX0n096c+dU5",
+	"MdJm6RlHdm2vm1JabCy2hE7TrxCeQ9TXkuqA04hv7S6RWtvHYC552wZxv+FdBV1R2WrQOBkBWrdTB9sr",
+	"gv044EOMdKF98OE+ttTV/lJiCXDVw8nHpcFc/xq2TidGGsOBcOlxFh2l5ziMCY2wVT0vPpx8ovnnEwiT",
+	"2QzYN2jukt8qvoYCM8WHV3mqQ0TSf395hbxG02P0qpfUfOYf4eDDhxjrshbLNvLGI4EMIDiSy4rXC52S",
+	"z3i1wqY4ICqxXKKJILgguQvBJkKaag1T5lA/CMuqDczjJVOiO08RFjfiEEmODNr8iQc2b3QUw6SiA2ry",
+	"SEyVxnCOsEPP0aKdNtUrIVlRzUpHyphwBI8QiOZAvrNpfXr6JANCwj9JmiDBdRyKXpEG2MaYkOSaZhCg",
+	"gn1PWxeSgPo2HUPtKZuRgkMlVMmP0TsyBwAUGNz3p08SV7vY1EtN0HpJC6JnssJqWzLMMu3PZkgpbk1+",
+	"M+CpsEqRDpCNJthOQI9+wRsbV07FDRIl50UwjvYdfNfsz8gJphigETMAf7WfXqUx6O9yGRwnZ/S8vPi/",
+	"zw+bxuJVaw1IN706e+tYxn5xL2O14q83Rsa72pTF56BC7SEDMEQ+UiEVv9pLhJ2bOldLpXTmh3fUCx+E",
+	"FdrqZG/24X0H95bovjtvFyDXG7lzsujOQTh3qQuSi5E17PnERunyNWvhHjVQLxCmBtfW0UdQ/94JhuST",
+	"TwYC6fMJ+SiJNiiGj6JLIrV0AzCkjdKviUF8svBIWYHpCgIsFSkadCXJlbal/pSI8TX63yg14VXplLkA",
+	"qx9ODzV6i2mtuSgasKkYoExImr2E2UD1gVGCzFbsGJJmuxV8eSDBBlPSs/tCMq3V4+/LTX3nC6SelmHk",
+	"gt5aXDNf3vl7DJ7ussv8qo7hbB1dqSBtoYGctW0q+qaKe3ID3Eomqv9cKQeecjJlYKeCO89sAxEhOZrM",
+	"anGIbNiQj/QEUHCaDB1TNQCu5YhKHR07ZTY9Jz1HXC5JtaaCtNpyIbZefHS/sdQkTEHcrvpkyjSgIF5x",
+	"U5atVvS98fRwTSRYJ69tWBQbu2sHp+Gj1pTlSgWjAqVKY07RhEK+Eb0liUtXUDJ5yesK4QU/tOqS4gsT",
+	"hawToNRfqeSpCwmdMsbXEFjNc5Iiva4zo1NbzdCFMnf8fnNaQE6JIAXJ5LGJoVYqpNZDG2QLH68IWFLd",
+	"jiCMy6RbqbtJhXrhXBMI81aSGNZ1ylYA7GfCyDPMPOg/TSeNSGErrx0vsXjDK5IiSYoCnJxqueGo+ihh",
+	"FFMGSoCIxUr7aO5f1hpyf5YLl+USMQ0wsWuWVqcSTkExMEnKRBrrwxvDnRPCTDXXO7djSqz4LbnyRnoT",
+	"6qJfZpODA8HICCh57+RbsATS7z1tb1w5o53sdHuuw4A16bs/uDXJyJffpynpshV8IhzGIa2Q3jpJKzsX",
+	"TRi39pd2GLFfYXmkgcl+4kXGKR3/U6u80echv9MzjTL33enpeQNC2zsJHHoZdt6DPiSZja20uKfbtfF2",
+	"OcQ72ReSYAfdiln3qvQ/LLN/SwGj7firJj/IV2QBqLvCmfZB7cb3Rt9OougtfzLdfTGdxLSIMduqqZL6",
+	"DcTkvG0gexuONII3caLZomlpjR1w061G/0Vks40LCBtjfuJVz/jsDCndFNTDMwQbRQSukGpiDoJ7yrph",
+	"ShbFxWVdvlX3SX3p+NhETHaTVCuSEXVJU5eMGZky1UOugwcYl8bA7UU/mpRci0revi+dedfMp6d/cQbz",
+	"KTOGNjRx2bwZZqoDcUNLH5rZ3pRWNM8LXX3fBXtq42ULbpzkDiq0nUDTxCloeNwUpeb7a0+fJeHk0Tf8",
+	"1h6CV/zF61/+CYTS/Zu/DAGftaqePrABTC0crNjQodtin9+Bdb9FqEZ6Bq39os6WbSH+ly/hZZCtyEhf",
+	"oIC1vSUEAAIGQp/v18nr6bBzUxW7EyViJaQnDiBaisq9dJXdDwKoZBA/Cq5c0e3GjWvuFV1hP+Hz3qnh",
+	"BcEkyPiEAQDEuYJ5A/Qeckfs4GWFLxtnNJbtIg8VXychUG6kXSfUWAWFyYk0PlnnFchrzaMkPUbPGrQC",
+	"G4UWOvv0l09Pn4YdorLa/PMokH8MWf0tOWB3EdFd3tX6CRW+2P7T0eo7Wlv73buEtpyt1tcaEGx3lu50",
+	"oYWJIr6+noYj7d/YF98RbWR7OEXG9nQpcQWBnqH9oQbxpZQAjByZoCRIDelVnQX9iVcLIr08LfvJI2Ht",
+	"HK3Fso9Hpps2CwWR3/GT9l3NnM9lhrMbpQywHE1KXhQo2JqsxeEZFGDTV8iKHGUe5JYmD+KmcJBOkzF1",
+	"kYSsCF4JlJaL67xelejoSJfJ+7esFpKvUkSZ5PC4ImBnSY/Rldojwjj7KJuylHzMijon8OAFljhFE4gc",
+	"w2hOP5IcFVTIQ3RDSGlMkzmZU6ZP9lktkSI849o0g56ZIarhYqmjnagw/qZHOmLBFRKDCi861mny9PT0",
+	"8Bh9f/pYqxt2SrxCzfAh5IrLKaNMSFzoKjB+B8E7VYujHwhErN3JTkhi333RvSvsoz2Ptq+44dVJ9Pjh",
+	"ux/iPOQYr5snwstNr24IBLWY/dAwPSjDtpP/6/VxbwJK1nFodZ9HtGvuixwlqqsorB2W3ZiLi4ovKiJE",
+	"4123DGH4t7vv74V0kgh5lLk6mwOIiiMcH8bBb9pCALEZcHw4Il0RwA2zfT+wmLoCpvzSUIeu+2aituLU",
+	"/bsoWgx1VW3UbjQL0tqYjSJ5P1xkCoySEdrcf9pX/9ir/Z+u5GpsndXXuKLiroCWX3LcuBHpGVi01fkw",
+	"IwguIoEDQs1QGyUMtqKRbfrEkFota4u1R6LpAyrlGp69C6OWvIwGml1CoJHwoZs1gpoLLkHkQ40L4QO7",
+	"oolnH4Jh6m8kFjfm9Skz4K+TlinJBXwadE1QcNcczYi6vVlGNcrujCzxLRHIAiaYNIKjNc2hLKl2ROCi",
+	"6KU2JmhJF0tX0aisKK+o3LTQ6s3tbcoyXFVU27dsCkIwy5CXP1sKXOlgmRHRS189RmdLAraucjjixV8x",
+	"lWPeu6IrwutRr7ZhKUZ88KyW/Fl2M+ZVPyv9Dc/Jrt/8VPHVTqA8IorIMyzULnj59j+UPPtO25B65nCw",
+	"a0iOTFnMbyeK9oKXCGcVF6KFkOeKeupqu42cwSw/4RUIEV/aKem1g4Gl5KUGi/FRyIKi73mB6UqguoTc",
+	"o0Z4pO2gTFvmuwGtt0C3bbdoAlAscFfVLgk027SchTm8wGtpBB+tTIAl0hUaz1EK1V5TlOFStHO4NR2n",
+	"TAk7/fXqGD0rCh1cT3J/yGIJ/TATAvsqj0iz/cDWdoKs+lO6/CldHlC6aJsV2yBS0AWdFZ5ncCIOI9gp",
+	"d5UnDcKcDzAXlTKNI66HkxcObECTlruxBekIf8Hnh1OmTYcawt8IMSM/GrFhcqm7suoYvQSJrOH4zZXL",
+	"er6m7LvTp1pMMw41y89cyo1DcvdQJvU0lqTQBaMZxGW4CSQu2l5LOYQzCWH2lvkM56klTppqX5B2zWuZ",
+	"gKLn+QMiwmx/wL67YPD9KQHvJgH/lGk9meaiqGAvaxHXguC7iyyrxUAt+V/09a/l7tL4cjaXmjMTlKwa",
+	"MteoRjYpfU7fohr5M2UrzrjkjGZIKNqyzCWxUCbURU5NmDJBKkhK8ZzZCRJuDTe6vjgkdvPVigIWX04q",
+	"8D74/m+XdmqCTI1jxhh+msEG4gNA5GmfC6/ogjJcNJFiJk5NjYhDyFxFSoKlPwkdgaAZSNeB1cRaUyYO",
+	"j6fsOWdZXVWESRtRAbSF6UjIA19oO6LGNjdPDs/18tdiqV2h7SiIKUvLiud1RqrLepaqj4ipFAH1E2p1",
+	"k5YwQdXDDWGQ/HVuC4i/0cXV3J/4I1SBmrJQ7sLxlE3Zr1D3wcsbR5P0p1evX17/+P6nn16+u37x6l16",
+	"mEB5eD1DTWri+iB5ClHtDW3RhsjDKQNLQdTJm6C8rgB6vuMhBt8wfKuB3S2EQROh4sErojWm0nKFHr7V",
+	"zDWKk0lWVrxAGfoeCTTR2EfS5q9pMAFMpTg8A3bZwOdzsWEZaSJjoG0HJGLJoFEWDHMWWB3Psw1sGt11",
+	"4icEtDhbB8HALujAPJOPOJPFBrL1jqfsVztQPQTALCC5WUkTCgmywcZTWV8HI0kzQbtBvj99coYg2GjK",
+	"3NUNWL01OoEmOc/ECfR5vMoPw0BNYuklfz2EAVR1sZMv7vH911bQY9BG7u1VFdSO1nGjsK6qB1hqykp1",
+	"VVQL/g2dYLA3rfiXXNv5KrRSu+BD6IBpHWfqfAqdZ8Cu/ZjpDihsVhBcDWWvwFxBS2W8lxl5jqhsQFVq",
+	"AyD1t0v0LF9RhrKCEiYfCZRCN3BYatEJlklXcPKRNSKKY3hR3eaL4hj9agLOfHCTANhjU3OLiikzyTNG",
+	"KPifch1xjcGSqk5BW3vUqyoENw//PE5szmcEsrvBlVVHPZWJLfzVAmuz4fHnoQJhrVJVaGIi5ZNOOQTA",
+	"pNO5uDpr1ATd4MA0TGgE5AHjBabMUKOjTgjtJ1QHBL9V1w4/ON8kN2uQPird+UirTh0nXUdJI9hsTNi6",
+	"umBCZJBXS8G/9HAWGjdkFy84I2cIZzdqWFQDBUHRhjkQe4MKLrRFnMDZetXOCFbHSsEh19mcWEb+6xNO",
+	"PTIAfIJrIHZfwUCEKuGu1kQpEsImlNk1bbS0irjxa6rVTJL8EM5VDF+awFvgaH2EmXAUXnV1PkDD6dDr",
+	"vX999MH+OkinU/+9M/T09GkXCCdcNM7tyDve/triQs/W7DTqlQGL5HDunV384NW+gUBD8Y9rJUm8dL1v",
+	"JGnHpJTFQXOB10CxUYxtA5r6RqGKCF5XGRlbjMC9f+Ls12Kw0tTPzWsPuNiuF9VlpHpJ45G6O/1/5uxI",
+	"25CaCiN6lr4aa1bCv3w1gZfaMzp+LcLZU816KOF/S8k6Dq2xcgVkjVe2nY8ozhq4CKUPwNYI1vWz0K+u",
+	"UNyUFUSYL7Qy0SS6o8m84NAPlugUMBU8pIsWroUilOJhdfO1Ps8G0kKct2A1/k0XyEVHyAxa/avp9QiO",
+	"bh1/e67xQ/QfpsBeFyDzHKXqkFItQ2SlKcerzrAGJNGG6Oh6rRpYcwLIE1NmV8TEOR6jtMCakOCt1Vu1",
+	"VyrOK+PlK0ECNRC1GrpEoIkgJFb0CBD4NUhdWctjqg4MSfILUukSXzAODxjXmAg0Kdp1jdEJegLBPoaY",
+	"rVZwdtMgeJDqyECBtAiiH09ZqFlTp1A8WxAHDxcudWhyNmzL5t529NjclvXtbY319e3cdxpZ7gYlgt6S",
+	"SA2nt3a/PKBYcn3EYn7c87un1+vy9xAioAmQQKhJLSGs9ZY0thEdf3F/kscriRcvwm3hXBqx0ohFo01N",
+	"bkgp9aVeqYohNS2x+StKuTNwLoDTfNyWXdoKgOFE7OnLjhBaL/SyNltCJyzrrJnD8KfZSuq2N6HsaF7Q",
+	"xdI1qXR3BgHHuQ4BWSmt19DizMy01rITd6yDrjSrZzCa4CZ4w+qtcF+BWGM48l0zBvuxIkLf/bTiDbds",
+	"fX2SdcXU9zWEiM2IUkKdTfDQpLZ2y54KviJaK+1UPUWZmhplOfmopPAM9NWWpDer0hP2EQCjc5Cflw4X",
+	"zRMW7WKoVvo7Ip1qm5iSC4f6qmVZFcK7KVuI5vpqdyDCeY40SqXQos27iOmTGqWyqhkYFPVsKltGd6Wh",
+	"QC2pLLQQFFp0EEV6OVvl6EzQzbbMK6XTDFXqfGjwoH9ifF7P7fUgmCpf+t5w0dnPsPXsceHq5cEVt+H/",
+	"bvm8u50WWr/ZrqUe76mLoo4qOmVRXdQzTgGPp614HcjY0FIytiu15+gbCYgbt7Vbm/kPtpthuWI3xK+L",
+	"jmR8kM2mbCuzbWyk+96M4bqVbfK8ysmq5GoNzr2yFOBBM8i3OivAJQU0qoLS0iuo2xFFQ7qzDevB2eZb",
+	"whny4g3bVfwTzyLul1D1rdw7W4ficEPfwqoOAfl8sMVxvxEYn866t9F67tfapA6gYcPfFbzxgAuoOhgw",
+	"98ERef+WPpj4FzbygcnkpCLzigzFsTxv7B6tmz94Saw3AWBhGSE55KOqBilb6MJJBih1XniwF9olYsTE",
+	"AteLxgpmXS7GBgSBH84baLJ2l3ytSyVBfRGWkUPtRKlIySvp6XUu98PcktS1bcZzqDzQBGEEQClgCpeK",
+	"QA/Ja9CB6WwYTgFeuRdYll8rKkknRYayoxVZ8WrjDGO2moGlH+Nrn92AdUba9nvplF0bjjMwpqB2gwOf",
+	"r8F7P6uzGyL1vlBjaSss2j7n3snlEs15URjmmLIKKo9NdDDnY7Q8Q48NWyXoB/Xn9wn67in8/n2C/g/K",
+	"8UacoR9ODcrxkx9ODxPTvEC4oAuwbBjzJil5toSa4AKl//Vf//VfR2/eHL14cfXXv569eXN2efnfaXMP",
+	"sDDErgaUqFfmUmDXYMo8w6fdHufGUW0LeTQpQycmHQj8qqo1sFRimS1d1Q7xyNtnE3JLmDwqOC8T9Pzi",
+	"vY4a4LxAGS/qFTNlzfRowNx3eIxSa/DtmPYd7ItAE2fbEchkweeHiWflBeMu4+uC5Att0RLHyPMZaHOq",
+	"topPATQaQmy5xIVAk5b1TQmdMy8aYsy9zQgGvdd9SOhj33gPh/YxdPqm681wJnvPtE/ZQiRTlhpZlYZr",
+	"Yxkjnto6YVuxSyAecc/7/WDyPrRd6OveaH97YHFfi23KvpGXX0fXbw5axfKCQCYfmDVhR3bPgHpXfaMW",
+	"J5jhYiNpFj8SnuuAicai7olGMD83Ys1JAx37Z83Xs41XW1FIWhRGFmqpJkl1a/wGqW43TVC65HXVADwq",
+	"KZbjjXqwJuQmRZNXl2+R+qeASI50xZlcpudTBkcArmzorW78kQmgSaKHwwsDJKnj+c8a5BV1JPG6EsdT",
+	"9kZLLcwQ2E1c6wIg/NHT09NB0fLMkXqUjLGtB9HGNZ0OkgM1toPkIMfqS0WPg+QAaPFNIoz/Kc3uJs0a",
+	"FouJM5AhX0ecvem4piEg1DC5Cd5zf9v7h8khtB62+5B4Ok57QAV2Wk5FMl7lQkdVz3nlophdFMGcFsZ3",
+	"+aHGFWaSMh3OZt44UQIrn/2V4EIuN42HCwKJHwkEXikzVavdewbrbuS5ybRyN8D/IRXXKlXKuCQpEnij",
+	"7lubiBz6Eab+8EgprX5inKhIcA9cddWGF3CB+y1WAb/57qyyhxtDM6r1TQiT++8UcDSpGWT8x8y0h+dK",
+	"kx2OgGlU5WNb4gVstJJrDT6S3RD0buhF2sXH8ceRx2OPQ6+dH56OHw6/h0b+id2yHmd+I+6ckBsnQXaQ",
+	"93F29V05QcF00Y6yhrhqkxqAVyRxnlAHn6645xBhiTBcNc5N/Arcu11gm5dodIwu2lk66WgJCCo/vNKM",
+	"Uh+MIbGFJp2IcayhqlzIzaDGfR9R02HVvDOB1u4xu2TGeUEw23dvdzf3H3d3/6H9M62UkQSq1enoJp+v",
+	"daASsnWE7+9238khGl+ZT6eiavcCWIFRF8G7k/cA+QzH21SMeHG0O+/Jgd30/bd/UI5KzesTemyK3jcU",
+	"3fTMbZN+pXJ94ALa8QwOCzXnu+0juDmceAm50b3zI5dLJNZUZjb7GRKywFdkSpdDl8e6zWvAidSaO855",
+	"KS2mjrvOoAlG84KWBnoW4qChCnFJKgHRGDqJOOeMHJ6jboKxSYadmXF4WbpNGvWUaU/TcZO+3DO56wrh",
+	"+iZsErW89Gh1NzaIBDPiMozVJUY3aK++aMTNF02guK0B9jDBrRDvagp8zxUPQa6clzp9uO3CLIxnpXVt",
+	"jugNb7yFfkgowaabLbdkx0/mjLi/a3Og3LruzeRJ87LJLWovuramSjLyiu1CSMIe7bfszOY4GRgAXCpt",
+	"sgnDHs7G1zuon4Z/rj2DdsR5hSng7y5Jkbe85RrgsIVJZcPn0dv5XNuC9eeaD4XXsoak9rk4sUHLBo/v",
+	"yi0jAobpoSJat7nWe8WUrSsqJWEAehMQGaYGrflaaOmBqETazU4rnXaq9izLaEHA3Vht0PcIkBpeza3n",
+	"0xMRtsuJJ0ByvmaHqOFCbbp3k4DkDD1k+/mUzbxKSc0AQH75ZO7burAmp6vHYUTV96dPdOmkKQtj5x+j",
+	"lDC1WHmKVrWAyWD0t8u3PyOjgBv/8dPTU/cqmphnh0Bvm0UfREa87AuFB0A2bXrYKb//YSQSkVu9Yoaf",
+	"hWI7xteIfiWb8lVdsb4c0xXj+Xy+m4QaPPcHgUZ/hepeAFehJRn3C2g9dTvcFmZRJ7Kt7dIWOWjiUKL8",
+	"zJJzyMqycFRQt140d4cGq0LoNNA1r24oW0QOuQtefqFzrt3TmKPuvo62Nq6Wafx+DqxnY6Q42iLENe5r",
+	"l3OPp+yu4gxtk2aB1f8jCrTdWe93I846vHt3aQa1RkUcwPsdqPdXFX4wfoC2HxC6pqzUjCTVXxsI+5Ax",
+	"LjkAYqhpf+ob4b1R/d210nzSuNT57B8kk+HoQEXLbwZkQC+9umw1CTQQnaaRP2wRTI/zDDPtgMymvziZ",
+	"bY4YXhEo9paRn/GqZcEOBBfDZz9uwIU0phiZa3dsnbDHp9893VYo7E/HTHAvKzK/VHzy+yxEDkMTKMNV",
+	"BUX0sKm3rP0f/gXN+jp8e8cK4aLYhed7diPD8uDf3M7kgGwxzvv6xzZzjmK73yfHXTn+amUOaFnaTxdI",
+	"dJ54RTLCZLFBUDSql/i1L99tLYG/pXi4Fr1/lhC/Y5lDIGPMeQ1h6yCmvqqItPoKqJlN+ei2kEQTnR5j",
+	"AAZsbrt59/CuLGvXd6hCUYEcs1qYVFs41bNZ+UVZeQX4ACjnkJCPsxuAInDDb+ql8kpvWYyExIUBJ0CV",
+	"uoPrC702FM5UE421samNPWW2atIZAhN2eowutB0rJ3ldwlWxBeSqY4Dg+jdxcKsOotrDbU3UlQRQWRnX",
+	"EGsa3qNp7fDYxaOdpHnxwQC4+AHw5mqqbpd297wGtB0wy48NF3r5kWS1VEzt1uvBLgu2h690eWyNIG4K",
+	"c/C2AMuh+IXkmkscmGhF8J2rAH1JjMtnZVlsNAdBUoqxxkq+ohkuik1nqztOGHUdqOXypOALyuKGNEW3",
+	"v/16pa67Pnqrg70WdMHADcXP0JPTJ2BeOTHJPfpDdqb2MSnmR4oVMGUkn7K/Xr15rV3vwlZVNklpxnpz",
+	"Syo6p0SgGcEV5LzcECagHqSDaMGZdSJBUf+pIqUwCJB6ZEeUoRkpOFtA0pamR1nxjxs15nnFGcChUBmx",
+	"zL1WxLnQxZe3MLckH+XJUq6KNld3T7nwsfOxLDDTKJZAlImm3KFioCeagTpfWR+HzUiYmEU6PEgOlgTn",
+	"JqL2Ndf7Tf07flD3BtlJioN1b/cnCMuFWljI+zritVQqU6tQHs0Jk1RugrxY1rOCZm0+5PVAidqXLL/U",
+	"y3tXA2nbNsFvvDh+RZjGqOBFDLUMEfxmlOUh56y3m3W01KfpAb+ZHpwBnM3nViKoTtFChpMV0xKW70/V",
+	"Vdw/fgHvQlgYeLFN1QgfUPVvv14dPX58eObB1Nqj1sTHCF1FkwlJcI74fMp0eNmixqDEANy0Lw20GLGz",
+	"pUJpEaxxaho3E+Rv6OqwQmKW44IzMmVgSUOWAib9T83zDE3VPWl6kOqUWAe3+wgq1JQkQWVRC/1ymqBU",
+	"1DP1n4oXRGOST1mqqZgetoRXMmUYQcm9liRydDA4UG5QZ7ptNMGF4AgLlKptcU3z9DDxZ656Bs/5Csrv",
+	"8IYCMApUkFtSgP2zxAJw+Joi8jCCxGlJgNKuxKdVS6YMpOcm6ZD06eljlH6aHhB1Nin2mx4oelxb3p4e",
+	"JGh6kPGcBB9+1sSdsgbMuOEGLKF5xa/gcbHQ9BAFoUgJ3sHDY/SzOTvAMr4iqxmpSH6mU1KDe0BEZPMr",
+	"uxEeUO9wfUQEt9uMoE/cX/HYZ7UEYHGQOIG+HUEd21h6G9ppjgVGuY+s6KU+bpTGAayUOJBedyLsJaOW",
+	"EI0ydAHW8SoPucamhwCV9eg2912jPt5hzUyXam+LZS0hlCfna9ZZkNf0ljBAsIOyPDin6q9z454fKmxg",
+	"UPg9AQyRFJQt/AU067Jt+Uw+fPyI0Tbso4JnuDhDqWFScWwsfJAl4QIYfbMfKLqJ8dvmcFe0H2tp3eBq",
+	"UkBV51yiSVqBK8/maJygupR0RQ7PLUq6zqF3RQVcpmRpqzceT9lznWWtUR0tfKEucobsjE/KCpB2SC28",
+	"o8vkeumTMia23hiaPai1A7q4ZLgUSx41dojmeTyBx5FI05lKWyEZ4vr+dvn251axUDO5kYzjkXEbD6E5",
+	"XlFw8060+/Zar+21gTBVp7n+3ThOrv+l+SmfXZecF/DTnBbE1MBLpsx+g6sbkl+ri8I1uPpNhG56CMF5",
+	"NtfWEeYc2Vx8O6wps+MyT67/5Rq48JPIeEn+bXpgflfnaAI5uzoy2XwFf1z/i+3Xwn7ooEDApbVhlhak",
+	"VWf8mtIhfUhZN3moDF21yFF8uM5JqTQhRwH32/Vsowdjh+I+83yg1yuek2vrGT9scpFd0JVSBIVEZD7n",
+	"lTzTQslh0kM8W3dd1RbTEU0aPfMYpf9yXZLq2uQgG5JMGYAiYCFt0vMtLmqIOgVkA82usUgLx2+jtyHc",
+	"68oCU7bfxY4Lair8dgqQW/mhOvBeRJM5r1ZYotPj0+Onh4nNsPju9HSfnSZkRfBKAHzxJitI3KT3Nmq5",
+	"0/o/xKKTa16K1AaKAstXG6XdJl7BCNB2oTJkPmUTnXvOS62uoBuiFHdmtOFUyflriKZO0cQkotoSM1gY",
+	"k5zBqpVLsjpD79+/enH7f6aM6vhXsqKmcEnSGPfSlnUvTRBhWbUpXVU7QdmNBRFq4ntMdbwpg8drredD",
+	"7KupjuRkfYqzG0cFg3PqgREVhfki0UZP0HinTOnnx+i5WgYA9FGKO1BJ8z6pKC6oMJWPdBd+6uGEV001",
+	"+EO04rcmeq9TV8PYBjTiqzMfq2sEjMI3oOqCQVQdnbBzXFiwAbTl8zaiCLCQB/totMAGSsVentKKgNH2",
+	"Gv7fy2xSN14dxGhCp1jugFy0qdZ7SMWU3ZBSgj1HA9nqWUlMXUpyycsSzHw6JFLtFVMS1UT+VMTU9SJe",
+	"WaNkyiA6yBvJx5ICIjJGCyyVpIUVxYWiZN+o69tzHbmdXpLA8vhYvYDdS7XriRg20rU40DNTnTY1JVSb",
+	"UCOgrbe8FWEyQTXTY829Yh4v9Z45UpM6Q9islA7eLagG3wQPF8wa9oBhWyN3nE1eV9d2mMcBBlM6lK18",
+	"BrdTQ+Z5LUhuy4NA/67Cld5G6rIMQ57aGSTeEyuIIbK+4ELvHht8rsUINJvY8hx2a0FQL9xLa6GRcYzD",
+	"Rxvpec1AQL1i+lrEK9QiYJo4T4NaajAce36GKes4GpyfAXXdDOe+QGhhaXtMiAymkwGCtzygKWZv+Xr7",
+	"TzBDNC+Ixgc7dDfj9tKpHZ8tSXZzPGVvcKHOD8h6L2uJJtY3xEukjiy1AzQVGhlovPDHx8eHDjnDTLfx",
+	"zTSiHl54mugu1c7TUgSzjbvZm2A7KBVkkwkMoL/u4fuPH7UeD2YSWzPGLWfK6qJIQbx4x85J67RYEcw0",
+	"En2wSgs0eQmnH0jcB/KNeD18Jd9IawRfzzfyBQKl7uxM0Uyhz12gGpT6gX03ATZL9K7QXpbE7jMQCmGX",
+	"i1GvRrlbPFVM7SXajgDsgPxgWB8Q1rMNiCf4GFU1Y9qDCPewY/QfZKPtrIB/Zuyfly/+45FAsGNf5Ydn",
+	"pkYSg+qEVJgKmCRHkxTSobQhOj08b67G6l3ULsGXauvw9RKLZQpV5FaKSHWZYwliMtX0uraAbIqW5o9z",
+	"KOIImSBMdlpaG4VBEGkGYpCKhM1zhrWBDImmXke10TUynWoIU1QtokmrscN23/CGK2ig30y7B0rLq/z0",
+	"9C/HyL6o/dJKLupPct3gDSGmirrmoynDLjvLmUuPOxMH6zf+UJNz1aL26PtE2yLi3pEFVTdKLQB+MVFD",
+	"DyfkoIevKuTMCIagIDVJCBzymkX3j/z8y0MM/zln84JmciC/utoggHcWlttckWvLO8buJ4hJQ+QSYXGj",
+	"K058JdlqudHJKgO1WG2SZi0QlfcgPWGLnRhrUVh+/mQwJZXq9eznFyQ/Q+kN2ahLJuyzBCkNA/TLmSBM",
+	"2pS3G7I5TODV67Iic/pRCVR8Q9iUFVSSSsl/fQ1MK1qSayyveXWtNSDVdsmzJVqJM13IDYAOtT4NRgqt",
+	"OavLFaloNmWphlN6CVV+1C22uZFpUdzofqgWAA97eIzeqVbBLOUBSahr9WS2kebHw3O0oubC5xDYBF1B",
+	"MAHMuFcUwyh3RgF8GgVyUMtwqVbgQYUN9PBVhY0ZwXDilVrhP7DC9M5mKrsT2BkuJmZvd60fxvCz0zY3",
+	"MWiqaxi+Dm6sq+Lg7GApZXl2cgIuhCUX8uyHH558ByjlpvlPNjDROC0+J+4XKPHq/81L/09sqs/3Axv9",
+	"n+GC5v9gneStHxuI6fabfsEw/1FefOj03fnWYUN4v3nuRvebJa7/k85F+fzb5/8/AAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -41,6 +41,18 @@ func (q *Queries) ConsumerWatermarkAdvance(ctx context.Context, arg ConsumerWate
 	return err
 }
 
+const consumerWatermarkResetByQueue = `-- name: ConsumerWatermarkResetByQueue :exec
+UPDATE queen.consumer_watermarks
+SET scan_from = '-infinity', reset_at = clock_timestamp(), updated_at = now()
+WHERE queue_id = $1
+`
+
+// The same for every group of a queue, after a clear (see ClearQueue).
+func (q *Queries) ConsumerWatermarkResetByQueue(ctx context.Context, queueID uuid.UUID) error {
+	_, err := q.db.Exec(ctx, consumerWatermarkResetByQueue, queueID)
+	return err
+}
+
 const consumerWatermarkResetGroup = `-- name: ConsumerWatermarkResetGroup :exec
 UPDATE queen.consumer_watermarks
 SET scan_from = '-infinity', reset_at = clock_timestamp(), updated_at = now()

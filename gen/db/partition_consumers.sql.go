@@ -486,6 +486,45 @@ func (q *Queries) PartitionConsumerListByPartition(ctx context.Context, partitio
 	return items, nil
 }
 
+const partitionConsumerLockForClear = `-- name: PartitionConsumerLockForClear :exec
+SELECT 1 FROM queen.partition_consumers pc
+JOIN queen.partitions p ON p.id = pc.partition_id
+WHERE p.queue_id = $1
+  AND ($2::text IS NULL OR p.name = $2::text)
+ORDER BY pc.partition_id, pc.consumer_group
+FOR UPDATE OF pc
+`
+
+type PartitionConsumerLockForClearParams struct {
+	QueueID       uuid.UUID
+	PartitionName *string
+}
+
+// Step one of a queue clear: locks every cursor row on the partitions about
+// to go (one partition, or all of the queue when partition_name is NULL), in
+// the key order ack batches use. Cursors are locked before partitions, as an
+// ack-and-push transaction does, so a clear cannot deadlock with one.
+func (q *Queries) PartitionConsumerLockForClear(ctx context.Context, arg PartitionConsumerLockForClearParams) error {
+	_, err := q.db.Exec(ctx, partitionConsumerLockForClear, arg.QueueID, arg.PartitionName)
+	return err
+}
+
+const partitionConsumerLockForClearNowait = `-- name: PartitionConsumerLockForClearNowait :exec
+SELECT 1 FROM queen.partition_consumers pc
+WHERE pc.partition_id = ANY($1::uuid[])
+ORDER BY pc.partition_id, pc.consumer_group
+FOR UPDATE NOWAIT
+`
+
+// Step three: the cursor rows of the locked partitions again, without
+// waiting. A row created after step one (a first pop of a group) may be held
+// by a transaction that now waits for one of our partitions; waiting for it
+// would deadlock, so the clear fails with lock_not_available and starts over.
+func (q *Queries) PartitionConsumerLockForClearNowait(ctx context.Context, partitionIds []uuid.UUID) error {
+	_, err := q.db.Exec(ctx, partitionConsumerLockForClearNowait, partitionIds)
+	return err
+}
+
 const partitionConsumerLockMany = `-- name: PartitionConsumerLockMany :many
 SELECT pc.partition_id, pc.consumer_group, pc.last_seq, pc.lease_id,
        COALESCE(pc.lease_expires_at > now(), false)::boolean AS lease_active,

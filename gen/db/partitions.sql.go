@@ -243,6 +243,30 @@ func (q *Queries) PartitionDeleteEmptyBefore(ctx context.Context, arg PartitionD
 	return result.RowsAffected(), nil
 }
 
+const partitionDeleteMany = `-- name: PartitionDeleteMany :one
+WITH gone AS (
+    DELETE FROM queen.partitions WHERE id = ANY($1::uuid[]) RETURNING id
+)
+SELECT (SELECT count(*) FROM gone)::bigint AS partitions_deleted,
+       (SELECT count(*) FROM queen.messages m WHERE m.partition_id = ANY($1::uuid[]))::bigint AS messages_deleted
+`
+
+type PartitionDeleteManyRow struct {
+	PartitionsDeleted int64
+	MessagesDeleted   int64
+}
+
+// Step four: deletes the locked partitions; messages, cursors, leases and
+// dead letters go with them by cascade. The messages are counted in the
+// same snapshot, before the cascade runs; no push can add one while the
+// partition rows are locked.
+func (q *Queries) PartitionDeleteMany(ctx context.Context, ids []uuid.UUID) (PartitionDeleteManyRow, error) {
+	row := q.db.QueryRow(ctx, partitionDeleteMany, ids)
+	var i PartitionDeleteManyRow
+	err := row.Scan(&i.PartitionsDeleted, &i.MessagesDeleted)
+	return i, err
+}
+
 const partitionEnsure = `-- name: PartitionEnsure :one
 INSERT INTO queen.partitions AS p (queue_id, name) VALUES ($1, $2)
 ON CONFLICT (queue_id, name) DO UPDATE SET name = EXCLUDED.name
@@ -386,6 +410,45 @@ func (q *Queries) PartitionListPopCandidates(ctx context.Context, arg PartitionL
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const partitionLockForClear = `-- name: PartitionLockForClear :many
+SELECT p.id FROM queen.partitions p
+WHERE p.queue_id = $1
+  AND ($2::text IS NULL OR p.name = $2::text)
+ORDER BY p.name COLLATE "C"
+FOR UPDATE
+`
+
+type PartitionLockForClearParams struct {
+	QueueID       uuid.UUID
+	PartitionName *string
+}
+
+// Step two of a queue clear: locks the partitions about to go (one, or all
+// of the queue when partition_name is NULL) in the order pushes lock them,
+// by name in byte order (Go's string order, see storeMessages), so a
+// concurrent multi-partition push cannot deadlock with the clear. A push
+// holding one of them commits first; a partition a push is creating right
+// now is not seen and survives.
+func (q *Queries) PartitionLockForClear(ctx context.Context, arg PartitionLockForClearParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, partitionLockForClear, arg.QueueID, arg.PartitionName)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

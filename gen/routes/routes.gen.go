@@ -46,6 +46,7 @@ var All = []Route{
 	{Method: "GET", Path: "/api/v1/pop/queue/{queue}", OperationID: "popQueue", Access: ReadWrite},
 	{Method: "GET", Path: "/api/v1/pop/queue/{queue}/partition/{partition}", OperationID: "popPartition", Access: ReadWrite},
 	{Method: "POST", Path: "/api/v1/push", OperationID: "pushMessages", Access: WriteOnly},
+	{Method: "DELETE", Path: "/api/v1/queues/{queue}/clear", OperationID: "clearQueue", Access: Admin},
 	{Method: "GET", Path: "/api/v1/resources/namespaces", OperationID: "listNamespaces", Access: ReadOnly},
 	{Method: "GET", Path: "/api/v1/resources/overview", OperationID: "getOverview", Access: ReadOnly},
 	{Method: "GET", Path: "/api/v1/resources/partitions", OperationID: "listPartitions", Access: ReadOnly},

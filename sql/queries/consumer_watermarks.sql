@@ -23,3 +23,9 @@ ON CONFLICT (queue_id, consumer_group) DO UPDATE
 UPDATE queen.consumer_watermarks
 SET scan_from = '-infinity', reset_at = clock_timestamp(), updated_at = now()
 WHERE consumer_group = @consumer_group;
+
+-- name: ConsumerWatermarkResetByQueue :exec
+-- The same for every group of a queue, after a clear (see ClearQueue).
+UPDATE queen.consumer_watermarks
+SET scan_from = '-infinity', reset_at = clock_timestamp(), updated_at = now()
+WHERE queue_id = @queue_id;

@@ -132,6 +132,28 @@ USING queen.partitions p, queen.queues q
 WHERE pc.partition_id = p.id AND p.queue_id = q.id
   AND pc.consumer_group = @consumer_group AND q.name = @queue_name;
 
+-- name: PartitionConsumerLockForClear :exec
+-- Step one of a queue clear: locks every cursor row on the partitions about
+-- to go (one partition, or all of the queue when partition_name is NULL), in
+-- the key order ack batches use. Cursors are locked before partitions, as an
+-- ack-and-push transaction does, so a clear cannot deadlock with one.
+SELECT 1 FROM queen.partition_consumers pc
+JOIN queen.partitions p ON p.id = pc.partition_id
+WHERE p.queue_id = @queue_id
+  AND (sqlc.narg(partition_name)::text IS NULL OR p.name = sqlc.narg(partition_name)::text)
+ORDER BY pc.partition_id, pc.consumer_group
+FOR UPDATE OF pc;
+
+-- name: PartitionConsumerLockForClearNowait :exec
+-- Step three: the cursor rows of the locked partitions again, without
+-- waiting. A row created after step one (a first pop of a group) may be held
+-- by a transaction that now waits for one of our partitions; waiting for it
+-- would deadlock, so the clear fails with lock_not_available and starts over.
+SELECT 1 FROM queen.partition_consumers pc
+WHERE pc.partition_id = ANY(@partition_ids::uuid[])
+ORDER BY pc.partition_id, pc.consumer_group
+FOR UPDATE NOWAIT;
+
 -- name: PartitionConsumerSeekQueue :execrows
 -- Moves the group's cursor on every partition of a queue: to the newest
 -- message (to_end) or to the last message at or before target_time. Creates

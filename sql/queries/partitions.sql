@@ -14,6 +14,30 @@ INSERT INTO queen.partitions AS p (queue_id, name) VALUES (@queue_id, @name)
 ON CONFLICT (queue_id, name) DO UPDATE SET name = EXCLUDED.name
 RETURNING p.id;
 
+-- name: PartitionLockForClear :many
+-- Step two of a queue clear: locks the partitions about to go (one, or all
+-- of the queue when partition_name is NULL) in the order pushes lock them,
+-- by name in byte order (Go's string order, see storeMessages), so a
+-- concurrent multi-partition push cannot deadlock with the clear. A push
+-- holding one of them commits first; a partition a push is creating right
+-- now is not seen and survives.
+SELECT p.id FROM queen.partitions p
+WHERE p.queue_id = @queue_id
+  AND (sqlc.narg(partition_name)::text IS NULL OR p.name = sqlc.narg(partition_name)::text)
+ORDER BY p.name COLLATE "C"
+FOR UPDATE;
+
+-- name: PartitionDeleteMany :one
+-- Step four: deletes the locked partitions; messages, cursors, leases and
+-- dead letters go with them by cascade. The messages are counted in the
+-- same snapshot, before the cascade runs; no push can add one while the
+-- partition rows are locked.
+WITH gone AS (
+    DELETE FROM queen.partitions WHERE id = ANY(@ids::uuid[]) RETURNING id
+)
+SELECT (SELECT count(*) FROM gone)::bigint AS partitions_deleted,
+       (SELECT count(*) FROM queen.messages m WHERE m.partition_id = ANY(@ids::uuid[]))::bigint AS messages_deleted;
+
 -- name: PartitionGetByQueueAndName :one
 SELECT p.*, (p.last_message_at IS NOT NULL AND p.last_message_at > now() - make_interval(secs => @window_seconds::integer))::boolean AS window_active
 FROM queen.partitions p WHERE p.queue_id = @queue_id AND p.name = @name;
