@@ -218,7 +218,7 @@ WHERE p.id IN (
     SELECT c.id FROM queen.partitions c
     WHERE c.last_seq = c.vacant_seqs
       AND COALESCE(c.last_message_at, c.created_at) < $1::timestamptz
-    ORDER BY c.queue_id, c.name
+    ORDER BY c.queue_id, c.name COLLATE "C"
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 )
