@@ -23,6 +23,7 @@ run: build
 # Every test, with the race detector. The harness in sql/pgtest starts a
 # throwaway PostgreSQL cluster from the installed binaries.
 test:
+	scripts/ensure-chromium
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
 
