@@ -177,6 +177,9 @@ func (b *testBundle) advisoryLocks() int {
 
 // eventually polls cond until it holds or the deadline passes. Only for
 // what is inherently asynchronous (another goroutine or process).
+// Not require.Eventually: that runs cond on another goroutine, and these
+// conditions query the database through require, whose FailNow must run on
+// the test's own goroutine.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)

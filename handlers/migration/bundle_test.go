@@ -59,6 +59,9 @@ func waitDone(t *testing.T, r *Runner) Status {
 
 // eventually polls cond until it holds or the deadline passes. Only for
 // what is inherently asynchronous (the runner's goroutine, a child process).
+// Not require.Eventually: that runs cond on another goroutine, and these
+// conditions query the database through require, whose FailNow must run on
+// the test's own goroutine.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
