@@ -30,6 +30,7 @@ test:
 generate:
 	$(GO) tool sqlc generate
 	$(GO) tool oapi-codegen -config openapi/oapi-codegen.yaml openapi/openapi.yaml
+	$(GO) tool oapi-codegen -config openapi/oapi-codegen-client.yaml openapi/openapi.yaml
 	$(GO) run ./openapi/routegen
 
 # Fails when gen/ is not what the spec and the SQL produce.
