@@ -18,6 +18,7 @@ import (
 	"github.com/queenforgo/queen/handlers/auth"
 	"github.com/queenforgo/queen/handlers/jobs"
 	"github.com/queenforgo/queen/handlers/metrics"
+	"github.com/queenforgo/queen/handlers/migration"
 	"github.com/queenforgo/queen/sql/pgtest"
 	"github.com/queenforgo/queen/web"
 )
@@ -43,12 +44,18 @@ func startBroker(t *testing.T, authn *auth.Authenticator) *broker {
 	pool := pgtest.NewPool(t)
 	reg := metrics.New()
 	js := jobs.New(jobs.Config{Pool: pool, Metrics: reg, Hostname: "e2e-broker", Port: 6632})
+	src := pool.Config().ConnConfig
+	runner := migration.New(migration.Config{Source: migration.Endpoint{
+		Host: src.Host, Port: int(src.Port), Database: src.Database, User: src.User, Password: src.Password,
+	}})
+	t.Cleanup(runner.Stop)
 	srv := handlers.New(handlers.Config{
 		Pool:           pool,
 		Metrics:        reg,
 		RepollInterval: 50 * time.Millisecond,
 		Auth:           authn,
 		Dashboard:      web.New(),
+		Migration:      runner,
 		StatsFlushFunc: func(ctx context.Context) error { return js.Flush(ctx, time.Now()) },
 	})
 	h, err := srv.Handler()

@@ -128,6 +128,12 @@ export const api = {
   getPopMaintenance: () => get('/api/v1/system/maintenance/pop'),
   setPopMaintenance: (enabled) => post('/api/v1/system/maintenance/pop', { enabled }),
   getBuffers: () => get('/api/v1/status/buffers'),
+
+  migrationTestConnection: (target) => post('/api/v1/migration/test-connection', target),
+  migrationStart: (body) => post('/api/v1/migration/start', body),
+  migrationStatus: () => get('/api/v1/migration/status'),
+  migrationValidate: (target) => post('/api/v1/migration/validate', target),
+  migrationReset: () => post('/api/v1/migration/reset'),
 };
 
 // range returns {from, to} ISO strings for the last `minutes`.

@@ -13,6 +13,8 @@ import consumers from './views/consumers.js';
 import traces from './views/traces.js';
 import analytics from './views/analytics.js';
 import system from './views/system.js';
+import migration from './views/migration.js';
+import { setupSearch } from './search.js';
 
 // Routes: [pattern, nav entry, view]. ":name" captures one segment.
 const routes = [
@@ -26,6 +28,7 @@ const routes = [
   ['/analytics', 'analytics', analytics],
   ['/operations', 'analytics', analytics], // the reference's Queue Operations view
   ['/system', 'system', system],
+  ['/migration', 'migration', migration],
 ];
 
 const $ = (id) => document.getElementById(id);
@@ -237,6 +240,7 @@ window.addEventListener('error', (ev) => {
 });
 adoptPathRoute();
 setupToken();
+setupSearch();
 setupRefresh();
 window.addEventListener('hashchange', route);
 // Who is signed in decides which actions the first view offers.

@@ -141,8 +141,11 @@ export function json(value) {
   return h('pre', { class: 'json' }, text === undefined ? 'undefined' : text);
 }
 
-// confirm({title, text, ok, typeToConfirm}) asks before a destructive action.
-export function confirm({ title, text, ok = 'Confirm', typeToConfirm }) {
+// confirm({title, text, ok, typeToConfirm, extra, canConfirm}) asks before
+// a destructive action. extra is an element shown under the text (e.g. an
+// input the caller reads afterwards); while canConfirm() is false the
+// button stays disabled.
+export function confirm({ title, text, ok = 'Confirm', typeToConfirm, extra: more, canConfirm }) {
   const dlg = document.getElementById('confirm');
   if (dlg.open) return Promise.resolve(false); // one question at a time
   document.getElementById('confirm-title').textContent = title;
@@ -157,6 +160,14 @@ export function confirm({ title, text, ok = 'Confirm', typeToConfirm }) {
     okBtn.disabled = true;
     input.addEventListener('input', () => { okBtn.disabled = input.value !== typeToConfirm; });
     extra.append(h('label', {}, `Type “${typeToConfirm}” to confirm:`), input);
+  }
+  if (more) {
+    extra.append(more);
+    if (canConfirm) {
+      const check = () => { okBtn.disabled = !canConfirm(); };
+      more.addEventListener('input', check);
+      check();
+    }
   }
   return new Promise((resolve) => {
     dlg.addEventListener('close', () => resolve(dlg.returnValue === 'ok'), { once: true });

@@ -1,5 +1,6 @@
 // Consumer groups: one row per (group, queue) with its lag; move a group to
-// the end of a queue or delete its cursors (confirmed); lagging partitions.
+// a time or to the end of a queue, or delete its cursors (confirmed);
+// lagging partitions.
 
 import { api } from '../api.js';
 import { h, panel, num, dec, table, link, seconds, time, chip, confirm, act } from '../ui.js';
@@ -20,6 +21,23 @@ export default {
       });
       if (!ok) return;
       const r = await act(btn, () => api.seekConsumerGroup(g.name, g.queueName, { toEnd: true }), (x) => `${x.partitionsUpdated} partition cursor(s) of ${g.name} moved to the end of ${g.queueName}.`);
+      if (r) ctx.refresh();
+    };
+    // seek moves the group's cursors on every partition of the queue to the
+    // last message at or before a time; what follows it is delivered again.
+    const seek = async (g, btn) => {
+      const at = h('input', { type: 'datetime-local', step: 1, value: localInput(new Date(Date.now() - 3600000)), 'aria-label': 'seek time', dataset: { seek: '' } });
+      const ok = await confirm({
+        title: `Seek ${g.name} on ${g.queueName}`,
+        text: 'Every partition cursor of the group moves to the last message at or before this time (your browser\'s time zone): messages after it are delivered again, earlier ones are skipped.',
+        ok: 'Seek',
+        extra: h('label', { class: 'field' }, h('span', {}, 'Time'), at),
+        canConfirm: () => !Number.isNaN(new Date(at.value).getTime()),
+      });
+      if (!ok) return;
+      const when = new Date(at.value);
+      const r = await act(btn, () => api.seekConsumerGroup(g.name, g.queueName, { timestamp: when.toISOString() }),
+        (x) => `${x.partitionsUpdated} partition cursor(s) of ${g.name} moved to ${time(when.toISOString())}.`);
       if (r) ctx.refresh();
     };
     const remove = async (g, btn) => {
@@ -48,6 +66,7 @@ export default {
         ['Max time lag', (g) => seconds(g.maxTimeLag), { class: 'n' }],
         ['Subscription', (g) => (g.subscriptionMode ? `${g.subscriptionMode}${g.subscriptionTimestamp ? ` since ${time(g.subscriptionTimestamp)}` : ''}` : '–')],
         ['', (g) => h('span', { class: 'actions' },
+          ctx.can('read-write') ? h('button', { class: 'small', dataset: { action: 'seek' }, onclick: (ev) => seek(g, ev.target) }, 'Seek…') : null,
           ctx.can('read-write') ? h('button', { class: 'small', onclick: (ev) => toEnd(g, ev.target) }, 'Skip to now') : null,
           ctx.can('admin') ? h('button', { class: 'danger small', onclick: (ev) => remove(g, ev.target) }, 'Delete') : null)],
       ], mine, { rowAttrs: (g) => ({ dataset: { group: g.name, queue: g.queueName } }) });
@@ -72,3 +91,9 @@ export default {
     return { refresh: (force) => Promise.all([groups, lagging].map((p) => p.refresh(force))) };
   },
 };
+
+// localInput formats d for a datetime-local input, in the browser's zone.
+function localInput(d) {
+  const p = (n) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+}
