@@ -6,63 +6,41 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/queenforgo/queen/gen/client"
 )
-
-// popResponse is the part of a pop answer the bench reads.
-type popResponse struct {
-	LeaseID  string          `json:"leaseId"`
-	Messages []poppedMessage `json:"messages"`
-}
-
-type poppedMessage struct {
-	TransactionID string          `json:"transactionId"`
-	PartitionID   string          `json:"partitionId"`
-	LeaseID       string          `json:"leaseId"`
-	Data          json.RawMessage `json:"data"`
-}
-
-type ackItem struct {
-	TransactionID string `json:"transactionId"`
-	PartitionID   string `json:"partitionId"`
-	LeaseID       string `json:"leaseId,omitempty"`
-	Status        string `json:"status"`
-}
-
-type ackBatchRequest struct {
-	Acknowledgments []ackItem `json:"acknowledgments"`
-	ConsumerGroup   string    `json:"consumerGroup,omitempty"`
-}
 
 // consumer pops a batch from a queue, then acks all of it in one request.
 type consumer struct {
-	b     *bench
-	url   string // the pop URL with its query
-	group string // "" is queue mode
-	resp  bytes.Buffer
-	cycle recorder // pop request sent -> ack answered
-	e2e   recorder // push request built -> pop answered, from the payload's "t"
+	b      *bench
+	queue  string
+	params *client.PopQueueParams
+	group  string // "" is queue mode
+	resp   bytes.Buffer
+	cycle  recorder // pop request sent -> ack answered
+	e2e    recorder // push request built -> pop answered, from the payload's "t"
 }
 
 // newConsumer pops from queue in group ("" for queue mode); a named group
 // starts at the beginning of every partition (subscriptionMode=all).
 func (b *bench) newConsumer(queue, group string) *consumer {
-	q := url.Values{}
-	q.Set("batch", strconv.Itoa(b.cfg.Batch))
-	q.Set("wait", "true")
-	q.Set("timeout", strconv.FormatInt(b.cfg.PollTimeout.Milliseconds(), 10))
+	return &consumer{b: b, queue: queue, params: b.popParams(group, b.cfg.Batch, b.cfg.PollTimeout), group: group}
+}
+
+// popParams are the query of a long-poll pop.
+func (b *bench) popParams(group string, batch int, timeout time.Duration) *client.PopQueueParams {
+	wait := true
+	ms := int(timeout.Milliseconds())
+	p := &client.PopQueueParams{Batch: &batch, Wait: &wait, Timeout: &ms}
 	if group != "" {
-		q.Set("consumerGroup", group)
-		q.Set("subscriptionMode", "all")
+		mode := client.PopQueueParamsSubscriptionModeAll
+		p.ConsumerGroup = &group
+		p.SubscriptionMode = &mode
 	}
-	return &consumer{
-		b:     b,
-		url:   b.base + "/api/v1/pop/queue/" + url.PathEscape(queue) + "?" + q.Encode(),
-		group: group,
-	}
+	return p
 }
 
 // run pops and acks until the deadline, ctx, -max-messages, or an empty
@@ -70,7 +48,7 @@ func (b *bench) newConsumer(queue, group string) *consumer {
 func (c *consumer) run(ctx context.Context, deadline time.Time, t *tally, stopOnEmpty func() bool) {
 	for ctx.Err() == nil && time.Now().Before(deadline) && t.msgs.Load() < c.b.cfg.MaxMessages {
 		start := time.Now()
-		p, err := c.b.pop(ctx, c.url, &c.resp)
+		p, err := c.b.pop(ctx, c.queue, c.params, &c.resp)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -105,15 +83,28 @@ func (c *consumer) run(ctx context.Context, deadline time.Time, t *tally, stopOn
 	}
 }
 
+// popResponse is the part of a pop answer the bench reads. The generated
+// client builds the request, but the answer is decoded into this rather
+// than client.PopResponse: the generated type's dozen strings per message
+// cost the bench CPU that the broker under test needs (docs/benchmarks.md).
+type popResponse struct {
+	LeaseID  string          `json:"leaseId"`
+	Messages []poppedMessage `json:"messages"`
+}
+
+type poppedMessage struct {
+	TransactionID string          `json:"transactionId"`
+	PartitionID   string          `json:"partitionId"`
+	LeaseID       string          `json:"leaseId"`
+	Data          json.RawMessage `json:"data"`
+}
+
 // pop long-polls once; a nil answer is a 204.
-func (b *bench) pop(ctx context.Context, popURL string, resp *bytes.Buffer) (*popResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.cfg.PollTimeout+requestTimeout)
+func (b *bench) pop(ctx context.Context, queue string, params *client.PopQueueParams, resp *bytes.Buffer) (*popResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(*params.Timeout)*time.Millisecond+requestTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, popURL, nil)
-	if err != nil {
-		return nil, err
-	}
-	status, err := b.do(req, resp)
+	res, err := b.api.PopQueue(ctx, queue, params)
+	status, err := readAnswer(res, err, resp)
 	if err != nil {
 		return nil, fmt.Errorf("pop: %w", err)
 	}
@@ -131,23 +122,34 @@ func (b *bench) pop(ctx context.Context, popURL string, resp *bytes.Buffer) (*po
 	}
 }
 
-// ack completes every message of a pop in one batch ack and returns how
-// many succeeded.
+// ack completes every message of a pop in one batch ack (the generated
+// request type) and returns how many succeeded, counted in the answer.
 func (b *bench) ack(ctx context.Context, group string, p *popResponse, resp *bytes.Buffer) (int64, error) {
-	body := ackBatchRequest{ConsumerGroup: group, Acknowledgments: make([]ackItem, len(p.Messages))}
-	for i, m := range p.Messages {
-		lease := m.LeaseID
-		if lease == "" {
-			lease = p.LeaseID
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	completed := client.AckStatus("completed")
+	body := client.AckBatchRequest{Acknowledgments: make([]client.AckBatchItem, len(p.Messages))}
+	if group != "" {
+		body.ConsumerGroup = &group
+	}
+	for i := range p.Messages {
+		m := &p.Messages[i]
+		var lease *string
+		switch {
+		case m.LeaseID != "":
+			lease = &m.LeaseID
+		case p.LeaseID != "":
+			lease = &p.LeaseID
 		}
-		body.Acknowledgments[i] = ackItem{TransactionID: m.TransactionID, PartitionID: m.PartitionID, LeaseID: lease, Status: "completed"}
+		body.Acknowledgments[i] = client.AckBatchItem{TransactionId: m.TransactionID, PartitionId: m.PartitionID, LeaseId: lease, Status: &completed}
 	}
-	data, err := json.Marshal(body)
+	res, err := b.api.AckBatch(ctx, body)
+	status, err := readAnswer(res, err, resp)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("ack: %w", err)
 	}
-	if err := b.postJSON(ctx, "ack", "/api/v1/ack/batch", data, http.StatusOK, resp); err != nil {
-		return 0, err
+	if status != http.StatusOK {
+		return 0, fmt.Errorf("ack: status %d: %s", status, excerpt(resp.Bytes()))
 	}
 	ok := int64(bytes.Count(resp.Bytes(), []byte(`"success":true`)))
 	if ok < int64(len(p.Messages)) {

@@ -29,6 +29,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/queenforgo/queen/gen/client"
 )
 
 func main() {
@@ -340,12 +342,14 @@ func newHTTPClient(conns int) *http.Client {
 	}}
 }
 
-// bench is one invocation: the flags, the one HTTP client, and the optional
-// PostgreSQL pool used for xact_commit (the ceiling opens its own).
+// bench is one invocation: the flags, the one HTTP client with the client
+// generated from the spec on top of it, and the optional PostgreSQL pool
+// used for xact_commit (the ceiling opens its own).
 type bench struct {
 	cfg    config
 	base   string
 	client *http.Client
+	api    *client.ClientWithResponses
 	pg     *pgxpool.Pool // nil without -pg
 	pgInfo string        // version and durability settings, for the header
 	log    io.Writer
@@ -360,6 +364,11 @@ func newBench(ctx context.Context, cfg config, log io.Writer) (*bench, error) {
 		client: newHTTPClient(conns),
 		log:    log,
 	}
+	api, err := client.NewClientWithResponses(b.base, client.WithHTTPClient(b.client))
+	if err != nil {
+		return nil, fmt.Errorf("-url: %w", err)
+	}
+	b.api = api
 	if err := b.checkHealth(ctx); err != nil {
 		return nil, err
 	}
@@ -384,18 +393,12 @@ func (b *bench) close() {
 func (b *bench) checkHealth(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base+"/health", nil)
-	if err != nil {
-		return fmt.Errorf("-url: %w", err)
-	}
-	resp, err := b.client.Do(req)
+	resp, err := b.api.GetHealthWithResponse(ctx)
 	if err != nil {
 		return fmt.Errorf("broker at %s: %w (is it running? make run)", b.base, err)
 	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("broker at %s: /health answered %s", b.base, resp.Status)
+	if resp.StatusCode() != http.StatusOK {
+		return fmt.Errorf("broker at %s: /health answered %s", b.base, resp.HTTPResponse.Status)
 	}
 	return nil
 }
@@ -464,16 +467,9 @@ func (b *bench) cleanup() {
 	}
 	for _, q := range b.queues {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, b.base+"/api/v1/resources/queues/"+url.PathEscape(q), nil)
-		if err == nil {
-			var resp *http.Response
-			if resp, err = b.client.Do(req); err == nil {
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					err = errors.New(resp.Status)
-				}
-			}
+		resp, err := b.api.DeleteQueueWithResponse(ctx, q)
+		if err == nil && resp.StatusCode() != http.StatusOK {
+			err = errors.New(resp.HTTPResponse.Status)
 		}
 		cancel()
 		if err != nil {

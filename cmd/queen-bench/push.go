@@ -113,36 +113,28 @@ func appendPayload(buf []byte, t int64, pad string) []byte {
 }
 
 // push sends one push request and returns how many items were queued.
+//
+// The request goes through the generated client, but the body is built by
+// appendPushBody and the answer is counted, not decoded into
+// []client.PushResult: decoding the generated types tripled the bench's own
+// CPU per pushed message (docs/benchmarks.md, "queen-bench and the generated
+// client"), CPU the broker under test shares on a small machine.
 func (b *bench) push(ctx context.Context, body []byte, resp *bytes.Buffer) (int64, error) {
-	if err := b.postJSON(ctx, "push", "/api/v1/push", body, http.StatusCreated, resp); err != nil {
-		return 0, err
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	res, err := b.api.PushMessagesWithBody(ctx, "application/json", bytes.NewReader(body))
+	status, err := readAnswer(res, err, resp)
+	if err != nil {
+		return 0, fmt.Errorf("push: %w", err)
+	}
+	if status != http.StatusCreated {
+		return 0, fmt.Errorf("push: status %d: %s", status, excerpt(resp.Bytes()))
 	}
 	return int64(bytes.Count(resp.Bytes(), []byte(`"status":"queued"`))), nil
 }
 
-// postJSON posts a JSON body and reads the answer into resp; any status but
-// want is an error naming what was being done.
-func (b *bench) postJSON(ctx context.Context, what, path string, body []byte, want int, resp *bytes.Buffer) error {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+path, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	status, err := b.do(req, resp)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if status != want {
-		return fmt.Errorf("%s: status %d: %s", what, status, excerpt(resp.Bytes()))
-	}
-	return nil
-}
-
-// do sends req and reads the whole answer into resp.
-func (b *bench) do(req *http.Request, resp *bytes.Buffer) (int, error) {
-	res, err := b.client.Do(req)
+// readAnswer reads a raw answer of the generated client into resp.
+func readAnswer(res *http.Response, err error, resp *bytes.Buffer) (int, error) {
 	if err != nil {
 		return 0, err
 	}

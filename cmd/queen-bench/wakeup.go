@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 )
@@ -31,11 +30,7 @@ type popOutcome struct {
 // -wakeups cycles or -duration, whichever ends first.
 func (b *bench) wakeupScenario(ctx context.Context) (result, error) {
 	queue := b.queue("wakeup")
-	q := url.Values{}
-	q.Set("batch", "1")
-	q.Set("wait", "true")
-	q.Set("timeout", fmt.Sprint(wakeupPollTimeout.Milliseconds()))
-	popURL := b.base + "/api/v1/pop/queue/" + url.PathEscape(queue) + "?" + q.Encode()
+	params := b.popParams("", 1, wakeupPollTimeout)
 	pad := strings.Repeat("x", max(b.cfg.PayloadBytes-payloadOverhead, 0))
 	var pushResp, popResp, ackResp bytes.Buffer
 	var body []byte
@@ -54,7 +49,7 @@ func (b *bench) wakeupScenario(ctx context.Context) (result, error) {
 	if err := pushOne(); err != nil {
 		return result{}, err
 	}
-	if p, err := b.pop(ctx, popURL, &popResp); err != nil || p == nil {
+	if p, err := b.pop(ctx, queue, params, &popResp); err != nil || p == nil {
 		return result{}, errors.Join(errors.New("warm-up pop found nothing"), err)
 	} else if _, err := b.ack(ctx, "", p, &ackResp); err != nil {
 		return result{}, err
@@ -73,7 +68,7 @@ func (b *bench) wakeupScenario(ctx context.Context) (result, error) {
 		popped := make(chan popOutcome, 1)
 		go func() {
 			var buf bytes.Buffer
-			p, err := b.pop(ctx, popURL, &buf)
+			p, err := b.pop(ctx, queue, params, &buf)
 			popped <- popOutcome{p, err, time.Now()}
 		}()
 		sleepUntil(ctx, time.Now().Add(wakeupPark))
