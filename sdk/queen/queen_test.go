@@ -248,6 +248,37 @@ func TestConsumeRenewsTheLeaseWhileTheHandlerRuns(t *testing.T) {
 	require.NoError(t, stop())
 }
 
+func TestConsumeCancelsTheHandlerWhenTheLeaseIsLost(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	ctx := t.Context()
+	_, err := tb.c.Push(ctx, queen.Message{Queue: "doomed", TransactionID: "x", Payload: 1})
+	require.NoError(t, err)
+
+	started := make(chan struct{})
+	cause := make(chan error, 1)
+	stop := consume(t, tb.c, queen.ConsumerConfig{Queue: "doomed", Wait: time.Second, RenewEvery: 100 * time.Millisecond},
+		func(hctx context.Context, m client.PoppedMessage) error {
+			close(started)
+			<-hctx.Done()
+			cause <- context.Cause(hctx)
+			return hctx.Err()
+		})
+	<-started
+	// Deleting the queue deletes the lease with it: the next renewal is
+	// refused and the handler is told.
+	del, err := tb.c.API().DeleteQueueWithResponse(ctx, "doomed")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, del.StatusCode(), "%s", del.Body)
+	select {
+	case err := <-cause:
+		require.ErrorIs(t, err, queen.ErrLeaseLost)
+	case <-time.After(waitFor):
+		t.Fatal("the handler was not cancelled after its lease was lost")
+	}
+	require.NoError(t, stop())
+}
+
 func TestConsumeStopReleasesUnfinishedMessages(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
