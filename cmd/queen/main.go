@@ -28,6 +28,7 @@ import (
 	"github.com/queenforgo/queen/cmd/queen/roots"
 	"github.com/queenforgo/queen/handlers"
 	"github.com/queenforgo/queen/handlers/auth"
+	dataplane "github.com/queenforgo/queen/handlers/broker"
 	"github.com/queenforgo/queen/handlers/crypto"
 	"github.com/queenforgo/queen/handlers/spool"
 	"github.com/queenforgo/queen/sql/migrate"
@@ -108,32 +109,46 @@ func run() int {
 	}
 	defer pool.Close()
 
-	// The disk spool takes the pushes PostgreSQL cannot (docs/spool.md). It
-	// is closed after the server (which stops its drain) and before the pool.
+	// Wired in this order and shut down in reverse: the disk spool (owned
+	// by the broker from here on: docs/spool.md), the data plane, the HTTP
+	// adapter, the HTTP server. Metrics, background jobs and migrations
+	// run beside them (background.go).
 	sp := openSpool(cfg.Spool, logger)
-	// Metrics, background jobs and migrations (background.go).
 	bg := newBackground(cfg, pool, logger)
-	srv := handlers.New(handlers.Config{
+	validatePush, err := handlers.PushValidator()
+	if err != nil {
+		logger.Error("build the push validator", "err", err)
+		return 1
+	}
+	brk := dataplane.New(dataplane.Config{
 		Pool:                    pool,
 		Logger:                  logger,
+		Metrics:                 bg.metrics,
+		Cipher:                  cipher,
+		Spool:                   sp,
+		ValidatePushFunc:        validatePush,
 		DefaultBatch:            cfg.Pop.DefaultBatchSize,
 		DefaultTimeout:          cfg.Pop.DefaultTimeout,
 		DefaultSubscriptionMode: cfg.Pop.DefaultSubscriptionMode,
 		RepollInterval:          cfg.Pop.RepollInterval,
-		MaxBodyBytes:            cfg.Server.MaxBodyBytes,
 		PushMaxBatch:            cfg.Push.MaxBatch,
 		PushMaxFlushes:          cfg.Push.MaxFlushes,
 		PushParallelMin:         cfg.Push.ParallelMin,
-		Version:                 version,
-		Auth:                    authn,
-		Cipher:                  cipher,
-		ServerID:                serverID(),
-		Spool:                   sp,
-		BufferGaugesFunc:        bufferGauges(sp),
-		Metrics:                 bg.metrics,
-		StatsFlushFunc:          bg.flush,
-		Migration:               bg.migration,
-		Dashboard:               web.New(),
+	})
+	// A boot that fails from here on still closes the spool (Stop is
+	// idempotent: the shutdown below makes this one a no-op).
+	defer func() { _ = brk.Stop(context.Background()) }()
+	srv := handlers.New(handlers.Config{
+		Broker:         brk,
+		Pool:           pool,
+		Logger:         logger,
+		MaxBodyBytes:   cfg.Server.MaxBodyBytes,
+		Version:        version,
+		Auth:           authn,
+		ServerID:       serverID(),
+		StatsFlushFunc: bg.flush,
+		Migration:      bg.migration,
+		Dashboard:      web.New(),
 	})
 	handler, err := srv.Handler()
 	if err != nil {
@@ -150,6 +165,10 @@ func run() int {
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	if err := brk.Start(ctx); err != nil {
+		logger.Error("start the broker", "err", err)
+		return 1
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
 	bg.start()
@@ -163,21 +182,20 @@ func run() int {
 	}
 	stop()
 	logger.Info("shutting down: draining requests (send the signal again to exit at once)")
-	srv.Drain()
+	srv.Drain() // /health answers 503, parked long-polls end
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
 	defer cancel()
 	if err := httpSrv.Shutdown(shutdownCtx); err != nil {
 		logger.Warn("requests still running at the shutdown deadline", "err", err)
 	}
-	// Pushes already queued for a group commit are committed before the
+	// Pushes and acks already queued for a group commit are committed, and
+	// the spool's queued appends fsynced and its active file finalised
+	// (what is not replayed yet is replayed by the next start), before the
 	// pool closes (deferred above).
-	srv.Close()
-	bg.stop()
-	if sp != nil {
-		// Queued appends are fsynced and the active file finalised; what is
-		// not replayed yet is replayed by the next start.
-		_ = sp.Close()
+	if err := brk.Stop(shutdownCtx); err != nil {
+		logger.Warn("stop the broker", "err", err)
 	}
+	bg.stop()
 	logger.Info("shut down")
 	return 0
 }
@@ -307,15 +325,4 @@ func openSpool(c config.Spool, logger *slog.Logger) *spool.Spool {
 		EventsPerFile: c.EventsPerFile,
 		Logger:        logger,
 	})
-}
-
-// bufferGauges reports the spool to /metrics/prometheus.
-func bufferGauges(sp *spool.Spool) func() handlers.BufferGauges {
-	if sp == nil {
-		return nil
-	}
-	return func() handlers.BufferGauges {
-		st := sp.Stats()
-		return handlers.BufferGauges{Pending: st.Pending, Failed: int64(st.FailedFiles), DBHealthy: st.DBHealthy}
-	}
 }

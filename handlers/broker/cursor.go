@@ -84,10 +84,10 @@ func (c *cursor) passed(seq int64) bool { return seq <= c.row.LastSeq }
 
 // ackStep is what one acknowledgement did to a cursor.
 type ackStep struct {
-	released     bool
-	deadLetter   bool  // the message goes to the dead-letter queue
-	deadRetries  int32 // the retries it had, stored with the dead letter
-	refused      error // ErrBlocked
+	released    bool
+	deadLetter  bool  // the message goes to the dead-letter queue
+	deadRetries int32 // the retries it had, stored with the dead letter
+	refused     error // ErrBlocked
 }
 
 // ack applies one acknowledgement of message m (seq, id) with status.

@@ -67,4 +67,3 @@ func (b *Broker) advanceWatermark(ctx context.Context, q db.QueenQueue, group st
 	}
 	return nil
 }
-

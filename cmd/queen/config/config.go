@@ -13,16 +13,23 @@ import (
 	"net/netip"
 	"strconv"
 	"time"
+
+	"github.com/queenforgo/queen/handlers"
+	"github.com/queenforgo/queen/handlers/auth"
+	"github.com/queenforgo/queen/handlers/broker"
+	"github.com/queenforgo/queen/handlers/spool"
 )
 
-// Defaults for every variable that has one. An unset or empty variable takes
-// its default (QUEEN_BIND_ADDR excepted: set-but-empty is an error).
+// Defaults of the variables that belong to the process itself. Every other
+// default is the one its package exports (broker.PopBatchDefault,
+// spool.FlushIntervalDefault, auth.AlgorithmDefault, jobs.*Default, ...), so
+// that each is written once. An unset or empty variable takes its default
+// (QUEEN_BIND_ADDR excepted: set-but-empty is an error).
 const (
 	PortDefault            = 6632
 	BindAddrDefault        = "0.0.0.0"
 	LogLevelDefault        = slog.LevelInfo
 	LogFormatDefault       = LogFormatText
-	MaxBodyBytesDefault    = 16 << 20 // 16 MiB
 	ShutdownTimeoutDefault = 30 * time.Second
 
 	PGHostDefault                  = "localhost"
@@ -33,30 +40,9 @@ const (
 	PGSSLRejectUnauthorizedDefault = true
 	PGConnectTimeoutDefault        = 5 * time.Second
 
-	PopBatchSizeDefault = 1
-	PopTimeoutDefault   = 30 * time.Second
-	PopRepollDefault    = time.Second
-
-	PushMaxBatchDefault = 2000
-	// Measured in docs/benchmarks.md ("Group commit: flushes in parallel
-	// only for large batches").
-	PushMaxFlushesDefault  = 3
-	PushParallelMinDefault = 300
-
-	SpoolFlushIntervalDefault = 100 * time.Millisecond
-	SpoolMaxBatchDefault      = 100
-	SpoolEventsPerFileDefault = 10000
-
-	JWTAlgorithmDefault           = "HS256"
-	JWTClockSkewDefault           = 30 * time.Second
-	JWTJWKSRefreshIntervalDefault = time.Hour
-	JWTJWKSTimeoutDefault         = 5 * time.Second
-	JWTRolesClaimDefault          = "role"
-	JWTRolesArrayClaimDefault     = "roles"
-	JWTRoleAdminDefault           = "admin"
-	JWTRoleReadWriteDefault       = "read-write"
-	JWTRoleReadOnlyDefault        = "read-only"
-	JWTRoleWriteOnlyDefault       = "write-only"
+	// JWTClockSkewDefault: the auth package takes any skew as given (zero
+	// is valid), so the variable's default lives here.
+	JWTClockSkewDefault = 30 * time.Second
 )
 
 // JWTSkipPathsDefault is JWT_SKIP_PATHS when unset. Every entry is public
@@ -182,7 +168,7 @@ func Load(getenv func(string) (string, bool)) (Config, error) {
 		BindAddr:        l.bindAddr("QUEEN_BIND_ADDR"),
 		LogLevel:        l.logLevel("LOG_LEVEL"),
 		LogFormat:       l.oneOf("LOG_FORMAT", LogFormatDefault, LogFormatText, LogFormatJSON),
-		MaxBodyBytes:    l.integer("QUEEN_MAX_BODY_BYTES", MaxBodyBytesDefault, 1024, maxNone),
+		MaxBodyBytes:    l.integer("QUEEN_MAX_BODY_BYTES", handlers.MaxBodyBytesDefault, 1024, maxNone),
 		ShutdownTimeout: l.millis("QUEEN_SHUTDOWN_TIMEOUT_MS", ShutdownTimeoutDefault, 1),
 	}
 
@@ -200,45 +186,45 @@ func Load(getenv func(string) (string, bool)) (Config, error) {
 	}
 
 	c.Pop = Pop{
-		DefaultBatchSize:        int(l.integer("DEFAULT_BATCH_SIZE", PopBatchSizeDefault, 1, 1000)),
-		DefaultTimeout:          l.millis("DEFAULT_TIMEOUT", PopTimeoutDefault, 0),
+		DefaultBatchSize:        int(l.integer("DEFAULT_BATCH_SIZE", broker.PopBatchDefault, 1, 1000)),
+		DefaultTimeout:          l.millis("DEFAULT_TIMEOUT", broker.PopTimeoutDefault, 0),
 		DefaultSubscriptionMode: l.oneOf("DEFAULT_SUBSCRIPTION_MODE", "", "all", "new", "new-only"),
-		RepollInterval:          l.millis("QUEEN_POP_REPOLL_MS", PopRepollDefault, 10),
+		RepollInterval:          l.millis("QUEEN_POP_REPOLL_MS", broker.PopRepollDefault, 10),
 	}
 
 	c.Push = Push{
-		MaxBatch:    int(l.integer("QUEEN_PUSH_MAX_BATCH", PushMaxBatchDefault, 1, maxNone)),
-		MaxFlushes:  int(l.integer("QUEEN_PUSH_MAX_FLUSHES", PushMaxFlushesDefault, 1, 64)),
-		ParallelMin: int(l.integer("QUEEN_PUSH_PARALLEL_MIN", PushParallelMinDefault, 1, maxNone)),
+		MaxBatch:    int(l.integer("QUEEN_PUSH_MAX_BATCH", broker.PushMaxBatchDefault, 1, maxNone)),
+		MaxFlushes:  int(l.integer("QUEEN_PUSH_MAX_FLUSHES", broker.PushMaxFlushesDefault, 1, 64)),
+		ParallelMin: int(l.integer("QUEEN_PUSH_PARALLEL_MIN", broker.PushParallelMinDefault, 1, maxNone)),
 	}
 
 	c.Auth = Auth{
 		Enabled:             l.boolean("JWT_ENABLED", false),
-		Algorithm:           l.str("JWT_ALGORITHM", JWTAlgorithmDefault),
+		Algorithm:           l.str("JWT_ALGORITHM", auth.AlgorithmDefault),
 		Secret:              l.str("JWT_SECRET", ""),
 		PublicKey:           l.str("JWT_PUBLIC_KEY", ""),
 		JWKSURL:             l.str("JWT_JWKS_URL", ""),
-		JWKSRefreshInterval: l.seconds("JWT_JWKS_REFRESH_INTERVAL", JWTJWKSRefreshIntervalDefault, 1),
-		JWKSTimeout:         l.millis("JWT_JWKS_TIMEOUT_MS", JWTJWKSTimeoutDefault, 1),
+		JWKSRefreshInterval: l.seconds("JWT_JWKS_REFRESH_INTERVAL", auth.JWKSRefreshIntervalDefault, 1),
+		JWKSTimeout:         l.millis("JWT_JWKS_TIMEOUT_MS", auth.JWKSTimeoutDefault, 1),
 		Issuer:              l.str("JWT_ISSUER", ""),
 		Audience:            l.str("JWT_AUDIENCE", ""),
 		ClockSkew:           l.seconds("JWT_CLOCK_SKEW", JWTClockSkewDefault, 0),
 		SkipPaths:           l.list("JWT_SKIP_PATHS", JWTSkipPathsDefault()),
-		RolesClaim:          l.str("JWT_ROLES_CLAIM", JWTRolesClaimDefault),
-		RolesArrayClaim:     l.str("JWT_ROLES_ARRAY_CLAIM", JWTRolesArrayClaimDefault),
-		RoleAdmin:           l.str("JWT_ROLE_ADMIN", JWTRoleAdminDefault),
-		RoleReadWrite:       l.str("JWT_ROLE_READ_WRITE", JWTRoleReadWriteDefault),
-		RoleReadOnly:        l.str("JWT_ROLE_READ_ONLY", JWTRoleReadOnlyDefault),
-		RoleWriteOnly:       l.str("JWT_ROLE_WRITE_ONLY", JWTRoleWriteOnlyDefault),
+		RolesClaim:          l.str("JWT_ROLES_CLAIM", auth.RolesClaimDefault),
+		RolesArrayClaim:     l.str("JWT_ROLES_ARRAY_CLAIM", auth.RolesArrayClaimDefault),
+		RoleAdmin:           l.str("JWT_ROLE_ADMIN", auth.RoleAdminDefault),
+		RoleReadWrite:       l.str("JWT_ROLE_READ_WRITE", auth.RoleReadWriteDefault),
+		RoleReadOnly:        l.str("JWT_ROLE_READ_ONLY", auth.RoleReadOnlyDefault),
+		RoleWriteOnly:       l.str("JWT_ROLE_WRITE_ONLY", auth.RoleWriteOnlyDefault),
 	}
 
 	c.Encryption = Encryption{Key: l.hexKey("QUEEN_ENCRYPTION_KEY")}
 
 	c.Spool = Spool{
 		Dir:           l.str("FILE_BUFFER_DIR", ""),
-		FlushInterval: l.millis("FILE_BUFFER_FLUSH_MS", SpoolFlushIntervalDefault, 1),
-		MaxBatch:      int(l.integer("FILE_BUFFER_MAX_BATCH", SpoolMaxBatchDefault, 1, 10000)),
-		EventsPerFile: int(l.integer("FILE_BUFFER_EVENTS_PER_FILE", SpoolEventsPerFileDefault, 1, maxNone)),
+		FlushInterval: l.millis("FILE_BUFFER_FLUSH_MS", spool.FlushIntervalDefault, 1),
+		MaxBatch:      int(l.integer("FILE_BUFFER_MAX_BATCH", spool.MaxBatchDefault, 1, 10000)),
+		EventsPerFile: int(l.integer("FILE_BUFFER_EVENTS_PER_FILE", spool.EventsPerFileDefault, 1, maxNone)),
 	}
 
 	c.Jobs = l.jobs()

@@ -18,6 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
+
+	"github.com/queenforgo/queen/handlers/spool"
 )
 
 // env is a getenv over a map: a key present with "" is set-but-empty.
@@ -248,9 +250,9 @@ func TestLoadGoodValues(t *testing.T) {
 		{"spool", map[string]string{"FILE_BUFFER_DIR": "/var/lib/queen/buffers"}, func(t *testing.T, c Config) {
 			require.True(t, c.Spool.Enabled())
 			require.Equal(t, "/var/lib/queen/buffers", c.Spool.Dir)
-			require.Equal(t, SpoolFlushIntervalDefault, c.Spool.FlushInterval)
-			require.Equal(t, SpoolMaxBatchDefault, c.Spool.MaxBatch)
-			require.Equal(t, SpoolEventsPerFileDefault, c.Spool.EventsPerFile)
+			require.Equal(t, spool.FlushIntervalDefault, c.Spool.FlushInterval)
+			require.Equal(t, spool.MaxBatchDefault, c.Spool.MaxBatch)
+			require.Equal(t, spool.EventsPerFileDefault, c.Spool.EventsPerFile)
 		}},
 		{"spool tuning", map[string]string{"FILE_BUFFER_FLUSH_MS": "250", "FILE_BUFFER_MAX_BATCH": "500", "FILE_BUFFER_EVENTS_PER_FILE": "20"}, func(t *testing.T, c Config) {
 			require.Equal(t, 250*time.Millisecond, c.Spool.FlushInterval)

@@ -15,15 +15,9 @@ import (
 	"github.com/queenforgo/queen/handlers/metrics"
 )
 
-// BufferGauges is the disk spool's state as /metrics/prometheus reports it.
-type BufferGauges struct {
-	Pending, Failed int64
-	DBHealthy       bool
-}
-
 // GetMetrics answers this broker's counters since boot.
 func (s *Server) GetMetrics(ctx context.Context, _ api.GetMetricsRequestObject) (api.GetMetricsResponseObject, error) {
-	reg := s.cfg.Metrics
+	reg := s.metrics
 	uptime := time.Since(reg.Started())
 	proc := reg.Process()
 	queues := reg.Queues()
@@ -93,7 +87,7 @@ func (s *Server) GetPrometheusMetrics(ctx context.Context, _ api.GetPrometheusMe
 }
 
 func (s *Server) writeProcessFamilies(e *metrics.Exposition) {
-	reg := s.cfg.Metrics
+	reg := s.metrics
 	ps := metrics.ReadProcess()
 	gauge := func(name, help string, v float64) {
 		e.Family(name, "gauge", help)
@@ -112,16 +106,14 @@ func (s *Server) writeProcessFamilies(e *metrics.Exposition) {
 	gauge("queen_db_pool_size", "PostgreSQL pool capacity.", float64(st.MaxConns()))
 	gauge("queen_db_pool_idle", "Idle PostgreSQL connections.", float64(st.IdleConns()))
 	gauge("queen_db_pool_active", "PostgreSQL connections in use.", float64(st.AcquiredConns()))
-	buf := BufferGauges{DBHealthy: true}
-	if s.cfg.BufferGaugesFunc != nil {
-		buf = s.cfg.BufferGaugesFunc()
-	}
+	buf, _ := s.b.SpoolStats()
 	gauge("queen_file_buffer_pending", "Pushes spooled to disk waiting for the database.", float64(buf.Pending))
-	gauge("queen_file_buffer_failed", "Spooled pushes that failed to replay.", float64(buf.Failed))
+	gauge("queen_file_buffer_failed", "Spooled pushes that failed to replay.", float64(buf.FailedFiles))
 	gauge("queen_file_buffer_db_healthy", "1 when the spool sees the database healthy.", b2f(buf.DBHealthy))
+	pushMaintenance, _ := s.b.Maintenance()
 	// The switch as this broker applies it (reconciled with the database
 	// row by the maintenance code).
-	gauge("queen_maintenance_mode_enabled", "1 while push maintenance mode is on.", b2f(s.maint != nil && s.maint.push.Load()))
+	gauge("queen_maintenance_mode_enabled", "1 while push maintenance mode is on.", b2f(pushMaintenance))
 
 	proc := reg.Process()
 	tot := metrics.Totals(reg.Queues())

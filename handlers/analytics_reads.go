@@ -17,7 +17,7 @@ func (s *Server) GetWorkerMetrics(ctx context.Context, req api.GetWorkerMetricsR
 	p := req.Params
 	r, err := newSeriesRange(p.From, p.To, time.Hour)
 	if err != nil {
-		return nil, err
+		return badRequest[api.GetWorkerMetrics400JSONResponse](err.Error()), nil
 	}
 	var workerID *int32
 	if p.WorkerId != nil {
@@ -125,7 +125,7 @@ func (s *Server) GetQueueLag(ctx context.Context, req api.GetQueueLagRequestObje
 	p := req.Params
 	r, err := newSeriesRange(p.From, p.To, time.Hour)
 	if err != nil {
-		return nil, err
+		return badRequest[api.GetQueueLag400JSONResponse](err.Error()), nil
 	}
 	rows, err := s.queueSeries(ctx, r, deref(p.Queue, ""))
 	if err != nil {
@@ -155,7 +155,7 @@ func (s *Server) GetQueueOps(ctx context.Context, req api.GetQueueOpsRequestObje
 	p := req.Params
 	r, err := newSeriesRange(p.From, p.To, time.Hour)
 	if err != nil {
-		return nil, err
+		return badRequest[api.GetQueueOps400JSONResponse](err.Error()), nil
 	}
 	queue := deref(p.Queue, "")
 	rows, err := s.queueSeries(ctx, r, queue)
@@ -221,7 +221,7 @@ func (s *Server) GetQueueParkedReplicas(ctx context.Context, req api.GetQueuePar
 	p := req.Params
 	r, err := newSeriesRange(p.From, p.To, time.Hour)
 	if err != nil {
-		return nil, err
+		return badRequest[api.GetQueueParkedReplicas400JSONResponse](err.Error()), nil
 	}
 	rows, err := s.aq().QueueLagMetricsParkedSeries(ctx, db.QueueLagMetricsParkedSeriesParams{
 		BucketSeconds: r.bucketSeconds(), FromTime: r.fromTime(), ToTime: r.toTime(), QueueName: deref(p.Queue, ""),
@@ -256,7 +256,7 @@ func (s *Server) GetRetentionAnalytics(ctx context.Context, req api.GetRetention
 	p := req.Params
 	r, err := newSeriesRange(p.From, p.To, time.Hour)
 	if err != nil {
-		return nil, err
+		return badRequest[api.GetRetentionAnalytics400JSONResponse](err.Error()), nil
 	}
 	rows, err := s.aq().RetentionHistorySeries(ctx, db.RetentionHistorySeriesParams{
 		BucketSeconds: r.bucketSeconds(), FromTime: r.fromTime(), ToTime: r.toTime(), QueueName: deref(p.Queue, ""),

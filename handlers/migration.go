@@ -23,7 +23,7 @@ func migrationTarget(host, database, user string, password *string, port *json.R
 		if raw != "" {
 			n, err := strconv.Atoi(raw)
 			if err != nil || n < 1 || n > 65535 {
-				return e, badRequest("port must be a number between 1 and 65535")
+				return e, invalidf("port must be a number between 1 and 65535")
 			}
 			e.Port = n
 		}
@@ -43,7 +43,7 @@ func (s *Server) MigrationTestConnection(ctx context.Context, req api.MigrationT
 	b := req.Body
 	target, err := migrationTarget(b.Host, b.Database, b.User, b.Password, b.Port, b.Ssl)
 	if err != nil {
-		return nil, err
+		return badRequest[api.MigrationTestConnection400JSONResponse](err.Error()), nil
 	}
 	version, err := migration.TestConnection(ctx, target)
 	if err != nil {
@@ -61,7 +61,7 @@ func (s *Server) MigrationStart(ctx context.Context, req api.MigrationStartReque
 	}
 	target, err := migrationTarget(b.Host, b.Database, b.User, b.Password, b.Port, b.Ssl)
 	if err != nil {
-		return nil, err
+		return badRequest[api.MigrationStart400JSONResponse](err.Error()), nil
 	}
 	opts := migration.Options{Schema: deref(b.Schema, "")}
 	if b.ExcludeTableData != nil {
@@ -71,7 +71,7 @@ func (s *Server) MigrationStart(ctx context.Context, req api.MigrationStartReque
 	case errors.Is(err, migration.ErrRunning):
 		return api.MigrationStart409JSONResponse{Error: "Migration already in progress"}, nil
 	case errors.Is(err, migration.ErrSameDatabase):
-		return nil, badRequest("the target is this broker's own database")
+		return badRequest[api.MigrationStart400JSONResponse]("the target is this broker's own database"), nil
 	case errors.Is(err, migration.ErrToolsMissing):
 		return api.MigrationStart501JSONResponse{Error: err.Error()}, nil
 	case err != nil:
@@ -108,7 +108,7 @@ func (s *Server) MigrationValidate(ctx context.Context, req api.MigrationValidat
 	b := req.Body
 	target, err := migrationTarget(b.Host, b.Database, b.User, b.Password, b.Port, b.Ssl)
 	if err != nil {
-		return nil, err
+		return badRequest[api.MigrationValidate400JSONResponse](err.Error()), nil
 	}
 	if s.cfg.Migration == nil {
 		return api.MigrationValidate500JSONResponse{Success: false, Error: ptr("migrations are not configured on this broker")}, nil

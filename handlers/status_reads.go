@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/queenforgo/queen/gen/api"
 	"github.com/queenforgo/queen/gen/db"
+	"github.com/queenforgo/queen/sql/pgerr"
 )
 
 // GetStatus answers the dashboard's main time series and totals.
@@ -20,7 +20,7 @@ func (s *Server) GetStatus(ctx context.Context, req api.GetStatusRequestObject) 
 	p := req.Params
 	r, err := newSeriesRange(p.From, p.To, time.Hour)
 	if err != nil {
-		return nil, err
+		return badRequest[api.GetStatus400JSONResponse](err.Error()), nil
 	}
 	queue, ns, task := deref(p.Queue, ""), deref(p.Namespace, ""), deref(p.Task, "")
 	resp := api.GetStatus200JSONResponse{TimeRange: r.wire(), BucketMinutes: r.bucketMinutes}
@@ -269,7 +269,7 @@ func (s *Server) ListStatusQueues(ctx context.Context, req api.ListStatusQueuesR
 	var total int64
 	if queue != "" {
 		q, err := s.aq().QueueGetByName(ctx, queue)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if err != nil && !errors.Is(pgerr.Translate(err), pgerr.ErrNotFound) {
 			return nil, fmt.Errorf("read queue %q: %w", queue, err)
 		}
 		if err == nil && (ns == "" || q.Namespace == ns) && (task == "" || q.Task == task) {
@@ -315,7 +315,7 @@ func (s *Server) GetStatusQueue(ctx context.Context, req api.GetStatusQueueReque
 	p := req.Params
 	limit, offset := deref(p.Limit, 1000), deref(p.Offset, 0)
 	q, err := s.aq().QueueGetByName(ctx, req.Queue)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(pgerr.Translate(err), pgerr.ErrNotFound) {
 		return api.GetStatusQueue404JSONResponse{NotFoundJSONResponse: api.NotFoundJSONResponse{Error: "Queue not found"}}, nil
 	}
 	if err != nil {
@@ -389,7 +389,7 @@ func (s *Server) GetStatusQueue(ctx context.Context, req api.GetStatusQueueReque
 // ListStatusQueueMessages pages through a queue's messages, newest first.
 func (s *Server) ListStatusQueueMessages(ctx context.Context, req api.ListStatusQueueMessagesRequestObject) (api.ListStatusQueueMessagesResponseObject, error) {
 	p := req.Params
-	if _, err := s.aq().QueueGetByName(ctx, req.Queue); errors.Is(err, pgx.ErrNoRows) {
+	if _, err := s.aq().QueueGetByName(ctx, req.Queue); errors.Is(pgerr.Translate(err), pgerr.ErrNotFound) {
 		return api.ListStatusQueueMessages404JSONResponse{NotFoundJSONResponse: api.NotFoundJSONResponse{Error: "Queue not found"}}, nil
 	} else if err != nil {
 		return nil, fmt.Errorf("read queue %q: %w", req.Queue, err)
@@ -424,7 +424,7 @@ func (s *Server) GetStatusAnalytics(ctx context.Context, req api.GetStatusAnalyt
 	}
 	r, err := newSeriesRange(p.From, p.To, 24*time.Hour)
 	if err != nil {
-		return nil, err
+		return badRequest[api.GetStatusAnalytics400JSONResponse](err.Error()), nil
 	}
 	step := map[string]func(time.Time) time.Time{
 		"minute": func(t time.Time) time.Time { return t.Add(time.Minute) },
@@ -437,7 +437,7 @@ func (s *Server) GetStatusAnalytics(ctx context.Context, req api.GetStatusAnalyt
 	var starts []time.Time
 	for t := first; !t.After(r.to); t = step(t) {
 		if len(starts) == maxAnalyticsPoints {
-			return nil, badRequest(fmt.Sprintf("more than %d intervals: choose a larger interval or a shorter window", maxAnalyticsPoints))
+			return badRequest[api.GetStatusAnalytics400JSONResponse](fmt.Sprintf("more than %d intervals: choose a larger interval or a shorter window", maxAnalyticsPoints)), nil
 		}
 		starts = append(starts, t)
 	}

@@ -16,6 +16,9 @@ import (
 // for prepared statements far slower (see handlers/planmode).
 func (s *Server) aq() *db.Queries { return db.New(planmode.Custom(s.pool)) }
 
+// rq is the queries of the read routes with fixed arguments.
+func (s *Server) rq() *db.Queries { return db.New(s.pool) }
+
 // The time-series routes read the per-minute rows of the metrics collector
 // (handlers/jobs) and fold them into buckets whose width follows the range,
 // as the reference broker does.
@@ -54,10 +57,10 @@ func newSeriesRange(from, to *string, def time.Duration) (seriesRange, error) {
 		r.from = f.UTC()
 	}
 	if r.from.After(r.to) {
-		return seriesRange{}, badRequest("from must not be after to")
+		return seriesRange{}, invalidf("from must not be after to")
 	}
 	if r.to.Sub(r.from) > maxAnalyticsRange {
-		return seriesRange{}, badRequest("the time range is limited to 400 days")
+		return seriesRange{}, invalidf("the time range is limited to 400 days")
 	}
 	r.bucketMinutes = bucketMinutesFor(r.to.Sub(r.from))
 	return r, nil

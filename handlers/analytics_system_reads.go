@@ -148,7 +148,7 @@ func (s *Server) GetSystemMetrics(ctx context.Context, req api.GetSystemMetricsR
 	p := req.Params
 	r, err := newSeriesRange(p.From, p.To, time.Hour)
 	if err != nil {
-		return nil, err
+		return badRequest[api.GetSystemMetrics400JSONResponse](err.Error()), nil
 	}
 	var workerID *int32
 	if w := deref(p.WorkerId, ""); w != "" {
