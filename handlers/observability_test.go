@@ -53,7 +53,7 @@ func setupAdmin(t *testing.T, opts ...adminOpts) *adminBundle {
 	}
 	reg := metrics.New()
 	js := jobs.New(jobs.Config{Pool: o.pool, Metrics: reg, Hostname: o.hostname, Port: 6632, PID: 4242, BatchSize: o.batchSize})
-	srv := New(Config{
+	srv := newServer(t, testConfig{
 		Pool: o.pool, RepollInterval: 50 * time.Millisecond, Metrics: reg, Migration: o.migration,
 		StatsFlushFunc: func(ctx context.Context) error { return js.Flush(ctx, time.Now()) },
 	})
@@ -61,7 +61,6 @@ func setupAdmin(t *testing.T, opts ...adminOpts) *adminBundle {
 	require.NoError(t, err)
 	hs := httptest.NewServer(h)
 	t.Cleanup(js.Stop)
-	t.Cleanup(srv.Close)
 	t.Cleanup(hs.Close)
 	t.Cleanup(srv.Drain)
 	doc, err := api.GetSwagger()

@@ -215,7 +215,7 @@ func TestStreamCycleCommitsStateSinkAndAck(t *testing.T) {
 	go func() {
 		got <- b.pop("/api/v1/pop/queue/enriched?batch=10&wait=true&timeout=60000&consumerGroup=sinkreader")
 	}()
-	require.Eventually(t, func() bool { return b.srv.waiters.Len(queueKey("enriched")) == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return b.parked("enriched") == 1 }, 10*time.Second, 5*time.Millisecond)
 
 	r := b.cycle(map[string]any{
 		"query_id": qid, "partition_id": p.PartitionID, "consumer_group": "streams.enrich",
@@ -733,7 +733,7 @@ SELECT count(*) FROM (
 // plaintext.
 func TestStreamSinkIsEncryptedPerQueue(t *testing.T) {
 	t.Parallel()
-	b := setupWith(t, Config{Cipher: testCipher(t, 0x44)})
+	b := setupWith(t, testConfig{Cipher: testCipher(t, 0x44)})
 	b.configure("sealed", map[string]any{"encryptionEnabled": true})
 	qid := b.registerQuery("enc", "plain-src", "sealed", "h")
 	payload := map[string]any{"secret": secretMarker}

@@ -1,4 +1,4 @@
-package handlers
+package broker
 
 import (
 	"context"
@@ -65,6 +65,7 @@ func TestCoalescerSmallRequestsShareTheNextFlush(t *testing.T) {
 	t.Parallel()
 	g := newGatedCommit()
 	c := newCoalescer(coalescerLimits{MaxItems: 1000, MaxFlushes: 4, ParallelMin: 100}, g.commit)
+	c.start()
 	t.Cleanup(c.stop)
 
 	first := enqueue(c, 0)
@@ -88,6 +89,7 @@ func TestCoalescerLargeBatchesFlushInParallel(t *testing.T) {
 	t.Parallel()
 	g := newGatedCommit()
 	c := newCoalescer(coalescerLimits{MaxItems: 1000, MaxFlushes: 2, ParallelMin: 5}, g.commit)
+	c.start()
 	t.Cleanup(c.stop)
 
 	a := enqueue(c, 1)
@@ -112,6 +114,7 @@ func TestCoalescerFlushesAreCappedAtMaxItems(t *testing.T) {
 	t.Parallel()
 	g := newGatedCommit()
 	c := newCoalescer(coalescerLimits{MaxItems: 3, MaxFlushes: 1, ParallelMin: 1000}, g.commit)
+	c.start()
 	t.Cleanup(c.stop)
 
 	enqueue(c, 0)
@@ -133,6 +136,7 @@ func TestCoalescerStopFlushesWaitingRequests(t *testing.T) {
 	t.Parallel()
 	g := newGatedCommit()
 	c := newCoalescer(coalescerLimits{MaxItems: 100, MaxFlushes: 1, ParallelMin: 100}, g.commit)
+	c.start()
 
 	a := enqueue(c, 1)
 	require.Equal(t, []int{1}, g.nextFlush(t))
