@@ -1,53 +1,64 @@
 # Queen for Go. `make run` starts a broker with a local PostgreSQL;
 # `make test` runs every test (it starts its own throwaway PostgreSQL).
+# Needs go (1.26) on PATH; `make help` lists the targets.
 SHELL := /bin/bash
-export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build run test test-short generate verify vet fmt bench clean
+.PHONY: all help build run test generate verify lint vet fmt bench clean
 
 all: build
 
-build:
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## build bin/queen
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/queen ./cmd/queen
 
 # Starts (or reuses) the project-local PostgreSQL in .data/ and runs the
 # broker on :6632 in the foreground. Ctrl-C drains and stops the broker;
 # `scripts/localpg stop` stops the database.
-run: build
+run: build ## serve on :6632 with the local PostgreSQL in .data/
 	scripts/localpg start
 	eval "$$(scripts/localpg env)" && exec ./bin/queen
 
 # Every test, with the race detector. The harness in sql/pgtest starts a
 # throwaway PostgreSQL cluster from the installed binaries.
-test:
+test: ## every test, race detector on (installs chromium when missing)
 	scripts/ensure-chromium
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
 
-generate:
+generate: ## regenerate gen/ from openapi/openapi.yaml and sql/
 	$(GO) tool sqlc generate
 	$(GO) tool oapi-codegen -config openapi/oapi-codegen.yaml openapi/openapi.yaml
 	$(GO) run ./openapi/routegen
 
-# Fails when gen/ is not what the spec and the SQL produce.
-verify: generate
-	@git add -N gen >/dev/null 2>&1 || true
-	@if ! git diff --quiet -- gen; then \
-		echo "gen/ is stale: run make generate and commit the result"; git diff --stat -- gen; exit 1; fi
+# Fails when gen/ is not what the spec and the SQL produce, when code is
+# not gofmt-ed, when go.mod is not tidy, or when the linters (the layering
+# rules of .golangci.yml included) object. It reads git's state without
+# writing the index (--no-optional-locks), so it is safe beside other git
+# commands.
+verify: generate lint ## fail on a stale gen/, gofmt, go.mod drift or a lint finding
+	@if [ -n "$$(git --no-optional-locks status --porcelain -- gen)" ]; then \
+		echo "gen/ is stale: run make generate and commit the result"; \
+		git --no-optional-locks status --porcelain -- gen; exit 1; fi
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 
-vet:
+lint: ## golangci-lint (pinned in go.mod): depguard layering, errcheck, staticcheck, govet
+	$(GO) tool golangci-lint run ./...
+
+vet: ## go vet
 	$(GO) vet ./...
 
-fmt:
+fmt: ## gofmt every Go file
 	gofmt -w $$(git ls-files '*.go')
 
-clean:
+clean: ## remove bin/
 	rm -rf bin
 
 # Benchmarks against a running broker (make run in another terminal).
-bench:
+bench: ## every bench scenario against http://127.0.0.1:6632
 	$(GO) run ./cmd/queen-bench all -url http://127.0.0.1:6632

@@ -102,7 +102,7 @@ func setup(t *testing.T, opts ...setupOpts) *testBundle {
 	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
 	t.Cleanup(srv.Drain) // end parked long-polls before the server closes
-	doc, err := api.GetSwagger()
+	doc, err := api.GetSpec()
 	require.NoError(t, err)
 	doc.Servers = nil
 	router, err := legacy.NewRouter(doc)

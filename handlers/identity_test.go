@@ -33,7 +33,7 @@ func setupWith(t *testing.T, cfg testConfig) *testBundle {
 	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
 	t.Cleanup(srv.Drain)
-	doc, err := api.GetSwagger()
+	doc, err := api.GetSpec()
 	require.NoError(t, err)
 	doc.Servers = nil
 	router, err := legacy.NewRouter(doc)

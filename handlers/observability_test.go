@@ -63,7 +63,7 @@ func setupAdmin(t *testing.T, opts ...adminOpts) *adminBundle {
 	t.Cleanup(js.Stop)
 	t.Cleanup(hs.Close)
 	t.Cleanup(srv.Drain)
-	doc, err := api.GetSwagger()
+	doc, err := api.GetSpec()
 	require.NoError(t, err)
 	doc.Servers = nil
 	router, err := legacy.NewRouter(doc)

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/google/uuid"
 
@@ -34,13 +35,13 @@ func (s *Server) ExecuteTransaction(ctx context.Context, req api.ExecuteTransact
 				continue
 			}
 			if op.Queue == nil {
-				return badRequest[api.ExecuteTransaction400JSONResponse](invalidf("operations/%d: a push needs items or a queue", i).Error()), nil
+				return badRequest[api.ExecuteTransaction400JSONResponse](fmt.Sprintf("operations/%d: a push needs items or a queue", i)), nil
 			}
 			slots = append(slots, slot{true, len(pushes)})
 			pushes = append(pushes, pushItemFrom(*op.Queue, op.Partition, op.TransactionId, op.TraceId, op.Payload, sub))
 		case api.Ack:
 			if op.TransactionId == nil || *op.TransactionId == "" || op.PartitionId == nil {
-				return badRequest[api.ExecuteTransaction400JSONResponse](invalidf("operations/%d: an ack needs transactionId and partitionId", i).Error()), nil
+				return badRequest[api.ExecuteTransaction400JSONResponse](fmt.Sprintf("operations/%d: an ack needs transactionId and partitionId", i)), nil
 			}
 			it, err := ackItemFrom(*op.TransactionId, *op.PartitionId, op.Status, op.ConsumerGroup, op.LeaseId, op.Error)
 			if err != nil {
@@ -49,7 +50,7 @@ func (s *Server) ExecuteTransaction(ctx context.Context, req api.ExecuteTransact
 			slots = append(slots, slot{false, len(acks)})
 			acks = append(acks, it)
 		default:
-			return badRequest[api.ExecuteTransaction400JSONResponse](invalidf("operations/%d: unknown type %q", i, op.Type).Error()), nil
+			return badRequest[api.ExecuteTransaction400JSONResponse](fmt.Sprintf("operations/%d: unknown type %q", i, op.Type)), nil
 		}
 	}
 

@@ -46,7 +46,7 @@ type pushItemProp struct {
 var typedBodyOperations = map[string]bool{"PushMessages": true}
 
 func newRequestValidator() (*requestValidator, error) {
-	doc, err := api.GetSwagger()
+	doc, err := api.GetSpec()
 	if err != nil {
 		return nil, fmt.Errorf("load embedded spec: %w", err)
 	}

@@ -89,7 +89,6 @@ type measurement struct {
 	stop    chan struct{}
 	done    sync.WaitGroup
 	peak    int64
-	ended   time.Time
 }
 
 // startMeasure starts the probes just before a run's measured phase.

@@ -378,7 +378,7 @@ func (r *Runner) migrate(ctx context.Context, target Endpoint, opts Options) (du
 	restoreWait := restore.Wait()
 	dumpOut, restoreOut = dumpErr.String(), restoreErr.String()
 	switch {
-	case dumpWait != nil && !(brokenPipe(dumpWait) && restoreWait != nil):
+	case dumpWait != nil && (!brokenPipe(dumpWait) || restoreWait == nil):
 		return dumpOut, restoreOut, fmt.Errorf("pg_dump failed: %w", dumpWait)
 	case restoreWait != nil:
 		// pg_dump's broken pipe, if any, only follows from it.
@@ -435,12 +435,12 @@ func (r *Runner) Validate(ctx context.Context, target Endpoint, schema string) (
 	count := func(e Endpoint, side string) (map[string]int64, []string, error) {
 		conn, err := e.Connect(ctx)
 		if err != nil {
-			return nil, nil, fmt.Errorf("Failed to connect to %s: %w", side, err)
+			return nil, nil, fmt.Errorf("Failed to connect to %s: %w", side, err) //nolint:staticcheck // ST1005: the reference broker's wire text, shown to the dashboard as is
 		}
 		defer conn.Close(context.WithoutCancel(ctx))
 		rows, err := db.New(conn).SchemaTableCounts(ctx, schema)
 		if err != nil {
-			return nil, nil, fmt.Errorf("Failed to count %s tables: %w", side, err)
+			return nil, nil, fmt.Errorf("Failed to count %s tables: %w", side, err) //nolint:staticcheck // ST1005: wire text, as above
 		}
 		m := make(map[string]int64, len(rows))
 		names := make([]string, 0, len(rows))
