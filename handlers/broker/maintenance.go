@@ -129,9 +129,10 @@ func (b *Broker) applyPopMaintenance(on bool) {
 	}
 }
 
-// setSwitch applies a switch here at once, announces both switches, then
-// persists it; when the database cannot be written the reconcile writes it
-// later.
+// setSwitch applies a switch here at once, persists it (when the database
+// cannot be written the reconcile writes it later), then announces both
+// switches, after the save so that a broker applying the announcement and
+// reading the rows sees the same.
 func (b *Broker) setSwitch(ctx context.Context, key string, on bool) {
 	b.maint.mu.Lock()
 	if key == stateKeyPushMaintenance {
@@ -142,20 +143,18 @@ func (b *Broker) setSwitch(ctx context.Context, key string, on bool) {
 	b.maint.unsaved[key] = on
 	b.maint.gen++
 	b.maint.mu.Unlock()
-	b.notify.MaintenanceChanged(b.maint.push.Load(), b.maint.pop.Load())
 	saveCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	err := b.saveSwitch(saveCtx, key, on)
 	b.maint.mu.Lock()
-	defer b.maint.mu.Unlock()
 	if err != nil {
 		b.log.Warn("maintenance switch applied on this broker but not persisted yet; retried by the reconcile",
 			"key", key, "enabled", on, "err", err)
-		return
-	}
-	if v, ok := b.maint.unsaved[key]; ok && v == on {
+	} else if v, ok := b.maint.unsaved[key]; ok && v == on {
 		delete(b.maint.unsaved, key)
 	}
+	b.maint.mu.Unlock()
+	b.notify.MaintenanceChanged(b.maint.push.Load(), b.maint.pop.Load())
 }
 
 func (b *Broker) saveSwitch(ctx context.Context, key string, on bool) error {
