@@ -107,7 +107,9 @@ func (s *Server) identity(user, role, mode string) api.Identity {
 		ActingCluster:   api.IdentityClusterRef{Id: "local", Slug: "local"},
 		Clusters: []api.IdentityCluster{{
 			Id: "local", Slug: "local", Role: role, TenantSlug: "local",
-			TenantId: broker.DefaultTenant, // every request resolves to it while native tenancy is off (TEN-1) Status: "active", CellSlug: cell,
+			// Every request resolves to the default tenant while native
+			// tenancy is off (TEN-1).
+			TenantId: broker.DefaultTenant, Status: "active", CellSlug: cell,
 		}},
 		ActClusterHeader: actClusterHeader,
 		Role:             role,

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -124,12 +123,8 @@ func (b *Broker) replayDeadLetter(ctx context.Context, tenant string, dl deadLet
 	}
 	dest := key(tenant, queue)
 	removed := false
-	for attempt := 0; ; attempt++ {
-		queues, err := b.ensureQueues(ctx, []QueueKey{dest})
-		if err != nil {
-			return Replayed{}, pgerr.Translate(err)
-		}
-		err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+	err := b.withQueues(ctx, []QueueKey{dest}, func(queues map[QueueKey]db.QueenQueue) error {
+		return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 			n, err := b.q.WithTx(tx).DeadLetterDeleteByID(ctx, dl.DlqID)
 			if err != nil || n == 0 {
 				return err
@@ -141,17 +136,9 @@ func (b *Broker) replayDeadLetter(ctx context.Context, tenant string, dl deadLet
 			removed, r.Result = true, out[0]
 			return nil
 		})
-		err = pgerr.Translate(err)
-		if err != nil && attempt == 0 && errors.Is(err, pgerr.ErrForeignKey) {
-			// The cached destination queue was deleted by another broker;
-			// everything rolled back: once more with a fresh queue row.
-			b.queues.invalidate(dest)
-			continue
-		}
-		if err != nil {
-			return Replayed{}, fmt.Errorf("replay dead letter %s: %w", dl.DlqID, err)
-		}
-		break
+	})
+	if err != nil {
+		return Replayed{}, fmt.Errorf("replay dead letter %s: %w", dl.DlqID, err)
 	}
 	if !removed {
 		return Replayed{}, ErrNotFound // replayed or purged since it was read

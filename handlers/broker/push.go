@@ -2,13 +2,12 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/queenforgo/queen/gen/db"
 	"github.com/queenforgo/queen/handlers/metrics"
-	"github.com/queenforgo/queen/sql/pgerr"
 )
 
 // Push stores items: in PostgreSQL, committed together with concurrent
@@ -40,32 +39,19 @@ func (b *Broker) push(ctx context.Context, items []PushItem) ([]PushResult, erro
 }
 
 // pushDirect stores items in their own transaction (the group commit's
-// commit function). A queue deleted by another broker while cached is
-// retried once fresh.
+// commit function), and announces their queues ready.
 func (b *Broker) pushDirect(ctx context.Context, items []PushItem) ([]PushResult, error) {
-	for attempt := 0; ; attempt++ {
-		out, err := b.pushOnce(ctx, items)
-		if err != nil && attempt == 0 && errors.Is(err, pgerr.ErrForeignKey) {
-			b.forgetQueues(distinctQueues(items))
-			continue
-		}
-		return out, err
-	}
-}
-
-func (b *Broker) pushOnce(ctx context.Context, items []PushItem) ([]PushResult, error) {
 	keys := distinctQueues(items)
-	queues, err := b.ensureQueues(ctx, keys)
-	if err != nil {
-		return nil, pgerr.Translate(err)
-	}
 	var out []PushResult
-	err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		out, err = b.insertMessages(ctx, tx, queues, items)
-		return err
+	err := b.withQueues(ctx, keys, func(queues map[QueueKey]db.QueenQueue) error {
+		return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+			var err error
+			out, err = b.insertMessages(ctx, tx, queues, items)
+			return err
+		})
 	})
 	if err != nil {
-		return nil, pgerr.Translate(fmt.Errorf("push: %w", err))
+		return nil, fmt.Errorf("push: %w", err)
 	}
 	b.notify.QueuesReady(keys)
 	return out, nil
@@ -83,12 +69,4 @@ func distinctQueues(items []PushItem) []QueueKey {
 		}
 	}
 	return keys
-}
-
-// forgetQueues drops cached queue rows after a foreign-key race showed one
-// of them deleted by another broker.
-func (b *Broker) forgetQueues(keys []QueueKey) {
-	for _, k := range keys {
-		b.queues.invalidate(k)
-	}
 }

@@ -2,12 +2,14 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/queenforgo/queen/gen/db"
+	"github.com/queenforgo/queen/sql/pgerr"
 )
 
 // queueCache keeps recently used queue rows so that a push or pop does not
@@ -151,6 +153,28 @@ func (b *Broker) ensureTenantQueues(ctx context.Context, tenant string, missing 
 		}
 	}
 	return nil
+}
+
+// withQueues runs fn, a transaction that writes into the queues of keys,
+// with their rows (created when missing). When fn fails on a foreign-key
+// race, a cached queue was deleted by another broker meanwhile and fn's
+// transaction rolled back: the rows are read again and fn runs once more.
+// Every writer of messages goes through it.
+func (b *Broker) withQueues(ctx context.Context, keys []QueueKey, fn func(queues map[QueueKey]db.QueenQueue) error) error {
+	for attempt := 0; ; attempt++ {
+		queues, err := b.ensureQueues(ctx, keys)
+		if err != nil {
+			return pgerr.Translate(err)
+		}
+		err = pgerr.Translate(fn(queues))
+		if err != nil && attempt == 0 && errors.Is(err, pgerr.ErrForeignKey) {
+			for _, k := range keys {
+				b.queues.invalidate(k)
+			}
+			continue
+		}
+		return err
+	}
 }
 
 // tagsFromName derives the namespace and task of an auto-created queue as the

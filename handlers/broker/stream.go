@@ -135,7 +135,7 @@ func (e errCycleRefused) Error() string { return e.err.Error() }
 // CommitStreamCycle commits one cycle in one transaction. ErrNotFound (as
 // the returned error) means the query is unknown; then nothing, not even a
 // sink queue, was created. Sink queues deleted meanwhile by another broker
-// (still in the cache) are retried once with fresh rows.
+// (still in the cache) are retried once with fresh rows (withQueues).
 func (b *Broker) CommitStreamCycle(ctx context.Context, tenant string, c StreamCycle) (CycleResult, error) {
 	tid, err := tenantID(tenant)
 	if err != nil {
@@ -151,37 +151,28 @@ func (b *Broker) CommitStreamCycle(ctx context.Context, tenant string, c StreamC
 		return CycleResult{}, pgerr.Translate(fmt.Errorf("read stream query %s: %w", c.QueryID, err))
 	}
 	sinks := distinctQueues(c.Items)
-	for attempt := 0; ; attempt++ {
-		queues, err := b.ensureQueues(ctx, sinks)
-		if err != nil {
-			return CycleResult{}, pgerr.Translate(err)
-		}
-		var out CycleResult
-		err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+	var out CycleResult
+	err = b.withQueues(ctx, sinks, func(queues map[QueueKey]db.QueenQueue) error {
+		return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 			var err error
 			out, err = b.applyCycle(ctx, tx, tid, c, queues)
 			return err
 		})
-		var refused errCycleRefused
-		if errors.As(err, &refused) {
-			return CycleResult{Refused: refused.err}, nil
-		}
-		err = pgerr.Translate(err)
-		if err != nil && attempt == 0 && errors.Is(err, pgerr.ErrForeignKey) {
-			b.forgetQueues(sinks)
-			continue
-		}
-		if err != nil {
-			return CycleResult{}, fmt.Errorf("stream cycle of query %s on partition %s: %w", c.QueryID, c.PartitionID, err)
-		}
-		if len(sinks) > 0 {
-			b.notify.QueuesReady(sinks)
-		}
-		if out.LeaseReleased && out.SourceQueue != "" {
-			b.notify.QueuesReady([]QueueKey{key(tid.String(), out.SourceQueue)})
-		}
-		return out, nil
+	})
+	var refused errCycleRefused
+	if errors.As(err, &refused) {
+		return CycleResult{Refused: refused.err}, nil
 	}
+	if err != nil {
+		return CycleResult{}, fmt.Errorf("stream cycle of query %s on partition %s: %w", c.QueryID, c.PartitionID, err)
+	}
+	if len(sinks) > 0 {
+		b.notify.QueuesReady(sinks)
+	}
+	if out.LeaseReleased && out.SourceQueue != "" {
+		b.notify.QueuesReady([]QueueKey{key(tid.String(), out.SourceQueue)})
+	}
+	return out, nil
 }
 
 // applyCycle does the work of one cycle inside tx. Lock order: the query row

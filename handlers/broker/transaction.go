@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/queenforgo/queen/sql/pgerr"
+	"github.com/queenforgo/queen/gen/db"
 )
 
 // TransactionMaxItems is the most pushes and acks one transaction holds.
@@ -44,12 +44,30 @@ func (b *Broker) Transact(ctx context.Context, tenant string, pushes []PushItem,
 		normalizeAck(&acks[i])
 	}
 	keys := distinctQueues(pushes)
-	queues, err := b.ensureQueues(ctx, keys)
-	if err != nil {
-		return TxResult{}, pgerr.Translate(err)
-	}
 	var res TxResult
-	err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+	err = b.withQueues(ctx, keys, func(queues map[QueueKey]db.QueenQueue) error {
+		res = TxResult{}
+		return b.transact(ctx, queues, pushes, acks, &res)
+	})
+	var rb errRollback
+	if errors.As(err, &rb) {
+		return TxResult{Refused: &rb.ack}, nil
+	}
+	if err != nil {
+		return TxResult{}, fmt.Errorf("transaction: %w", err)
+	}
+	if len(keys) > 0 {
+		b.notify.QueuesReady(keys)
+	}
+	b.announceReleased(acks, res.Acks)
+	b.recordTransaction(pushes, res.Pushes, acks, res.Acks)
+	return res, nil
+}
+
+// transact is the transaction of Transact: acks first (cursors before
+// partitions, the broker's lock order), a refused ack rolls it back.
+func (b *Broker) transact(ctx context.Context, queues map[QueueKey]db.QueenQueue, pushes []PushItem, acks []AckItem, res *TxResult) error {
+	return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 		var err error
 		if len(acks) > 0 {
 			if res.Acks, err = applyAcks(ctx, b.q.WithTx(tx), acks, ackTransactional); err != nil {
@@ -66,17 +84,4 @@ func (b *Broker) Transact(ctx context.Context, tenant string, pushes []PushItem,
 		}
 		return err
 	})
-	var rb errRollback
-	if errors.As(err, &rb) {
-		return TxResult{Refused: &rb.ack}, nil
-	}
-	if err != nil {
-		return TxResult{}, pgerr.Translate(fmt.Errorf("transaction: %w", err))
-	}
-	if len(keys) > 0 {
-		b.notify.QueuesReady(keys)
-	}
-	b.announceReleased(acks, res.Acks)
-	b.recordTransaction(pushes, res.Pushes, acks, res.Acks)
-	return res, nil
 }
