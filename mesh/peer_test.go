@@ -47,35 +47,12 @@ func TestPeerRestartRejoins(t *testing.T) {
 // stuckPeer completes the open handshake and then never reads again.
 func stuckPeer(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.4:0")
-	require.NoError(t, err)
-	var mu sync.Mutex
-	var conns []net.Conn
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		_ = ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			_ = c.Close()
+	ln := serveTCP(t, "127.0.0.4", func(c net.Conn, _ func(net.Conn), _ *sync.WaitGroup) {
+		_, _ = c.Write(challengeFrame(challengeMsg{V: protocolVersion, ServerID: "stuck", Instance: "stuck", Nonce: hexNonce(), Auth: AuthOff}))
+		if _, _, err := (&frameReader{r: c}).next(maxHandshakeLen); err != nil {
+			return
 		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			_, _ = c.Write(challengeFrame(challengeMsg{V: protocolVersion, ServerID: "stuck", Instance: "stuck", Nonce: hexNonce(), Auth: AuthOff}))
-			if _, _, err := (&frameReader{r: c}).next(maxHandshakeLen); err != nil {
-				continue
-			}
-			_, _ = c.Write(appendFrame(nil, FrameWelcome, []byte(`{}`)))
-		}
+		_, _ = c.Write(appendFrame(nil, FrameWelcome, []byte(`{}`)))
 	})
 	return ln.Addr().String()
 }

@@ -25,18 +25,45 @@ type tap struct {
 
 func startTap(t *testing.T, target string) *tap {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	tp := &tap{target: target}
+	tp.ln = serveTCP(t, "127.0.0.1", func(c net.Conn, track func(net.Conn), wg *sync.WaitGroup) {
+		s, err := net.Dial("tcp", target)
+		if err != nil {
+			_ = c.Close()
+			return
+		}
+		track(s)
+		wg.Go(func() { _, _ = io.Copy(c, s); _ = c.Close() })
+		wg.Go(func() {
+			_, _ = io.Copy(io.MultiWriter(s, tp), c)
+			_ = s.Close()
+		})
+	})
+	return tp
+}
+
+// serveTCP listens on ip and hands each accepted connection to handle, on
+// the accept goroutine; every connection (and whatever handle tracks) is
+// closed, and every goroutine awaited, when the test ends.
+func serveTCP(t *testing.T, ip string, handle func(c net.Conn, track func(net.Conn), wg *sync.WaitGroup)) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	require.NoError(t, err)
-	tp := &tap{ln: ln, target: target}
 	var wg sync.WaitGroup
+	var mu sync.Mutex
 	var conns []net.Conn
+	track := func(c net.Conn) {
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+	}
 	t.Cleanup(func() {
 		_ = ln.Close()
-		tp.mu.Lock()
+		mu.Lock()
 		for _, c := range conns {
 			_ = c.Close()
 		}
-		tp.mu.Unlock()
+		mu.Unlock()
 		wg.Wait()
 	})
 	wg.Go(func() {
@@ -45,22 +72,11 @@ func startTap(t *testing.T, target string) *tap {
 			if err != nil {
 				return
 			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			tp.mu.Lock()
-			conns = append(conns, c, s)
-			tp.mu.Unlock()
-			wg.Go(func() { _, _ = io.Copy(c, s); _ = c.Close() })
-			wg.Go(func() {
-				_, _ = io.Copy(io.MultiWriter(s, tp), c)
-				_ = s.Close()
-			})
+			track(c)
+			handle(c, track, &wg)
 		}
 	})
-	return tp
+	return ln
 }
 
 func (tp *tap) Write(b []byte) (int, error) {
