@@ -230,3 +230,58 @@ func TestLifecycle(t *testing.T) {
 	require.NoError(t, ev.Stop(context.Background()))
 	require.NoError(t, ev.Stop(context.Background()), "idempotent")
 }
+
+// wakeSignal is a Handler that signals every ready announcement.
+type wakeSignal struct{ ch chan struct{} }
+
+func (w wakeSignal) QueuesReady(string, []string) {
+	select {
+	case w.ch <- struct{}{}:
+	default:
+	}
+}
+func (wakeSignal) QueueConfigChanged(string, string, bool) {}
+func (wakeSignal) PushMaintenanceChanged(bool)             {}
+func (wakeSignal) PopMaintenanceChanged(bool)              {}
+
+// BenchmarkWake measures one wake through NOTIFY, from QueuesReady on one
+// broker to the handler of another on the same database. With the default
+// window, back-to-back wakes are paced by the coalescing window; with a
+// 1 µs window the number is the NOTIFY round trip alone. Numbers in
+// docs/mesh.md.
+func BenchmarkWake(b *testing.B) {
+	for _, window := range []time.Duration{CoalesceDefault, time.Microsecond} {
+		b.Run("window="+window.String(), func(b *testing.B) {
+			url := pgtest.NewDB(b)
+			start := func(id string, h Handler) *Events {
+				pool, err := pgxpool.New(context.Background(), url)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(pool.Close)
+				ev, err := New(Config{Pool: pool, ServerID: id, Coalesce: window})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := ev.Start(context.Background(), h); err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = ev.Stop(context.Background()) })
+				return ev
+			}
+			sig := wakeSignal{ch: make(chan struct{}, 1)}
+			a, bb := start("a", newRecorder()), start("b", sig)
+			for !a.Listening() || !bb.Listening() {
+				select {
+				case <-sig.ch:
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			queues := []string{"orders"}
+			for b.Loop() {
+				a.QueuesReady(testTenant, queues)
+				<-sig.ch
+			}
+		})
+	}
+}
