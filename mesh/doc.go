@@ -57,10 +57,12 @@
 // HMAC-SHA256(secret, label ‖ version ‖ both nonces ‖ both server ids ‖
 // HTTP address). The listener checks it in constant time and answers
 // WELCOME, whose MAC (another label) proves to the dialer that the listener
-// knows the secret too. Both then derive a session key with HKDF-SHA256
-// from the secret, salted with both nonces, and every later frame carries,
-// between type and payload, a 64-bit sequence number (1, 2, 3, ...) and
-// HMAC-SHA256(session key, sequence ‖ type ‖ payload).
+// knows the secret too; a dialer with a secret refuses a listener that
+// offers open mode, so it never talks to an impostor. Both then derive a
+// session key with HKDF-SHA256 from the secret, salted with both nonces,
+// and every later frame carries, between type and payload, a 64-bit
+// sequence number (1, 2, 3, ...) and HMAC-SHA256(session key, sequence ‖
+// type ‖ payload).
 //
 // So, unlike the reference (which MACs only a dialer-chosen nonce, and
 // nothing after it): a HELLO recorded on one connection fails on any other

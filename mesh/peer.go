@@ -71,6 +71,7 @@ func (p *peer) stats() PeerStats {
 var (
 	errSelf        = errors.New("mesh: peer is this broker")
 	errNoSecret    = errors.New("mesh: peer requires QUEEN_SYNC_SECRET, none set here")
+	errPeerOpen    = errors.New("mesh: peer has no QUEEN_SYNC_SECRET; not sending to an unauthenticated peer")
 	errBadWelcome  = errors.New("mesh: peer's welcome does not verify (different secret?)")
 	errBadHandshke = errors.New("mesh: malformed handshake from peer")
 )
@@ -177,9 +178,15 @@ func (m *Mesh) dialHandshake(conn net.Conn) (*sealer, error) {
 	if !ok {
 		return nil, errBadHandshke
 	}
-	secure := ch.Auth == AuthHMAC
-	if secure && len(m.secret) == 0 {
+	// Both ends have a secret or neither: a dialer with one never falls
+	// back to open mode, or an impostor could ask for it and be told
+	// everything.
+	secure := len(m.secret) > 0
+	switch {
+	case ch.Auth == AuthHMAC && !secure:
 		return nil, errNoSecret
+	case ch.Auth != AuthHMAC && secure:
+		return nil, errPeerOpen
 	}
 	tr := transcript{listenerNonce: ln, dialerNonce: newNonce(), listenerID: ch.ServerID, dialerID: m.cfg.ServerID, httpAddr: m.httpAddr}
 	hello := helloMsg{V: protocolVersion, ServerID: m.cfg.ServerID, Nonce: hex.EncodeToString(tr.dialerNonce), HTTPAddr: m.httpAddr}

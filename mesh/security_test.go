@@ -265,6 +265,19 @@ func TestMeshRefusesForgeriesAndReplays(t *testing.T) {
 		m := startNode(t, testConfig("open", freeAddr(t, "127.0.0.5"), []string{addrB}, ""))
 		require.Eventually(t, func() bool { return m.logs.count("mesh peer unreachable") > 0 }, waitFor, tick)
 		require.Equal(t, before, refused(b.m, RefusedUnsigned), "the dialer knows it lacks the secret and does not try")
+		require.False(t, m.m.Stats().Peers[0].Connected)
+	})
+
+	t.Run("a secured dialer does not talk to an open listener", func(t *testing.T) {
+		// An impostor (or a broker without the secret) that offers open
+		// mode gets nothing.
+		open := startNode(t, testConfig("open-listener", freeAddr(t, "127.0.0.6"), nil, ""))
+		m := startNode(t, testConfig("secured", freeAddr(t, "127.0.0.7"), []string{open.m.Addr().String()}, testSecret))
+		require.Eventually(t, func() bool { return m.logs.count("mesh peer unreachable") > 0 }, waitFor, tick)
+		m.m.QueuesReady(testTenant, []string{"secret-queue"})
+		require.False(t, m.m.Stats().Peers[0].Connected)
+		require.Empty(t, open.m.Stats().Servers, "no HELLO was sent")
+		require.Empty(t, open.rec.all())
 	})
 
 	s := b.m.Stats()
