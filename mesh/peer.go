@@ -225,13 +225,13 @@ func (m *Mesh) send(ctx context.Context, conn net.Conn, p *peer, seal *sealer) e
 	// The listener never writes after its welcome: a read returns only
 	// when the connection ends.
 	closed := make(chan error, 1)
-	go func() {
+	m.goRun(func() {
 		_, err := io.Copy(io.Discard, conn)
 		if err == nil {
 			err = io.EOF
 		}
 		closed <- err
-	}()
+	})
 	bw := bufio.NewWriterSize(conn, 32<<10)
 	var buf []byte
 	var counts [256]uint64
