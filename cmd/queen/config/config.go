@@ -67,6 +67,7 @@ type Config struct {
 	Encryption Encryption
 	Spool      Spool
 	Jobs       Jobs // jobs.go
+	Mesh       Mesh // mesh.go
 }
 
 // Server holds the HTTP listener and process settings.
@@ -228,6 +229,7 @@ func Load(getenv func(string) (string, bool)) (Config, error) {
 	}
 
 	c.Jobs = l.jobs()
+	c.Mesh = l.mesh(c.Server.BindAddr)
 
 	if err := errors.Join(l.errs...); err != nil {
 		return Config{}, err

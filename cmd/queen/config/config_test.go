@@ -90,6 +90,7 @@ func TestLoadDefaults(t *testing.T) {
 		Auth:  defaultAuth(),
 		Spool: Spool{FlushInterval: 100 * time.Millisecond, MaxBatch: 100, EventsPerFile: 10000},
 		Jobs:  JobsDefault(),
+		Mesh:  MeshDefault(),
 	}
 
 	for name, getenv := range map[string]func(string) (string, bool){
