@@ -26,7 +26,7 @@ import (
 
 // Errors of the lookups.
 var (
-	ErrNotFound    = errors.New("not found")         // unknown slug, or unknown or revoked key
+	ErrNotFound    = errors.New("not found")           // unknown slug, or unknown or revoked key
 	ErrUnavailable = errors.New("pxdb is unavailable") // and nothing cached may stand in
 )
 
