@@ -287,3 +287,11 @@ func push(queue string, n int) map[string]any {
 func newForwarder() *forward.Forwarder {
 	return forward.New(forward.Config{ConnectTimeout: 2 * time.Second})
 }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// Deadlines and ticks of the require.Eventually polls.
+const (
+	test5s   = 5 * time.Second
+	test10ms = 10 * time.Millisecond
+)
