@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -43,33 +42,51 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 var (
-	buildOnce sync.Once
-	brokerBin string
-	buildErr  error
-	buildDir  string
+	buildMu  sync.Mutex
+	buildDir string
+	binaries = map[string]string{}
 )
 
-// brokerBinary builds cmd/queen once per test process.
-func brokerBinary(t testing.TB) string {
+// binary builds a command of this module once per test process.
+func binary(t testing.TB, pkg string) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "queen-proxy-test-")
-		if buildErr != nil {
-			return
-		}
-		gobin, err := exec.LookPath("go")
-		if err != nil {
-			gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
-		}
-		brokerBin = filepath.Join(buildDir, "queen")
-		out, err := exec.Command(gobin, "build", "-o", brokerBin, "github.com/queenforgo/queen/cmd/queen").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build cmd/queen: %v\n%s", err, out)
-		}
-	})
-	require.NoError(t, buildErr)
-	return brokerBin
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if bin, ok := binaries[pkg]; ok {
+		return bin
+	}
+	if buildDir == "" {
+		buildDir = binDir(t)
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(buildDir, filepath.Base(pkg))
+	out, err := exec.Command(gobin, "build", "-o", bin, "github.com/queenforgo/queen/"+pkg).CombinedOutput()
+	require.NoError(t, err, "go build %s: %s", pkg, out)
+	binaries[pkg] = bin
+	return bin
 }
+
+// binDir is this process's build directory. pgtest.Main ends the process,
+// so nothing removes it at exit: the directories of processes that are gone
+// are removed here instead.
+func binDir(t testing.TB) string {
+	stale, _ := filepath.Glob(filepath.Join(os.TempDir(), "queen-proxy-test-bin-*"))
+	for _, dir := range stale {
+		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(dir), "queen-proxy-test-bin-"))
+		if err == nil && syscall.Kill(pid, 0) != nil {
+			_ = os.RemoveAll(dir)
+		}
+	}
+	dir := filepath.Join(os.TempDir(), "queen-proxy-test-bin-"+strconv.Itoa(os.Getpid()))
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	return dir
+}
+
+// brokerBinary builds cmd/queen once per test process.
+func brokerBinary(t testing.TB) string { return binary(t, "cmd/queen") }
 
 // startBroker runs a broker on a fresh database and returns its base URL.
 func startBroker(t testing.TB, extraEnv ...string) string {
