@@ -6,12 +6,16 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build run test test-short generate verify vet fmt bench clean
+.PHONY: all build proxy run test test-short generate verify vet fmt bench clean
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/queen ./cmd/queen
+
+# The TLS and API-key front door (docs/proxy.md).
+proxy:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/queen-proxy ./cmd/queen-proxy
 
 # Starts (or reuses) the project-local PostgreSQL in .data/ and runs the
 # broker on :6632 in the foreground. Ctrl-C drains and stops the broker;

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/queenforgo/queen/proxy"
 )
 
 // The key × scope × route-class matrix, against a real broker: a scope that
@@ -110,4 +112,31 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// On a shared host the key names the cluster: each key reaches its own, a
+// host that names no cluster and an unknown key learn nothing (401, not
+// 421). The proxy's metrics count what happened, without naming clusters.
+func TestSharedHostAndMetrics(t *testing.T) {
+	t.Parallel()
+	broker := startBroker(t)
+	p := newPXDB(t)
+	p.cell("cell-1", broker, nil)
+	acme := p.cluster("acme", "pro", "cell-1")
+	globex := p.cluster("globex", "free", "cell-1")
+	base := startProxy(t, p, func(c *proxy.Config) { c.SharedHosts = []string{"api.queen.test"} })
+	host := "API.queen.test:443"
+
+	require.Equal(t, http.StatusCreated, call(t, base, host, "POST", "/api/v1/push", p.key(acme, "produce"), push("q", 1)).status)
+	refused(t, call(t, base, host, "POST", "/api/v1/traces", p.key(globex, "produce"), map[string]any{}),
+		http.StatusForbidden, "feature_gated") // globex's plan, not acme's
+	refused(t, call(t, base, host, "GET", "/api/v1/resources/queues", "qk_live_nobody", nil), http.StatusUnauthorized, "unauthorized")
+	refused(t, call(t, base, host, "GET", "/api/v1/resources/queues", "", nil), http.StatusUnauthorized, "unauthorized")
+
+	m := string(call(t, base, host, "GET", "/metrics/prometheus", "", nil).body)
+	require.Contains(t, m, `queen_proxy_requests_total{class="produce",code="201"} 1`)
+	require.Contains(t, m, `queen_proxy_requests_total{class="read",code="401"} 2`)
+	require.Contains(t, m, `queen_proxy_upstream_duration_seconds_count{class="produce"} 1`)
+	require.Contains(t, m, `queen_proxy_denials_total{code="feature_gated",shadow="false"} 1`)
+	require.NotContains(t, m, "acme")
 }

@@ -47,19 +47,20 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, id string) string 
 		return class
 	}
 
-	// 4. The credential.
-	if !p.cfg.DevInsecure {
+	// 4. The credential. Dev-insecure skips it, except on a shared host,
+	// where only a key can name the cluster.
+	if !p.cfg.DevInsecure || deferred {
 		key, ok := p.authenticate(w, r)
 		if !ok {
 			return class
 		}
 		switch {
-		case cl.static:
 		case deferred:
 			cl = p.clusterOf(key.Cluster)
 			if !p.gates(w, cl, rt) {
 				return class
 			}
+		case cl.static:
 		case key.Cluster.ID != cl.ID:
 			p.deny(w, http.StatusForbidden, reply.CodeForbidden, "key/cluster mismatch", false)
 			return class
