@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/queenforgo/queen/gen/routes"
@@ -44,11 +45,13 @@ func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, cl *cluster, rt ro
 	if budget == 0 {
 		return nil, 0, true
 	}
-	release, refused := p.cfg.Limiter.Park(id, cl.CellID.String(), lim, p.cfg.CellMaxParked, !p.cfg.Enforce)
+	slot, refused := p.cfg.Limiter.Park(id, cl.CellID.String(), lim, p.cfg.CellMaxParked, !p.cfg.Enforce)
 	if refused != limit.ScopeNone && !p.tooMany(w, cl, "parked long-polls per "+string(refused), parkedRetry) {
 		return nil, 0, false
 	}
-	return release, budget, true
+	p.cfg.Metrics.Parked(1)
+	var once sync.Once
+	return func() { once.Do(func() { slot(); p.cfg.Metrics.Parked(-1) }) }, budget, true
 }
 
 // longPollBudget is the wait of a long-poll pop (query wait=true): the

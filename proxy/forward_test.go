@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,17 +80,19 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	// The slot is taken once the poll is parked: a second long-poll is refused.
-	require.Eventually(t, func() bool {
-		a := call(t, base, host, "GET", "/api/v1/pop/queue/other?wait=true&timeout=1", key, nil)
-		return a.status == http.StatusTooManyRequests
-	}, 10*time.Second, 10*time.Millisecond)
+	parked := func(n int) func() bool {
+		return func() bool {
+			m := string(call(t, base, host, "GET", "/metrics/prometheus", "", nil).body)
+			return strings.Contains(m, "queen_proxy_parked_long_polls "+strconv.Itoa(n)+"\n")
+		}
+	}
+	require.Eventually(t, parked(1), 10*time.Second, 10*time.Millisecond)
+	refused(t, call(t, base, host, "GET", "/api/v1/pop/queue/other?wait=true&timeout=1", key, nil),
+		http.StatusTooManyRequests, "rate_limited")
 	cancel()
 	<-done
-	require.Eventually(t, func() bool {
-		a := call(t, base, host, "GET", "/api/v1/pop/queue/other?wait=true&timeout=1", key, nil)
-		return a.status == http.StatusNoContent
-	}, 10*time.Second, 10*time.Millisecond, "the slot is freed when the client leaves")
+	require.Eventually(t, parked(0), 10*time.Second, 10*time.Millisecond, "the slot is freed when the client leaves")
+	require.Equal(t, http.StatusNoContent, call(t, base, host, "GET", "/api/v1/pop/queue/other?wait=true&timeout=1", key, nil).status)
 	require.Equal(t, http.StatusCreated, call(t, base, host, "POST", "/api/v1/push", key, push("gone", 1)).status)
 	a := call(t, base, host, "GET", "/api/v1/pop/queue/gone?batch=1", key, nil)
 	require.Equal(t, http.StatusOK, a.status, "the cancelled poll must not have taken the message: %s", a.body)

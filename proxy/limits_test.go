@@ -85,13 +85,12 @@ func TestCellParkedCap(t *testing.T) {
 		done <- call(t, base, "acme.proxy.test", "GET", "/api/v1/pop/queue/q?wait=true&timeout=3000", keyA, nil)
 	}()
 	require.Eventually(t, func() bool {
-		r := call(t, base, "globex.proxy.test", "GET", "/api/v1/pop/queue/q?wait=true&timeout=1", keyB, nil)
-		if r.status != http.StatusTooManyRequests {
-			return false
-		}
-		require.Equal(t, "5", r.header.Get("Retry-After"))
-		return true
+		m := string(call(t, base, "acme.proxy.test", "GET", "/metrics/prometheus", "", nil).body)
+		return strings.Contains(m, "queen_proxy_parked_long_polls 1\n")
 	}, 2*test5s, test10ms)
+	r := call(t, base, "globex.proxy.test", "GET", "/api/v1/pop/queue/q?wait=true&timeout=1", keyB, nil)
+	refused(t, r, http.StatusTooManyRequests, "rate_limited")
+	require.Equal(t, "5", r.header.Get("Retry-After"))
 	require.Equal(t, http.StatusNoContent, (<-done).status)
 	require.Equal(t, http.StatusNoContent, call(t, base, "globex.proxy.test", "GET", "/api/v1/pop/queue/q?wait=false", keyB, nil).status,
 		"a plain pop takes no slot")

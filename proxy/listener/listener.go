@@ -35,7 +35,7 @@ func Listen(addr string, handler http.Handler, tlsConfig *tls.Config, errorLog f
 	if err != nil {
 		return nil, fmt.Errorf("cannot listen on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: handler, TLSConfig: tlsConfig, ReadHeaderTimeout: readHeaderTimeout}
+	srv := &http.Server{Handler: handler, TLSConfig: tlsConfig, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout}
 	if errorLog != nil {
 		srv.ErrorLog = newLogger(errorLog)
 	}

@@ -20,6 +20,7 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	upstream *prometheus.HistogramVec
 	denials  *prometheus.CounterVec
+	parked   prometheus.Gauge
 }
 
 // New registers the collectors, with the Go runtime and process ones.
@@ -39,8 +40,12 @@ func New() *Metrics {
 			Name: "queen_proxy_denials_total",
 			Help: "Requests the proxy refused itself, by error code; shadow=true counts what shadow mode (QUEEN_PROXY_ENFORCE=false) let through.",
 		}, []string{"code", "shadow"}),
+		parked: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "queen_proxy_parked_long_polls",
+			Help: "Long-poll pops forwarded and not answered yet, all clusters together.",
+		}),
 	}
-	m.registry.MustRegister(m.requests, m.upstream, m.denials,
+	m.registry.MustRegister(m.requests, m.upstream, m.denials, m.parked,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -62,6 +67,9 @@ func (m *Metrics) Upstream(class string, d time.Duration) {
 func (m *Metrics) Denial(code string, shadow bool) {
 	m.denials.WithLabelValues(code, strconv.FormatBool(shadow)).Inc()
 }
+
+// Parked adds delta (+1 or -1) to the parked long-polls.
+func (m *Metrics) Parked(delta float64) { m.parked.Add(delta) }
 
 // Handler serves the exposition.
 func (m *Metrics) Handler() http.Handler {
