@@ -6,7 +6,7 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all help build run test generate verify lint vet fmt bench clean
+.PHONY: all help build proxy run test generate verify lint vet fmt bench clean
 
 all: build
 
@@ -15,6 +15,10 @@ help: ## list the targets
 
 build: ## build bin/queen
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/queen ./cmd/queen
+
+# The TLS and API-key front door (docs/proxy.md).
+proxy: ## build bin/queen-proxy
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/queen-proxy ./cmd/queen-proxy
 
 # Starts (or reuses) the project-local PostgreSQL in .data/ and runs the
 # broker on :6632 in the foreground. Ctrl-C drains and stops the broker;
