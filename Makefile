@@ -24,6 +24,7 @@ run: build
 # throwaway PostgreSQL cluster from the installed binaries.
 test:
 	scripts/ensure-chromium
+	scripts/ensure-pg-auto-failover
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
 
