@@ -38,14 +38,16 @@ func (f *Formation) State(ctx context.Context) ([]NodeState, error) {
 	})
 }
 
-// Primary is the node the monitor has assigned and seen as primary, or nil.
+// Primary is the node that serves writes, as the monitor assigned and saw
+// it, or nil: primary, or wait_primary (a primary whose standby is not
+// there, so it commits without synchronous replication).
 func (f *Formation) Primary(ctx context.Context) (*Node, error) {
 	states, err := f.State(ctx)
 	if err != nil {
 		return nil, err
 	}
 	for _, s := range states {
-		if s.Reported == "primary" && s.Assigned == "primary" {
+		if (s.Reported == "primary" || s.Reported == "wait_primary") && s.Assigned == s.Reported {
 			return f.node(s.Name), nil
 		}
 	}
@@ -235,6 +237,9 @@ func (f *Formation) tuneMonitor(t testing.TB) {
 		"pgautofailover.health_check_retry_delay = 500",
 		"pgautofailover.node_considered_unhealthy_timeout = 3000",
 		"pgautofailover.startup_grace_period = 3000",
+		// How long the monitor waits for a lost primary to confirm its
+		// demotion before promoting the standby: 30 s by default.
+		"pgautofailover.primary_demote_timeout = 3000",
 	}
 	for _, s := range settings {
 		if _, err := conn.Exec(ctx, "ALTER SYSTEM SET "+s); err != nil {
