@@ -52,3 +52,8 @@ clean:
 # Benchmarks against a running broker (make run in another terminal).
 bench:
 	$(GO) run ./cmd/queen-bench all -url http://127.0.0.1:6632
+
+# Aggregate rates with 1, 2 and 3 brokers on one local database
+# (docs/benchmarks.md); starts and stops the brokers itself.
+bench-brokers:
+	scripts/bench-brokers
