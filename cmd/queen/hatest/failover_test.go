@@ -44,11 +44,14 @@ func TestFailoverKillPostmaster(t *testing.T) {
 type fault struct {
 	name   string
 	inject func(r *haRun)
+	// broker, for a broker's fault, is its index: its recovery is its own
+	// first queued answer after the restart. -1 for the database's faults.
+	broker int
 }
 
 var (
-	performFailover = fault{"perform failover", func(r *haRun) { r.f.Failover(r.t) }}
-	killPostmaster  = fault{"postmaster SIGKILL", func(r *haRun) { r.f.KillPrimaryPostmaster(r.t) }}
+	performFailover = fault{"perform failover", func(r *haRun) { r.f.Failover(r.t) }, -1}
+	killPostmaster  = fault{"postmaster SIGKILL", func(r *haRun) { r.f.KillPrimaryPostmaster(r.t) }, -1}
 	// killPrimaryNode loses the primary's keeper and postgres together, as
 	// when its machine dies: the monitor promotes the standby (which then
 	// runs alone, without synchronous replication, until the old node is
@@ -65,10 +68,10 @@ var (
 			return err == nil && p != nil && p != old
 		})
 		f.RestartNode(t, old)
-	}}
+	}, -1}
 	// killBroker SIGKILLs the first broker and starts it again on its
 	// spool; its producers retry until it is back.
-	killBroker = fault{"broker SIGKILL", func(r *haRun) { r.killBroker(0) }}
+	killBroker = fault{"broker SIGKILL", func(r *haRun) { r.killBroker(0) }, 0}
 )
 
 func primaryNode(t *testing.T, f *pgaf.Formation) *pgaf.Node {
@@ -88,6 +91,9 @@ type haRun struct {
 	brokers []*broker
 	load    *load
 	faults  []faultResult
+	// asyncAtStart is AsyncWindows once the formation was up: setting it up
+	// passes through wait_primary once.
+	asyncAtStart int
 
 	stopProducers, stopConsumers context.CancelFunc
 	producers, consumers         *sync.WaitGroup
@@ -114,6 +120,9 @@ const (
 func startHA(t *testing.T, opts pgaf.Options) *haRun {
 	f := pgaf.Start(t, opts)
 	r := &haRun{t: t, f: f, bin: buildBroker(t)}
+	var err error
+	r.asyncAtStart, err = f.AsyncWindows(t.Context())
+	require.NoError(t, err)
 	db := dbEnv{hosts: f.Hosts(), user: f.User(), db: pgaf.Database, ssl: f.SSL()}
 	for i := range 2 {
 		r.envs = append(r.envs, brokerEnv(t, db))
@@ -156,11 +165,21 @@ func (r *haRun) inject(fl fault) {
 	t := r.t
 	at := time.Now()
 	fl.inject(r)
-	waitFor(t, "pushes answered queued again after "+fl.name, 3*time.Minute, func() bool {
-		_, _, ok := r.load.recovery(at)
-		return ok
-	})
-	disrupted, recovery, _ := r.load.recovery(at)
+	url := ""
+	if fl.broker >= 0 {
+		url = r.url(fl.broker)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		if _, _, ok := r.load.recovery(at, url); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no push answered queued in 3m after %s:\n%s", fl.name, diagnose(t, r.f.URL(), r.load, r.brokers))
+		}
+		<-time.After(20 * time.Millisecond)
+	}
+	disrupted, recovery, _ := r.load.recovery(at, url)
 	r.faults = append(r.faults, faultResult{name: fl.name, disrupted: disrupted, recovery: recovery})
 	t.Logf("ha: %s: %d push requests answered buffered or refused, queued again %s after the fault",
 		fl.name, disrupted, recovery.Round(10*time.Millisecond))
@@ -210,7 +229,10 @@ func (r *haRun) finish() summary {
 	for _, b := range r.brokers {
 		resets += b.logCount("closing every pooled connection")
 	}
+	async, err := r.f.AsyncWindows(t.Context())
+	require.NoError(t, err)
+	async -= r.asyncAtStart
 	t.Logf("ha: %s", s)
-	t.Logf("ha: faults %d, pool resets logged %d", len(r.faults), resets)
+	t.Logf("ha: faults %d, pool resets logged %d, times a primary ran without a synchronous standby %d", len(r.faults), resets, async)
 	return s
 }

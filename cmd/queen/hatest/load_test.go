@@ -96,6 +96,7 @@ type load struct {
 // pushAnswer is one push request as the producer saw it.
 type pushAnswer struct {
 	sent, at time.Time
+	url      string // the broker asked
 	kind     string // queued (all queued or duplicate), buffered (any buffered), failed
 }
 
@@ -194,14 +195,14 @@ func (l *load) pushOnce(ctx context.Context, url string, items []map[string]any)
 	if !ok {
 		if ctx.Err() == nil {
 			l.pushFails++
-			l.answers = append(l.answers, pushAnswer{sent: sent, at: at, kind: "failed"})
+			l.answers = append(l.answers, pushAnswer{sent: sent, at: at, url: url, kind: "failed"})
 			if status == http.StatusCreated {
 				l.protocol = append(l.protocol, fmt.Sprintf("push answered 201 %s", raw))
 			}
 		}
 		return false
 	}
-	l.answers = append(l.answers, pushAnswer{sent: sent, at: at, kind: kind})
+	l.answers = append(l.answers, pushAnswer{sent: sent, at: at, url: url, kind: kind})
 	for i, r := range res {
 		id := items[i]["transactionId"].(string)
 		if _, seen := l.acked[id]; !seen {
@@ -346,8 +347,10 @@ func (l *load) waitProgress(t testing.TB, what string, n int) {
 // began; recovered is how long after the fault a push first answered
 // queued again, counting only requests sent after the first disrupted
 // answer (so that a request committed just before the fault does not
-// count). ok is false while no such push has been answered.
-func (l *load) recovery(fault time.Time) (disrupted int, recovered time.Duration, ok bool) {
+// count). With a url, only that broker's queued answers count: the
+// recovery of one broker rather than of the database. ok is false while
+// no such push has been answered.
+func (l *load) recovery(fault time.Time, url string) (disrupted int, recovered time.Duration, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var firstBad time.Time
@@ -364,7 +367,7 @@ func (l *load) recovery(fault time.Time) (disrupted int, recovered time.Duration
 	}
 	var best time.Time
 	for _, a := range l.answers {
-		if a.kind == "queued" && a.sent.After(firstBad) && (best.IsZero() || a.at.Before(best)) {
+		if a.kind == "queued" && a.sent.After(firstBad) && (url == "" || a.url == url) && (best.IsZero() || a.at.Before(best)) {
 			best = a.at
 		}
 	}

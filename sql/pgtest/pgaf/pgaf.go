@@ -56,7 +56,7 @@ type Options struct {
 	// --ssl-self-signed: encrypted, not verifiable); off is --no-ssl.
 	SSL bool
 	// FastFailover shortens the monitor's health checks (1 s period, a
-	// node unhealthy after 3 s, 3 s for a lost primary to confirm its
+	// node unhealthy after 5 s, 5 s for a lost primary to confirm its
 	// demotion) so that a node that dies is replaced within seconds rather
 	// than the default minute.
 	FastFailover bool

@@ -230,16 +230,20 @@ func (f *Formation) tuneMonitor(t testing.TB) {
 		t.Fatalf("pgaf: %v", err)
 	}
 	defer conn.Close(ctx)
+	// Not shorter: on a loaded machine a one-second check times out now
+	// and then, the monitor then marks a healthy standby unhealthy, and
+	// the primary drops synchronous replication (wait_primary) until the
+	// standby is back.
 	settings := []string{
 		"pgautofailover.health_check_period = 1000",
-		"pgautofailover.health_check_timeout = 1000",
-		"pgautofailover.health_check_max_retries = 1",
-		"pgautofailover.health_check_retry_delay = 500",
-		"pgautofailover.node_considered_unhealthy_timeout = 3000",
-		"pgautofailover.startup_grace_period = 3000",
+		"pgautofailover.health_check_timeout = 2000",
+		"pgautofailover.health_check_max_retries = 2",
+		"pgautofailover.health_check_retry_delay = 1000",
+		"pgautofailover.node_considered_unhealthy_timeout = 5000",
+		"pgautofailover.startup_grace_period = 5000",
 		// How long the monitor waits for a lost primary to confirm its
 		// demotion before promoting the standby: 30 s by default.
-		"pgautofailover.primary_demote_timeout = 3000",
+		"pgautofailover.primary_demote_timeout = 5000",
 	}
 	for _, s := range settings {
 		if _, err := conn.Exec(ctx, "ALTER SYSTEM SET "+s); err != nil {
@@ -249,4 +253,19 @@ func (f *Formation) tuneMonitor(t testing.TB) {
 	if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
 		t.Fatalf("pgaf: reload monitor: %v", err)
 	}
+}
+
+// AsyncWindows counts the times the monitor assigned wait_primary to a
+// node: a primary committing without a synchronous standby (its standby
+// lost, or marked unhealthy), whose commits a failover in that window may
+// not keep.
+func (f *Formation) AsyncWindows(ctx context.Context) (int, error) {
+	conn, err := f.connect(ctx, f.monitor, "pg_auto_failover")
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var n int
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM pgautofailover.event WHERE goalstate = 'wait_primary'`).Scan(&n)
+	return n, err
 }
