@@ -26,6 +26,20 @@ func diagnose(t testing.TB, dbURL string, l *load, brokers []*broker) string {
 		fmt.Fprintf(&b, "%s: delivered %d times, last refused ack %q\n", id, l.delivered[id], l.ackRefused[id])
 	}
 	fmt.Fprintf(&b, "first failed acks: %q\n", l.ackErrors)
+	kinds := map[string]int{}
+	var last pushAnswer
+	for _, a := range l.answers {
+		kinds[a.kind]++
+		if a.at.After(last.at) {
+			last = a
+		}
+	}
+	deliveries := 0
+	for _, n := range l.delivered {
+		deliveries += n
+	}
+	fmt.Fprintf(&b, "push answers by kind %v, the latest %s %s from %s; pushed %d acknowledged, deliveries %d of %d messages, acked %d; pop failures %d, ack failures %d\n",
+		kinds, last.kind, last.at.Format("15:04:05.000"), last.url, len(l.acked), deliveries, len(l.delivered), len(l.ackedAt), l.popFails, l.ackFails)
 	l.mu.Unlock()
 	for _, br := range brokers {
 		_, raw := call(context.Background(), "GET", br.url+"/api/v1/status/buffers", nil)

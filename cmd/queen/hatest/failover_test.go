@@ -2,6 +2,7 @@ package hatest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -128,6 +129,7 @@ func startHA(t *testing.T, opts pgaf.Options) *haRun {
 		r.envs = append(r.envs, brokerEnv(t, db))
 		r.brokers = append(r.brokers, startBroker(t, fmt.Sprintf("b%d", i), r.bin, r.envs[i]))
 	}
+	t.Logf("ha: formation %s, brokers %s %s", f.Hosts(), r.brokers[0].url, r.brokers[1].url)
 	status, raw := call(t.Context(), "POST", r.brokers[0].url+"/api/v1/configure",
 		map[string]any{"queue": "ha", "options": map[string]any{"leaseTime": 2, "retryLimit": 1000}})
 	require.Equal(t, http.StatusOK, status, "%s", raw)
@@ -163,6 +165,16 @@ func (r *haRun) steady() { r.load.waitProgress(r.t, "steady load", 300) }
 // synchronous standby.
 func (r *haRun) inject(fl fault) {
 	t := r.t
+	// The previous fault's spooled pushes are replayed first: their
+	// buffered answers would count as this fault's.
+	waitFor(t, "the spools to drain before "+fl.name, 3*time.Minute, func() bool {
+		for i := range r.brokers {
+			if pending(r.url(i)) != 0 {
+				return false
+			}
+		}
+		return true
+	})
 	at := time.Now()
 	fl.inject(r)
 	url := ""
@@ -175,7 +187,9 @@ func (r *haRun) inject(fl fault) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no push answered queued in 3m after %s:\n%s", fl.name, diagnose(t, r.f.URL(), r.load, r.brokers))
+			disrupted, _, _ := r.load.recovery(at, url)
+			t.Fatalf("%s: %d push requests disrupted, and none answered queued after them within 3m:\n%s",
+				fl.name, disrupted, diagnose(t, r.f.URL(), r.load, r.brokers))
 		}
 		<-time.After(20 * time.Millisecond)
 	}
@@ -235,4 +249,16 @@ func (r *haRun) finish() summary {
 	t.Logf("ha: %s", s)
 	t.Logf("ha: faults %d, pool resets logged %d, times a primary ran without a synchronous standby %d", len(r.faults), resets, async)
 	return s
+}
+
+// pending is what a broker's spool holds, or -1 when it does not answer.
+func pending(brokerURL string) int64 {
+	status, raw := call(context.Background(), "GET", brokerURL+"/api/v1/status/buffers", nil)
+	var st struct {
+		Pending int64 `json:"pending"`
+	}
+	if status != http.StatusOK || json.Unmarshal(raw, &st) != nil {
+		return -1
+	}
+	return st.Pending
 }
