@@ -31,6 +31,7 @@ run: build ## serve on :6632 with the local PostgreSQL in .data/
 # throwaway PostgreSQL cluster from the installed binaries.
 test: ## every test, race detector on (installs chromium when missing)
 	scripts/ensure-chromium
+	scripts/ensure-pg-auto-failover
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
 
@@ -66,3 +67,8 @@ clean: ## remove bin/
 # Benchmarks against a running broker (make run in another terminal).
 bench: ## every bench scenario against http://127.0.0.1:6632
 	$(GO) run ./cmd/queen-bench all -url http://127.0.0.1:6632
+
+# Aggregate rates with 1, 2 and 3 brokers on one local database
+# (docs/benchmarks.md); starts and stops the brokers itself.
+bench-brokers:
+	scripts/bench-brokers

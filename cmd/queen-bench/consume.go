@@ -40,6 +40,7 @@ type ackBatchRequest struct {
 // consumer pops a batch from a queue, then acks all of it in one request.
 type consumer struct {
 	b     *bench
+	base  string // the broker it pops from and acks through
 	url   string // the pop URL with its query
 	group string // "" is queue mode
 	resp  bytes.Buffer
@@ -47,9 +48,10 @@ type consumer struct {
 	e2e   recorder // push request built -> pop answered, from the payload's "t"
 }
 
-// newConsumer pops from queue in group ("" for queue mode); a named group
-// starts at the beginning of every partition (subscriptionMode=all).
-func (b *bench) newConsumer(queue, group string) *consumer {
+// newConsumer pops from queue in group ("" for queue mode) through the
+// broker of client i; a named group starts at the beginning of every
+// partition (subscriptionMode=all).
+func (b *bench) newConsumer(queue, group string, i int) *consumer {
 	q := url.Values{}
 	q.Set("batch", strconv.Itoa(b.cfg.Batch))
 	q.Set("wait", "true")
@@ -58,9 +60,11 @@ func (b *bench) newConsumer(queue, group string) *consumer {
 		q.Set("consumerGroup", group)
 		q.Set("subscriptionMode", "all")
 	}
+	base := b.baseFor(i)
 	return &consumer{
 		b:     b,
-		url:   b.base + "/api/v1/pop/queue/" + url.PathEscape(queue) + "?" + q.Encode(),
+		base:  base,
+		url:   base + "/api/v1/pop/queue/" + url.PathEscape(queue) + "?" + q.Encode(),
 		group: group,
 	}
 }
@@ -91,7 +95,7 @@ func (c *consumer) run(ctx context.Context, deadline time.Time, t *tally, stopOn
 				c.e2e.add(popped.Sub(time.Unix(0, ns)))
 			}
 		}
-		acked, err := c.b.ack(ctx, c.group, p, &c.resp)
+		acked, err := c.b.ack(ctx, c.base, c.group, p, &c.resp)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -131,9 +135,9 @@ func (b *bench) pop(ctx context.Context, popURL string, resp *bytes.Buffer) (*po
 	}
 }
 
-// ack completes every message of a pop in one batch ack and returns how
-// many succeeded.
-func (b *bench) ack(ctx context.Context, group string, p *popResponse, resp *bytes.Buffer) (int64, error) {
+// ack completes every message of a pop in one batch ack, through the
+// broker that delivered them, and returns how many succeeded.
+func (b *bench) ack(ctx context.Context, base, group string, p *popResponse, resp *bytes.Buffer) (int64, error) {
 	body := ackBatchRequest{ConsumerGroup: group, Acknowledgments: make([]ackItem, len(p.Messages))}
 	for i, m := range p.Messages {
 		lease := m.LeaseID
@@ -146,7 +150,7 @@ func (b *bench) ack(ctx context.Context, group string, p *popResponse, resp *byt
 	if err != nil {
 		return 0, err
 	}
-	if err := b.postJSON(ctx, "ack", "/api/v1/ack/batch", data, http.StatusOK, resp); err != nil {
+	if err := b.postJSON(ctx, "ack", base+"/api/v1/ack/batch", data, http.StatusOK, resp); err != nil {
 		return 0, err
 	}
 	ok := int64(bytes.Count(resp.Bytes(), []byte(`"success":true`)))
@@ -186,8 +190,8 @@ func payloadTime(data []byte) (int64, bool) {
 func (b *bench) consumeFor(ctx context.Context, queue string, groups []string, deadline time.Time, t *tally, stopOnEmpty func() bool) []*consumer {
 	var cs []*consumer
 	for _, g := range groups {
-		for range b.cfg.Consumers {
-			cs = append(cs, b.newConsumer(queue, g))
+		for i := range b.cfg.Consumers {
+			cs = append(cs, b.newConsumer(queue, g, i))
 		}
 	}
 	var wg sync.WaitGroup

@@ -22,6 +22,7 @@ const requestTimeout = time.Minute
 // producer pushes batches to one queue, each request to one partition.
 type producer struct {
 	b          *bench
+	base       string // the broker this producer talks to
 	queue      string
 	id         int
 	producers  int
@@ -40,7 +41,7 @@ func (b *bench) newProducers(queue string) []*producer {
 	ps := make([]*producer, b.cfg.Producers)
 	for i := range ps {
 		ps[i] = &producer{
-			b: b, queue: queue, id: i, producers: b.cfg.Producers,
+			b: b, base: b.baseFor(i), queue: queue, id: i, producers: b.cfg.Producers,
 			partitions: b.cfg.Partitions, batch: b.cfg.Batch, pad: pad,
 			txPrefix: queue + "-" + strconv.Itoa(i) + "-",
 		}
@@ -65,7 +66,7 @@ func (p *producer) run(ctx context.Context, deadline time.Time, t *tally, bud *b
 		p.body = appendPushBody(p.body[:0], p.queue, "p"+strconv.Itoa(part), p.txPrefix, p.seq, n, p.pad, time.Now())
 		p.seq += int64(n)
 		start := time.Now()
-		queued, err := p.b.push(ctx, p.body, &p.resp)
+		queued, err := p.b.push(ctx, p.base, p.body, &p.resp)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -112,20 +113,21 @@ func appendPayload(buf []byte, t int64, pad string) []byte {
 	return append(buf, `"}`...)
 }
 
-// push sends one push request and returns how many items were queued.
-func (b *bench) push(ctx context.Context, body []byte, resp *bytes.Buffer) (int64, error) {
-	if err := b.postJSON(ctx, "push", "/api/v1/push", body, http.StatusCreated, resp); err != nil {
+// push sends one push request to a broker and returns how many items were
+// queued.
+func (b *bench) push(ctx context.Context, base string, body []byte, resp *bytes.Buffer) (int64, error) {
+	if err := b.postJSON(ctx, "push", base+"/api/v1/push", body, http.StatusCreated, resp); err != nil {
 		return 0, err
 	}
 	return int64(bytes.Count(resp.Bytes(), []byte(`"status":"queued"`))), nil
 }
 
-// postJSON posts a JSON body and reads the answer into resp; any status but
-// want is an error naming what was being done.
-func (b *bench) postJSON(ctx context.Context, what, path string, body []byte, want int, resp *bytes.Buffer) error {
+// postJSON posts a JSON body to url and reads the answer into resp; any
+// status but want is an error naming what was being done.
+func (b *bench) postJSON(ctx context.Context, what, url string, body []byte, want int, resp *bytes.Buffer) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,7 @@ func (b *bench) wakeupScenario(ctx context.Context) (result, error) {
 	pushOne := func() error {
 		body = appendPushBody(body[:0], queue, "p0", queue+"-", seq, 1, pad, time.Now())
 		seq++
-		n, err := b.push(ctx, body, &pushResp)
+		n, err := b.push(ctx, b.base, body, &pushResp)
 		if err == nil && n != 1 {
 			err = fmt.Errorf("push: %d of 1 queued", n)
 		}
@@ -56,7 +56,7 @@ func (b *bench) wakeupScenario(ctx context.Context) (result, error) {
 	}
 	if p, err := b.pop(ctx, popURL, &popResp); err != nil || p == nil {
 		return result{}, errors.Join(errors.New("warm-up pop found nothing"), err)
-	} else if _, err := b.ack(ctx, "", p, &ackResp); err != nil {
+	} else if _, err := b.ack(ctx, b.base, "", p, &ackResp); err != nil {
 		return result{}, err
 	}
 
@@ -100,7 +100,7 @@ func (b *bench) wakeupScenario(ctx context.Context) (result, error) {
 		}
 		fromReply.add(d)
 		fromSend.add(o.at.Sub(sent))
-		if _, err := b.ack(ctx, "", o.p, &ackResp); err != nil {
+		if _, err := b.ack(ctx, b.base, "", o.p, &ackResp); err != nil {
 			t.fail(err)
 		}
 		t.count(1, time.Now())

@@ -71,7 +71,7 @@ func brokerEnv(t testing.TB, dbURL, spoolDir string, extra ...string) []string {
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(name, "PG") || strings.HasPrefix(name, "JWT_") || strings.HasPrefix(name, "QUEEN_") ||
-			strings.HasPrefix(name, "FILE_BUFFER_") || name == "PORT" || name == "DB_POOL_SIZE" || name == "LOG_LEVEL" {
+			strings.HasPrefix(name, "FILE_BUFFER_") || name == "PORT" || name == "DB_POOL_SIZE" || name == "LOG_LEVEL" || name == "DATABASE_URL" {
 			continue
 		}
 		env = append(env, kv)

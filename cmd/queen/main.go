@@ -8,7 +8,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -20,19 +19,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/queenforgo/queen/cmd/queen/config"
-	"github.com/queenforgo/queen/cmd/queen/pgtls"
 	"github.com/queenforgo/queen/cmd/queen/roots"
 	"github.com/queenforgo/queen/handlers"
 	"github.com/queenforgo/queen/handlers/auth"
 	dataplane "github.com/queenforgo/queen/handlers/broker"
 	"github.com/queenforgo/queen/handlers/crypto"
 	"github.com/queenforgo/queen/handlers/spool"
-	"github.com/queenforgo/queen/sql/migrate"
-	"github.com/queenforgo/queen/sql/pguuid"
 	"github.com/queenforgo/queen/web"
 )
 
@@ -198,49 +191,6 @@ func run() int {
 	bg.stop()
 	logger.Info("shut down")
 	return 0
-}
-
-// openPool connects to PostgreSQL, retrying for a while so that a broker
-// started together with its database waits for it, and applies the
-// migrations under an advisory lock.
-func openPool(ctx context.Context, cfg config.Config, logger *slog.Logger) (*pgxpool.Pool, error) {
-	pcfg, err := pgxpool.ParseConfig(cfg.PostgresURL())
-	if err != nil {
-		return nil, fmt.Errorf("parse postgres settings: %w", err)
-	}
-	pcfg.MaxConns = int32(cfg.Postgres.PoolSize)
-	pcfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
-		pguuid.Register(conn.TypeMap())
-		return nil
-	}
-	// PG_USE_SSL and friends (PGT-1..5): replaces the TLS setup pgx derived
-	// from sslmode, on the pool's connections and on their cancel requests.
-	if err := pgtls.Configure(&pcfg.ConnConfig.Config, cfg.Postgres.TLS()); err != nil {
-		return nil, err
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return nil, fmt.Errorf("create pool: %w", err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		err = migrate.Apply(ctx, pool, logger)
-		if err == nil {
-			return pool, nil
-		}
-		var certErr *tls.CertificateVerificationError
-		if time.Now().After(deadline) || ctx.Err() != nil || errors.As(err, &certErr) {
-			// A certificate that does not verify will not start to by
-			// waiting: fail the boot at once.
-			pool.Close()
-			return nil, errors.Join(err, ctx.Err())
-		}
-		logger.Warn("postgres not ready, retrying", "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(2 * time.Second):
-		}
-	}
 }
 
 // newAuthenticator builds the JWT authenticator, or nil when JWT_ENABLED is

@@ -80,13 +80,18 @@ type Server struct {
 	ShutdownTimeout time.Duration // QUEEN_SHUTDOWN_TIMEOUT_MS
 }
 
-// Postgres holds the database connection settings.
+// Postgres holds the database connection settings (pghosts.go reads them).
 type Postgres struct {
-	Host                  string        // PG_HOST
-	Port                  int           // PG_PORT
-	User                  string        // PG_USER
-	Password              string        // PG_PASSWORD (secret)
-	Database              string        // PG_DB
+	// Hosts are tried in order for every new connection; the first that
+	// accepts writes wins (TargetSessionAttrs). PG_HOST split at commas, or
+	// the hosts of PG_URL / DATABASE_URL.
+	Hosts                 []Host
+	Port                  int           // PG_PORT: the port of a PG_HOST entry without one
+	User                  string        // PG_USER, or the URL's
+	Password              string        // PG_PASSWORD, or the URL's (secret)
+	Database              string        // PG_DB, or the URL's
+	Source                string        // SourcePGVars, SourcePGURL or SourceDatabaseURL
+	TargetSessionAttrs    string        // TargetReadWrite, or TargetPrimary from a URL
 	PoolSize              int           // DB_POOL_SIZE
 	UseSSL                bool          // PG_USE_SSL
 	SSLRejectUnauthorized bool          // PG_SSL_REJECT_UNAUTHORIZED
@@ -174,17 +179,13 @@ func Load(getenv func(string) (string, bool)) (Config, error) {
 	}
 
 	c.Postgres = Postgres{
-		Host:                  l.pgString("PG_HOST", PGHostDefault, false),
-		Port:                  l.port("PG_PORT", PGPortDefault),
-		User:                  l.pgString("PG_USER", PGUserDefault, false),
-		Password:              l.pgString("PG_PASSWORD", "", true),
-		Database:              l.pgString("PG_DB", PGDatabaseDefault, false),
 		PoolSize:              int(l.integer("DB_POOL_SIZE", PGPoolSizeDefault, 1, 1000)),
 		UseSSL:                l.boolean("PG_USE_SSL", false),
 		SSLRejectUnauthorized: l.boolean("PG_SSL_REJECT_UNAUTHORIZED", PGSSLRejectUnauthorizedDefault),
 		SSLRootCert:           l.rootCert("PG_SSL_ROOT_CERT"),
 		ConnectTimeout:        l.millis("QUEEN_PG_CONNECT_TIMEOUT_MS", PGConnectTimeoutDefault, 1),
 	}
+	l.postgres(&c.Postgres) // after the TLS variables: a URL's sslmode must agree with them
 
 	c.Pop = Pop{
 		DefaultBatchSize:        int(l.integer("DEFAULT_BATCH_SIZE", broker.PopBatchDefault, 1, 1000)),

@@ -73,10 +73,12 @@ func TestLoadDefaults(t *testing.T) {
 			ShutdownTimeout: 30 * time.Second,
 		},
 		Postgres: Postgres{
-			Host:                  "localhost",
+			Hosts:                 []Host{{Name: "localhost", Port: 5432}},
 			Port:                  5432,
 			User:                  "postgres",
 			Database:              "postgres",
+			Source:                SourcePGVars,
+			TargetSessionAttrs:    TargetReadWrite,
 			PoolSize:              20,
 			SSLRejectUnauthorized: true,
 			ConnectTimeout:        5 * time.Second,
@@ -206,7 +208,7 @@ func TestLoadGoodValues(t *testing.T) {
 		{"postgres strings kept as given", map[string]string{
 			"PG_HOST": "db.internal", "PG_USER": "queen", "PG_PASSWORD": " p w'\\ ", "PG_DB": "queen db",
 		}, func(t *testing.T, c Config) {
-			require.Equal(t, "db.internal", c.Postgres.Host)
+			require.Equal(t, []Host{{Name: "db.internal", Port: 5432}}, c.Postgres.Hosts)
 			require.Equal(t, "queen", c.Postgres.User)
 			require.Equal(t, " p w'\\ ", c.Postgres.Password)
 			require.Equal(t, "queen db", c.Postgres.Database)

@@ -39,8 +39,9 @@ func (c Config) Summary() map[string][]slog.Attr {
 			slog.Int("push_parallel_min", c.Push.ParallelMin),
 		},
 		"postgres": {
-			slog.String("host", p.Host),
-			slog.Int("port", p.Port),
+			slog.String("source", p.Source),
+			slog.String("hosts", p.HostList()),
+			slog.String("target_session_attrs", p.TargetSessionAttrs),
 			slog.String("user", p.User),
 			slog.String("password", redact(p.Password)),
 			slog.String("database", p.Database),

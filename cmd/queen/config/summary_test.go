@@ -138,8 +138,9 @@ func TestPostgresURL(t *testing.T) {
 
 			pc, err := pgconn.ParseConfig(dsn)
 			require.NoError(t, err)
-			require.Equal(t, c.Postgres.Host, pc.Host)
+			require.Equal(t, c.Postgres.Hosts[0].Name, pc.Host)
 			require.Equal(t, uint16(c.Postgres.Port), pc.Port)
+			require.NotNil(t, pc.ValidateConnect, "target_session_attrs=read-write")
 			require.Equal(t, c.Postgres.User, pc.User)
 			require.Equal(t, c.Postgres.Password, pc.Password)
 			require.Equal(t, c.Postgres.Database, pc.Database)
