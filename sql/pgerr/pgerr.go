@@ -6,6 +6,7 @@ package pgerr
 
 import (
 	"errors"
+	"io"
 	"net"
 
 	"github.com/jackc/pgx/v5"
@@ -55,12 +56,21 @@ func Translate(err error) error {
 			return &invalidInput{msg: pgErr.Message, err: err}
 		case pgErr.Code[:2] == "08", pgErr.Code[:2] == "57": // connection exception, operator intervention (shutdown)
 			return &translated{ErrUnavailable, err}
+		case pgErr.Code == "25006":
+			// read_only_sql_transaction: the server was a primary and is a
+			// standby now (a failover demoted it). The pool drops that
+			// connection (cmd/queen/pgpool.go); the request is answered as
+			// if PostgreSQL were down, so a push goes to the spool.
+			return &translated{ErrUnavailable, err}
 		}
 		return err
 	}
 	var netErr net.Error
 	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.Timeout(err) || errors.Is(err, pgx.ErrTxClosed) {
+	// pgconn reports a server socket that died mid-statement (a killed
+	// postmaster) as io.ErrUnexpectedEOF or io.EOF.
+	if errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.Timeout(err) || errors.Is(err, pgx.ErrTxClosed) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return &translated{ErrUnavailable, err}
 	}
 	return err
