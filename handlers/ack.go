@@ -2,92 +2,86 @@ package handlers
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/google/uuid"
 
 	"github.com/queenforgo/queen/gen/api"
+	"github.com/queenforgo/queen/handlers/broker"
 )
 
-// AckMessage acknowledges one message in its own transaction.
+// AckMessage acknowledges one message (broker.Ack, group commit).
 func (s *Server) AckMessage(ctx context.Context, req api.AckMessageRequestObject) (api.AckMessageResponseObject, error) {
 	if req.Body == nil {
-		return nil, badRequest("Empty request body")
+		return badRequest[api.AckMessage400JSONResponse]("Empty request body"), nil
 	}
 	b := req.Body
 	it, err := ackItemFrom(b.TransactionId, b.PartitionId, b.Status, b.ConsumerGroup, b.LeaseId, b.Error)
 	if err != nil {
-		return nil, err
+		return badRequest[api.AckMessage400JSONResponse](err.Error()), nil
 	}
-	res, err := s.ack(ctx, []ackItem{it})
+	res, err := s.b.Ack(ctx, tenant(ctx), []broker.AckItem{it})
+	if msg, invalid := invalidMessage(err); invalid {
+		return badRequest[api.AckMessage400JSONResponse](msg), nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	return api.AckMessage200JSONResponse(res), nil
+	return api.AckMessage200JSONResponse(ackResults(res)), nil
 }
 
 // AckBatch acknowledges many messages in one transaction.
 func (s *Server) AckBatch(ctx context.Context, req api.AckBatchRequestObject) (api.AckBatchResponseObject, error) {
 	if req.Body == nil {
-		return nil, badRequest("Empty request body")
+		return badRequest[api.AckBatch400JSONResponse]("Empty request body"), nil
 	}
-	items := make([]ackItem, len(req.Body.Acknowledgments))
+	items := make([]broker.AckItem, len(req.Body.Acknowledgments))
 	for i, a := range req.Body.Acknowledgments {
 		it, err := ackItemFrom(a.TransactionId, a.PartitionId, a.Status, req.Body.ConsumerGroup, a.LeaseId, a.Error)
 		if err != nil {
-			return nil, err
+			return badRequest[api.AckBatch400JSONResponse](err.Error()), nil
 		}
 		items[i] = it
 	}
-	if len(items) == 0 {
-		return api.AckBatch200JSONResponse{}, nil
+	res, err := s.b.Ack(ctx, tenant(ctx), items)
+	if msg, invalid := invalidMessage(err); invalid {
+		return badRequest[api.AckBatch400JSONResponse](msg), nil
 	}
-	res, err := s.ack(ctx, items)
 	if err != nil {
 		return nil, err
 	}
-	return api.AckBatch200JSONResponse(res), nil
+	return api.AckBatch200JSONResponse(ackResults(res)), nil
 }
 
-// ack applies items, committed together with concurrent acks (see
-// coalescer), and wakes the consumers of partitions whose lease it released.
-func (s *Server) ack(ctx context.Context, items []ackItem) ([]api.AckResult, error) {
-	res, err := s.acker.submit(ctx, items)
+// ackItemFrom maps the wire fields of an acknowledgement to an AckItem.
+func ackItemFrom(txID string, partitionID string, status *api.AckStatus, group *string, leaseID, errMsg *string) (broker.AckItem, error) {
+	pid, err := uuid.Parse(partitionID)
 	if err != nil {
-		return nil, err
+		return broker.AckItem{}, invalidf("partitionId must be a UUID")
 	}
-	for i := range res {
-		res[i].Index = i // indexes are per request, not per flush
-	}
-	s.recordAcks(items, res) // metrics_record.go
-	return res, nil
+	return broker.AckItem{
+		TransactionID: txID,
+		PartitionID:   pid,
+		Status:        broker.AckStatus(deref(status, api.AckStatusCompleted)),
+		Group:         deref(group, ""),
+		LeaseID:       deref(leaseID, ""),
+		Error:         deref(errMsg, ""),
+	}, nil
 }
 
-// ackDirect applies items in one transaction.
-func (s *Server) ackDirect(ctx context.Context, items []ackItem) ([]api.AckResult, error) {
-	var res []api.AckResult
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		res, err = s.applyAcks(ctx, tx, items, ackNormal)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("ack: %w", err)
-	}
-	s.notifyReleased(ctx, res)
-	return res, nil
-}
-
-// notifyReleased wakes long-polls on queues where an ack released a lease:
-// the partition may be claimable again (a retry, or the rest of a batch).
-func (s *Server) notifyReleased(ctx context.Context, res []api.AckResult) {
-	var names []string
-	seen := map[string]bool{}
-	for _, r := range res {
-		if r.LeaseReleased && r.QueueName != nil && !seen[*r.QueueName] {
-			seen[*r.QueueName] = true
-			names = append(names, *r.QueueName)
+// ackResults renders ack results; indexes are per request.
+func ackResults(res []broker.AckResult) []api.AckResult {
+	out := make([]api.AckResult, len(res))
+	for i, r := range res {
+		out[i] = api.AckResult{
+			Index: i, TransactionId: r.TransactionID, Success: r.Applied(),
+			LeaseReleased: r.LeaseReleased, Dlq: r.DeadLettered,
+		}
+		if r.Refused != nil {
+			out[i].Error = ptr(refusalText(r.Refused))
+		}
+		if r.Queue != "" {
+			out[i].QueueName, out[i].PartitionName = ptr(r.Queue), ptr(r.Partition)
 		}
 	}
-	s.notifyQueues(ctx, names)
+	return out
 }

@@ -68,14 +68,13 @@ func BenchmarkAdminRoutes100kPartitions(b *testing.B) {
 	b.Logf("seeded in %s", time.Since(start).Round(time.Millisecond))
 	reg := metrics.New()
 	js := jobs.New(jobs.Config{Pool: pool, Metrics: reg})
-	srv := New(Config{Pool: pool, Metrics: reg})
+	srv := newServer(b, testConfig{Pool: pool, Metrics: reg})
 	h, err := srv.Handler()
 	if err != nil {
 		b.Fatal(err)
 	}
 	hs := httptest.NewServer(h)
 	b.Cleanup(hs.Close)
-	b.Cleanup(srv.Close)
 
 	day := "from=" + time.Now().Add(-24*time.Hour).UTC().Format(time.RFC3339) + "&to=" + time.Now().UTC().Format(time.RFC3339)
 	for _, route := range []string{

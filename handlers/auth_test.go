@@ -35,11 +35,10 @@ func setupAuth(t *testing.T, cfg auth.Config) *authBundle {
 	t.Helper()
 	a, err := auth.New(cfg)
 	require.NoError(t, err)
-	srv := New(Config{Pool: pgtest.NewPool(t), RepollInterval: 50 * time.Millisecond, MaxBodyBytes: 4096, Auth: a})
+	srv := newServer(t, testConfig{Pool: pgtest.NewPool(t), RepollInterval: 50 * time.Millisecond, MaxBodyBytes: 4096, Auth: a})
 	h, err := srv.Handler()
 	require.NoError(t, err)
 	hs := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
 	t.Cleanup(hs.Close)
 	t.Cleanup(srv.Drain)
 	return &authBundle{t: t, srv: srv, url: hs.URL}

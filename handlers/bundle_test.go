@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -17,6 +18,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/queenforgo/queen/gen/api"
+	"github.com/queenforgo/queen/handlers/auth"
+	"github.com/queenforgo/queen/handlers/broker"
+	"github.com/queenforgo/queen/handlers/crypto"
+	"github.com/queenforgo/queen/handlers/metrics"
+	"github.com/queenforgo/queen/handlers/migration"
+	"github.com/queenforgo/queen/handlers/spool"
 	"github.com/queenforgo/queen/sql/pgtest"
 )
 
@@ -33,7 +40,49 @@ type testBundle struct {
 
 type setupOpts struct {
 	repoll time.Duration
-	config func(*Config) // adjusts the server's Config (spool, intervals)
+	config func(*testConfig) // adjusts the broker's and the server's settings (spool, intervals)
+}
+
+// testConfig is the settings the tests give a broker and its HTTP adapter,
+// in one struct: newServer splits them into broker.Config and Config.
+type testConfig struct {
+	Pool               *pgxpool.Pool
+	Logger             *slog.Logger
+	Metrics            *metrics.Registry
+	Cipher             *crypto.Cipher
+	Spool              *spool.Spool
+	RepollInterval     time.Duration
+	MaintenanceRefresh time.Duration
+	MaxBodyBytes       int64
+	Auth               *auth.Authenticator
+	ServerID           string
+	Dashboard          http.Handler
+	StatsFlushFunc     func(ctx context.Context) error
+	Migration          *migration.Runner
+}
+
+// newServer wires a broker and its HTTP adapter as cmd/queen does, starts
+// the broker and stops it when the test ends (after the cleanups the test
+// registers later: the HTTP server closes first).
+func newServer(t testing.TB, c testConfig) *Server {
+	t.Helper()
+	validate, err := PushValidator()
+	require.NoError(t, err)
+	b := broker.New(broker.Config{
+		Pool: c.Pool, Logger: c.Logger, Metrics: c.Metrics, Cipher: c.Cipher, Spool: c.Spool,
+		ValidatePushFunc: validate, RepollInterval: c.RepollInterval, MaintenanceRefresh: c.MaintenanceRefresh,
+	})
+	require.NoError(t, b.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, b.Stop(context.Background())) })
+	return New(Config{
+		Broker: b, Pool: c.Pool, Logger: c.Logger, MaxBodyBytes: c.MaxBodyBytes, Auth: c.Auth, ServerID: c.ServerID,
+		Dashboard: c.Dashboard, StatsFlushFunc: c.StatsFlushFunc, Migration: c.Migration,
+	})
+}
+
+// parked is the number of pops parked on queue.
+func (b *testBundle) parked(queue string) int {
+	return b.srv.b.Parked(broker.QueueKey{Tenant: broker.DefaultTenant, Queue: queue})
 }
 
 func setup(t *testing.T, opts ...setupOpts) *testBundle {
@@ -43,18 +92,17 @@ func setup(t *testing.T, opts ...setupOpts) *testBundle {
 		o = opts[0]
 	}
 	pool := pgtest.NewPool(t)
-	cfg := Config{Pool: pool, RepollInterval: o.repoll}
+	cfg := testConfig{Pool: pool, RepollInterval: o.repoll}
 	if o.config != nil {
 		o.config(&cfg)
 	}
-	srv := New(cfg)
+	srv := newServer(t, cfg)
 	h, err := srv.Handler()
 	require.NoError(t, err)
 	hs := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
 	t.Cleanup(hs.Close)
 	t.Cleanup(srv.Drain) // end parked long-polls before the server closes
-	doc, err := api.GetSwagger()
+	doc, err := api.GetSpec()
 	require.NoError(t, err)
 	doc.Servers = nil
 	router, err := legacy.NewRouter(doc)

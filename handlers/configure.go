@@ -2,83 +2,77 @@ package handlers
 
 import (
 	"context"
-	"fmt"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/queenforgo/queen/gen/api"
-	"github.com/queenforgo/queen/gen/db"
+	"github.com/queenforgo/queen/handlers/broker"
 )
 
-// ConfigureQueue creates a queue or replaces all of its options.
+// ConfigureQueue creates a queue or replaces all of its options
+// (broker.Configure): every option left out returns to its default.
 func (s *Server) ConfigureQueue(ctx context.Context, req api.ConfigureQueueRequestObject) (api.ConfigureQueueResponseObject, error) {
 	if req.Body == nil {
-		return nil, badRequest("Empty request body")
+		return badRequest[api.ConfigureQueue400JSONResponse]("Empty request body"), nil
 	}
 	b := req.Body
-	o := api.QueueOptions{}
+	in := api.QueueOptions{}
 	if b.Options != nil {
-		o = *b.Options
+		in = *b.Options
 	}
-	params := db.QueueUpsertConfigParams{
-		Name:                      b.Queue,
-		Namespace:                 deref(b.Namespace, ""),
-		Task:                      deref(b.Task, ""),
-		Priority:                  int32(deref(o.Priority, 0)),
-		LeaseTime:                 int32(deref(o.LeaseTime, 300)),
-		RetryLimit:                int32(deref(o.RetryLimit, 3)),
-		RetryDelay:                int32(deref(o.RetryDelay, 1000)),
-		Ttl:                       int32(deref(o.Ttl, 3600)),
-		MaxQueueSize:              int32(deref(o.MaxSize, 0)),
-		DeadLetterQueue:           deref(o.DeadLetterQueue, false),
-		DlqAfterMaxRetries:        deref(o.DlqAfterMaxRetries, false),
-		DelayedProcessing:         int32(deref(o.DelayedProcessing, 0)),
-		WindowBuffer:              int32(deref(o.WindowBuffer, 0)),
-		RetentionSeconds:          int32(deref(o.RetentionSeconds, 0)),
-		CompletedRetentionSeconds: int32(deref(o.CompletedRetentionSeconds, 0)),
-		RetentionEnabled:          deref(o.RetentionEnabled, false),
-		EncryptionEnabled:         deref(o.EncryptionEnabled, false),
-		MaxWaitTimeSeconds:        int32(deref(o.MaxWaitTimeSeconds, 0)),
-	}
-	var q db.QueenQueue
-	var partID string
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		qtx := s.q.WithTx(tx)
-		var err error
-		if q, err = qtx.QueueUpsertConfig(ctx, params); err != nil {
-			return err
+	o := broker.QueueOptionsDefault()
+	set := func(dst *int, v *int) {
+		if v != nil {
+			*dst = *v
 		}
-		id, err := qtx.PartitionEnsure(ctx, db.PartitionEnsureParams{QueueID: q.ID, Name: "Default"})
-		partID = id.String()
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("configure queue %q: %w", b.Queue, err)
 	}
-	s.queues.put(q)
-	s.notifyQueues(ctx, []string{q.Name})
+	setBool := func(dst *bool, v *bool) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&o.Priority, in.Priority)
+	set(&o.LeaseTime, in.LeaseTime)
+	set(&o.RetryLimit, in.RetryLimit)
+	set(&o.RetryDelay, in.RetryDelay)
+	set(&o.TTL, in.Ttl)
+	set(&o.MaxSize, in.MaxSize)
+	setBool(&o.DeadLetterQueue, in.DeadLetterQueue)
+	setBool(&o.DlqAfterMaxRetries, in.DlqAfterMaxRetries)
+	set(&o.DelayedProcessing, in.DelayedProcessing)
+	set(&o.WindowBuffer, in.WindowBuffer)
+	set(&o.RetentionSeconds, in.RetentionSeconds)
+	set(&o.CompletedRetentionSeconds, in.CompletedRetentionSeconds)
+	setBool(&o.RetentionEnabled, in.RetentionEnabled)
+	setBool(&o.EncryptionEnabled, in.EncryptionEnabled)
+	set(&o.MaxWaitTimeSeconds, in.MaxWaitTimeSeconds)
+	q, partID, err := s.b.Configure(ctx, tenant(ctx), b.Queue, deref(b.Namespace, ""), deref(b.Task, ""), o)
+	if msg, invalid := invalidMessage(err); invalid {
+		return badRequest[api.ConfigureQueue400JSONResponse](msg), nil
+	}
+	if err != nil {
+		return nil, err
+	}
 	return api.ConfigureQueue200JSONResponse{
-		Configured: true, QueueId: q.ID.String(), PartitionId: partID,
-		Queue: q.Name, Namespace: q.Namespace, Task: q.Task, Options: resolvedOptions(q),
+		Configured: true, QueueId: q.ID.String(), PartitionId: partID.String(),
+		Queue: q.Name, Namespace: q.Namespace, Task: q.Task, Options: resolvedOptions(q.Options),
 	}, nil
 }
 
-func resolvedOptions(q db.QueenQueue) api.QueueOptionsResolved {
+func resolvedOptions(o broker.QueueOptions) api.QueueOptionsResolved {
 	return api.QueueOptionsResolved{
-		Priority:                  int(q.Priority),
-		LeaseTime:                 int(q.LeaseTime),
-		RetryLimit:                int(q.RetryLimit),
-		RetryDelay:                int(q.RetryDelay),
-		MaxSize:                   int(q.MaxQueueSize),
-		Ttl:                       int(q.Ttl),
-		DeadLetterQueue:           q.DeadLetterQueue,
-		DlqAfterMaxRetries:        q.DlqAfterMaxRetries,
-		DelayedProcessing:         int(q.DelayedProcessing),
-		WindowBuffer:              int(q.WindowBuffer),
-		RetentionSeconds:          int(q.RetentionSeconds),
-		CompletedRetentionSeconds: int(q.CompletedRetentionSeconds),
-		RetentionEnabled:          q.RetentionEnabled,
-		EncryptionEnabled:         q.EncryptionEnabled,
-		MaxWaitTimeSeconds:        int(q.MaxWaitTimeSeconds),
+		Priority:                  o.Priority,
+		LeaseTime:                 o.LeaseTime,
+		RetryLimit:                o.RetryLimit,
+		RetryDelay:                o.RetryDelay,
+		MaxSize:                   o.MaxSize,
+		Ttl:                       o.TTL,
+		DeadLetterQueue:           o.DeadLetterQueue,
+		DlqAfterMaxRetries:        o.DlqAfterMaxRetries,
+		DelayedProcessing:         o.DelayedProcessing,
+		WindowBuffer:              o.WindowBuffer,
+		RetentionSeconds:          o.RetentionSeconds,
+		CompletedRetentionSeconds: o.CompletedRetentionSeconds,
+		RetentionEnabled:          o.RetentionEnabled,
+		EncryptionEnabled:         o.EncryptionEnabled,
+		MaxWaitTimeSeconds:        o.MaxWaitTimeSeconds,
 	}
 }

@@ -36,7 +36,7 @@ func getRaw(t *testing.T, url, authorization string) (int, string, string) {
 // /streams/, which keep their JSON 404; the routes of the spec are untouched.
 func TestDashboardFallback(t *testing.T) {
 	t.Parallel()
-	b := setupWith(t, Config{Dashboard: dashboardStub})
+	b := setupWith(t, testConfig{Dashboard: dashboardStub})
 	for _, p := range []string{"/", "/queues/orders", "/assets/app.js", "/favicon.svg"} {
 		status, _, body := getRaw(t, b.url+p, "")
 		require.Equal(t, http.StatusOK, status, p)
@@ -53,7 +53,7 @@ func TestDashboardFallback(t *testing.T) {
 	require.Contains(t, body, `"status"`)
 
 	// Without a dashboard, the non-API paths stay a plain 404.
-	plain := setupWith(t, Config{})
+	plain := setupWith(t, testConfig{})
 	status, ctype, _ := getRaw(t, plain.url+"/", "")
 	require.Equal(t, http.StatusNotFound, status)
 	require.Equal(t, "text/plain; charset=utf-8", ctype)
@@ -65,7 +65,7 @@ func TestDashboardBehindAuth(t *testing.T) {
 	t.Parallel()
 	a, err := auth.New(auth.Config{Secret: authSecret, SkipPaths: []string{}})
 	require.NoError(t, err)
-	b := setupWith(t, Config{Auth: a, Dashboard: dashboardStub})
+	b := setupWith(t, testConfig{Auth: a, Dashboard: dashboardStub})
 	for _, p := range []string{"/", "/assets/v-0123456789ab/app.js", "/favicon.svg"} {
 		status, _, body := getRaw(t, b.url+p, "")
 		require.Equal(t, http.StatusOK, status, p)

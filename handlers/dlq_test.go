@@ -191,7 +191,7 @@ func TestReplayDeadLetterElsewhere(t *testing.T) {
 // destination queue's flag asks.
 func TestReplayDeadLetterSealsForTheDestination(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{repoll: 50 * time.Millisecond, config: func(c *Config) { c.Cipher = testCipher(t, 0x33) }})
+	b := setup(t, setupOpts{repoll: 50 * time.Millisecond, config: func(c *testConfig) { c.Cipher = testCipher(t, 0x33) }})
 	b.configure("vault", map[string]any{"encryptionEnabled": true})
 	b.configure("vault2", map[string]any{"encryptionEnabled": true})
 	payload := map[string]any{"secret": secretMarker}

@@ -8,62 +8,83 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/queenforgo/queen/gen/api"
+	"github.com/queenforgo/queen/handlers/broker"
+	"github.com/queenforgo/queen/sql/pgerr"
 )
 
-// ErrUnavailable means PostgreSQL could not be reached; the answer is 503 so
-// that clients retry and fail over.
-var ErrUnavailable = errors.New("database unavailable")
+// Expected outcomes are the typed responses openapi.yaml declares for each
+// operation: the helpers below build them. A plain error returned by an
+// operation is unexpected and answered by responseError: 503 when
+// PostgreSQL is unreachable (clients retry and fail over), otherwise 500
+// with an error id that is also logged.
 
-// errBadRequest carries a 400 message out of a handler.
-type errBadRequest struct{ msg string }
+// invalidInput is a 400 found while decoding, before any broker call.
+type invalidInput struct{ msg string }
 
-func (e errBadRequest) Error() string { return e.msg }
+func (e invalidInput) Error() string { return e.msg }
 
-func badRequest(msg string) error { return errBadRequest{msg: msg} }
+// invalidf is an invalidInput with a formatted message.
+func invalidf(format string, args ...any) error { return invalidInput{fmt.Sprintf(format, args...)} }
 
-// classifyDB is the one translator of database errors: connection-level
-// failures become ErrUnavailable, everything else stays an unexpected error.
-// No handler inspects pgx errors itself.
-func classifyDB(err error) error {
-	if err == nil {
-		return nil
+// invalidMessage reports whether err is invalid input, from the adapter's
+// decoding or from the broker (broker.ErrInvalid: refused by its rules or
+// by PostgreSQL), with the message for the client.
+func invalidMessage(err error) (string, bool) {
+	var in invalidInput
+	if errors.As(err, &in) {
+		return in.msg, true
 	}
-	if errors.Is(err, ErrUnavailable) {
-		return err
+	if errors.Is(err, broker.ErrInvalid) {
+		return err.Error(), true
 	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code[:2] {
-		case "08", "57": // connection exception, operator intervention (shutdown)
-			return errors.Join(ErrUnavailable, err)
-		}
-		return err
-	}
-	var netErr net.Error
-	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.Timeout(err) || errors.Is(err, pgx.ErrTxClosed) {
-		return errors.Join(ErrUnavailable, err)
-	}
-	return err
+	return "", false
 }
 
-// isForeignKeyViolation reports a row that points at a deleted parent, which
-// happens when a cached queue was deleted by another broker.
-func isForeignKeyViolation(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23503"
+// badRequest is an operation's declared 400.
+func badRequest[R ~struct{ api.BadRequestJSONResponse }](msg string) R {
+	return R{api.BadRequestJSONResponse{Error: msg}}
 }
 
-// isLockNotAvailable reports a NOWAIT lock that another transaction holds.
-func isLockNotAvailable(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
+// notFound is an operation's declared 404.
+func notFound[R ~struct{ api.NotFoundJSONResponse }](msg string) R {
+	return R{api.NotFoundJSONResponse{Error: msg}}
+}
+
+// unavailable is an operation's declared 503.
+func unavailable[R ~struct{ api.UnavailableJSONResponse }](msg string) R {
+	return R{api.UnavailableJSONResponse{Error: msg}}
+}
+
+// Refusals reported in 200 bodies (ack results, transactions, stream
+// cycles): the wire texts of the broker's refusal sentinels.
+const (
+	errMessageNotFound = "Message not found"
+	errInvalidLease    = "Invalid or expired lease"
+	errBlockedByFailed = "Not applied: an earlier message of this partition failed in the same batch and will be redelivered"
+	errStaleAck        = "Already applied: the consumer group's cursor is past this message " +
+		"(a replayed or superseded cycle); nothing was committed"
+	errNoCursor = "The consumer group holds no cursor on this partition: pop it before acking"
+)
+
+// refusalText is the wire text of a broker refusal.
+func refusalText(err error) string {
+	switch {
+	case errors.Is(err, broker.ErrNotFound):
+		return errMessageNotFound
+	case errors.Is(err, broker.ErrLeaseLost):
+		return errInvalidLease
+	case errors.Is(err, broker.ErrBlocked):
+		return errBlockedByFailed
+	case errors.Is(err, broker.ErrStale):
+		return errStaleAck
+	case errors.Is(err, broker.ErrNoCursor):
+		return errNoCursor
+	}
+	return err.Error()
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
@@ -92,31 +113,23 @@ func (s *Server) requestError(w http.ResponseWriter, r *http.Request, err error)
 	}
 }
 
-// responseError answers a handler's error: a 400 it raised on purpose, a 503
-// when PostgreSQL is unreachable, or a 500 with an id that is also logged.
+// responseError answers an operation's unexpected error: a 503 when
+// PostgreSQL is unreachable or the broker stops, or a 500 with an id that
+// is also logged. Invalid input that reached it (a read route's value that
+// PostgreSQL refused) still answers 400.
 func (s *Server) responseError(w http.ResponseWriter, r *http.Request, err error) {
-	var br errBadRequest
-	var pgErr *pgconn.PgError
-	var spoolErr errSpoolUnavailable
-	switch {
-	case errors.As(err, &br):
-		writeError(w, http.StatusBadRequest, br.msg)
-	case errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22"):
-		// A data exception: PostgreSQL refused a value the client sent
-		// (e.g. a JSON string with \u0000 or a lone surrogate). Nothing
-		// was committed; the client must change the request.
-		writeError(w, http.StatusBadRequest, "invalid value: "+pgErr.Message)
-	case errors.As(err, &spoolErr):
-		// Not logged per request: the spool logs why once per run of failures.
-		writeError(w, http.StatusServiceUnavailable, spoolErr.msg)
-	case errors.Is(classifyDB(err), ErrUnavailable):
-		s.cfg.Metrics.DBError()
+	err = pgerr.Translate(err) // the read routes' errors come straight from gen/db
+	switch msg, invalid := invalidMessage(err); {
+	case invalid:
+		writeError(w, http.StatusBadRequest, msg)
+	case errors.Is(err, broker.ErrUnavailable):
+		s.metrics.DBError()
 		s.log.Warn("database unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 		writeError(w, http.StatusServiceUnavailable, "database unavailable, retry later")
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		// The client went away; nobody reads the answer.
 	default:
-		s.cfg.Metrics.DBError()
+		s.metrics.DBError()
 		id := errorID()
 		s.log.Error("request failed", "error_id", id, "method", r.Method, "path", r.URL.Path, "err", err)
 		writeError(w, http.StatusInternalServerError, "internal error (id "+id+")")

@@ -336,7 +336,7 @@ func TestFaultTornSpoolFile(t *testing.T) {
 	pre.push(item("torn", "p", "stored", 0)) // committed, its answer lost in the crash
 	sp := spool.Open(spool.Config{Dir: dir, FlushInterval: 10 * time.Millisecond})
 	t.Cleanup(func() { require.NoError(t, sp.Close()) })
-	b := pre.sibling(Config{Spool: sp})
+	b := pre.sibling(testConfig{Spool: sp})
 	waitDrained(t, sp)
 	got := b.drainQueue("torn")
 	require.Equal(t, []string{"stored", "a", "b", "c", "d"}, got["p"])

@@ -17,8 +17,7 @@ import (
 // fuzzHandler is the whole HTTP chain on its own database, called in
 // process so that a fuzz iteration costs no network round trip.
 func fuzzHandler(f *testing.F) http.Handler {
-	srv := New(Config{Pool: pgtest.NewPool(f)})
-	f.Cleanup(srv.Close)
+	srv := newServer(f, testConfig{Pool: pgtest.NewPool(f)})
 	h, err := srv.Handler()
 	require.NoError(f, err)
 	return h

@@ -17,7 +17,7 @@ func (s *Server) GetHealth(ctx context.Context, _ api.GetHealthRequestObject) (a
 		h.Status, h.Database = api.Unhealthy, api.Disconnected
 		return api.GetHealth503JSONResponse(h), nil
 	}
-	if s.draining.Load() {
+	if s.b.Draining() {
 		h.Status = api.Draining
 		return api.GetHealth503JSONResponse(h), nil
 	}

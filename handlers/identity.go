@@ -9,6 +9,7 @@ import (
 	"github.com/queenforgo/queen/gen/api"
 	"github.com/queenforgo/queen/gen/routes"
 	"github.com/queenforgo/queen/handlers/auth"
+	"github.com/queenforgo/queen/handlers/broker"
 )
 
 // The identity routes (SECURITY-REQUIREMENTS JWT-12) are public in the spec:
@@ -16,9 +17,6 @@ import (
 // GET /auth/me and derives what it shows from the answer.
 
 const (
-	// defaultTenant is the tenant every request resolves to while native
-	// tenancy is off (TEN-1); the dashboard's synthetic cluster names it.
-	defaultTenant = "00000000-0000-0000-0000-000000000001"
 	// actClusterHeader is echoed so that the identity has the shape
 	// queen-proxy gives it; the broker ignores the header.
 	actClusterHeader = "x-queen-act-cluster"
@@ -109,7 +107,9 @@ func (s *Server) identity(user, role, mode string) api.Identity {
 		ActingCluster:   api.IdentityClusterRef{Id: "local", Slug: "local"},
 		Clusters: []api.IdentityCluster{{
 			Id: "local", Slug: "local", Role: role, TenantSlug: "local",
-			TenantId: defaultTenant, Status: "active", CellSlug: cell,
+			// Every request resolves to the default tenant while native
+			// tenancy is off (TEN-1).
+			TenantId: broker.DefaultTenant, Status: "active", CellSlug: cell,
 		}},
 		ActClusterHeader: actClusterHeader,
 		Role:             role,

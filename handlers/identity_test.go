@@ -21,20 +21,19 @@ import (
 // setupWith is setup with a Config of the test's choosing: a fresh
 // database unless cfg.Pool is set, and a short repoll. Answers are checked
 // against openapi.yaml.
-func setupWith(t *testing.T, cfg Config) *testBundle {
+func setupWith(t *testing.T, cfg testConfig) *testBundle {
 	t.Helper()
 	if cfg.Pool == nil {
 		cfg.Pool = pgtest.NewPool(t)
 	}
 	cfg.RepollInterval = 50 * time.Millisecond
-	srv := New(cfg)
+	srv := newServer(t, cfg)
 	h, err := srv.Handler()
 	require.NoError(t, err)
 	hs := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
 	t.Cleanup(hs.Close)
 	t.Cleanup(srv.Drain)
-	doc, err := api.GetSwagger()
+	doc, err := api.GetSpec()
 	require.NoError(t, err)
 	doc.Servers = nil
 	router, err := legacy.NewRouter(doc)
@@ -88,7 +87,7 @@ type wireIdentity struct {
 // home; logout is a no-op.
 func TestIdentityRoutesAuthOff(t *testing.T) {
 	t.Parallel()
-	b := setupWith(t, Config{ServerID: "broker-7"})
+	b := setupWith(t, testConfig{ServerID: "broker-7"})
 	var id wireIdentity
 	b.doJSON("GET", "/auth/me", nil, http.StatusOK, &id)
 	require.Equal(t, "standalone", id.UserID)
@@ -122,7 +121,7 @@ func TestIdentityRoutesAuthOn(t *testing.T) {
 	t.Parallel()
 	a, err := auth.New(auth.Config{Secret: authSecret, SkipPaths: []string{}})
 	require.NoError(t, err)
-	b := setupWith(t, Config{Auth: a})
+	b := setupWith(t, testConfig{Auth: a})
 	for _, p := range []string{"/auth/me", "/auth/login", "/auth/logout"} {
 		method := "GET"
 		if p == "/auth/logout" {

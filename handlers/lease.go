@@ -2,49 +2,35 @@ package handlers
 
 import (
 	"context"
-	"fmt"
+	"time"
 
 	"github.com/queenforgo/queen/gen/api"
-	"github.com/queenforgo/queen/gen/db"
 )
 
-// defaultExtendSeconds applies when the body names no `seconds`.
-const defaultExtendSeconds = 60
-
-// ExtendLease pushes back the expiry of every live claim held by a lease.
+// ExtendLease pushes back the expiry of every live claim held by a lease
+// (broker.ExtendLease).
 func (s *Server) ExtendLease(ctx context.Context, req api.ExtendLeaseRequestObject) (api.ExtendLeaseResponseObject, error) {
-	seconds := defaultExtendSeconds
+	var d time.Duration
 	if req.Body != nil && req.Body.Seconds != nil {
-		seconds = *req.Body.Seconds
+		d = time.Duration(*req.Body.Seconds) * time.Second
 	}
-	leaseID := req.LeaseId
-	expiries, err := s.q.PartitionConsumerExtendLease(ctx, db.PartitionConsumerExtendLeaseParams{
-		Seconds: int32(seconds), LeaseID: &leaseID,
-	})
+	ext, err := s.b.ExtendLease(ctx, tenant(ctx), req.LeaseId, d)
+	if msg, invalid := invalidMessage(err); invalid {
+		return badRequest[api.ExtendLease400JSONResponse](msg), nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("extend lease: %w", err)
+		return nil, err
 	}
-	resp := api.ExtendLease200JSONResponse{LeaseId: leaseID, Renewed: len(expiries), Success: len(expiries) > 0}
-	if len(expiries) == 0 {
-		exists, err := s.q.PartitionConsumerLeaseExists(ctx, &leaseID)
-		if err != nil {
-			return nil, fmt.Errorf("read lease: %w", err)
-		}
+	resp := api.ExtendLease200JSONResponse{LeaseId: req.LeaseId, Renewed: ext.Renewed, Success: ext.Renewed > 0}
+	if ext.Renewed == 0 {
 		msg := "Lease not found"
-		if exists {
+		if ext.Expired {
 			msg = "Lease already expired"
 		}
 		resp.Error = &msg
 		return resp, nil
 	}
-	// The earliest new expiry is the one the consumer must beat.
-	earliest := expiries[0].Time
-	for _, e := range expiries[1:] {
-		if e.Time.Before(earliest) {
-			earliest = e.Time
-		}
-	}
-	at := fmtMillis(earliest)
+	at := fmtMillis(ext.ExpiresAt)
 	resp.NewExpiresAt, resp.ExpiresAt, resp.LeaseExpiresAt = &at, &at, &at
 	return resp, nil
 }

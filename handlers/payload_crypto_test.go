@@ -84,7 +84,7 @@ type wireMessageDetail struct {
 func TestEncryptionAtRestWriteAndReadPaths(t *testing.T) {
 	t.Parallel()
 	logs := &logBuffer{}
-	b := setupWith(t, Config{Cipher: testCipher(t, 0x11), Logger: logs.logger()})
+	b := setupWith(t, testConfig{Cipher: testCipher(t, 0x11), Logger: logs.logger()})
 	b.configure("vault", map[string]any{"encryptionEnabled": true})
 	b.configure("open", map[string]any{"encryptionEnabled": false})
 	payload := map[string]any{"secret": secretMarker, "n": 1}
@@ -161,7 +161,7 @@ func TestEncryptionAtRestWriteAndReadPaths(t *testing.T) {
 func TestEncryptionFlagWithoutKeyStoresPlaintext(t *testing.T) {
 	t.Parallel()
 	logs := &logBuffer{}
-	b := setupWith(t, Config{Logger: logs.logger()})
+	b := setupWith(t, testConfig{Logger: logs.logger()})
 	b.configure("vault", map[string]any{"encryptionEnabled": true})
 	payload := map[string]any{"secret": secretMarker}
 	for _, p := range b.push(item("vault", "", "v1", payload), item("vault", "", "v2", payload)) {
@@ -195,7 +195,7 @@ const (
 func TestEncryptionReadsByShape(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
-	a := setupWith(t, Config{Pool: pool, Cipher: testCipher(t, 0x22)})
+	a := setupWith(t, testConfig{Pool: pool, Cipher: testCipher(t, 0x22)})
 	a.configure("vault", map[string]any{"encryptionEnabled": true})
 	a.push(item("vault", "", "sealed", map[string]any{"secret": secretMarker}))
 	a.configure("vault", map[string]any{"encryptionEnabled": false})
@@ -228,7 +228,7 @@ func TestEncryptionReadsByShape(t *testing.T) {
 		{"different key", "other", "wrong key or damaged envelope", testCipher(t, 0x33)},
 	} {
 		logs := &logBuffer{}
-		b := setupWith(t, Config{Pool: pool, Cipher: tc.cipher, Logger: logs.logger()})
+		b := setupWith(t, testConfig{Pool: pool, Cipher: tc.cipher, Logger: logs.logger()})
 		got := popAll(b, tc.group)
 		require.True(t, crypto.IsEnvelope(got["sealed"]), "%s: %s", tc.name, got["sealed"])
 		require.JSONEq(t, stored["sealed"].payload, string(got["sealed"]), tc.name)
@@ -251,7 +251,7 @@ func TestEncryptionReadsByShape(t *testing.T) {
 	}
 	refCipher, err := crypto.New(kat)
 	require.NoError(t, err)
-	r := setupWith(t, Config{Cipher: refCipher})
+	r := setupWith(t, testConfig{Cipher: refCipher})
 	r.push(item("legacy", "", "cpp", json.RawMessage(refEnvelopeCpp)), item("legacy", "", "node", json.RawMessage(refEnvelopeNode)))
 	p := r.pop("/api/v1/pop/queue/legacy?batch=10")
 	require.Len(t, p.Messages, 2)

@@ -184,7 +184,7 @@ func TestLongPollWakesOnPush(t *testing.T) {
 	b := setup(t, setupOpts{repoll: time.Hour})
 	got := make(chan *popped, 1)
 	go func() { got <- b.pop("/api/v1/pop/queue/lp?wait=true&timeout=60000") }()
-	require.Eventually(t, func() bool { return b.srv.waiters.Len(queueKey("lp")) == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return b.parked("lp") == 1 }, 10*time.Second, 5*time.Millisecond)
 	b.push(item("lp", "", "wake", 1))
 	select {
 	case p := <-got:

@@ -2,102 +2,54 @@ package handlers
 
 import (
 	"context"
-	"fmt"
+	"errors"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/queenforgo/queen/gen/api"
+	"github.com/queenforgo/queen/handlers/broker"
 )
 
-// PushMessages stores a push in one transaction.
+// PushMessages stores a push (broker.Push: group commit, or the spool).
 func (s *Server) PushMessages(ctx context.Context, req api.PushMessagesRequestObject) (api.PushMessagesResponseObject, error) {
 	if req.Body == nil {
-		return nil, badRequest("Empty request body")
+		return badRequest[api.PushMessages400JSONResponse]("Empty request body"), nil
 	}
 	if err := s.validator.checkPushItems(req.Body.Items); err != nil {
-		return nil, err
+		return badRequest[api.PushMessages400JSONResponse](err.Error()), nil
 	}
-	items := make([]pushItem, len(req.Body.Items))
+	sub := producerSub(ctx)
+	items := make([]broker.PushItem, len(req.Body.Items))
 	for i, it := range req.Body.Items {
-		items[i] = pushItemFrom(it.Queue, it.Partition, it.TransactionId, it.TraceId, it.Payload)
-		items[i].ProducerSub = producerSub(ctx)
+		items[i] = pushItemFrom(it.Queue, it.Partition, it.TransactionId, it.TraceId, it.Payload, sub)
 	}
-	if len(items) == 0 {
-		return api.PushMessages201JSONResponse{}, nil
-	}
-	outcomes, err := s.pushOrSpool(ctx, items) // push_spool.go: database, or disk spool
-	if err != nil {
+	out, err := s.b.Push(ctx, tenant(ctx), items)
+	switch msg, invalid := invalidMessage(err); {
+	case invalid:
+		return badRequest[api.PushMessages400JSONResponse](msg), nil
+	case errors.Is(err, broker.ErrSpoolUnavailable):
+		// Not logged per request: the spool logs why once per run of failures.
+		return unavailable[api.PushMessages503JSONResponse](broker.SpoolReason(err)), nil
+	case err != nil:
 		return nil, err
 	}
-	resp := make(api.PushMessages201JSONResponse, len(items))
-	for i, o := range outcomes {
+	resp := make(api.PushMessages201JSONResponse, len(out))
+	for i, o := range out {
 		resp[i] = pushResult(i, items[i], o)
 	}
 	return resp, nil
 }
 
-// push stores items, committed together with concurrent pushes (see
-// coalescer), and wakes long-polls on commit.
-func (s *Server) push(ctx context.Context, items []pushItem) ([]pushOutcome, error) {
-	out, err := s.pusher.submit(ctx, items)
-	if err == nil {
-		s.recordPush(items, out) // metrics_record.go
-	}
-	return out, err
-}
-
-// pushDirect stores items in their own transaction. A queue deleted by
-// another broker while cached is retried once fresh.
-func (s *Server) pushDirect(ctx context.Context, items []pushItem) ([]pushOutcome, error) {
-	for attempt := 0; ; attempt++ {
-		out, err := s.pushOnce(ctx, items)
-		if err != nil && attempt == 0 && isForeignKeyViolation(err) {
-			s.queues.invalidateAll()
-			continue
-		}
-		return out, err
-	}
-}
-
-func (s *Server) pushOnce(ctx context.Context, items []pushItem) ([]pushOutcome, error) {
-	names := distinctQueues(items)
-	queues, err := s.ensureQueues(ctx, names)
-	if err != nil {
-		return nil, err
-	}
-	var out []pushOutcome
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		out, err = s.storeMessages(ctx, tx, queues, items)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("push: %w", err)
-	}
-	s.notifyQueues(ctx, names)
-	return out, nil
-}
-
-func distinctQueues(items []pushItem) []string {
-	seen := make(map[string]bool, 4)
-	var names []string
-	for _, it := range items {
-		if !seen[it.Queue] {
-			seen[it.Queue] = true
-			names = append(names, it.Queue)
-		}
-	}
-	return names
-}
-
 // pushItemFrom applies the defaults of a push item: partition `Default`, a
-// generated transactionId when none is given, JSON null for a missing payload.
-func pushItemFrom(queue string, partition, txID, traceID *string, payload *api.AnyJSON) pushItem {
-	it := pushItem{
+// generated transactionId when none is given, JSON null for a missing
+// payload; sub is the token's subject.
+func pushItemFrom(queue string, partition, txID, traceID *string, payload *api.AnyJSON, sub string) broker.PushItem {
+	it := broker.PushItem{
 		Queue:         queue,
 		Partition:     deref(partition, ""),
 		TransactionID: deref(txID, ""),
 		TraceID:       deref(traceID, ""),
+		ProducerSub:   sub,
 	}
 	if it.Partition == "" {
 		it.Partition = "Default"
@@ -113,25 +65,24 @@ func pushItemFrom(queue string, partition, txID, traceID *string, payload *api.A
 	return it
 }
 
-func pushResult(i int, it pushItem, o pushOutcome) api.PushResult {
+// pushResult renders one push result.
+func pushResult(i int, it broker.PushItem, o broker.PushResult) api.PushResult {
 	r := api.PushResult{
 		Index:              i,
 		Status:             api.PushResultStatus(o.Status),
 		TransactionIDSnake: ptr(it.TransactionID),
 		TransactionId:      ptr(it.TransactionID),
-		MessageIDSnake:     ptr(o.MessageID.String()),
-		MessageId:          ptr(o.MessageID.String()),
-		PartitionId:        ptr(o.PartitionID.String()),
 		QueueName:          it.Queue,
 		Queue:              ptr(it.Queue),
 		Partition:          ptr(it.Partition),
 	}
+	if o.Status != broker.Buffered {
+		// Ids are given when the spool's replay stores the message.
+		mid := o.MessageID.String()
+		r.MessageIDSnake, r.MessageId, r.PartitionId = &mid, &mid, ptr(o.PartitionID.String())
+	}
 	if it.TraceID != "" {
 		r.TraceId = ptr(it.TraceID)
-	}
-	if o.Status == "buffered" {
-		// Ids are given when the spool's replay stores the message.
-		r.MessageIDSnake, r.MessageId, r.PartitionId = nil, nil, nil
 	}
 	return r
 }

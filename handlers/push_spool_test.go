@@ -20,7 +20,7 @@ import (
 // it is (not sealed twice) and every read serves the plaintext.
 func TestSpoolKeepsPayloadsSealed(t *testing.T) {
 	t.Parallel()
-	b, sp := setupSpool(t, "", func(c *Config) { c.Cipher = testCipher(t, 0x22) })
+	b, sp := setupSpool(t, "", func(c *testConfig) { c.Cipher = testCipher(t, 0x22) })
 	b.configure("vault", map[string]any{"encryptionEnabled": true})
 	b.setSwitch("/api/v1/system/maintenance", true)
 	payload := map[string]any{"secret": secretMarker, "n": 7}
@@ -62,7 +62,7 @@ func TestSpoolKeepsPayloadsSealed(t *testing.T) {
 func TestSpoolReplayIsCountedOnce(t *testing.T) {
 	t.Parallel()
 	reg := metrics.New()
-	b, sp := setupSpool(t, "", func(c *Config) { c.Metrics = reg })
+	b, sp := setupSpool(t, "", func(c *testConfig) { c.Metrics = reg })
 	counters := func(queue string) metrics.QueueCounters {
 		for _, q := range reg.Queues() {
 			if q.Queue == queue {

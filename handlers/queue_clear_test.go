@@ -142,7 +142,7 @@ func TestQueueClearThenLongPoll(t *testing.T) {
 		status, body, err := rawDo("GET", b.url+"/api/v1/pop/queue/lpc?consumerGroup=g&batch=10&partitions=5&wait=true&timeout=60000", nil)
 		got <- answer{status, body, err}
 	}()
-	require.Eventually(t, func() bool { return b.srv.waiters.Len(queueKey("lpc")) == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return b.parked("lpc") == 1 }, 10*time.Second, 5*time.Millisecond)
 
 	require.Equal(t, 1, b.clear("/api/v1/queues/lpc/clear").MessagesDeleted)
 	require.Zero(t, b.count("SELECT count(*) FROM queen.consumer_watermarks WHERE scan_from > '-infinity'"))

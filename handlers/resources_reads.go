@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/queenforgo/queen/gen/api"
 	"github.com/queenforgo/queen/gen/db"
+	"github.com/queenforgo/queen/handlers/broker"
+	"github.com/queenforgo/queen/sql/pgerr"
 )
 
 // The resources reads count live from the tables; nothing is cached or
@@ -77,11 +78,11 @@ func (s *Server) ListQueues(ctx context.Context, req api.ListQueuesRequestObject
 	if p.Limit != nil {
 		filter.RowLimit = ptr(int32(*p.Limit))
 	}
-	queues, err := s.q.QueueListPage(ctx, filter)
+	queues, err := s.rq().QueueListPage(ctx, filter)
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
-	total, err := s.q.QueueCountFiltered(ctx, db.QueueCountFilteredParams{Namespace: filter.Namespace, Task: filter.Task})
+	total, err := s.rq().QueueCountFiltered(ctx, db.QueueCountFilteredParams{Namespace: filter.Namespace, Task: filter.Task})
 	if err != nil {
 		return nil, fmt.Errorf("count queues: %w", err)
 	}
@@ -115,7 +116,7 @@ type tagGroup struct {
 // groupByTag adds up every queue by a tag (namespace or task), leaving out
 // queues without one, ordered by the tag.
 func (s *Server) groupByTag(ctx context.Context, tag func(db.QueenQueue) string) ([]tagGroup, error) {
-	queues, err := s.q.QueueListPage(ctx, db.QueueListPageParams{})
+	queues, err := s.rq().QueueListPage(ctx, db.QueueListPageParams{})
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
@@ -180,17 +181,17 @@ func (s *Server) ListPartitions(ctx context.Context, req api.ListPartitionsReque
 	queue := deref(p.Queue, "")
 	limit, offset := deref(p.Limit, 100), deref(p.Offset, 0)
 	if queue != "" {
-		if _, err := s.q.QueueGetByName(ctx, queue); errors.Is(err, pgx.ErrNoRows) {
+		if _, err := s.rq().QueueGetByName(ctx, queue); errors.Is(pgerr.Translate(err), pgerr.ErrNotFound) {
 			return api.ListPartitions404JSONResponse{NotFoundJSONResponse: api.NotFoundJSONResponse{Error: "Queue not found"}}, nil
 		} else if err != nil {
 			return nil, fmt.Errorf("read queue %q: %w", queue, err)
 		}
 	}
-	ids, err := s.q.PartitionListPage(ctx, db.PartitionListPageParams{QueueName: queue, RowLimit: int32(limit), RowOffset: int32(offset)})
+	ids, err := s.rq().PartitionListPage(ctx, db.PartitionListPageParams{QueueName: queue, RowLimit: int32(limit), RowOffset: int32(offset)})
 	if err != nil {
 		return nil, fmt.Errorf("list partitions: %w", err)
 	}
-	total, err := s.q.PartitionCountFiltered(ctx, queue)
+	total, err := s.rq().PartitionCountFiltered(ctx, queue)
 	if err != nil {
 		return nil, fmt.Errorf("count partitions: %w", err)
 	}
@@ -227,7 +228,7 @@ func (s *Server) ListPartitions(ctx context.Context, req api.ListPartitionsReque
 // whole, as in PartitionCountsByQueue), and a queue it does not read pends
 // whole.
 func (s *Server) GetOverview(ctx context.Context, _ api.GetOverviewRequestObject) (api.GetOverviewResponseObject, error) {
-	queues, err := s.q.QueueListPage(ctx, db.QueueListPageParams{})
+	queues, err := s.rq().QueueListPage(ctx, db.QueueListPageParams{})
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
@@ -246,7 +247,7 @@ func (s *Server) GetOverview(ctx context.Context, _ api.GetOverviewRequestObject
 	const window = 5 * time.Minute
 	now := time.Now()
 	since := pgtype.Timestamptz{Time: now.Add(-window), Valid: true}
-	recent, err := s.q.MessageCountCreatedSince(ctx, since)
+	recent, err := s.rq().MessageCountCreatedSince(ctx, since)
 	if err != nil {
 		return nil, fmt.Errorf("count recent messages: %w", err)
 	}
@@ -362,4 +363,28 @@ func ageSeconds(now, t time.Time, valid bool) int {
 		return 0
 	}
 	return int(now.Sub(t) / time.Second)
+}
+
+// GetQueue returns one queue with its options and counts.
+func (s *Server) GetQueue(ctx context.Context, req api.GetQueueRequestObject) (api.GetQueueResponseObject, error) {
+	q, err := s.rq().QueueGetByName(ctx, req.Queue)
+	if errors.Is(pgerr.Translate(err), pgerr.ErrNotFound) {
+		return api.GetQueue404JSONResponse{NotFoundJSONResponse: api.NotFoundJSONResponse{Error: "Queue not found"}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read queue %q: %w", req.Queue, err)
+	}
+	st, err := s.rq().QueueStatsByName(ctx, q.ID)
+	if err != nil {
+		return nil, fmt.Errorf("count queue %q: %w", req.Queue, err)
+	}
+	resp := api.GetQueue200JSONResponse{
+		Id: q.ID.String(), Name: q.Name, Namespace: q.Namespace, Task: q.Task,
+		CreatedAt: fmtMillis(q.CreatedAt.Time), Options: resolvedOptions(broker.QueueFromRow(q).Options),
+	}
+	resp.Totals.Partitions = int(st.PartitionCount)
+	resp.Totals.Total = int(st.MessageCount)
+	resp.Totals.Pending = int(st.PendingCount)
+	resp.Totals.DeadLetter = int(st.DeadLetterCount)
+	return resp, nil
 }

@@ -17,14 +17,14 @@ import (
 )
 
 // setupSpool is a broker with a disk spool in dir (a fresh one when "").
-func setupSpool(t *testing.T, dir string, more ...func(*Config)) (*testBundle, *spool.Spool) {
+func setupSpool(t *testing.T, dir string, more ...func(*testConfig)) (*testBundle, *spool.Spool) {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
 	sp := spool.Open(spool.Config{Dir: dir, FlushInterval: 10 * time.Millisecond})
 	t.Cleanup(func() { require.NoError(t, sp.Close()) }) // after the server's cleanups
-	b := setup(t, setupOpts{repoll: 50 * time.Millisecond, config: func(c *Config) {
+	b := setup(t, setupOpts{repoll: 50 * time.Millisecond, config: func(c *testConfig) {
 		c.Spool = sp
 		for _, f := range more {
 			f(c)
@@ -35,23 +35,27 @@ func setupSpool(t *testing.T, dir string, more ...func(*Config)) (*testBundle, *
 
 // sibling is a second broker on b's database, configured by cfg (its
 // Pool is b's), served over HTTP like b.
-func (b *testBundle) sibling(cfg Config) *testBundle {
+func (b *testBundle) sibling(cfg testConfig) *testBundle {
 	b.t.Helper()
 	cfg.Pool = b.pool
 	if cfg.RepollInterval == 0 {
 		cfg.RepollInterval = 50 * time.Millisecond
 	}
-	srv := New(cfg)
+	srv := newServer(b.t, cfg)
 	h, err := srv.Handler()
 	require.NoError(b.t, err)
 	hs := httptest.NewServer(h)
-	b.t.Cleanup(srv.Close)
 	b.t.Cleanup(hs.Close)
 	b.t.Cleanup(srv.Drain)
 	out := *b
 	out.srv, out.url = srv, hs.URL
 	return &out
 }
+
+// pushMaintenance and popMaintenance are the switches as s's broker
+// applies them.
+func pushMaintenance(s *Server) bool { push, _ := s.b.Maintenance(); return push }
+func popMaintenance(s *Server) bool  { _, pop := s.b.Maintenance(); return pop }
 
 func (b *testBundle) setSwitch(path string, on bool) map[string]any {
 	b.t.Helper()
@@ -157,8 +161,7 @@ func TestMaintenanceSwitchNeedsABoolean(t *testing.T) {
 func TestMaintenancePersistedAndReconciled(t *testing.T) {
 	t.Parallel()
 	a := setup(t)
-	running := New(Config{Pool: a.pool, MaintenanceRefresh: 20 * time.Millisecond})
-	t.Cleanup(running.Close)
+	running := newServer(t, testConfig{Pool: a.pool, MaintenanceRefresh: 20 * time.Millisecond})
 	a.setSwitch("/api/v1/system/maintenance", true)
 	a.setSwitch("/api/v1/system/maintenance/pop", true)
 
@@ -167,23 +170,22 @@ func TestMaintenancePersistedAndReconciled(t *testing.T) {
 		`SELECT value FROM queen.system_state WHERE key = 'maintenance_mode'`).Scan(&raw))
 	require.JSONEq(t, `{"enabled":true}`, string(raw))
 
-	later := New(Config{Pool: a.pool})
-	t.Cleanup(later.Close)
-	require.True(t, later.maint.push.Load(), "seeded at boot")
-	require.True(t, later.maint.pop.Load())
-	require.Eventually(t, func() bool { return running.maint.push.Load() && running.maint.pop.Load() },
+	later := newServer(t, testConfig{Pool: a.pool})
+	require.True(t, pushMaintenance(later), "seeded at boot")
+	require.True(t, popMaintenance(later))
+	require.Eventually(t, func() bool { return pushMaintenance(running) && popMaintenance(running) },
 		10*time.Second, 5*time.Millisecond, "adopted by the reconcile")
 
 	// A flip that never reached the database is undone by the next read.
-	a.srv.maint.push.Store(false)
+	a.srv.b.ApplyMaintenance(false, popMaintenance(a.srv)) // in memory only, as from an announcement
 	var st map[string]any
 	a.doJSON("GET", "/api/v1/system/maintenance", nil, http.StatusOK, &st)
 	require.Equal(t, true, st["maintenanceMode"])
-	require.True(t, a.srv.maint.push.Load())
+	require.True(t, pushMaintenance(a.srv))
 
 	a.setSwitch("/api/v1/system/maintenance", false)
 	a.setSwitch("/api/v1/system/maintenance/pop", false)
-	require.Eventually(t, func() bool { return !running.maint.push.Load() && !running.maint.pop.Load() },
+	require.Eventually(t, func() bool { return !pushMaintenance(running) && !popMaintenance(running) },
 		10*time.Second, 5*time.Millisecond)
 }
 
@@ -213,7 +215,7 @@ func TestUnwritableSpoolAnswers503(t *testing.T) {
 	logs := &logBuffer{}
 	sp := spool.Open(spool.Config{Dir: filepath.Join(blocker, "spool"), Logger: logs.logger()})
 	t.Cleanup(func() { require.NoError(t, sp.Close()) })
-	b := setup(t, setupOpts{repoll: 50 * time.Millisecond, config: func(c *Config) { c.Spool = sp; c.Logger = logs.logger() }})
+	b := setup(t, setupOpts{repoll: 50 * time.Millisecond, config: func(c *testConfig) { c.Spool = sp; c.Logger = logs.logger() }})
 	b.push(item("unw", "", "before", 1))
 	b.setSwitch("/api/v1/system/maintenance", true)
 	for range 3 {
@@ -244,7 +246,7 @@ func TestSpoolKeepsPartitionOrder(t *testing.T) {
 	b.setSwitch("/api/v1/system/maintenance", false)
 	require.Equal(t, "buffered", b.push(item("ord", "p", "2", 2))[0].Status)
 	require.Equal(t, "queued", b.push(item("ord", "other", "x", 0))[0].Status)
-	sp.StartDrain(b.srv.spoolReplayer())
+	sp.StartDrain(b.srv.b.ReplaySpooled)
 	waitDrained(t, sp)
 	require.Equal(t, "queued", b.push(item("ord", "p", "3", 3))[0].Status, "the spool is empty again")
 	p := b.pop("/api/v1/pop/queue/ord/partition/p?batch=10")

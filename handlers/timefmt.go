@@ -62,7 +62,7 @@ func parseTimestampParam(name string, s *string) (*time.Time, error) {
 	}
 	t, err := parseTimestamp(*s)
 	if err != nil {
-		return nil, badRequest(name + " must be an ISO-8601 timestamp")
+		return nil, invalidf("%s must be an ISO-8601 timestamp", name)
 	}
 	return &t, nil
 }

@@ -4,62 +4,40 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/queenforgo/queen/gen/api"
-	"github.com/queenforgo/queen/gen/db"
+	"github.com/queenforgo/queen/handlers/broker"
 )
 
-// RecordTrace stores a processing event on a message.
+// RecordTrace stores a processing event on a message (broker.RecordTrace);
+// the trace listings are read routes (traces_reads.go).
 func (s *Server) RecordTrace(ctx context.Context, req api.RecordTraceRequestObject) (api.RecordTraceResponseObject, error) {
 	b := req.Body
 	if b == nil {
-		return nil, badRequest("Empty request body")
+		return badRequest[api.RecordTrace400JSONResponse]("Empty request body"), nil
 	}
 	if b.Data == nil {
-		return nil, badRequest("data is required")
+		return badRequest[api.RecordTrace400JSONResponse]("data is required"), nil
 	}
 	names, err := traceNames(b.TraceNames)
 	if err != nil {
-		return nil, err
+		return badRequest[api.RecordTrace400JSONResponse](err.Error()), nil
 	}
 	pid, err := uuid.Parse(b.PartitionId)
 	if err != nil {
-		return nil, badRequest("partitionId must be a UUID")
+		return badRequest[api.RecordTrace400JSONResponse]("partitionId must be a UUID"), nil
 	}
-	msg, err := s.q.MessageGetByTransactionID(ctx, db.MessageGetByTransactionIDParams{PartitionID: pid, TransactionID: b.TransactionId})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return api.RecordTrace404JSONResponse{NotFoundJSONResponse: api.NotFoundJSONResponse{Error: "Message not found"}}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read traced message: %w", err)
-	}
-	group := deref(b.ConsumerGroup, "")
-	if group == "" {
-		group = queueModeGroup
-	}
-	eventType := deref(b.EventType, "")
-	if eventType == "" {
-		eventType = "info"
-	}
-	var traceID uuid.UUID
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		qtx := s.q.WithTx(tx)
-		var err error
-		traceID, err = qtx.TraceInsert(ctx, db.TraceInsertParams{
-			MessageID: msg.ID, PartitionID: pid, TransactionID: b.TransactionId,
-			ConsumerGroup: group, EventType: eventType, Data: *b.Data,
-		})
-		if err != nil || len(names) == 0 {
-			return err
-		}
-		return qtx.TraceNameInsertMany(ctx, db.TraceNameInsertManyParams{TraceID: traceID, Names: names})
+	traceID, err := s.b.RecordTrace(ctx, tenant(ctx), broker.Trace{
+		PartitionID: pid, TransactionID: b.TransactionId, Group: deref(b.ConsumerGroup, ""),
+		EventType: deref(b.EventType, ""), Data: *b.Data, Names: names,
 	})
+	if errors.Is(err, broker.ErrNotFound) {
+		return notFound[api.RecordTrace404JSONResponse]("Message not found"), nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("record trace: %w", err)
+		return nil, err
 	}
 	return api.RecordTrace201JSONResponse{Success: true, TraceId: traceID.String()}, nil
 }
@@ -78,7 +56,7 @@ func traceNames(raw *json.RawMessage) ([]string, error) {
 	}
 	var many []string
 	if err := json.Unmarshal(*raw, &many); err != nil {
-		return nil, badRequest("traceNames must be a string or an array of strings")
+		return nil, invalidf("traceNames must be a string or an array of strings")
 	}
 	out := many[:0]
 	for _, n := range many {

@@ -15,9 +15,9 @@ import (
 func (s *Server) GetMessageTraces(ctx context.Context, req api.GetMessageTracesRequestObject) (api.GetMessageTracesResponseObject, error) {
 	pid, err := uuid.Parse(req.PartitionId)
 	if err != nil {
-		return nil, badRequest("partitionId must be a UUID")
+		return badRequest[api.GetMessageTraces400JSONResponse]("partitionId must be a UUID"), nil
 	}
-	rows, err := s.q.TraceListByMessage(ctx, db.TraceListByMessageParams{PartitionID: pid, TransactionID: req.TransactionId})
+	rows, err := s.rq().TraceListByMessage(ctx, db.TraceListByMessageParams{PartitionID: pid, TransactionID: req.TransactionId})
 	if err != nil {
 		return nil, fmt.Errorf("list traces: %w", err)
 	}
@@ -36,11 +36,11 @@ func (s *Server) GetMessageTraces(ctx context.Context, req api.GetMessageTracesR
 // first.
 func (s *Server) ListTracesByName(ctx context.Context, req api.ListTracesByNameRequestObject) (api.ListTracesByNameResponseObject, error) {
 	limit, offset := deref(req.Params.Limit, 100), deref(req.Params.Offset, 0)
-	rows, err := s.q.TraceListByName(ctx, db.TraceListByNameParams{TraceName: req.TraceName, RowLimit: int32(limit), RowOffset: int32(offset)})
+	rows, err := s.rq().TraceListByName(ctx, db.TraceListByNameParams{TraceName: req.TraceName, RowLimit: int32(limit), RowOffset: int32(offset)})
 	if err != nil {
 		return nil, fmt.Errorf("list traces named %q: %w", req.TraceName, err)
 	}
-	total, err := s.q.TraceCountByName(ctx, req.TraceName)
+	total, err := s.rq().TraceCountByName(ctx, req.TraceName)
 	if err != nil {
 		return nil, fmt.Errorf("count traces named %q: %w", req.TraceName, err)
 	}
@@ -50,10 +50,7 @@ func (s *Server) ListTracesByName(ctx context.Context, req api.ListTracesByNameR
 	}
 	for _, r := range rows {
 		data := api.AnyJSON(r.Data)
-		payload, err := s.openPayload(r.MessagePayload, r.IsEncrypted)
-		if err != nil {
-			return nil, err
-		}
+		payload := api.AnyJSON(s.b.OpenPayload(r.MessagePayload, r.IsEncrypted))
 		resp.Traces = append(resp.Traces, api.TraceNameEvent{
 			Id: r.ID.String(), TransactionId: r.TransactionID, PartitionId: r.PartitionID.String(),
 			EventType: r.EventType, Data: &data, ConsumerGroup: r.ConsumerGroup, WorkerId: r.WorkerID,
@@ -67,11 +64,11 @@ func (s *Server) ListTracesByName(ctx context.Context, req api.ListTracesByNameR
 // ListTraceNames pages through trace names, most recently used first.
 func (s *Server) ListTraceNames(ctx context.Context, req api.ListTraceNamesRequestObject) (api.ListTraceNamesResponseObject, error) {
 	limit, offset := deref(req.Params.Limit, 50), deref(req.Params.Offset, 0)
-	rows, err := s.q.TraceNameList(ctx, db.TraceNameListParams{RowLimit: int32(limit), RowOffset: int32(offset)})
+	rows, err := s.rq().TraceNameList(ctx, db.TraceNameListParams{RowLimit: int32(limit), RowOffset: int32(offset)})
 	if err != nil {
 		return nil, fmt.Errorf("list trace names: %w", err)
 	}
-	total, err := s.q.TraceNameCount(ctx)
+	total, err := s.rq().TraceNameCount(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("count trace names: %w", err)
 	}

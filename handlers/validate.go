@@ -12,6 +12,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 
 	"github.com/queenforgo/queen/gen/api"
+	"github.com/queenforgo/queen/handlers/broker"
 )
 
 // requestValidator checks every request against openapi.yaml before the
@@ -45,7 +46,7 @@ type pushItemProp struct {
 var typedBodyOperations = map[string]bool{"PushMessages": true}
 
 func newRequestValidator() (*requestValidator, error) {
-	doc, err := api.GetSwagger()
+	doc, err := api.GetSpec()
 	if err != nil {
 		return nil, fmt.Errorf("load embedded spec: %w", err)
 	}
@@ -93,10 +94,10 @@ func (v *requestValidator) loadPushSchema() error {
 // The payload has no constraints and is never looked at.
 func (v *requestValidator) checkPushItems(items []api.PushItem) error {
 	if items == nil {
-		return badRequest(`invalid request body: property "items" is missing`)
+		return invalidf(`invalid request body: property "items" is missing`)
 	}
 	if len(items) > v.pushMaxItems {
-		return badRequest(fmt.Sprintf("invalid request body at items: at most %d items are allowed", v.pushMaxItems))
+		return invalidf("invalid request body at items: at most %d items are allowed", v.pushMaxItems)
 	}
 	// The items of one push mostly share their queue and partition names:
 	// a value equal to the last one that passed needs no second check (the
@@ -126,12 +127,30 @@ func (v *requestValidator) checkPushItems(items []api.PushItem) error {
 				if errors.As(err, &schemaErr) {
 					reason = schemaErr.Reason
 				}
-				return badRequest(fmt.Sprintf("invalid request body at items/%d/%s: %s", i, p.name, reason))
+				return invalidf("invalid request body at items/%d/%s: %s", i, p.name, reason)
 			}
 			lastValid[k] = val
 		}
 	}
 	return nil
+}
+
+// PushValidator checks push items with the spec's rules, for the broker's
+// replay of spooled records (broker.Config.ValidatePushFunc): a record from a
+// hand-edited or foreign file must pass the same rules as a push.
+func PushValidator() (func([]broker.PushItem) error, error) {
+	v, err := newRequestValidator()
+	if err != nil {
+		return nil, err
+	}
+	return func(items []broker.PushItem) error {
+		check := make([]api.PushItem, len(items))
+		for i := range items {
+			it := &items[i]
+			check[i] = api.PushItem{Queue: it.Queue, Partition: &it.Partition, TransactionId: &it.TransactionID, TraceId: &it.TraceID}
+		}
+		return v.checkPushItems(check)
+	}, nil
 }
 
 func (v *requestValidator) middleware(s *Server) api.MiddlewareFunc {

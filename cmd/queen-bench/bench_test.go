@@ -100,6 +100,9 @@ func TestParseArgs(t *testing.T) {
 	withDefaults := func(f func(*config)) config {
 		c := configDefault
 		f(&c)
+		if c.URLs == nil {
+			c.URLs = []string{strings.TrimRight(c.URL, "/")}
+		}
 		return c
 	}
 	tests := []struct {
@@ -136,11 +139,20 @@ func TestParseArgs(t *testing.T) {
 				"-rate", "5000", "-wakeups", "10", "-max-messages", "7", "-stats-settle", "0s",
 			},
 			want: config{
-				Scenario: "mixed", URL: "http://localhost:7000/", PG: "postgres://u@127.0.0.1:5432/q", PID: 42,
+				Scenario: "mixed", URL: "http://localhost:7000/", URLs: []string{"http://localhost:7000"},
+				PG: "postgres://u@127.0.0.1:5432/q", PID: 42,
 				Duration: time.Minute, Producers: 2, Consumers: 3, Batch: 1000, Partitions: 1,
 				PayloadBytes: 0, Groups: 64, Queue: "my.queue_1", PollTimeout: 250 * time.Millisecond,
 				Rate: 5000, Wakeups: 10, MaxMessages: 7, StatsSettle: 0,
 			},
+		},
+		{
+			name: "several brokers",
+			args: []string{"push", "-url", "http://127.0.0.1:6632, http://127.0.0.1:6633/,http://[::1]:6634"},
+			want: withDefaults(func(c *config) {
+				c.Scenario, c.URL = "push", "http://127.0.0.1:6632, http://127.0.0.1:6633/,http://[::1]:6634"
+				c.URLs = []string{"http://127.0.0.1:6632", "http://127.0.0.1:6633", "http://[::1]:6634"}
+			}),
 		},
 		{
 			name: "PG_* stands in for -pg",
@@ -179,6 +191,7 @@ func TestParseArgsProblems(t *testing.T) {
 		{"unknown scenario", []string{"pushh"}, []string{`scenario: unknown "pushh" (one of wakeup, push, consume, mixed, fanout, ceiling, all)`}},
 		{"remote broker", []string{"push", "-url", "http://10.1.2.3:6632"}, []string{`-url: host "10.1.2.3" is not a loopback address; the bench only drives local targets`}},
 		{"not http", []string{"push", "-url", "ftp://127.0.0.1"}, []string{`-url: want an http or https URL, got "ftp://127.0.0.1"`}},
+		{"one remote broker in a list", []string{"push", "-url", "http://127.0.0.1:6632,http://10.1.2.3:6632"}, []string{`-url: host "10.1.2.3" is not a loopback address; the bench only drives local targets`}},
 		{"remote postgres", []string{"push", "-pg", "postgres://u@db.example.com/q"}, []string{`-pg: host "db.example.com" is not a loopback address; the bench only drives local targets`}},
 		{"remote postgres keyword form", []string{"push", "-pg", "host=db.example.com dbname=q"}, []string{`-pg: host "db.example.com" is not a loopback address; the bench only drives local targets`}},
 		{"ceiling without postgres", []string{"ceiling"}, []string{"-pg: the ceiling scenario needs a PostgreSQL URL"}},
@@ -309,4 +322,26 @@ func TestFmtLatency(t *testing.T) {
 	require.Equal(t, "0.42 ms", fmtLatency(420*time.Microsecond))
 	require.Equal(t, "12.3 ms", fmtLatency(12300*time.Microsecond))
 	require.Equal(t, "1500 ms", fmtLatency(1500*time.Millisecond))
+}
+
+// With several brokers, producers and consumers are spread round-robin and
+// a consumer acks through the broker it pops from.
+func TestSpreadOverBrokers(t *testing.T) {
+	t.Parallel()
+	cfg := configDefault
+	cfg.Producers, cfg.Consumers = 5, 4
+	bases := []string{"http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:3"}
+	b := &bench{cfg: cfg, bases: bases, base: bases[0]}
+	for i, p := range b.newProducers("q") {
+		require.Equal(t, bases[i%3], p.base)
+	}
+	for i := range cfg.Consumers {
+		c := b.newConsumer("q", "", i)
+		require.Equal(t, bases[i%3], c.base)
+		require.Equal(t, "q", c.queue)
+		require.True(t, *c.params.Wait)
+	}
+	require.Equal(t, "3 brokers on one database, producers and consumers spread round-robin: "+
+		"http://127.0.0.1:1, http://127.0.0.1:2, http://127.0.0.1:3 (no -pid: RSS not measured)", brokersLine(bases, 0))
+	require.Equal(t, "broker http://127.0.0.1:1 (pid 7)", brokersLine(bases[:1], 7))
 }

@@ -16,6 +16,7 @@ import (
 // consumer pops a batch from a queue, then acks all of it in one request.
 type consumer struct {
 	b      *bench
+	base   string // the broker it pops from and acks through
 	queue  string
 	params *client.PopQueueParams
 	group  string // "" is queue mode
@@ -24,10 +25,14 @@ type consumer struct {
 	e2e    recorder // push request built -> pop answered, from the payload's "t"
 }
 
-// newConsumer pops from queue in group ("" for queue mode); a named group
-// starts at the beginning of every partition (subscriptionMode=all).
-func (b *bench) newConsumer(queue, group string) *consumer {
-	return &consumer{b: b, queue: queue, params: b.popParams(group, b.cfg.Batch, b.cfg.PollTimeout), group: group}
+// newConsumer pops from queue in group ("" for queue mode) through the
+// broker of client i; a named group starts at the beginning of every
+// partition (subscriptionMode=all).
+func (b *bench) newConsumer(queue, group string, i int) *consumer {
+	return &consumer{
+		b: b, base: b.baseFor(i), queue: queue, group: group,
+		params: b.popParams(group, b.cfg.Batch, b.cfg.PollTimeout),
+	}
 }
 
 // popParams are the query of a long-poll pop.
@@ -48,7 +53,7 @@ func (b *bench) popParams(group string, batch int, timeout time.Duration) *clien
 func (c *consumer) run(ctx context.Context, deadline time.Time, t *tally, stopOnEmpty func() bool) {
 	for ctx.Err() == nil && time.Now().Before(deadline) && t.msgs.Load() < c.b.cfg.MaxMessages {
 		start := time.Now()
-		p, err := c.b.pop(ctx, c.queue, c.params, &c.resp)
+		p, err := c.b.pop(ctx, c.base, c.queue, c.params, &c.resp)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -69,7 +74,7 @@ func (c *consumer) run(ctx context.Context, deadline time.Time, t *tally, stopOn
 				c.e2e.add(popped.Sub(time.Unix(0, ns)))
 			}
 		}
-		acked, err := c.b.ack(ctx, c.group, p, &c.resp)
+		acked, err := c.b.ack(ctx, c.base, c.group, p, &c.resp)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -99,11 +104,11 @@ type poppedMessage struct {
 	Data          json.RawMessage `json:"data"`
 }
 
-// pop long-polls once; a nil answer is a 204.
-func (b *bench) pop(ctx context.Context, queue string, params *client.PopQueueParams, resp *bytes.Buffer) (*popResponse, error) {
+// pop long-polls a broker once; a nil answer is a 204.
+func (b *bench) pop(ctx context.Context, base, queue string, params *client.PopQueueParams, resp *bytes.Buffer) (*popResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(*params.Timeout)*time.Millisecond+requestTimeout)
 	defer cancel()
-	res, err := b.api.PopQueue(ctx, queue, params)
+	res, err := b.apiAt(base).PopQueue(ctx, queue, params)
 	status, err := readAnswer(res, err, resp)
 	if err != nil {
 		return nil, fmt.Errorf("pop: %w", err)
@@ -123,8 +128,9 @@ func (b *bench) pop(ctx context.Context, queue string, params *client.PopQueuePa
 }
 
 // ack completes every message of a pop in one batch ack (the generated
-// request type) and returns how many succeeded, counted in the answer.
-func (b *bench) ack(ctx context.Context, group string, p *popResponse, resp *bytes.Buffer) (int64, error) {
+// request type), through the broker that delivered them, and returns how
+// many succeeded, counted in the answer.
+func (b *bench) ack(ctx context.Context, base, group string, p *popResponse, resp *bytes.Buffer) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	completed := client.AckStatus("completed")
@@ -143,7 +149,7 @@ func (b *bench) ack(ctx context.Context, group string, p *popResponse, resp *byt
 		}
 		body.Acknowledgments[i] = client.AckBatchItem{TransactionId: m.TransactionID, PartitionId: m.PartitionID, LeaseId: lease, Status: &completed}
 	}
-	res, err := b.api.AckBatch(ctx, body)
+	res, err := b.apiAt(base).AckBatch(ctx, body)
 	status, err := readAnswer(res, err, resp)
 	if err != nil {
 		return 0, fmt.Errorf("ack: %w", err)
@@ -188,8 +194,8 @@ func payloadTime(data []byte) (int64, bool) {
 func (b *bench) consumeFor(ctx context.Context, queue string, groups []string, deadline time.Time, t *tally, stopOnEmpty func() bool) []*consumer {
 	var cs []*consumer
 	for _, g := range groups {
-		for range b.cfg.Consumers {
-			cs = append(cs, b.newConsumer(queue, g))
+		for i := range b.cfg.Consumers {
+			cs = append(cs, b.newConsumer(queue, g, i))
 		}
 	}
 	var wg sync.WaitGroup

@@ -44,9 +44,10 @@ var scenarios = []string{"wakeup", "push", "consume", "mixed", "fanout", "ceilin
 // config is the command line after parsing and validation.
 type config struct {
 	Scenario     string
-	URL          string
-	PG           string // "" disables the commit count and the ceiling
-	PID          int    // 0 disables the RSS column
+	URL          string   // -url as given: one base URL or a comma list
+	URLs         []string // -url split at commas, trailing slashes trimmed
+	PG           string   // "" disables the commit count and the ceiling
+	PID          int      // 0 disables the RSS column
 	Duration     time.Duration
 	Producers    int
 	Consumers    int
@@ -131,8 +132,14 @@ func parseArgs(args []string, lookupEnv func(string) (string, bool)) (config, er
 	default:
 		errs = append(errs, fmt.Errorf("scenario: want one, got %q", positional))
 	}
-	if err := checkLoopbackURL(cfg.URL); err != nil {
-		errs = append(errs, fmt.Errorf("-url: %w", err))
+	cfg.URLs = nil
+	for _, u := range strings.Split(cfg.URL, ",") {
+		u = strings.TrimRight(strings.TrimSpace(u), "/")
+		if err := checkLoopbackURL(u); err != nil {
+			errs = append(errs, fmt.Errorf("-url: %w", err))
+			continue
+		}
+		cfg.URLs = append(cfg.URLs, u)
 	}
 	if cfg.PG != "" {
 		if err := checkLoopbackPG(cfg.PG); err != nil {
@@ -169,7 +176,7 @@ func parseArgs(args []string, lookupEnv func(string) (string, bool)) (config, er
 func newFlagSet(cfg *config, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("queen-bench", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&cfg.URL, "url", cfg.URL, "broker base URL (loopback only)")
+	fs.StringVar(&cfg.URL, "url", cfg.URL, "broker base URL, or a comma list of brokers on one database: producers and consumers are spread over them round-robin (loopback only)")
 	fs.StringVar(&cfg.PG, "pg", cfg.PG, "the broker's PostgreSQL URL, for xact_commit and the ceiling (default from PG_HOST, PG_PORT, PG_USER, PG_PASSWORD, PG_DB)")
 	fs.IntVar(&cfg.PID, "pid", cfg.PID, "broker pid, for RSS from /proc/<pid>/status")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "length of each run")
@@ -347,8 +354,12 @@ func newHTTPClient(conns int) *http.Client {
 // used for xact_commit (the ceiling opens its own).
 type bench struct {
 	cfg    config
-	base   string
+	bases  []string // every broker of -url
+	base   string   // the first one: health, cleanup and the wakeup scenario
 	client *http.Client
+	// apis holds one generated client per broker of -url, all on the one
+	// HTTP client; api is the first broker's.
+	apis   map[string]*client.ClientWithResponses
 	api    *client.ClientWithResponses
 	pg     *pgxpool.Pool // nil without -pg
 	pgInfo string        // version and durability settings, for the header
@@ -360,15 +371,20 @@ func newBench(ctx context.Context, cfg config, log io.Writer) (*bench, error) {
 	conns := cfg.Producers + cfg.Consumers*max(cfg.Groups, 1) + 8
 	b := &bench{
 		cfg:    cfg,
-		base:   strings.TrimRight(cfg.URL, "/"),
+		bases:  cfg.URLs,
+		base:   cfg.URLs[0],
 		client: newHTTPClient(conns),
 		log:    log,
 	}
-	api, err := client.NewClientWithResponses(b.base, client.WithHTTPClient(b.client))
-	if err != nil {
-		return nil, fmt.Errorf("-url: %w", err)
+	b.apis = make(map[string]*client.ClientWithResponses, len(b.bases))
+	for _, base := range b.bases {
+		api, err := client.NewClientWithResponses(base, client.WithHTTPClient(b.client))
+		if err != nil {
+			return nil, fmt.Errorf("-url %s: %w", base, err)
+		}
+		b.apis[base] = api
 	}
-	b.api = api
+	b.api = b.apis[b.base]
 	if err := b.checkHealth(ctx); err != nil {
 		return nil, err
 	}
@@ -389,19 +405,35 @@ func (b *bench) close() {
 	b.client.CloseIdleConnections()
 }
 
-// checkHealth fails fast when nothing answers at -url.
+// checkHealth fails fast when a broker of -url does not answer.
 func (b *bench) checkHealth(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	resp, err := b.api.GetHealthWithResponse(ctx)
-	if err != nil {
-		return fmt.Errorf("broker at %s: %w (is it running? make run)", b.base, err)
-	}
-	if resp.StatusCode() != http.StatusOK {
-		return fmt.Errorf("broker at %s: /health answered %s", b.base, resp.HTTPResponse.Status)
+	for _, base := range b.bases {
+		if err := b.checkOne(ctx, base); err != nil {
+			return err
+		}
 	}
 	return nil
 }
+
+func (b *bench) checkOne(ctx context.Context, base string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := b.apiAt(base).GetHealthWithResponse(ctx)
+	if err != nil {
+		return fmt.Errorf("broker at %s: %w (is it running? make run)", base, err)
+	}
+	if resp.StatusCode() != http.StatusOK {
+		return fmt.Errorf("broker at %s: /health answered %s", base, resp.HTTPResponse.Status)
+	}
+	return nil
+}
+
+// baseFor spreads producers and consumers over the brokers: client i talks
+// to broker i mod n.
+func (b *bench) baseFor(i int) string { return b.bases[i%len(b.bases)] }
+
+// apiAt is the generated client of one broker of -url.
+func (b *bench) apiAt(base string) *client.ClientWithResponses { return b.apis[base] }
 
 // queue names the queue of one scenario and remembers it for the cleanup.
 func (b *bench) queue(suffix string) string {

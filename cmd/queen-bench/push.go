@@ -22,6 +22,7 @@ const requestTimeout = time.Minute
 // producer pushes batches to one queue, each request to one partition.
 type producer struct {
 	b          *bench
+	base       string // the broker this producer talks to
 	queue      string
 	id         int
 	producers  int
@@ -40,7 +41,7 @@ func (b *bench) newProducers(queue string) []*producer {
 	ps := make([]*producer, b.cfg.Producers)
 	for i := range ps {
 		ps[i] = &producer{
-			b: b, queue: queue, id: i, producers: b.cfg.Producers,
+			b: b, base: b.baseFor(i), queue: queue, id: i, producers: b.cfg.Producers,
 			partitions: b.cfg.Partitions, batch: b.cfg.Batch, pad: pad,
 			txPrefix: queue + "-" + strconv.Itoa(i) + "-",
 		}
@@ -65,7 +66,7 @@ func (p *producer) run(ctx context.Context, deadline time.Time, t *tally, bud *b
 		p.body = appendPushBody(p.body[:0], p.queue, "p"+strconv.Itoa(part), p.txPrefix, p.seq, n, p.pad, time.Now())
 		p.seq += int64(n)
 		start := time.Now()
-		queued, err := p.b.push(ctx, p.body, &p.resp)
+		queued, err := p.b.push(ctx, p.base, p.body, &p.resp)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -112,17 +113,18 @@ func appendPayload(buf []byte, t int64, pad string) []byte {
 	return append(buf, `"}`...)
 }
 
-// push sends one push request and returns how many items were queued.
+// push sends one push request to a broker and returns how many items were
+// queued.
 //
 // The request goes through the generated client, but the body is built by
 // appendPushBody and the answer is counted, not decoded into
 // []client.PushResult: decoding the generated types tripled the bench's own
 // CPU per pushed message (docs/benchmarks.md, "queen-bench and the generated
 // client"), CPU the broker under test shares on a small machine.
-func (b *bench) push(ctx context.Context, body []byte, resp *bytes.Buffer) (int64, error) {
+func (b *bench) push(ctx context.Context, base string, body []byte, resp *bytes.Buffer) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	res, err := b.api.PushMessagesWithBody(ctx, "application/json", bytes.NewReader(body))
+	res, err := b.apiAt(base).PushMessagesWithBody(ctx, "application/json", bytes.NewReader(body))
 	status, err := readAnswer(res, err, resp)
 	if err != nil {
 		return 0, fmt.Errorf("push: %w", err)

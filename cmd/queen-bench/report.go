@@ -89,7 +89,6 @@ type measurement struct {
 	stop    chan struct{}
 	done    sync.WaitGroup
 	peak    int64
-	ended   time.Time
 }
 
 // startMeasure starts the probes just before a run's measured phase.
@@ -225,7 +224,7 @@ func parseStatus(r io.Reader) (rss, hwm int64, err error) {
 // header describes the target and the machine, above the table.
 func (b *bench) header() []string {
 	lines := []string{
-		fmt.Sprintf("broker %s%s", b.base, pidNote(b.cfg.PID)),
+		brokersLine(b.bases, b.cfg.PID),
 		fmt.Sprintf("client %d CPUs, %s/%s, %s, GOMAXPROCS %d", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), runtime.GOMAXPROCS(0)),
 	}
 	if b.pgInfo != "" {
@@ -234,6 +233,16 @@ func (b *bench) header() []string {
 		lines = append(lines, "no -pg: msgs/commit and the ceiling are not measured")
 	}
 	return lines
+}
+
+// brokersLine names the broker, or the brokers that producers and
+// consumers were spread over.
+func brokersLine(bases []string, pid int) string {
+	if len(bases) == 1 {
+		return fmt.Sprintf("broker %s%s", bases[0], pidNote(pid))
+	}
+	return fmt.Sprintf("%d brokers on one database, producers and consumers spread round-robin: %s%s",
+		len(bases), strings.Join(bases, ", "), pidNote(pid))
 }
 
 func pidNote(pid int) string {

@@ -38,7 +38,7 @@ func (b *bench) wakeupScenario(ctx context.Context) (result, error) {
 	pushOne := func() error {
 		body = appendPushBody(body[:0], queue, "p0", queue+"-", seq, 1, pad, time.Now())
 		seq++
-		n, err := b.push(ctx, body, &pushResp)
+		n, err := b.push(ctx, b.base, body, &pushResp)
 		if err == nil && n != 1 {
 			err = fmt.Errorf("push: %d of 1 queued", n)
 		}
@@ -49,9 +49,9 @@ func (b *bench) wakeupScenario(ctx context.Context) (result, error) {
 	if err := pushOne(); err != nil {
 		return result{}, err
 	}
-	if p, err := b.pop(ctx, queue, params, &popResp); err != nil || p == nil {
+	if p, err := b.pop(ctx, b.base, queue, params, &popResp); err != nil || p == nil {
 		return result{}, errors.Join(errors.New("warm-up pop found nothing"), err)
-	} else if _, err := b.ack(ctx, "", p, &ackResp); err != nil {
+	} else if _, err := b.ack(ctx, b.base, "", p, &ackResp); err != nil {
 		return result{}, err
 	}
 
@@ -68,7 +68,7 @@ func (b *bench) wakeupScenario(ctx context.Context) (result, error) {
 		popped := make(chan popOutcome, 1)
 		go func() {
 			var buf bytes.Buffer
-			p, err := b.pop(ctx, queue, params, &buf)
+			p, err := b.pop(ctx, b.base, queue, params, &buf)
 			popped <- popOutcome{p, err, time.Now()}
 		}()
 		sleepUntil(ctx, time.Now().Add(wakeupPark))
@@ -95,7 +95,7 @@ func (b *bench) wakeupScenario(ctx context.Context) (result, error) {
 		}
 		fromReply.add(d)
 		fromSend.add(o.at.Sub(sent))
-		if _, err := b.ack(ctx, "", o.p, &ackResp); err != nil {
+		if _, err := b.ack(ctx, b.base, "", o.p, &ackResp); err != nil {
 			t.fail(err)
 		}
 		t.count(1, time.Now())

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -64,8 +65,24 @@ func sourceEndpoint(p config.Postgres) migration.Endpoint {
 	default:
 		mode = "require"
 	}
+	host, port := sourceHosts(p.Hosts)
 	return migration.Endpoint{
-		Host: p.Host, Port: p.Port, Database: p.Database, User: p.User, Password: p.Password,
+		Host: host, Port: port, Database: p.Database, User: p.User, Password: p.Password,
 		SSLMode: mode, SSLRootCertPEM: p.SSLRootCert,
 	}
+}
+
+// sourceHosts is the host list as libpq's PGHOST takes it, with the one
+// port migration.Endpoint holds: every host when they share a port (libpq
+// then tries them in order, and pg_dump reads a standby as well as the
+// primary), else the first host alone.
+func sourceHosts(hosts []config.Host) (string, int) {
+	names := make([]string, 0, len(hosts))
+	for _, h := range hosts {
+		if h.Port != hosts[0].Port {
+			return hosts[0].Name, hosts[0].Port
+		}
+		names = append(names, h.Name)
+	}
+	return strings.Join(names, ","), hosts[0].Port
 }

@@ -44,7 +44,7 @@ func buildBroker(t testing.TB) string {
 	bin := filepath.Join(t.TempDir(), "queen")
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		gobin = filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // SA1019: the test binary runs where it was built, so its GOROOT has the go command
 	}
 	out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
@@ -71,7 +71,7 @@ func brokerEnv(t testing.TB, dbURL, spoolDir string, extra ...string) []string {
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(name, "PG") || strings.HasPrefix(name, "JWT_") || strings.HasPrefix(name, "QUEEN_") ||
-			strings.HasPrefix(name, "FILE_BUFFER_") || name == "PORT" || name == "DB_POOL_SIZE" || name == "LOG_LEVEL" {
+			strings.HasPrefix(name, "FILE_BUFFER_") || name == "PORT" || name == "DB_POOL_SIZE" || name == "LOG_LEVEL" || name == "DATABASE_URL" {
 			continue
 		}
 		env = append(env, kv)

@@ -8,7 +8,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -20,18 +19,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/queenforgo/queen/cmd/queen/config"
-	"github.com/queenforgo/queen/cmd/queen/pgtls"
 	"github.com/queenforgo/queen/cmd/queen/roots"
 	"github.com/queenforgo/queen/handlers"
 	"github.com/queenforgo/queen/handlers/auth"
+	dataplane "github.com/queenforgo/queen/handlers/broker"
 	"github.com/queenforgo/queen/handlers/crypto"
 	"github.com/queenforgo/queen/handlers/spool"
-	"github.com/queenforgo/queen/sql/migrate"
-	"github.com/queenforgo/queen/sql/pguuid"
 	"github.com/queenforgo/queen/web"
 )
 
@@ -108,32 +102,46 @@ func run() int {
 	}
 	defer pool.Close()
 
-	// The disk spool takes the pushes PostgreSQL cannot (docs/spool.md). It
-	// is closed after the server (which stops its drain) and before the pool.
+	// Wired in this order and shut down in reverse: the disk spool (owned
+	// by the broker from here on: docs/spool.md), the data plane, the HTTP
+	// adapter, the HTTP server. Metrics, background jobs and migrations
+	// run beside them (background.go).
 	sp := openSpool(cfg.Spool, logger)
-	// Metrics, background jobs and migrations (background.go).
 	bg := newBackground(cfg, pool, logger)
-	srv := handlers.New(handlers.Config{
+	validatePush, err := handlers.PushValidator()
+	if err != nil {
+		logger.Error("build the push validator", "err", err)
+		return 1
+	}
+	brk := dataplane.New(dataplane.Config{
 		Pool:                    pool,
 		Logger:                  logger,
+		Metrics:                 bg.metrics,
+		Cipher:                  cipher,
+		Spool:                   sp,
+		ValidatePushFunc:        validatePush,
 		DefaultBatch:            cfg.Pop.DefaultBatchSize,
 		DefaultTimeout:          cfg.Pop.DefaultTimeout,
 		DefaultSubscriptionMode: cfg.Pop.DefaultSubscriptionMode,
 		RepollInterval:          cfg.Pop.RepollInterval,
-		MaxBodyBytes:            cfg.Server.MaxBodyBytes,
 		PushMaxBatch:            cfg.Push.MaxBatch,
 		PushMaxFlushes:          cfg.Push.MaxFlushes,
 		PushParallelMin:         cfg.Push.ParallelMin,
-		Version:                 version,
-		Auth:                    authn,
-		Cipher:                  cipher,
-		ServerID:                serverID(),
-		Spool:                   sp,
-		BufferGaugesFunc:        bufferGauges(sp),
-		Metrics:                 bg.metrics,
-		StatsFlushFunc:          bg.flush,
-		Migration:               bg.migration,
-		Dashboard:               web.New(),
+	})
+	// A boot that fails from here on still closes the spool (Stop is
+	// idempotent: the shutdown below makes this one a no-op).
+	defer func() { _ = brk.Stop(context.Background()) }()
+	srv := handlers.New(handlers.Config{
+		Broker:         brk,
+		Pool:           pool,
+		Logger:         logger,
+		MaxBodyBytes:   cfg.Server.MaxBodyBytes,
+		Version:        version,
+		Auth:           authn,
+		ServerID:       serverID(),
+		StatsFlushFunc: bg.flush,
+		Migration:      bg.migration,
+		Dashboard:      web.New(),
 	})
 	handler, err := srv.Handler()
 	if err != nil {
@@ -150,6 +158,10 @@ func run() int {
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	if err := brk.Start(ctx); err != nil {
+		logger.Error("start the broker", "err", err)
+		return 1
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
 	bg.start()
@@ -163,66 +175,22 @@ func run() int {
 	}
 	stop()
 	logger.Info("shutting down: draining requests (send the signal again to exit at once)")
-	srv.Drain()
+	srv.Drain() // /health answers 503, parked long-polls end
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
 	defer cancel()
 	if err := httpSrv.Shutdown(shutdownCtx); err != nil {
 		logger.Warn("requests still running at the shutdown deadline", "err", err)
 	}
-	// Pushes already queued for a group commit are committed before the
+	// Pushes and acks already queued for a group commit are committed, and
+	// the spool's queued appends fsynced and its active file finalised
+	// (what is not replayed yet is replayed by the next start), before the
 	// pool closes (deferred above).
-	srv.Close()
-	bg.stop()
-	if sp != nil {
-		// Queued appends are fsynced and the active file finalised; what is
-		// not replayed yet is replayed by the next start.
-		_ = sp.Close()
+	if err := brk.Stop(shutdownCtx); err != nil {
+		logger.Warn("stop the broker", "err", err)
 	}
+	bg.stop()
 	logger.Info("shut down")
 	return 0
-}
-
-// openPool connects to PostgreSQL, retrying for a while so that a broker
-// started together with its database waits for it, and applies the
-// migrations under an advisory lock.
-func openPool(ctx context.Context, cfg config.Config, logger *slog.Logger) (*pgxpool.Pool, error) {
-	pcfg, err := pgxpool.ParseConfig(cfg.PostgresURL())
-	if err != nil {
-		return nil, fmt.Errorf("parse postgres settings: %w", err)
-	}
-	pcfg.MaxConns = int32(cfg.Postgres.PoolSize)
-	pcfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
-		pguuid.Register(conn.TypeMap())
-		return nil
-	}
-	// PG_USE_SSL and friends (PGT-1..5): replaces the TLS setup pgx derived
-	// from sslmode, on the pool's connections and on their cancel requests.
-	if err := pgtls.Configure(&pcfg.ConnConfig.Config, cfg.Postgres.TLS()); err != nil {
-		return nil, err
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return nil, fmt.Errorf("create pool: %w", err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		err = migrate.Apply(ctx, pool, logger)
-		if err == nil {
-			return pool, nil
-		}
-		var certErr *tls.CertificateVerificationError
-		if time.Now().After(deadline) || ctx.Err() != nil || errors.As(err, &certErr) {
-			// A certificate that does not verify will not start to by
-			// waiting: fail the boot at once.
-			pool.Close()
-			return nil, errors.Join(err, ctx.Err())
-		}
-		logger.Warn("postgres not ready, retrying", "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(2 * time.Second):
-		}
-	}
 }
 
 // newAuthenticator builds the JWT authenticator, or nil when JWT_ENABLED is
@@ -307,15 +275,4 @@ func openSpool(c config.Spool, logger *slog.Logger) *spool.Spool {
 		EventsPerFile: c.EventsPerFile,
 		Logger:        logger,
 	})
-}
-
-// bufferGauges reports the spool to /metrics/prometheus.
-func bufferGauges(sp *spool.Spool) func() handlers.BufferGauges {
-	if sp == nil {
-		return nil
-	}
-	return func() handlers.BufferGauges {
-		st := sp.Stats()
-		return handlers.BufferGauges{Pending: st.Pending, Failed: int64(st.FailedFiles), DBHealthy: st.DBHealthy}
-	}
 }

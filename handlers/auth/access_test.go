@@ -143,7 +143,7 @@ func TestRouteTableMatchesServedRoutes(t *testing.T) {
 		require.Contains(t, []routes.Access{routes.Public, routes.ReadOnly, routes.WriteOnly, routes.ReadWrite, routes.Admin},
 			r.Access, "%s %s", r.Method, r.Path)
 	}
-	doc, err := api.GetSwagger()
+	doc, err := api.GetSpec()
 	require.NoError(t, err)
 	var spec []string
 	for path, item := range doc.Paths.Map() {

@@ -220,7 +220,7 @@ func (c *collector) write(ctx context.Context) error {
 	ql.Bucket, ql.Hostname, ql.Port, ql.Pid = bucket, host, port, pid
 	var sum metrics.QueueCounters
 	for _, q := range queues {
-		d := q.QueueCounters.Minus(c.baseQueues[q.Queue])
+		d := q.Minus(c.baseQueues[q.Queue])
 		sum = sum.Plus(d)
 		parked := 0.0
 		if c.samples > 0 {

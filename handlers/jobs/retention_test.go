@@ -285,7 +285,7 @@ func TestRetentionRunsOnOneBrokerAtATime(t *testing.T) {
 	// it, inside its run, holding the job lock.
 	blocker, err := a.pool.Begin(ctx)
 	require.NoError(t, err)
-	defer blocker.Rollback(context.WithoutCancel(ctx))
+	defer func() { _ = blocker.Rollback(context.WithoutCancel(ctx)) }()
 	_, err = blocker.Exec(ctx, `SELECT 1 FROM queen.messages WHERE transaction_id = 'p-1' FOR UPDATE`)
 	require.NoError(t, err)
 
@@ -327,7 +327,7 @@ func TestRetentionRunsOnOneBrokerAtATime(t *testing.T) {
 	a.messages(a.partition(q, "p2"), 1, t0.Add(-time.Hour))
 	blocker, err = a.pool.Begin(ctx)
 	require.NoError(t, err)
-	defer blocker.Rollback(context.WithoutCancel(ctx))
+	defer func() { _ = blocker.Rollback(context.WithoutCancel(ctx)) }()
 	_, err = blocker.Exec(ctx, `SELECT 1 FROM queen.messages WHERE transaction_id = 'p2-1' FOR UPDATE`)
 	require.NoError(t, err)
 	runCtx, cancel := context.WithCancel(ctx)

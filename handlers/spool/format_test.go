@@ -71,7 +71,7 @@ func TestFormatReadByIndependentParser(t *testing.T) {
 	require.NotContains(t, got[0], "traceId")
 }
 
-func readAll(t *testing.T, b []byte) ([]Record, error, int64) {
+func readAll(t *testing.T, b []byte) ([]Record, int64, error) {
 	t.Helper()
 	r := NewReader(bytes.NewReader(b))
 	var out []Record
@@ -81,7 +81,7 @@ func readAll(t *testing.T, b []byte) ([]Record, error, int64) {
 			if err == io.EOF {
 				err = nil
 			}
-			return out, err, r.Offset()
+			return out, r.Offset(), err
 		}
 		out = append(out, rec)
 	}
@@ -98,7 +98,7 @@ func TestReaderToleratesTornTail(t *testing.T) {
 		bounds = append(bounds, len(Encode(recs[:i+1])))
 	}
 	for cut := 0; cut <= len(full); cut++ {
-		got, err, off := readAll(t, full[:cut])
+		got, off, err := readAll(t, full[:cut])
 		whole := 0
 		for _, b := range bounds {
 			if b <= cut {
@@ -131,7 +131,7 @@ func TestReaderDetectsCorruption(t *testing.T) {
 	for i := first + frameLen; i < len(Encode(recs[:2])); i++ {
 		b := bytes.Clone(full)
 		b[i] ^= 0x10
-		got, err, off := readAll(t, b)
+		got, off, err := readAll(t, b)
 		require.ErrorIs(t, err, ErrCorrupt, "byte %d", i)
 		require.Len(t, got, 1)
 		require.Equal(t, int64(first), off)
@@ -139,10 +139,10 @@ func TestReaderDetectsCorruption(t *testing.T) {
 	// An impossible length.
 	b := bytes.Clone(full)
 	binary.LittleEndian.PutUint32(b[first:], MaxRecordLen+1)
-	_, err, _ := readAll(t, b)
+	_, _, err := readAll(t, b)
 	require.ErrorIs(t, err, ErrCorrupt)
 	// Not a spool file at all.
-	_, err, _ = readAll(t, []byte("hello, world"))
+	_, _, err = readAll(t, []byte("hello, world"))
 	require.ErrorIs(t, err, ErrCorrupt)
 }
 
@@ -158,7 +158,7 @@ func TestReaderReadsReferenceFormat(t *testing.T) {
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(body)))
 		b = append(b, body...)
 	}
-	got, err, _ := readAll(t, b)
+	got, _, err := readAll(t, b)
 	require.NoError(t, err)
 	require.Len(t, got, 2)
 	require.Equal(t, "p", got[0].Partition)
@@ -166,7 +166,7 @@ func TestReaderReadsReferenceFormat(t *testing.T) {
 	require.JSONEq(t, `{"x":1}`, string(got[0].Payload))
 	require.Equal(t, "null", string(got[1].Payload))
 
-	got, err, _ = readAll(t, b[:len(b)-3])
+	got, _, err = readAll(t, b[:len(b)-3])
 	require.ErrorIs(t, err, ErrTorn)
 	require.Len(t, got, 1)
 }
@@ -178,7 +178,7 @@ func TestReaderRejectsIncompleteRecords(t *testing.T) {
 		var b []byte
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(body)))
 		b = append(b, body...)
-		_, err, _ := readAll(t, b)
+		_, _, err := readAll(t, b)
 		require.True(t, errors.Is(err, ErrCorrupt) || errors.Is(err, ErrTorn), "%s: %v", body, err)
 	}
 }

@@ -33,7 +33,7 @@ func readDir(t *testing.T, dir string) []Record {
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		require.NoError(t, err)
-		got, err, _ := readAll(t, raw)
+		got, _, err := readAll(t, raw)
 		require.NoError(t, err, f)
 		out = append(out, got...)
 	}
@@ -342,7 +342,7 @@ func TestDrainSetsAsideRefusedRecordsAndDamagedFiles(t *testing.T) {
 	require.Len(t, rejected, 1)
 	raw, err := os.ReadFile(rejected[0])
 	require.NoError(t, err)
-	got, err, _ := readAll(t, raw)
+	got, _, err := readAll(t, raw)
 	require.NoError(t, err)
 	require.Equal(t, []string{"bad"}, txIDs(got))
 	st := Open(Config{Dir: dir}).Stats()

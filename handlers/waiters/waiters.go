@@ -1,39 +1,42 @@
 // Package waiters parks long-poll requests until a commit makes data visible.
 //
-// A waiter registers under one or more keys (a queue, a namespace, a task)
-// before it looks for data, so a commit that lands between the look and the
-// park still wakes it. Notify is cheap when nobody waits.
+// A waiter registers under one or more keys (for the broker: a queue, a
+// namespace, a task, each within a tenant) before it looks for data, so a
+// wake-up that lands between the look and the park still wakes it. Notify is
+// cheap when nobody waits. The broker's notifier (handlers/broker) is the
+// only caller of Notify: every wake-up, local or announced by another
+// broker, passes through it.
 package waiters
 
 import "sync"
 
 // Registry holds the parked waiters by key.
-type Registry struct {
+type Registry[K comparable] struct {
 	mu    sync.Mutex
-	byKey map[string]map[*Waiter]struct{}
+	byKey map[K]map[*Waiter[K]]struct{}
 }
 
 // Waiter is one parked request. C receives a value when a key it waits on is
 // notified; it never blocks the notifier.
-type Waiter struct {
+type Waiter[K comparable] struct {
 	C    chan struct{}
-	keys []string
-	reg  *Registry
+	keys []K
+	reg  *Registry[K]
 }
 
 // New returns an empty registry.
-func New() *Registry {
-	return &Registry{byKey: make(map[string]map[*Waiter]struct{})}
+func New[K comparable]() *Registry[K] {
+	return &Registry[K]{byKey: make(map[K]map[*Waiter[K]]struct{})}
 }
 
 // Register parks a waiter under keys. Call Cancel when done with it.
-func (r *Registry) Register(keys ...string) *Waiter {
-	w := &Waiter{C: make(chan struct{}, 1), keys: keys, reg: r}
+func (r *Registry[K]) Register(keys ...K) *Waiter[K] {
+	w := &Waiter[K]{C: make(chan struct{}, 1), keys: keys, reg: r}
 	r.mu.Lock()
 	for _, k := range keys {
 		set := r.byKey[k]
 		if set == nil {
-			set = make(map[*Waiter]struct{})
+			set = make(map[*Waiter[K]]struct{})
 			r.byKey[k] = set
 		}
 		set[w] = struct{}{}
@@ -43,7 +46,7 @@ func (r *Registry) Register(keys ...string) *Waiter {
 }
 
 // Cancel removes the waiter from the registry. Safe to call twice.
-func (w *Waiter) Cancel() {
+func (w *Waiter[K]) Cancel() {
 	r := w.reg
 	r.mu.Lock()
 	for _, k := range w.keys {
@@ -58,7 +61,7 @@ func (w *Waiter) Cancel() {
 }
 
 // Notify wakes every waiter parked under key.
-func (r *Registry) Notify(key string) {
+func (r *Registry[K]) Notify(key K) {
 	r.mu.Lock()
 	for w := range r.byKey[key] {
 		select {
@@ -70,7 +73,7 @@ func (r *Registry) Notify(key string) {
 }
 
 // Len is the number of parked waiters under key (for metrics and tests).
-func (r *Registry) Len(key string) int {
+func (r *Registry[K]) Len(key K) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.byKey[key])

@@ -8,7 +8,7 @@ import (
 
 func TestNotifyWakesOnlyMatchingWaiters(t *testing.T) {
 	t.Parallel()
-	r := New()
+	r := New[string]()
 	a := r.Register("q:a", "ns:x")
 	b := r.Register("q:b")
 	r.Notify("ns:x")

@@ -373,3 +373,60 @@ func FuzzMatch(f *testing.F) {
 		require.Equal(t, routes.All[i], got, "%s %s", method, path)
 	})
 }
+
+// TestSpecOperationsHaveProxyClass fails when an operation of the spec has no class at the
+// proxy: the proxy would refuse it (fail closed), but the operation was meant to be reachable
+// or explicitly blocked. Add x-queen-proxy (and x-queen-feature for a gated class).
+func TestSpecOperationsHaveProxyClass(t *testing.T) {
+	t.Parallel()
+
+	doc, err := load("../openapi.yaml")
+	require.NoError(t, err)
+	all, err := collect(doc)
+	require.NoError(t, err)
+	for _, r := range all {
+		require.NotEqual(t, Unclassified, r.Proxy, "%s %s (%s) has no %s", r.Method, r.Path, r.OperationID, proxyExtension)
+		require.Equal(t, r.Proxy.Gated(), r.Feature != "", "%s %s: a feature goes with a gated class", r.Method, r.Path)
+	}
+	for _, r := range routes.All {
+		require.NotEqual(t, routes.Unclassified, r.Proxy, "gen/routes: %s %s has no proxy class", r.Method, r.Path)
+	}
+}
+
+func TestGenerateProxyClass(t *testing.T) {
+	t.Parallel()
+
+	build := func(ext string) *openapi3.T {
+		doc, err := openapi3.NewLoader().LoadFromData([]byte(`openapi: 3.0.3
+info: {title: test, version: "1"}
+paths:
+  /streams/v1/cycle:
+    post: {operationId: cycle, x-queen-access: read-write, ` + ext + ` responses: {"200": {description: ok}}}
+`))
+		require.NoError(t, err)
+		return doc
+	}
+	tests := []struct {
+		ext, want string // want "" means it generates
+	}{
+		{"x-queen-proxy: gated-mixed, x-queen-feature: streams,", ""},
+		{"x-queen-proxy: consume,", ""},
+		{"", ""}, // Unclassified: generated, refused by the proxy, caught by the test above
+		{"x-queen-proxy: Consume,", `x-queen-proxy "Consume" is unknown; want one of produce, consume, queue-admin`},
+		{"x-queen-proxy: gated-open,", "x-queen-proxy gated-open needs x-queen-feature"},
+		{"x-queen-proxy: gated-open, x-queen-feature: cron,", `x-queen-feature "cron" is unknown; want one of streams, traces`},
+		{"x-queen-proxy: read, x-queen-feature: streams,", "x-queen-feature goes only with a gated x-queen-proxy, not read"},
+	}
+	for _, tt := range tests {
+		src, err := generate(build(tt.ext))
+		if tt.want == "" {
+			require.NoError(t, err, tt.ext)
+			continue
+		}
+		require.Nil(t, src)
+		require.ErrorContains(t, err, "POST /streams/v1/cycle: "+tt.want, tt.ext)
+	}
+	src, err := generate(build("x-queen-proxy: gated-mixed, x-queen-feature: streams,"))
+	require.NoError(t, err)
+	require.Contains(t, string(src), `Access: ReadWrite, Proxy: ProxyGatedMixed, Feature: "streams"},`)
+}

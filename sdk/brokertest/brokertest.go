@@ -26,7 +26,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,9 +70,10 @@ func build() (string, error) {
 	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		return "", err
 	}
+	// go test puts its own GOROOT/bin first on the test's PATH.
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return "", fmt.Errorf("find the go command: %w", err)
 	}
 	bin := filepath.Join(dir, "queen")
 	out, err := exec.Command(gobin, "build", "-o", bin, "github.com/queenforgo/queen/cmd/queen").CombinedOutput()

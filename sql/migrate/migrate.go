@@ -1,5 +1,8 @@
-// Package migrate applies the embedded schema migrations under a
-// PostgreSQL advisory lock, so several brokers may boot at once.
+// Package migrate applies numbered schema migrations under a PostgreSQL
+// advisory lock, so several processes may boot at once. The broker's
+// migrations (sql/migrations, schema queen) are one set; the proxy's
+// (sql/proxy/migrations, schema queen_proxy) are another, with their own
+// bookkeeping table and lock, so the two may share a database.
 package migrate
 
 import (
@@ -49,24 +52,47 @@ type Migration struct {
 
 var fileRe = regexp.MustCompile(`^([0-9]{4,})_([a-z0-9_]+)\.up\.sql$`)
 
-// Apply applies every embedded migration not yet recorded in
+// Set is one group of migrations with its own history: the schema that
+// holds its schema_migrations table, and the advisory lock its runs take.
+type Set struct {
+	Schema  string // a lower-case SQL identifier; created before the first migration
+	FS      fs.FS  // the NNNN_name.up.sql files, at its root
+	LockKey int64
+}
+
+// Broker is the broker's set: sql/migrations in schema queen.
+var Broker = Set{Schema: "queen", FS: migrations.FS, LockKey: LockKey}
+
+var schemaRe = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+// Apply applies every embedded broker migration not yet recorded in
 // queen.schema_migrations, in version order, each in its own transaction
 // together with its bookkeeping row. Schema queen exists before the first
 // migration runs. It waits (bounded only by ctx) while another session holds
 // the lock. A nil logger discards.
 func Apply(ctx context.Context, db DB, logger *slog.Logger) error {
-	return ApplyFS(ctx, db, migrations.FS, logger)
+	return ApplySet(ctx, db, Broker, logger)
 }
 
 // ApplyFS is Apply with the migrations read from the root of fsys.
-func ApplyFS(ctx context.Context, db DB, fsys fs.FS, logger *slog.Logger) (err error) {
+func ApplyFS(ctx context.Context, db DB, fsys fs.FS, logger *slog.Logger) error {
+	return ApplySet(ctx, db, Set{Schema: Broker.Schema, FS: fsys, LockKey: Broker.LockKey}, logger)
+}
+
+// ApplySet is Apply for any set: its history is set.Schema.schema_migrations
+// and its lock set.LockKey.
+func ApplySet(ctx context.Context, db DB, set Set, logger *slog.Logger) (err error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	list, err := Load(fsys)
+	if !schemaRe.MatchString(set.Schema) {
+		return fmt.Errorf("migration set schema %q: want a lower-case identifier", set.Schema)
+	}
+	list, err := Load(set.FS)
 	if err != nil {
 		return err
 	}
+	lockKey := set.LockKey
 
 	conn := db
 	// clean is false while the session may still hold the lock; a pooled
@@ -89,12 +115,12 @@ func ApplyFS(ctx context.Context, db DB, fsys fs.FS, logger *slog.Logger) (err e
 
 	clean = false
 	var locked bool
-	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", LockKey).Scan(&locked); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", lockKey).Scan(&locked); err != nil {
 		return fmt.Errorf("take migration lock: %w", err)
 	}
 	if !locked {
-		logger.Info("waiting for migration lock held by another session", slog.Int64("lock_key", LockKey))
-		if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", LockKey); err != nil {
+		logger.Info("waiting for migration lock held by another session", slog.Int64("lock_key", lockKey))
+		if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
 			return fmt.Errorf("take migration lock: %w", err)
 		}
 	}
@@ -102,32 +128,33 @@ func ApplyFS(ctx context.Context, db DB, fsys fs.FS, logger *slog.Logger) (err e
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
 		defer cancel()
 		var released bool
-		if uerr := conn.QueryRow(uctx, "SELECT pg_advisory_unlock($1)", LockKey).Scan(&released); uerr != nil {
+		if uerr := conn.QueryRow(uctx, "SELECT pg_advisory_unlock($1)", lockKey).Scan(&released); uerr != nil {
 			err = errors.Join(err, fmt.Errorf("release migration lock: %w", uerr))
 			return
 		}
 		clean = true
 		if !released {
-			logger.Warn("migration lock was not held at unlock", slog.Int64("lock_key", LockKey))
+			logger.Warn("migration lock was not held at unlock", slog.Int64("lock_key", lockKey))
 		}
 	}()
 
-	return applyLocked(ctx, conn, list, logger)
+	return applyLocked(ctx, conn, set.Schema, list, logger)
 }
 
-func applyLocked(ctx context.Context, conn DB, list []Migration, logger *slog.Logger) error {
-	const bootstrap = `
-CREATE SCHEMA IF NOT EXISTS queen;
-CREATE TABLE IF NOT EXISTS queen.schema_migrations (
+func applyLocked(ctx context.Context, conn DB, schema string, list []Migration, logger *slog.Logger) error {
+	// schema matched schemaRe, so quoting it is all the escaping it needs.
+	history := pgx.Identifier{schema, "schema_migrations"}.Sanitize()
+	bootstrap := "CREATE SCHEMA IF NOT EXISTS " + pgx.Identifier{schema}.Sanitize() + ";\n" +
+		"CREATE TABLE IF NOT EXISTS " + history + ` (
     version    integer PRIMARY KEY,
     name       text NOT NULL,
     applied_at timestamptz NOT NULL DEFAULT now()
 );`
 	if _, err := conn.Exec(ctx, bootstrap); err != nil {
-		return fmt.Errorf("create queen.schema_migrations: %w", err)
+		return fmt.Errorf("create %s.schema_migrations: %w", schema, err)
 	}
 
-	rows, err := conn.Query(ctx, "SELECT version FROM queen.schema_migrations")
+	rows, err := conn.Query(ctx, "SELECT version FROM "+history)
 	if err != nil {
 		return fmt.Errorf("read applied migrations: %w", err)
 	}
@@ -153,7 +180,7 @@ CREATE TABLE IF NOT EXISTS queen.schema_migrations (
 				return err
 			}
 			_, err := tx.Exec(ctx,
-				"INSERT INTO queen.schema_migrations (version, name) VALUES ($1, $2)",
+				"INSERT INTO "+history+" (version, name) VALUES ($1, $2)",
 				m.Version, m.Name)
 			return err
 		})

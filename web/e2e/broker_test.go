@@ -16,6 +16,7 @@ import (
 
 	"github.com/queenforgo/queen/handlers"
 	"github.com/queenforgo/queen/handlers/auth"
+	dataplane "github.com/queenforgo/queen/handlers/broker"
 	"github.com/queenforgo/queen/handlers/jobs"
 	"github.com/queenforgo/queen/handlers/metrics"
 	"github.com/queenforgo/queen/handlers/migration"
@@ -44,15 +45,17 @@ func startBroker(t *testing.T, authn *auth.Authenticator) *broker {
 	pool := pgtest.NewPool(t)
 	reg := metrics.New()
 	js := jobs.New(jobs.Config{Pool: pool, Metrics: reg, Hostname: "e2e-broker", Port: 6632})
+	brk := dataplane.New(dataplane.Config{Pool: pool, Metrics: reg, RepollInterval: 50 * time.Millisecond})
+	require.NoError(t, brk.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, brk.Stop(context.Background())) })
 	src := pool.Config().ConnConfig
 	runner := migration.New(migration.Config{Source: migration.Endpoint{
 		Host: src.Host, Port: int(src.Port), Database: src.Database, User: src.User, Password: src.Password,
 	}})
 	t.Cleanup(runner.Stop)
 	srv := handlers.New(handlers.Config{
+		Broker:         brk,
 		Pool:           pool,
-		Metrics:        reg,
-		RepollInterval: 50 * time.Millisecond,
 		Auth:           authn,
 		Dashboard:      web.New(),
 		Migration:      runner,
@@ -61,7 +64,6 @@ func startBroker(t *testing.T, authn *auth.Authenticator) *broker {
 	h, err := srv.Handler()
 	require.NoError(t, err)
 	hs := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
 	t.Cleanup(hs.Close)
 	t.Cleanup(srv.Drain)
 	return &broker{t: t, url: hs.URL, hs: hs, jobs: js}

@@ -13,16 +13,23 @@ import (
 	"net/netip"
 	"strconv"
 	"time"
+
+	"github.com/queenforgo/queen/handlers"
+	"github.com/queenforgo/queen/handlers/auth"
+	"github.com/queenforgo/queen/handlers/broker"
+	"github.com/queenforgo/queen/handlers/spool"
 )
 
-// Defaults for every variable that has one. An unset or empty variable takes
-// its default (QUEEN_BIND_ADDR excepted: set-but-empty is an error).
+// Defaults of the variables that belong to the process itself. Every other
+// default is the one its package exports (broker.PopBatchDefault,
+// spool.FlushIntervalDefault, auth.AlgorithmDefault, jobs.*Default, ...), so
+// that each is written once. An unset or empty variable takes its default
+// (QUEEN_BIND_ADDR excepted: set-but-empty is an error).
 const (
 	PortDefault            = 6632
 	BindAddrDefault        = "0.0.0.0"
 	LogLevelDefault        = slog.LevelInfo
 	LogFormatDefault       = LogFormatText
-	MaxBodyBytesDefault    = 16 << 20 // 16 MiB
 	ShutdownTimeoutDefault = 30 * time.Second
 
 	PGHostDefault                  = "localhost"
@@ -33,30 +40,9 @@ const (
 	PGSSLRejectUnauthorizedDefault = true
 	PGConnectTimeoutDefault        = 5 * time.Second
 
-	PopBatchSizeDefault = 1
-	PopTimeoutDefault   = 30 * time.Second
-	PopRepollDefault    = time.Second
-
-	PushMaxBatchDefault = 2000
-	// Measured in docs/benchmarks.md ("Group commit: flushes in parallel
-	// only for large batches").
-	PushMaxFlushesDefault  = 3
-	PushParallelMinDefault = 300
-
-	SpoolFlushIntervalDefault = 100 * time.Millisecond
-	SpoolMaxBatchDefault      = 100
-	SpoolEventsPerFileDefault = 10000
-
-	JWTAlgorithmDefault           = "HS256"
-	JWTClockSkewDefault           = 30 * time.Second
-	JWTJWKSRefreshIntervalDefault = time.Hour
-	JWTJWKSTimeoutDefault         = 5 * time.Second
-	JWTRolesClaimDefault          = "role"
-	JWTRolesArrayClaimDefault     = "roles"
-	JWTRoleAdminDefault           = "admin"
-	JWTRoleReadWriteDefault       = "read-write"
-	JWTRoleReadOnlyDefault        = "read-only"
-	JWTRoleWriteOnlyDefault       = "write-only"
+	// JWTClockSkewDefault: the auth package takes any skew as given (zero
+	// is valid), so the variable's default lives here.
+	JWTClockSkewDefault = 30 * time.Second
 )
 
 // JWTSkipPathsDefault is JWT_SKIP_PATHS when unset. Every entry is public
@@ -81,6 +67,7 @@ type Config struct {
 	Encryption Encryption
 	Spool      Spool
 	Jobs       Jobs // jobs.go
+	Mesh       Mesh // mesh.go
 }
 
 // Server holds the HTTP listener and process settings.
@@ -93,13 +80,18 @@ type Server struct {
 	ShutdownTimeout time.Duration // QUEEN_SHUTDOWN_TIMEOUT_MS
 }
 
-// Postgres holds the database connection settings.
+// Postgres holds the database connection settings (pghosts.go reads them).
 type Postgres struct {
-	Host                  string        // PG_HOST
-	Port                  int           // PG_PORT
-	User                  string        // PG_USER
-	Password              string        // PG_PASSWORD (secret)
-	Database              string        // PG_DB
+	// Hosts are tried in order for every new connection; the first that
+	// accepts writes wins (TargetSessionAttrs). PG_HOST split at commas, or
+	// the hosts of PG_URL / DATABASE_URL.
+	Hosts                 []Host
+	Port                  int           // PG_PORT: the port of a PG_HOST entry without one
+	User                  string        // PG_USER, or the URL's
+	Password              string        // PG_PASSWORD, or the URL's (secret)
+	Database              string        // PG_DB, or the URL's
+	Source                string        // SourcePGVars, SourcePGURL or SourceDatabaseURL
+	TargetSessionAttrs    string        // TargetReadWrite, or TargetPrimary from a URL
 	PoolSize              int           // DB_POOL_SIZE
 	UseSSL                bool          // PG_USE_SSL
 	SSLRejectUnauthorized bool          // PG_SSL_REJECT_UNAUTHORIZED
@@ -182,66 +174,63 @@ func Load(getenv func(string) (string, bool)) (Config, error) {
 		BindAddr:        l.bindAddr("QUEEN_BIND_ADDR"),
 		LogLevel:        l.logLevel("LOG_LEVEL"),
 		LogFormat:       l.oneOf("LOG_FORMAT", LogFormatDefault, LogFormatText, LogFormatJSON),
-		MaxBodyBytes:    l.integer("QUEEN_MAX_BODY_BYTES", MaxBodyBytesDefault, 1024, maxNone),
+		MaxBodyBytes:    l.integer("QUEEN_MAX_BODY_BYTES", handlers.MaxBodyBytesDefault, 1024, maxNone),
 		ShutdownTimeout: l.millis("QUEEN_SHUTDOWN_TIMEOUT_MS", ShutdownTimeoutDefault, 1),
 	}
 
 	c.Postgres = Postgres{
-		Host:                  l.pgString("PG_HOST", PGHostDefault, false),
-		Port:                  l.port("PG_PORT", PGPortDefault),
-		User:                  l.pgString("PG_USER", PGUserDefault, false),
-		Password:              l.pgString("PG_PASSWORD", "", true),
-		Database:              l.pgString("PG_DB", PGDatabaseDefault, false),
 		PoolSize:              int(l.integer("DB_POOL_SIZE", PGPoolSizeDefault, 1, 1000)),
 		UseSSL:                l.boolean("PG_USE_SSL", false),
 		SSLRejectUnauthorized: l.boolean("PG_SSL_REJECT_UNAUTHORIZED", PGSSLRejectUnauthorizedDefault),
 		SSLRootCert:           l.rootCert("PG_SSL_ROOT_CERT"),
 		ConnectTimeout:        l.millis("QUEEN_PG_CONNECT_TIMEOUT_MS", PGConnectTimeoutDefault, 1),
 	}
+	l.postgres(&c.Postgres) // after the TLS variables: a URL's sslmode must agree with them
 
 	c.Pop = Pop{
-		DefaultBatchSize:        int(l.integer("DEFAULT_BATCH_SIZE", PopBatchSizeDefault, 1, 1000)),
-		DefaultTimeout:          l.millis("DEFAULT_TIMEOUT", PopTimeoutDefault, 0),
+		DefaultBatchSize:        int(l.integer("DEFAULT_BATCH_SIZE", broker.PopBatchDefault, 1, 1000)),
+		DefaultTimeout:          l.millis("DEFAULT_TIMEOUT", broker.PopTimeoutDefault, 0),
 		DefaultSubscriptionMode: l.oneOf("DEFAULT_SUBSCRIPTION_MODE", "", "all", "new", "new-only"),
-		RepollInterval:          l.millis("QUEEN_POP_REPOLL_MS", PopRepollDefault, 10),
+		RepollInterval:          l.millis("QUEEN_POP_REPOLL_MS", broker.PopRepollDefault, 10),
 	}
 
 	c.Push = Push{
-		MaxBatch:    int(l.integer("QUEEN_PUSH_MAX_BATCH", PushMaxBatchDefault, 1, maxNone)),
-		MaxFlushes:  int(l.integer("QUEEN_PUSH_MAX_FLUSHES", PushMaxFlushesDefault, 1, 64)),
-		ParallelMin: int(l.integer("QUEEN_PUSH_PARALLEL_MIN", PushParallelMinDefault, 1, maxNone)),
+		MaxBatch:    int(l.integer("QUEEN_PUSH_MAX_BATCH", broker.PushMaxBatchDefault, 1, maxNone)),
+		MaxFlushes:  int(l.integer("QUEEN_PUSH_MAX_FLUSHES", broker.PushMaxFlushesDefault, 1, 64)),
+		ParallelMin: int(l.integer("QUEEN_PUSH_PARALLEL_MIN", broker.PushParallelMinDefault, 1, maxNone)),
 	}
 
 	c.Auth = Auth{
 		Enabled:             l.boolean("JWT_ENABLED", false),
-		Algorithm:           l.str("JWT_ALGORITHM", JWTAlgorithmDefault),
+		Algorithm:           l.str("JWT_ALGORITHM", auth.AlgorithmDefault),
 		Secret:              l.str("JWT_SECRET", ""),
 		PublicKey:           l.str("JWT_PUBLIC_KEY", ""),
 		JWKSURL:             l.str("JWT_JWKS_URL", ""),
-		JWKSRefreshInterval: l.seconds("JWT_JWKS_REFRESH_INTERVAL", JWTJWKSRefreshIntervalDefault, 1),
-		JWKSTimeout:         l.millis("JWT_JWKS_TIMEOUT_MS", JWTJWKSTimeoutDefault, 1),
+		JWKSRefreshInterval: l.seconds("JWT_JWKS_REFRESH_INTERVAL", auth.JWKSRefreshIntervalDefault, 1),
+		JWKSTimeout:         l.millis("JWT_JWKS_TIMEOUT_MS", auth.JWKSTimeoutDefault, 1),
 		Issuer:              l.str("JWT_ISSUER", ""),
 		Audience:            l.str("JWT_AUDIENCE", ""),
 		ClockSkew:           l.seconds("JWT_CLOCK_SKEW", JWTClockSkewDefault, 0),
 		SkipPaths:           l.list("JWT_SKIP_PATHS", JWTSkipPathsDefault()),
-		RolesClaim:          l.str("JWT_ROLES_CLAIM", JWTRolesClaimDefault),
-		RolesArrayClaim:     l.str("JWT_ROLES_ARRAY_CLAIM", JWTRolesArrayClaimDefault),
-		RoleAdmin:           l.str("JWT_ROLE_ADMIN", JWTRoleAdminDefault),
-		RoleReadWrite:       l.str("JWT_ROLE_READ_WRITE", JWTRoleReadWriteDefault),
-		RoleReadOnly:        l.str("JWT_ROLE_READ_ONLY", JWTRoleReadOnlyDefault),
-		RoleWriteOnly:       l.str("JWT_ROLE_WRITE_ONLY", JWTRoleWriteOnlyDefault),
+		RolesClaim:          l.str("JWT_ROLES_CLAIM", auth.RolesClaimDefault),
+		RolesArrayClaim:     l.str("JWT_ROLES_ARRAY_CLAIM", auth.RolesArrayClaimDefault),
+		RoleAdmin:           l.str("JWT_ROLE_ADMIN", auth.RoleAdminDefault),
+		RoleReadWrite:       l.str("JWT_ROLE_READ_WRITE", auth.RoleReadWriteDefault),
+		RoleReadOnly:        l.str("JWT_ROLE_READ_ONLY", auth.RoleReadOnlyDefault),
+		RoleWriteOnly:       l.str("JWT_ROLE_WRITE_ONLY", auth.RoleWriteOnlyDefault),
 	}
 
 	c.Encryption = Encryption{Key: l.hexKey("QUEEN_ENCRYPTION_KEY")}
 
 	c.Spool = Spool{
 		Dir:           l.str("FILE_BUFFER_DIR", ""),
-		FlushInterval: l.millis("FILE_BUFFER_FLUSH_MS", SpoolFlushIntervalDefault, 1),
-		MaxBatch:      int(l.integer("FILE_BUFFER_MAX_BATCH", SpoolMaxBatchDefault, 1, 10000)),
-		EventsPerFile: int(l.integer("FILE_BUFFER_EVENTS_PER_FILE", SpoolEventsPerFileDefault, 1, maxNone)),
+		FlushInterval: l.millis("FILE_BUFFER_FLUSH_MS", spool.FlushIntervalDefault, 1),
+		MaxBatch:      int(l.integer("FILE_BUFFER_MAX_BATCH", spool.MaxBatchDefault, 1, 10000)),
+		EventsPerFile: int(l.integer("FILE_BUFFER_EVENTS_PER_FILE", spool.EventsPerFileDefault, 1, maxNone)),
 	}
 
 	c.Jobs = l.jobs()
+	c.Mesh = l.mesh(c.Server.BindAddr)
 
 	if err := errors.Join(l.errs...); err != nil {
 		return Config{}, err

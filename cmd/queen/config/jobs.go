@@ -3,6 +3,8 @@ package config
 import (
 	"log/slog"
 	"time"
+
+	"github.com/queenforgo/queen/handlers/jobs"
 )
 
 // Jobs holds the background services' settings (handlers/jobs). The
@@ -20,37 +22,31 @@ type Jobs struct {
 	PartitionRetention time.Duration
 }
 
-// Defaults of Jobs.
-const (
-	JobsSampleIntervalDefault       = time.Second
-	JobsRetentionIntervalDefault    = 5 * time.Minute
-	JobsEvictionIntervalDefault     = time.Minute
-	JobsHistoryRetentionDaysDefault = 90
-	JobsQueueMetricsDaysDefault     = 7
-	JobsPartitionCleanupDaysDefault = 30
-)
-
-// JobsDefault is Jobs with every variable unset.
+// JobsDefault is Jobs with every variable unset: the defaults of
+// handlers/jobs.
 func JobsDefault() Jobs {
 	return Jobs{
-		SampleInterval:        JobsSampleIntervalDefault,
-		RetentionInterval:     JobsRetentionIntervalDefault,
-		EvictionInterval:      JobsEvictionIntervalDefault,
-		HistoryRetention:      JobsHistoryRetentionDaysDefault * 24 * time.Hour,
-		QueueMetricsRetention: JobsQueueMetricsDaysDefault * 24 * time.Hour,
-		PartitionRetention:    JobsPartitionCleanupDaysDefault * 24 * time.Hour,
+		SampleInterval:        jobs.SampleIntervalDefault,
+		RetentionInterval:     jobs.RetentionIntervalDefault,
+		EvictionInterval:      jobs.EvictionIntervalDefault,
+		HistoryRetention:      jobs.HistoryRetentionDefault,
+		QueueMetricsRetention: jobs.MetricsRetentionDefault,
+		PartitionRetention:    jobs.PartitionRetentionDefault,
 	}
 }
+
+// days is a whole-day default as its variable counts it.
+func days(d time.Duration) int64 { return int64(d / (24 * time.Hour)) }
 
 func (l *loader) jobs() Jobs {
 	day := 24 * time.Hour
 	return Jobs{
-		SampleInterval:        l.millis("METRICS_SAMPLE_INTERVAL_MS", JobsSampleIntervalDefault, 100),
-		RetentionInterval:     l.millis("RETENTION_INTERVAL", JobsRetentionIntervalDefault, 1000),
-		EvictionInterval:      l.millis("EVICTION_INTERVAL", JobsEvictionIntervalDefault, 1000),
-		HistoryRetention:      time.Duration(l.integer("METRICS_RETENTION_DAYS", JobsHistoryRetentionDaysDefault, 1, 3650)) * day,
-		QueueMetricsRetention: time.Duration(l.integer("QUEEN_QUEUE_METRICS_RETENTION_DAYS", JobsQueueMetricsDaysDefault, 1, 3650)) * day,
-		PartitionRetention:    time.Duration(l.integer("PARTITION_CLEANUP_DAYS", JobsPartitionCleanupDaysDefault, 1, 3650)) * day,
+		SampleInterval:        l.millis("METRICS_SAMPLE_INTERVAL_MS", jobs.SampleIntervalDefault, 100),
+		RetentionInterval:     l.millis("RETENTION_INTERVAL", jobs.RetentionIntervalDefault, 1000),
+		EvictionInterval:      l.millis("EVICTION_INTERVAL", jobs.EvictionIntervalDefault, 1000),
+		HistoryRetention:      time.Duration(l.integer("METRICS_RETENTION_DAYS", days(jobs.HistoryRetentionDefault), 1, 3650)) * day,
+		QueueMetricsRetention: time.Duration(l.integer("QUEEN_QUEUE_METRICS_RETENTION_DAYS", days(jobs.MetricsRetentionDefault), 1, 3650)) * day,
+		PartitionRetention:    time.Duration(l.integer("PARTITION_CLEANUP_DAYS", days(jobs.PartitionRetentionDefault), 1, 3650)) * day,
 	}
 }
 

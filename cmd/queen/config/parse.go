@@ -196,14 +196,19 @@ func (l *loader) logLevel(name string) slog.Level {
 // other variables, set-but-empty is refused rather than defaulted, and a value
 // carrying a port points at PORT.
 func (l *loader) bindAddr(name string) netip.Addr {
-	def := netip.MustParseAddr(BindAddrDefault)
+	return l.hostAddr(name, "PORT", netip.MustParseAddr(BindAddrDefault))
+}
+
+// hostAddr is bindAddr for any listener: def when unset, and portVar named
+// as the owner of the port.
+func (l *loader) hostAddr(name, portVar string, def netip.Addr) netip.Addr {
 	raw, set := l.getenv(name)
 	if !set {
 		return def
 	}
 	v := strings.TrimSpace(raw)
 	if v == "" {
-		l.fail(name, "is set to the empty string (unset it for the default %s)", BindAddrDefault)
+		l.fail(name, "is set to the empty string (unset it for the default %s)", def)
 		return def
 	}
 	if strings.EqualFold(v, "localhost") {
@@ -218,7 +223,7 @@ func (l *loader) bindAddr(name string) netip.Addr {
 	}
 	if strings.Contains(v, ":") {
 		if _, _, err := net.SplitHostPort(v); err == nil {
-			l.fail(name, "%s carries a port; give the host only and set the port with PORT", quote(v))
+			l.fail(name, "%s carries a port; give the host only and set the port with %s", quote(v), portVar)
 			return def
 		}
 	}

@@ -15,6 +15,15 @@ import (
 // Postgres.ConnectTimeout on the parsed config). The pool size is not part of
 // the string: the pool wiring sets it from Postgres.PoolSize.
 //
+// Every host of the list is in it, with one port each, and
+// target_session_attrs=read-write (or primary) always, one host included:
+// a new connection skips a server that refuses writes (a standby, or a
+// demoted primary), so after a failover the pool finds the new primary by
+// itself; with one host, a DNS name that resolves to every node works the
+// same way, and a name or address that points at a standby fails the
+// connection instead of every write. The check costs one round trip per new
+// connection, and pooled connections live long.
+//
 // The string holds the password: never log it.
 func (c Config) PostgresURL() string {
 	p := c.Postgres
@@ -32,8 +41,12 @@ func (c Config) PostgresURL() string {
 		b.WriteByte('=')
 		b.WriteString(value)
 	}
-	kv("host", quoteConnValue(p.Host))
-	kv("port", strconv.Itoa(p.Port))
+	names, ports := make([]string, len(p.Hosts)), make([]string, len(p.Hosts))
+	for i, h := range p.Hosts {
+		names[i], ports[i] = h.Name, strconv.Itoa(h.Port)
+	}
+	kv("host", quoteConnValue(strings.Join(names, ",")))
+	kv("port", quoteConnValue(strings.Join(ports, ",")))
 	kv("user", quoteConnValue(p.User))
 	// Written even when empty so that a PGPASSWORD in the process
 	// environment cannot stand in for PG_PASSWORD.
@@ -41,6 +54,7 @@ func (c Config) PostgresURL() string {
 	kv("dbname", quoteConnValue(p.Database))
 	kv("sslmode", sslMode(p))
 	kv("connect_timeout", strconv.FormatInt(timeout, 10))
+	kv("target_session_attrs", p.TargetSessionAttrs)
 	kv("application_name", "queen")
 	kv("TimeZone", "UTC")
 	// The admin counts over many partitions have large cost estimates, and
@@ -55,8 +69,9 @@ func (c Config) PostgresURL() string {
 // libpq's sslmode (SECURITY-REQUIREMENTS PGT-1..3, PGT-5): no TLS at all when
 // off, never "prefer". The mode only tells pgx whether to verify; the TLS
 // config itself (roots from the compiled-in Mozilla bundle, or the
-// PG_SSL_ROOT_CERT CA, and ServerName = PG_HOST) is set up elsewhere by the
-// pool wiring, which replaces the TLSConfig pgx builds from this string.
+// PG_SSL_ROOT_CERT CA, and ServerName = each host of the list) is set up
+// elsewhere by the pool wiring, which replaces the TLSConfig pgx builds from
+// this string.
 func sslMode(p Postgres) string {
 	switch {
 	case !p.UseSSL:
@@ -96,4 +111,13 @@ func quoteConnValue(v string) string {
 	}
 	b.WriteByte('\'')
 	return b.String()
+}
+
+// HostList is the hosts as PG_HOST writes them, for the boot block.
+func (p Postgres) HostList() string {
+	out := make([]string, len(p.Hosts))
+	for i, h := range p.Hosts {
+		out[i] = h.String()
+	}
+	return strings.Join(out, ",")
 }

@@ -10,7 +10,7 @@ import (
 
 // SummaryAreas lists the keys of Summary in the order the boot log prints them.
 func SummaryAreas() []string {
-	return []string{"server", "postgres", "auth", "encryption", "spool", "jobs"}
+	return []string{"server", "postgres", "auth", "encryption", "spool", "jobs", "sync"}
 }
 
 // Summary is the boot configuration block, one list of attributes per area
@@ -39,8 +39,9 @@ func (c Config) Summary() map[string][]slog.Attr {
 			slog.Int("push_parallel_min", c.Push.ParallelMin),
 		},
 		"postgres": {
-			slog.String("host", p.Host),
-			slog.Int("port", p.Port),
+			slog.String("source", p.Source),
+			slog.String("hosts", p.HostList()),
+			slog.String("target_session_attrs", p.TargetSessionAttrs),
 			slog.String("user", p.User),
 			slog.String("password", redact(p.Password)),
 			slog.String("database", p.Database),
@@ -76,6 +77,7 @@ func (c Config) Summary() map[string][]slog.Attr {
 			slog.String("key", redactLen(keyChars)),
 		},
 		"jobs": c.Jobs.summary(),
+		"sync": c.Mesh.summary(),
 		"spool": {
 			slog.Bool("enabled", c.Spool.Enabled()),
 			slog.String("dir", c.Spool.Dir),

@@ -10,7 +10,8 @@
 //	true        unset             false                       accept-any    no
 //
 // "Verified" means the chain ends in a trusted root and the certificate
-// names PG_HOST. webpki-roots is the Mozilla set compiled into the binary
+// names the host connected to (each host of a PG_HOST list under its own
+// name). webpki-roots is the Mozilla set compiled into the binary
 // (package roots), never the operating system's store. A supplied CA
 // replaces that set rather than joining it: the database is signed by that
 // CA, so a publicly trusted certificate for the host would be an

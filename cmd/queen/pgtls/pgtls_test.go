@@ -215,6 +215,26 @@ func TestPostgresLink(t *testing.T) {
 		var authErr x509.UnknownAuthorityError
 		require.ErrorAs(t, err, &authErr)
 	})
+	// A host list (a failover group): each host's certificate must name
+	// that host. localhost reaches the server but is not in its
+	// certificate, so the first entry fails and the second, named right,
+	// is verified; the other way round nothing is.
+	t.Run("each host of a list verified under its own name", func(t *testing.T) {
+		port := strconv.Itoa(pgtest.ServerInfo().Port)
+		ssl, err := connect(t, map[string]string{"PG_USE_SSL": "true", "PG_SSL_ROOT_CERT": p.caPEM,
+			"PG_HOST": "localhost:" + port + ",127.0.0.1:" + port})
+		require.NoError(t, err)
+		require.True(t, ssl)
+
+		dead, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		deadAddr := dead.Addr().String()
+		require.NoError(t, dead.Close())
+		_, err = connect(t, map[string]string{"PG_USE_SSL": "true", "PG_SSL_ROOT_CERT": p.caPEM,
+			"PG_HOST": deadAddr + ",localhost:" + port})
+		var hostErr x509.HostnameError
+		require.ErrorAs(t, err, &hostErr)
+	})
 	t.Run("reject-unauthorized=false encrypts without verifying", func(t *testing.T) {
 		ssl, err := connect(t, map[string]string{"PG_USE_SSL": "true", "PG_SSL_REJECT_UNAUTHORIZED": "false", "PG_HOST": "localhost"})
 		require.NoError(t, err)

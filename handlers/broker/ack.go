@@ -1,0 +1,190 @@
+package broker
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/queenforgo/queen/gen/db"
+	"github.com/queenforgo/queen/handlers/metrics"
+	"github.com/queenforgo/queen/sql/pgerr"
+)
+
+// Ack applies acknowledgements, committed together with concurrent acks
+// (group commit), and announces the queues where a lease was released. One
+// result per item, in input order.
+func (b *Broker) Ack(ctx context.Context, tenant string, items []AckItem) ([]AckResult, error) {
+	tenant, err := tenantOf(tenant)
+	if err != nil {
+		return nil, err
+	}
+	if len(items) == 0 {
+		return []AckResult{}, nil
+	}
+	for i := range items {
+		items[i].tenant = tenant
+		normalizeAck(&items[i])
+	}
+	res, err := b.acker.submit(ctx, items)
+	if err != nil {
+		return nil, pgerr.Translate(err)
+	}
+	b.rec.Request(metrics.OpAck)
+	b.recordAcked(items, res)
+	return res, nil
+}
+
+// normalizeAck applies the defaults of an acknowledgement.
+func normalizeAck(it *AckItem) {
+	if it.Status == "" || it.Status == "success" {
+		it.Status = AckCompleted
+	}
+	if it.Group == "" {
+		it.Group = QueueModeGroup
+	}
+}
+
+// ackDirect applies items in one transaction (the group commit's commit
+// function).
+func (b *Broker) ackDirect(ctx context.Context, items []AckItem) ([]AckResult, error) {
+	var res []AckResult
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = applyAcks(ctx, b.q.WithTx(tx), items, ackNormal)
+		return err
+	})
+	if err != nil {
+		return nil, pgerr.Translate(fmt.Errorf("ack: %w", err))
+	}
+	b.announceReleased(items, res)
+	return res, nil
+}
+
+// announceReleased announces the queues where an ack released a lease: the
+// partition may be claimable again (a retry, or the rest of a batch).
+func (b *Broker) announceReleased(items []AckItem, res []AckResult) {
+	var keys []QueueKey
+	seen := map[QueueKey]bool{}
+	for i, r := range res {
+		if !r.LeaseReleased || r.Queue == "" {
+			continue
+		}
+		k := key(items[i].tenant, r.Queue)
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) > 0 {
+		b.notify.QueuesReady(keys)
+	}
+}
+
+// applyAcks applies items inside the caller's transaction and returns one
+// result per item in input order. Items are applied per cursor, oldest
+// message first (cursor.go), and dead letters are written by one writer
+// (dead_letter.go).
+func applyAcks(ctx context.Context, q *db.Queries, items []AckItem, mode ackMode) ([]AckResult, error) {
+	results := make([]AckResult, len(items))
+	for i, it := range items {
+		results[i] = AckResult{TransactionID: it.TransactionID}
+	}
+	look := db.MessageListByTransactionIDsParams{
+		PartitionIds:   make([]uuid.UUID, len(items)),
+		TransactionIds: make([]string, len(items)),
+	}
+	for i, it := range items {
+		look.PartitionIds[i], look.TransactionIds[i] = it.PartitionID, it.TransactionID
+	}
+	msgs, err := q.MessageListByTransactionIDs(ctx, look)
+	if err != nil {
+		return nil, fmt.Errorf("read acked messages: %w", err)
+	}
+	type msgKey struct {
+		pid  uuid.UUID
+		txID string
+	}
+	byKey := make(map[msgKey]db.MessageListByTransactionIDsRow, len(msgs))
+	for _, m := range msgs {
+		byKey[msgKey{m.PartitionID, m.TransactionID}] = m
+	}
+
+	var keys []cursorKey
+	seen := map[cursorKey]bool{}
+	var order []int
+	for i, it := range items {
+		m, ok := byKey[msgKey{it.PartitionID, it.TransactionID}]
+		if !ok {
+			results[i].Refused = ErrNotFound
+			continue
+		}
+		results[i].Queue, results[i].Partition = m.QueueName, m.PartitionName
+		order = append(order, i)
+		if ck := (cursorKey{it.PartitionID, it.Group}); !seen[ck] {
+			seen[ck] = true
+			keys = append(keys, ck)
+		}
+	}
+	cursors, err := lockCursors(ctx, q, keys)
+	if err != nil {
+		return nil, err
+	}
+
+	slices.SortStableFunc(order, func(a, b int) int {
+		ia, ib := items[a], items[b]
+		if c := slices.Compare(ia.PartitionID[:], ib.PartitionID[:]); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(ia.Group, ib.Group); c != 0 {
+			return c
+		}
+		return cmp.Compare(byKey[msgKey{ia.PartitionID, ia.TransactionID}].Seq, byKey[msgKey{ib.PartitionID, ib.TransactionID}].Seq)
+	})
+
+	var dead deadLetters
+	for _, i := range order {
+		it := items[i]
+		m := byKey[msgKey{it.PartitionID, it.TransactionID}]
+		c := cursors[cursorKey{it.PartitionID, it.Group}]
+		res := &results[i]
+		if c == nil {
+			// The group never claimed this partition: nothing to move, as
+			// in the reference broker.
+			res.LeaseReleased = true
+			continue
+		}
+		if err := c.checkLease(it.LeaseID); err != nil {
+			res.Refused = err
+			continue
+		}
+		step := c.ack(m.Seq, m.ID, it.Status, mode)
+		if step.refused != nil {
+			res.Refused = step.refused
+			continue
+		}
+		res.LeaseReleased = step.released
+		if step.deadLetter {
+			reason := it.Error
+			if reason == "" {
+				if it.Status == AckFailed {
+					reason = "Retries exhausted"
+				} else {
+					reason = "Moved to dead-letter queue"
+				}
+			}
+			dead.add(m.ID, m.PartitionID, m.CreatedAt, it.Group, reason, step.deadRetries)
+			res.DeadLettered = true
+		}
+	}
+	if err := writeCursors(ctx, q, cursors); err != nil {
+		return nil, err
+	}
+	if err := dead.write(ctx, q); err != nil {
+		return nil, err
+	}
+	return results, nil
+}

@@ -1,0 +1,263 @@
+// Package broker is the data plane: push (group commit, the queue cache,
+// payload sealing, routing to the disk spool), pop (claims, watermarks, the
+// long-poll wait), ack, transactions, stream cycles, dead letters, the
+// maintenance switches and the data-plane metrics.
+//
+// It speaks domain types only (types.go) and returns the sentinel errors of
+// errors.go; it never imports the wire types (gen/api) nor net/http. The
+// HTTP adapter (package handlers) decodes a request, makes one call here and
+// renders the answer. docs/architecture.md walks a push and a pop+ack
+// through it.
+//
+// Lifecycle: New does no I/O and starts nothing; Start seeds the maintenance
+// switches and starts the group commits, the maintenance reconcile and the
+// spool's drain; Stop commits what the group commits hold, stops everything
+// and closes the spool. Both are idempotent.
+package broker
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/queenforgo/queen/gen/db"
+	"github.com/queenforgo/queen/handlers/crypto"
+	"github.com/queenforgo/queen/handlers/metrics"
+	"github.com/queenforgo/queen/handlers/spool"
+	"github.com/queenforgo/queen/handlers/waiters"
+)
+
+// Defaults of Config; cmd/queen/config uses them for unset variables.
+const (
+	PopBatchDefault   = 1                // DEFAULT_BATCH_SIZE
+	PopTimeoutDefault = 30 * time.Second // DEFAULT_TIMEOUT
+	PopRepollDefault  = time.Second      // QUEEN_POP_REPOLL_MS
+	// Group commit (QUEEN_PUSH_MAX_BATCH, QUEEN_PUSH_MAX_FLUSHES,
+	// QUEEN_PUSH_PARALLEL_MIN), measured in docs/benchmarks.md.
+	PushMaxBatchDefault    = 2000
+	PushMaxFlushesDefault  = 3
+	PushParallelMinDefault = 300
+	// MaintenanceRefreshDefault is how often every broker re-reads the
+	// switches, so that a flip made through one broker reaches all of them.
+	MaintenanceRefreshDefault = 5 * time.Second
+	// QueueCacheTTLDefault bounds how stale a cached queue row may be when
+	// no announcement (QueueChanged) invalidated it.
+	QueueCacheTTLDefault = 5 * time.Second
+)
+
+// Config is what New needs. Zero fields take their defaults (ConfigDefault).
+type Config struct {
+	Pool    *pgxpool.Pool
+	Logger  *slog.Logger
+	Metrics *metrics.Registry // nil: a registry of its own
+
+	// Cipher encrypts the payloads of queues with encryptionEnabled and
+	// opens stored envelopes; nil means no QUEEN_ENCRYPTION_KEY (seal.go).
+	Cipher *crypto.Cipher
+	// Spool takes the pushes PostgreSQL cannot (and every push during push
+	// maintenance). The broker owns it from New on: Start starts its drain,
+	// Stop closes it. nil: such pushes fail with ErrSpoolUnavailable.
+	Spool *spool.Spool
+	// Notifier receives every announcement after this broker applied it
+	// here (notifier.go); cmd/queen sets a transport that reaches the
+	// other brokers. nil: this broker only.
+	Notifier Notifier
+	// ValidatePushFunc checks spooled records before their replay with the
+	// same rules as a push (the spec's name rules, which the adapter owns);
+	// a record it refuses is set aside by the spool. nil checks nothing.
+	ValidatePushFunc func(items []PushItem) error
+
+	DefaultBatch            int           // pop batch when the request has none
+	DefaultTimeout          time.Duration // long-poll deadline when the request has none
+	DefaultSubscriptionMode string        // for named groups whose pop names none
+	// RepollInterval is how often a parked long-poll looks again on its
+	// own, for data committed by brokers that announce nothing and for
+	// leases that expired.
+	RepollInterval time.Duration
+
+	// PushMaxBatch caps the items (messages or acks) of one group-commit
+	// flush. PushMaxFlushes is how many flushes of each kind run at once;
+	// PushParallelMin is how many items must wait before a flush starts
+	// beside a running one (group_commit.go).
+	PushMaxBatch    int
+	PushMaxFlushes  int
+	PushParallelMin int
+
+	MaintenanceRefresh time.Duration
+	QueueCacheTTL      time.Duration
+}
+
+// ConfigDefault fills the zero fields of a Config.
+func ConfigDefault(c Config) Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.New()
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.DefaultTimeout, PopTimeoutDefault)
+	def(&c.RepollInterval, PopRepollDefault)
+	def(&c.MaintenanceRefresh, MaintenanceRefreshDefault)
+	def(&c.QueueCacheTTL, QueueCacheTTLDefault)
+	defInt := func(n *int, v int) {
+		if *n <= 0 {
+			*n = v
+		}
+	}
+	defInt(&c.DefaultBatch, PopBatchDefault)
+	defInt(&c.PushMaxBatch, PushMaxBatchDefault)
+	defInt(&c.PushMaxFlushes, PushMaxFlushesDefault)
+	defInt(&c.PushParallelMin, PushParallelMinDefault)
+	return c
+}
+
+// Broker is the data plane of one broker process. Its methods are safe for
+// concurrent use between Start and Stop.
+type Broker struct {
+	cfg    Config
+	pool   *pgxpool.Pool
+	q      *db.Queries
+	log    *slog.Logger
+	rec    *metrics.Registry
+	queues *queueCache
+	wait   *waiters.Registry[waitKey]
+	notify Notifier // local, then cfg.Notifier
+	seal   *sealer
+	spool  *spool.Spool // nil: no FILE_BUFFER_DIR
+	maint  *maintenance
+
+	pusher *coalescer[PushItem, PushResult]
+	acker  *coalescer[AckItem, AckResult]
+
+	// watermarkAt is when this broker last advanced each (queue, group)
+	// pop watermark after a non-empty scan (watermark.go).
+	watermarkAt sync.Map
+
+	// draining is set by Drain: parked long-polls end with an empty answer.
+	draining  atomic.Bool
+	drainCh   chan struct{}
+	drainOnce sync.Once
+
+	life    sync.Mutex
+	started bool
+	stopped bool
+	loops   sync.WaitGroup
+	stopCh  chan struct{}
+}
+
+// New builds a broker. It does no I/O and starts nothing.
+func New(cfg Config) *Broker {
+	cfg = ConfigDefault(cfg)
+	b := &Broker{
+		cfg:     cfg,
+		pool:    cfg.Pool,
+		q:       db.New(cfg.Pool),
+		log:     cfg.Logger,
+		rec:     cfg.Metrics,
+		queues:  newQueueCache(cfg.QueueCacheTTL),
+		wait:    waiters.New[waitKey](),
+		seal:    &sealer{cipher: cfg.Cipher, log: cfg.Logger},
+		spool:   cfg.Spool,
+		maint:   newMaintenance(),
+		drainCh: make(chan struct{}),
+		stopCh:  make(chan struct{}),
+	}
+	b.notify = b.Local()
+	if cfg.Notifier != nil {
+		b.notify = tee{b.Local(), cfg.Notifier}
+	}
+	limits := coalescerLimits{MaxItems: cfg.PushMaxBatch, MaxFlushes: cfg.PushMaxFlushes, ParallelMin: cfg.PushParallelMin}
+	b.pusher = newCoalescer(limits, b.pushDirect)
+	b.acker = newCoalescer(limits, b.ackDirect)
+	return b
+}
+
+// Start seeds the maintenance switches from the database (bounded, best
+// effort: a database down at boot leaves them off until the reconcile
+// reaches it), then starts the group commits, the reconcile loop and the
+// spool's drain. Idempotent; a stopped broker does not start again.
+func (b *Broker) Start(ctx context.Context) error {
+	b.life.Lock()
+	defer b.life.Unlock()
+	if b.started || b.stopped {
+		return nil
+	}
+	b.started = true
+	seedCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	if err := b.reconcileMaintenance(seedCtx); err != nil {
+		b.log.Warn("read maintenance switches at boot; both stay off until the database answers", "err", err)
+	}
+	cancel()
+	b.pusher.start()
+	b.acker.start()
+	b.loops.Add(1)
+	go func() {
+		defer b.loops.Done()
+		b.maintenanceLoop(b.cfg.MaintenanceRefresh)
+	}()
+	if b.spool != nil {
+		b.spool.StartDrain(b.ReplaySpooled)
+	}
+	return nil
+}
+
+// Stop ends parked long-polls, commits what the group commits hold, stops
+// the reconcile loop and the drain, and closes the spool (what it still
+// holds is replayed by the next start). Call it after the HTTP server
+// stopped taking requests and before the pool closes. Idempotent.
+func (b *Broker) Stop(context.Context) error {
+	b.Drain()
+	b.life.Lock()
+	defer b.life.Unlock()
+	if b.stopped {
+		return nil
+	}
+	b.stopped = true
+	b.pusher.stop()
+	b.acker.stop()
+	close(b.stopCh)
+	b.loops.Wait()
+	if b.spool != nil {
+		return b.spool.Close()
+	}
+	return nil
+}
+
+// Drain starts the graceful shutdown of the data plane: parked long-polls
+// return empty at once and new ones do not park. Idempotent.
+func (b *Broker) Drain() {
+	b.drainOnce.Do(func() {
+		b.draining.Store(true)
+		close(b.drainCh)
+	})
+}
+
+// Draining reports whether Drain was called (/health answers 503).
+func (b *Broker) Draining() bool { return b.draining.Load() }
+
+// Metrics is the registry the data plane records into.
+func (b *Broker) Metrics() *metrics.Registry { return b.rec }
+
+// tenantOf resolves a request's tenant. Native tenancy is not there yet:
+// only the default tenant is served, so that no queue name is ever read as
+// global by mistake.
+func tenantOf(t string) (string, error) {
+	if t == "" || t == DefaultTenant {
+		return DefaultTenant, nil
+	}
+	return "", invalid("unknown tenant " + t + ": native tenancy is not enabled")
+}
+
+// key is the QueueKey of queue in tenant.
+func key(tenant, queue string) QueueKey { return QueueKey{Tenant: tenant, Queue: queue} }
+
+func ptr[T any](v T) *T { return &v }

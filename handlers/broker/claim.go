@@ -1,0 +1,266 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/queenforgo/queen/gen/db"
+	"github.com/queenforgo/queen/sql/pgerr"
+)
+
+// claimed is what one partition gave a pop.
+type claimed struct {
+	queue         db.QueenQueue
+	partitionID   uuid.UUID
+	partitionName string
+	retryCount    int
+	messages      []db.PartitionConsumerClaimAndReadRow
+}
+
+// defaultLeaseSeconds applies when a queue's leaseTime is 0.
+const defaultLeaseSeconds = 60
+
+// popOnce looks for messages once, without waiting.
+func (b *Broker) popOnce(ctx context.Context, pr popPlan) (*PopResult, error) {
+	var queues []db.QueenQueue
+	if pr.Namespace != "" || pr.Task != "" {
+		rows, err := b.q.QueueListByNamespaceTask(ctx, db.QueueListByNamespaceTaskParams{Namespace: pr.Namespace, Task: pr.Task})
+		if err != nil {
+			return nil, fmt.Errorf("list queues for namespace %q task %q: %w", pr.Namespace, pr.Task, err)
+		}
+		queues = rows
+	} else {
+		q, ok, err := b.lookupQueue(ctx, key(pr.Tenant, pr.Queue))
+		if err != nil || !ok {
+			return nil, err
+		}
+		queues = []db.QueenQueue{q}
+	}
+	if len(queues) == 0 {
+		return nil, nil
+	}
+	leaseID, err := uuid.NewV7()
+	if err != nil {
+		return nil, fmt.Errorf("new lease id: %w", err)
+	}
+	var got []claimed
+	if pr.Partition != "" {
+		q := queues[0]
+		part, err := b.q.PartitionGetByQueueAndName(ctx, db.PartitionGetByQueueAndNameParams{
+			QueueID: q.ID, Name: pr.Partition, WindowSeconds: q.WindowBuffer,
+		})
+		if err = pgerr.Translate(err); errors.Is(err, pgerr.ErrNotFound) || (err == nil && part.WindowActive) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read partition %q of %q: %w", pr.Partition, q.Name, err)
+		}
+		c, err := b.claim(ctx, pr, q, part.ID, part.Name, leaseID.String(), pr.Batch, true)
+		if err != nil {
+			return nil, err
+		}
+		if c != nil && len(c.messages) > 0 {
+			got = append(got, *c)
+		}
+	} else {
+		got, err = b.claimAny(ctx, pr, queues, leaseID.String())
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(got) == 0 {
+		return nil, nil
+	}
+	return b.popResult(pr, leaseID.String(), got), nil
+}
+
+// claimAny claims up to maxPartitions eligible partitions of the queues,
+// higher priority queues first, until the batch budget is spent. A partition
+// whose claim yields nothing is released and does not count.
+func (b *Broker) claimAny(ctx context.Context, pr popPlan, queues []db.QueenQueue, leaseID string) ([]claimed, error) {
+	var got []claimed
+	budget := pr.Batch
+	for _, q := range queues { // already ordered by priority
+		if len(got) >= pr.MaxPartitions || budget <= 0 {
+			break
+		}
+		cands, err := b.q.PartitionListPopCandidates(ctx, db.PartitionListPopCandidatesParams{
+			ConsumerGroup: pr.Group, QueueID: q.ID, WindowSeconds: q.WindowBuffer,
+			MaxCandidates: int32(pr.MaxPartitions*2 + 8),
+		})
+		if err != nil {
+			return got, fmt.Errorf("list pop candidates of %q: %w", q.Name, err)
+		}
+		// After an empty scan, and every few seconds under load (a
+		// backlog means scans are never empty, and the watermark must still
+		// climb over the idle partitions below the busy ones).
+		if len(cands) == 0 || b.watermarkDue(key(pr.Tenant, q.Name), pr.Group) {
+			if err := b.advanceWatermark(ctx, q, pr.Group); err != nil {
+				return got, err
+			}
+		}
+		if len(cands) == 0 {
+			continue
+		}
+		// Concurrent consumers get the same candidates; trying them in
+		// different orders spreads them over the partitions instead of
+		// all racing for the first one.
+		rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
+		for _, cand := range cands {
+			if len(got) >= pr.MaxPartitions || budget <= 0 {
+				break
+			}
+			c, err := b.claim(ctx, pr, q, cand.ID, cand.Name, leaseID, budget, false)
+			if err != nil {
+				return got, err
+			}
+			if c == nil || len(c.messages) == 0 {
+				continue
+			}
+			got = append(got, *c)
+			budget -= len(c.messages)
+		}
+	}
+	return got, nil
+}
+
+// claim takes the group's lease on one partition and reads up to limit
+// messages. nil means another consumer of the group holds the lease. The
+// lease is released at once when nothing is deliverable, and the batch size
+// recorded for the lease is what was actually delivered.
+func (b *Broker) claim(ctx context.Context, pr popPlan, q db.QueenQueue, partID uuid.UUID, partName, leaseID string, limit int, targeted bool) (*claimed, error) {
+	var startAfter pgtype.Timestamptz
+	if pr.Group != QueueModeGroup {
+		t, err := b.subscriptionStart(ctx, pr, q.Name, partName, targeted)
+		if err != nil {
+			return nil, err
+		}
+		if t != nil {
+			startAfter = pgtype.Timestamptz{Time: *t, Valid: true}
+		}
+	}
+	leaseSeconds := q.LeaseTime
+	if leaseSeconds <= 0 {
+		leaseSeconds = defaultLeaseSeconds
+	}
+	rows, err := b.q.PartitionConsumerClaimAndRead(ctx, db.PartitionConsumerClaimAndReadParams{
+		PartitionID:    partID,
+		ConsumerGroup:  pr.Group,
+		StartAfterTime: startAfter,
+		LeaseID:        &leaseID,
+		LeaseSeconds:   leaseSeconds,
+		BatchSize:      int32(limit),
+		DelaySeconds:   q.DelayedProcessing,
+	})
+	if err = pgerr.Translate(err); errors.Is(err, pgerr.ErrForeignKey) {
+		// The partition was deleted (queue clear or delete) since the
+		// scan found it: there is nothing in it to claim any more.
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim partition %s: %w", partID, err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	c := &claimed{queue: q, partitionID: partID, partitionName: partName, retryCount: int(rows[0].BatchRetryCount)}
+	for _, r := range rows {
+		if r.Seq > 0 {
+			c.messages = append(c.messages, r)
+		}
+	}
+	key := db.PartitionConsumerReleaseParams{PartitionID: partID, ConsumerGroup: pr.Group, LeaseID: &leaseID}
+	switch n := len(c.messages); {
+	case n == 0:
+		err = b.q.PartitionConsumerRelease(ctx, key)
+	case pr.AutoAck:
+		last := c.messages[n-1]
+		err = b.q.PartitionConsumerAutoAck(ctx, db.PartitionConsumerAutoAckParams{
+			LastSeq: last.Seq, LastConsumedID: &last.ID, Consumed: int64(n),
+			PartitionID: partID, ConsumerGroup: pr.Group, LeaseID: &leaseID,
+		})
+	case n < limit:
+		err = b.q.PartitionConsumerSetBatchSize(ctx, db.PartitionConsumerSetBatchSizeParams{
+			BatchSize: int32(n), PartitionID: partID, ConsumerGroup: pr.Group, LeaseID: &leaseID,
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("finish claim of partition %s: %w", partID, err)
+	}
+	return c, nil
+}
+
+// subscriptionStart decides where a named group's new cursor on a partition
+// starts. A stored start point (partition-specific first, then queue-wide)
+// wins; otherwise the pop's own subscriptionFrom/new is stored, and the first
+// decision sticks. nil means the beginning of the partition.
+func (b *Broker) subscriptionStart(ctx context.Context, pr popPlan, queue, partition string, targeted bool) (*time.Time, error) {
+	get := db.SubscriptionGetParams{ConsumerGroup: pr.Group, QueueName: queue, PartitionName: partition}
+	row, err := b.q.SubscriptionGet(ctx, get)
+	if err == nil {
+		return &row.SubscriptionTimestamp.Time, nil
+	}
+	if !errors.Is(pgerr.Translate(err), pgerr.ErrNotFound) {
+		return nil, fmt.Errorf("read subscription of %q on %q: %w", pr.Group, queue, err)
+	}
+	ins := db.SubscriptionInsertParams{ConsumerGroup: pr.Group, QueueName: queue}
+	switch {
+	case pr.subscribeFrom != nil:
+		ins.SubscriptionMode, ins.SubscriptionTimestamp = "timestamp", pgtype.Timestamptz{Time: *pr.subscribeFrom, Valid: true}
+	case pr.subscribeNew:
+		ins.SubscriptionMode, ins.SubscriptionTimestamp = "new", pgtype.Timestamptz{Time: time.Now(), Valid: true}
+	default:
+		return nil, nil
+	}
+	if targeted {
+		ins.PartitionName = partition
+	}
+	if err := b.q.SubscriptionInsert(ctx, ins); err != nil {
+		return nil, fmt.Errorf("store subscription of %q on %q: %w", pr.Group, queue, err)
+	}
+	row, err = b.q.SubscriptionGet(ctx, get)
+	if err != nil {
+		return nil, fmt.Errorf("read subscription of %q on %q: %w", pr.Group, queue, err)
+	}
+	return &row.SubscriptionTimestamp.Time, nil
+}
+
+// popResult renders what the claims gave, payloads opened.
+func (b *Broker) popResult(pr popPlan, leaseID string, got []claimed) *PopResult {
+	if pr.AutoAck {
+		leaseID = ""
+	}
+	first := got[0]
+	res := &PopResult{
+		Queue: first.queue.Name, Partition: first.partitionName, PartitionID: first.partitionID,
+		LeaseID: leaseID, Group: pr.Group, Partitions: len(got),
+	}
+	n := 0
+	for _, c := range got {
+		n += len(c.messages)
+	}
+	res.Messages = make([]Message, 0, n)
+	for _, c := range got {
+		for _, m := range c.messages {
+			res.Messages = append(res.Messages, Message{
+				ID:            m.ID,
+				TransactionID: m.TransactionID,
+				TraceID:       m.TraceID,
+				Payload:       b.seal.open(m.Payload, m.IsEncrypted),
+				ProducerSub:   m.ProducerSub,
+				CreatedAt:     m.CreatedAt.Time,
+				Queue:         c.queue.Name,
+				Partition:     c.partitionName,
+				PartitionID:   c.partitionID,
+				RetryCount:    c.retryCount,
+			})
+		}
+	}
+	return res
+}

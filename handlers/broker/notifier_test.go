@@ -1,0 +1,91 @@
+package broker
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// recorder is a transport that records the announcements it is given.
+type recorder struct {
+	mu          sync.Mutex
+	ready       []QueueKey
+	changed     []QueueKey
+	maintenance [][2]bool
+}
+
+func (r *recorder) QueuesReady(keys []QueueKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ready = append(r.ready, keys...)
+}
+
+func (r *recorder) QueueChanged(keys []QueueKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.changed = append(r.changed, keys...)
+}
+
+func (r *recorder) MaintenanceChanged(push, pop bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.maintenance = append(r.maintenance, [2]bool{push, pop})
+}
+
+// Every wake-up and configuration change is announced to the transport
+// too, keyed by tenant and queue; an announcement received from elsewhere
+// (ApplyQueuesReady) wakes a pop parked here.
+func TestNotifierCarriesEveryAnnouncement(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	b := setup(t, func(c *Config) { c.Notifier = rec })
+	ctx := t.Context()
+	k := QueueKey{Tenant: DefaultTenant, Queue: "nq"}
+
+	_, _, err := b.b.Configure(ctx, "", "nq", "", "", QueueOptionsDefault())
+	require.NoError(t, err)
+	b.push(item("nq", "", "m1", "1"))
+	p := b.pop(PopRequest{Queue: "nq"})
+	require.NotNil(t, p)
+	res, err := b.b.Ack(ctx, "", []AckItem{{TransactionID: "m1", PartitionID: p.PartitionID, LeaseID: p.LeaseID}})
+	require.NoError(t, err)
+	require.True(t, res[0].LeaseReleased)
+	b.b.SetPopMaintenance(ctx, true)
+	b.b.SetPopMaintenance(ctx, false)
+
+	rec.mu.Lock()
+	require.Equal(t, []QueueKey{k, k, k}, rec.ready, "configure, push, released lease")
+	require.Equal(t, []QueueKey{k}, rec.changed)
+	require.Equal(t, [][2]bool{{false, true}, {false, false}}, rec.maintenance)
+	rec.mu.Unlock()
+
+	// A pop parked on an empty queue wakes from an announcement that came
+	// from another broker, long before its re-poll would find anything.
+	slow := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	_, _, err = slow.b.Configure(ctx, "", "parked", "", "", QueueOptionsDefault())
+	require.NoError(t, err)
+	timeout := 30 * time.Second
+	got := make(chan *PopResult, 1)
+	go func() {
+		r, _ := slow.b.Pop(ctx, PopRequest{Queue: "parked", Wait: true, Timeout: &timeout})
+		got <- r
+	}()
+	pk := QueueKey{Tenant: DefaultTenant, Queue: "parked"}
+	require.Eventually(t, func() bool { return slow.b.Parked(pk) == 1 }, 10*time.Second, 5*time.Millisecond)
+	// Stored by another broker on the same database, then announced.
+	other := New(Config{Pool: slow.pool})
+	require.NoError(t, other.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, other.Stop(t.Context())) })
+	_, err = other.Push(ctx, "", []PushItem{{Queue: "parked", Partition: "Default", TransactionID: "x", Payload: []byte("1")}})
+	require.NoError(t, err)
+	slow.b.ApplyQueuesReady([]QueueKey{pk})
+	select {
+	case r := <-got:
+		require.NotNil(t, r)
+		require.Equal(t, "x", r.Messages[0].TransactionID)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the announcement did not wake the parked pop")
+	}
+}

@@ -1,0 +1,170 @@
+// Package forward sends an admitted request to its cell's broker with
+// net/http/httputil.ReverseProxy and its Rewrite hook.
+//
+// What the broker receives: the client's method, path and query byte for
+// byte (the classifier refused every path that could be read two ways); the
+// cell's bearer instead of the client's credential; the cluster's tenant in
+// x-queen-tenant instead of anything the client sent; and none of the
+// client's cookies, act-as header or upgrade request. What the client
+// receives: the broker's answer, streamed as it arrives, or 502 bad_gateway
+// when the broker cannot be reached, 504 upstream_timeout when it does not
+// answer within the budget. A client that leaves cancels the broker call.
+package forward
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/queenforgo/queen/proxy/reply"
+)
+
+// Headers the proxy sets or strips.
+const (
+	HeaderTenant     = "X-Queen-Tenant"
+	HeaderRequestID  = "X-Queen-Request-Id"
+	HeaderActCluster = "X-Queen-Act-Cluster"
+)
+
+// Target is where one request goes and as whom.
+type Target struct {
+	BaseURL *url.URL // the cell's base_url: scheme, host and an optional path prefix
+	Secret  *string  // the cell's bearer; nil sends no Authorization
+	Tenant  string   // x-queen-tenant to set; "" sets none
+}
+
+// Config is what New needs.
+type Config struct {
+	ConnectTimeout time.Duration // QUEEN_PROXY_UPSTREAM_CONNECT_TIMEOUT_MS
+	Logger         *slog.Logger
+	// ObserveFunc, when set, is told how long the broker took to send its
+	// response headers.
+	ObserveFunc func(r *http.Request, d time.Duration)
+}
+
+// Forwarder forwards requests; one serves every cell.
+type Forwarder struct {
+	proxy   *httputil.ReverseProxy
+	logger  *slog.Logger
+	observe func(*http.Request, time.Duration)
+}
+
+type ctxKey struct{}
+
+// call is the per-request state the ReverseProxy hooks read.
+type call struct {
+	target    Target
+	requestID string
+	timer     *time.Timer
+	cancel    context.CancelCauseFunc
+	client    context.Context // the inbound request's own context
+	start     time.Time
+	observe   func(*http.Request, time.Duration)
+}
+
+var errUpstreamTimeout = errors.New("upstream timeout")
+
+// New returns a Forwarder with a pooled transport: plaintext HTTP/1.1 to the
+// brokers, up to 64 idle connections per host.
+func New(cfg Config) *Forwarder {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = 5 * time.Second
+	}
+	transport := &http.Transport{
+		Proxy:               nil, // never an HTTP proxy from the environment
+		DialContext:         (&net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true, // pass the broker's bytes through as they are
+	}
+	f := &Forwarder{logger: cfg.Logger}
+	f.proxy = &httputil.ReverseProxy{
+		Rewrite:        rewrite,
+		Transport:      transport,
+		FlushInterval:  -1, // stream: a long-poll's answer goes out the moment it arrives
+		ModifyResponse: f.modifyResponse,
+		ErrorHandler:   f.errorHandler,
+		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+	}
+	f.observe = cfg.ObserveFunc
+	return f
+}
+
+// Forward sends r to t and writes the answer to w. budget bounds the wait
+// for the broker's response headers (the long-poll budget for a parked pop).
+func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, t Target, requestID string, budget time.Duration) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	c := &call{target: t, requestID: requestID, cancel: cancel, client: r.Context(), start: time.Now(), observe: f.observe}
+	c.timer = time.AfterFunc(budget, func() { cancel(errUpstreamTimeout) })
+	defer c.timer.Stop()
+	f.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, ctxKey{}, c)))
+}
+
+// rewrite builds the outbound request.
+func rewrite(pr *httputil.ProxyRequest) {
+	c := pr.In.Context().Value(ctxKey{}).(*call)
+	base := c.target.BaseURL
+	out := pr.Out
+	out.URL.Scheme = base.Scheme
+	out.URL.Host = base.Host
+	prefix := strings.TrimSuffix(base.Path, "/")
+	out.URL.Path = prefix + pr.In.URL.Path
+	out.URL.RawPath = strings.TrimSuffix(base.EscapedPath(), "/") + pr.In.URL.EscapedPath()
+	out.URL.RawQuery = pr.In.URL.RawQuery
+	out.Host = ""
+	pr.SetXForwarded()
+
+	h := out.Header
+	for _, name := range []string{"Authorization", "Proxy-Authorization", "Cookie", HeaderTenant,
+		HeaderActCluster, HeaderRequestID, "Upgrade", "Connection"} {
+		h.Del(name)
+	}
+	if c.target.Secret != nil {
+		h.Set("Authorization", "Bearer "+*c.target.Secret)
+	}
+	if c.target.Tenant != "" {
+		h.Set(HeaderTenant, c.target.Tenant)
+	}
+	h.Set(HeaderRequestID, c.requestID)
+}
+
+// modifyResponse runs once the broker's headers are in: the budget no longer
+// applies (the body streams as long as it takes).
+func (f *Forwarder) modifyResponse(resp *http.Response) error {
+	c := resp.Request.Context().Value(ctxKey{}).(*call)
+	c.timer.Stop()
+	if c.observe != nil {
+		c.observe(resp.Request, time.Since(c.start))
+	}
+	resp.Header.Set(HeaderRequestID, c.requestID)
+	return nil
+}
+
+// errorHandler maps a failed broker call to the envelope: the budget ran out
+// (504), the broker could not be reached or broke off (502), or the client
+// left, in which case there is nobody to answer.
+func (f *Forwarder) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	c := r.Context().Value(ctxKey{}).(*call)
+	w.Header().Set(HeaderRequestID, c.requestID)
+	switch {
+	case context.Cause(r.Context()) == errUpstreamTimeout:
+		f.logger.Warn("upstream timeout", "request_id", c.requestID, "host", c.target.BaseURL.Host)
+		reply.Error(w, http.StatusGatewayTimeout, reply.CodeUpstreamTimeout, "upstream timeout")
+	case c.client.Err() != nil:
+		f.logger.Debug("client left; upstream call cancelled", "request_id", c.requestID)
+	default:
+		f.logger.Warn("upstream unreachable", "request_id", c.requestID, "host", c.target.BaseURL.Host, "err", err)
+		reply.Error(w, http.StatusBadGateway, reply.CodeBadGateway, "upstream unreachable")
+	}
+}
