@@ -99,6 +99,49 @@ func TestPopMultiplePartitionsShareLease(t *testing.T) {
 	require.False(t, ext.Success)
 }
 
+// A lease extension moves the expiry to now + seconds, never earlier than
+// it was; without seconds it extends by the queue's lease time.
+func TestLeaseExtendSecondsAndQueueDefault(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.push(item("q", "", "a", 1))
+	p := b.pop("/api/v1/pop/queue/q")
+	require.NotNil(t, p)
+	extend := func(body any) time.Time {
+		t.Helper()
+		var ext struct {
+			Success      bool   `json:"success"`
+			NewExpiresAt string `json:"newExpiresAt"`
+		}
+		b.doJSON("POST", "/api/v1/lease/"+p.LeaseID+"/extend", body, http.StatusOK, &ext)
+		require.True(t, ext.Success)
+		at, err := time.Parse(time.RFC3339Nano, ext.NewExpiresAt)
+		require.NoError(t, err)
+		return at
+	}
+	// The clock is the database's: compare with a margin far wider than a
+	// request, far narrower than the differences between the cases.
+	near := func(want, got time.Time) {
+		t.Helper()
+		require.WithinDuration(t, want, got, time.Minute)
+	}
+	near(time.Now().Add(20*time.Minute), extend(map[string]any{"seconds": 1200}))
+	// Shorter than what is left: unchanged.
+	first := extend(map[string]any{"seconds": 1200})
+	require.Equal(t, first, extend(map[string]any{"seconds": 5}))
+
+	// Without seconds: the queue's leaseTime as it is now, from now (not
+	// the 60 s of the reference, not the lease the pop took).
+	b.configure("q2", map[string]any{"leaseTime": 120})
+	b.push(item("q2", "", "a", 1))
+	p = b.pop("/api/v1/pop/queue/q2")
+	require.NotNil(t, p)
+	b.configure("q2", map[string]any{"leaseTime": 3600})
+	near(time.Now().Add(time.Hour), extend(map[string]any{}))
+	near(time.Now().Add(time.Hour), extend(nil))
+	near(time.Now().Add(2*time.Hour), extend(map[string]any{"seconds": 7200}))
+}
+
 func TestConsumerGroupsAreIndependent(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

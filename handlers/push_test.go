@@ -50,6 +50,25 @@ func TestPushCreatesQueueAndDedups(t *testing.T) {
 	require.Equal(t, "12345678901234567890", string(p.Messages[0].Data))
 }
 
+// Every push result element carries trace_id: the item's traceId, or null
+// when it had none (clients read the key, so it is never left out).
+func TestPushResultTraceID(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const trace = "0192f1c8-7b00-7c3d-8e4f-5a6b7c8d9e0f"
+	traced := item("q", "", "a", 1)
+	traced["traceId"] = trace
+	status, raw := b.do("POST", "/api/v1/push", map[string]any{"items": []any{traced, item("q", "", "b", 2)}})
+	require.Equal(t, http.StatusCreated, status, "%s", raw)
+	var out []map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(raw, &out))
+	require.Len(t, out, 2)
+	require.JSONEq(t, `"`+trace+`"`, string(out[0]["trace_id"]))
+	got, ok := out[1]["trace_id"]
+	require.True(t, ok, "trace_id is present without a traceId: %s", raw)
+	require.Equal(t, "null", string(got))
+}
+
 func TestPushEmptyItems(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -839,6 +839,7 @@ type LaggingPartition struct {
 
 // LeaseExtendRequest defines model for LeaseExtendRequest.
 type LeaseExtendRequest struct {
+	// Seconds extend to now + this many seconds; default the queue's leaseTime
 	Seconds *int `json:"seconds,omitempty"`
 }
 
@@ -1393,18 +1394,20 @@ type PushRequest struct {
 
 // PushResult defines model for PushResult.
 type PushResult struct {
-	Error              *string          `json:"error,omitempty"`
-	Index              int              `json:"index"`
-	MessageId          *string          `json:"messageId,omitempty"`
-	MessageIDSnake     *string          `json:"message_id,omitempty"`
-	Partition          *string          `json:"partition,omitempty"`
-	PartitionId        *string          `json:"partition_id,omitempty"`
-	Queue              *string          `json:"queue,omitempty"`
-	QueueName          string           `json:"queueName"`
-	Status             PushResultStatus `json:"status"`
-	TraceId            *string          `json:"trace_id,omitempty"`
-	TransactionId      *string          `json:"transactionId,omitempty"`
-	TransactionIDSnake *string          `json:"transaction_id,omitempty"`
+	Error          *string          `json:"error,omitempty"`
+	Index          int              `json:"index"`
+	MessageId      *string          `json:"messageId,omitempty"`
+	MessageIDSnake *string          `json:"message_id,omitempty"`
+	Partition      *string          `json:"partition,omitempty"`
+	PartitionId    *string          `json:"partition_id,omitempty"`
+	Queue          *string          `json:"queue,omitempty"`
+	QueueName      string           `json:"queueName"`
+	Status         PushResultStatus `json:"status"`
+
+	// TraceId the item's traceId; null, never absent, when it had none
+	TraceId            *string `json:"trace_id"`
+	TransactionId      *string `json:"transactionId,omitempty"`
+	TransactionIDSnake *string `json:"transaction_id,omitempty"`
 }
 
 // PushResultStatus defines model for PushResult.Status.
@@ -3002,8 +3005,11 @@ type ClientInterface interface {
 
 	// ExtendLeaseWithBody Extend every live lease with this id.
 	//
-	// Sets the expiry of every unexpired claim holding `leaseId` to at least now + `seconds`
-	// (default 60). An expired or unknown lease answers `success: false`.
+	// Sets the expiry of every unexpired claim holding `leaseId` (one per partition a pop
+	// claimed) to now + `seconds`, unless it already expires later: an extension never shortens
+	// a lease. Without `seconds` (no body, `{}`), each claim is extended by its queue's
+	// `leaseTime` (60 s when that is 0), the time a pop leased it for. An expired or unknown
+	// lease answers `success: false`; `newExpiresAt` is the earliest new expiry.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3012,8 +3018,11 @@ type ClientInterface interface {
 
 	// ExtendLease Extend every live lease with this id.
 	//
-	// Sets the expiry of every unexpired claim holding `leaseId` to at least now + `seconds`
-	// (default 60). An expired or unknown lease answers `success: false`.
+	// Sets the expiry of every unexpired claim holding `leaseId` (one per partition a pop
+	// claimed) to now + `seconds`, unless it already expires later: an extension never shortens
+	// a lease. Without `seconds` (no body, `{}`), each claim is extended by its queue's
+	// `leaseTime` (60 s when that is 0), the time a pop leased it for. An expired or unknown
+	// lease answers `success: false`; `newExpiresAt` is the earliest new expiry.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4201,8 +4210,11 @@ func (c *Client) ReplayDeadLetter(ctx context.Context, id UUID, body ReplayDeadL
 
 // ExtendLeaseWithBody Extend every live lease with this id.
 //
-// Sets the expiry of every unexpired claim holding `leaseId` to at least now + `seconds`
-// (default 60). An expired or unknown lease answers `success: false`.
+// Sets the expiry of every unexpired claim holding `leaseId` (one per partition a pop
+// claimed) to now + `seconds`, unless it already expires later: an extension never shortens
+// a lease. Without `seconds` (no body, `{}`), each claim is extended by its queue's
+// `leaseTime` (60 s when that is 0), the time a pop leased it for. An expired or unknown
+// lease answers `success: false`; `newExpiresAt` is the earliest new expiry.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4221,8 +4233,11 @@ func (c *Client) ExtendLeaseWithBody(ctx context.Context, leaseId string, conten
 
 // ExtendLease Extend every live lease with this id.
 //
-// Sets the expiry of every unexpired claim holding `leaseId` to at least now + `seconds`
-// (default 60). An expired or unknown lease answers `success: false`.
+// Sets the expiry of every unexpired claim holding `leaseId` (one per partition a pop
+// claimed) to now + `seconds`, unless it already expires later: an extension never shortens
+// a lease. Without `seconds` (no body, `{}`), each claim is extended by its queue's
+// `leaseTime` (60 s when that is 0), the time a pop leased it for. An expired or unknown
+// lease answers `success: false`; `newExpiresAt` is the earliest new expiry.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -9770,8 +9785,11 @@ type ClientWithResponsesInterface interface {
 
 	// ExtendLeaseWithBodyWithResponse Extend every live lease with this id.
 	//
-	// Sets the expiry of every unexpired claim holding `leaseId` to at least now + `seconds`
-	// (default 60). An expired or unknown lease answers `success: false`.
+	// Sets the expiry of every unexpired claim holding `leaseId` (one per partition a pop
+	// claimed) to now + `seconds`, unless it already expires later: an extension never shortens
+	// a lease. Without `seconds` (no body, `{}`), each claim is extended by its queue's
+	// `leaseTime` (60 s when that is 0), the time a pop leased it for. An expired or unknown
+	// lease answers `success: false`; `newExpiresAt` is the earliest new expiry.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9780,8 +9798,11 @@ type ClientWithResponsesInterface interface {
 
 	// ExtendLeaseWithResponse Extend every live lease with this id.
 	//
-	// Sets the expiry of every unexpired claim holding `leaseId` to at least now + `seconds`
-	// (default 60). An expired or unknown lease answers `success: false`.
+	// Sets the expiry of every unexpired claim holding `leaseId` (one per partition a pop
+	// claimed) to now + `seconds`, unless it already expires later: an extension never shortens
+	// a lease. Without `seconds` (no body, `{}`), each claim is extended by its queue's
+	// `leaseTime` (60 s when that is 0), the time a pop leased it for. An expired or unknown
+	// lease answers `success: false`; `newExpiresAt` is the earliest new expiry.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14865,8 +14886,11 @@ func (c *ClientWithResponses) ReplayDeadLetterWithResponse(ctx context.Context, 
 
 // ExtendLeaseWithBodyWithResponse Extend every live lease with this id.
 //
-// Sets the expiry of every unexpired claim holding `leaseId` to at least now + `seconds`
-// (default 60). An expired or unknown lease answers `success: false`.
+// Sets the expiry of every unexpired claim holding `leaseId` (one per partition a pop
+// claimed) to now + `seconds`, unless it already expires later: an extension never shortens
+// a lease. Without `seconds` (no body, `{}`), each claim is extended by its queue's
+// `leaseTime` (60 s when that is 0), the time a pop leased it for. An expired or unknown
+// lease answers `success: false`; `newExpiresAt` is the earliest new expiry.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14881,8 +14905,11 @@ func (c *ClientWithResponses) ExtendLeaseWithBodyWithResponse(ctx context.Contex
 
 // ExtendLeaseWithResponse Extend every live lease with this id.
 //
-// Sets the expiry of every unexpired claim holding `leaseId` to at least now + `seconds`
-// (default 60). An expired or unknown lease answers `success: false`.
+// Sets the expiry of every unexpired claim holding `leaseId` (one per partition a pop
+// claimed) to now + `seconds`, unless it already expires later: an extension never shortens
+// a lease. Without `seconds` (no body, `{}`), each claim is extended by its queue's
+// `leaseTime` (60 s when that is 0), the time a pop leased it for. An expired or unknown
+// lease answers `success: false`; `newExpiresAt` is the earliest new expiry.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -296,19 +296,26 @@ func (q *Queries) PartitionConsumerDeleteByGroupAndQueue(ctx context.Context, ar
 }
 
 const partitionConsumerExtendLease = `-- name: PartitionConsumerExtendLease :many
-UPDATE queen.partition_consumers
-SET lease_expires_at = GREATEST(lease_expires_at, now() + make_interval(secs => $1::integer))
-WHERE lease_id = $2 AND lease_expires_at > now()
-RETURNING lease_expires_at
+UPDATE queen.partition_consumers AS pc
+SET lease_expires_at = GREATEST(pc.lease_expires_at, now() + make_interval(secs =>
+        COALESCE($1::integer, NULLIF(q.lease_time, 0), $2::integer)))
+FROM queen.partitions p
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE p.id = pc.partition_id AND pc.lease_id = $3 AND pc.lease_expires_at > now()
+RETURNING pc.lease_expires_at
 `
 
 type PartitionConsumerExtendLeaseParams struct {
-	Seconds int32
-	LeaseID *string
+	Seconds        *int32
+	DefaultSeconds int32
+	LeaseID        *string
 }
 
+// Moves the expiry of every live claim of a lease to now + seconds, never
+// earlier than it was; without seconds (NULL), each claim by its queue's
+// lease_time, or default_seconds where that is 0.
 func (q *Queries) PartitionConsumerExtendLease(ctx context.Context, arg PartitionConsumerExtendLeaseParams) ([]pgtype.Timestamptz, error) {
-	rows, err := q.db.Query(ctx, partitionConsumerExtendLease, arg.Seconds, arg.LeaseID)
+	rows, err := q.db.Query(ctx, partitionConsumerExtendLease, arg.Seconds, arg.DefaultSeconds, arg.LeaseID)
 	if err != nil {
 		return nil, err
 	}

@@ -9,9 +9,6 @@ import (
 	"github.com/queenforgo/queen/sql/pgerr"
 )
 
-// LeaseExtendDefault applies when an extension names no duration.
-const LeaseExtendDefault = 60 * time.Second
-
 // Extended is the outcome of ExtendLease.
 type Extended struct {
 	Renewed   int       // claims extended
@@ -22,16 +19,19 @@ type Extended struct {
 }
 
 // ExtendLease pushes back the expiry of every live claim held by leaseID to
-// at least now + d (d <= 0: LeaseExtendDefault).
+// now + d, never earlier than it was. d <= 0 extends each claim by its
+// queue's lease time (defaultLeaseSeconds where that is 0), the time a pop
+// leases for.
 func (b *Broker) ExtendLease(ctx context.Context, tenant, leaseID string, d time.Duration) (Extended, error) {
 	if _, err := tenantOf(tenant); err != nil {
 		return Extended{}, err
 	}
-	if d <= 0 {
-		d = LeaseExtendDefault
+	var seconds *int32
+	if d > 0 {
+		seconds = new(int32(d / time.Second))
 	}
 	expiries, err := b.q.PartitionConsumerExtendLease(ctx, db.PartitionConsumerExtendLeaseParams{
-		Seconds: int32(d / time.Second), LeaseID: &leaseID,
+		Seconds: seconds, DefaultSeconds: defaultLeaseSeconds, LeaseID: &leaseID,
 	})
 	if err != nil {
 		return Extended{}, pgerr.Translate(fmt.Errorf("extend lease: %w", err))

@@ -115,10 +115,16 @@ FROM (SELECT unnest(@partition_ids::uuid[]) AS partition_id, unnest(@consumer_gr
 WHERE pc.partition_id = v.partition_id AND pc.consumer_group = v.consumer_group;
 
 -- name: PartitionConsumerExtendLease :many
-UPDATE queen.partition_consumers
-SET lease_expires_at = GREATEST(lease_expires_at, now() + make_interval(secs => @seconds::integer))
-WHERE lease_id = @lease_id AND lease_expires_at > now()
-RETURNING lease_expires_at;
+-- Moves the expiry of every live claim of a lease to now + seconds, never
+-- earlier than it was; without seconds (NULL), each claim by its queue's
+-- lease_time, or default_seconds where that is 0.
+UPDATE queen.partition_consumers AS pc
+SET lease_expires_at = GREATEST(pc.lease_expires_at, now() + make_interval(secs =>
+        COALESCE(sqlc.narg(seconds)::integer, NULLIF(q.lease_time, 0), @default_seconds::integer)))
+FROM queen.partitions p
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE p.id = pc.partition_id AND pc.lease_id = @lease_id AND pc.lease_expires_at > now()
+RETURNING pc.lease_expires_at;
 
 -- name: PartitionConsumerLeaseExists :one
 SELECT EXISTS (SELECT 1 FROM queen.partition_consumers WHERE lease_id = @lease_id)::boolean;

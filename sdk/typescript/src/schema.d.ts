@@ -204,8 +204,11 @@ export interface paths {
         put?: never;
         /**
          * Extend every live lease with this id.
-         * @description Sets the expiry of every unexpired claim holding `leaseId` to at least now + `seconds`
-         *     (default 60). An expired or unknown lease answers `success: false`.
+         * @description Sets the expiry of every unexpired claim holding `leaseId` (one per partition a pop
+         *     claimed) to now + `seconds`, unless it already expires later: an extension never shortens
+         *     a lease. Without `seconds` (no body, `{}`), each claim is extended by its queue's
+         *     `leaseTime` (60 s when that is 0), the time a pop leased it for. An expired or unknown
+         *     lease answers `success: false`; `newExpiresAt` is the earliest new expiry.
          */
         post: operations["extendLease"];
         delete?: never;
@@ -1474,7 +1477,8 @@ export interface components {
             message_id?: string | null;
             messageId?: string | null;
             partition_id?: string | null;
-            trace_id?: string | null;
+            /** @description the item's traceId; null, never absent, when it had none */
+            trace_id: string | null;
             queueName: string;
             queue?: string;
             partition?: string;
@@ -1582,6 +1586,7 @@ export interface components {
             results: components["schemas"]["TransactionResult"][];
         };
         LeaseExtendRequest: {
+            /** @description extend to now + this many seconds; default the queue's leaseTime */
             seconds?: number;
         };
         LeaseExtendResponse: {
