@@ -6,11 +6,14 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all help build proxy run test generate generate-go generate-ts ts-deps verify lint vet fmt bench clean
+.PHONY: all help build proxy run test generate generate-go generate-ts ts-deps verify lint lint-spec vet fmt bench clean
 
 # The TypeScript SDK: its packages come from the committed lock file.
 TS_SDK := sdk/typescript
 TS_DEPS := $(TS_SDK)/node_modules/.package-lock.json
+# The spec's linter (spectral), pinned the same way.
+SPEC_LINT := openapi/lint
+SPEC_LINT_DEPS := $(SPEC_LINT)/node_modules/.package-lock.json
 
 all: build
 
@@ -62,7 +65,7 @@ ts-deps: $(TS_DEPS) ## install the TypeScript SDK's packages from its lock file
 # It reads git's state without writing the index (--no-optional-locks), so
 # it is safe beside other git commands; the schema is generated to a
 # temporary file and compared, so the working tree stays as it is.
-verify: generate-go lint $(TS_DEPS) ## fail on a stale gen/ or schema.d.ts, gofmt, go.mod drift or a lint finding
+verify: generate-go lint lint-spec $(TS_DEPS) ## fail on a stale gen/ or schema.d.ts, gofmt, go.mod drift or a lint finding
 	@if [ -n "$$(git --no-optional-locks status --porcelain -- gen)" ]; then \
 		echo "gen/ is stale: run make generate and commit the result"; \
 		git --no-optional-locks status --porcelain -- gen; exit 1; fi
@@ -76,6 +79,14 @@ verify: generate-go lint $(TS_DEPS) ## fail on a stale gen/ or schema.d.ts, gofm
 
 lint: ## golangci-lint (pinned in go.mod): depguard layering, errcheck, staticcheck, govet
 	$(GO) tool golangci-lint run ./...
+
+# Spectral's OpenAPI rules and the project's (openapi/lint/spectral.yaml);
+# kin-openapi's validation runs in openapi/spec_test.go.
+lint-spec: $(SPEC_LINT_DEPS) ## spectral on openapi/openapi.yaml
+	cd $(SPEC_LINT) && node_modules/.bin/spectral lint --ruleset spectral.yaml --fail-severity warn ../openapi.yaml
+
+$(SPEC_LINT_DEPS): $(SPEC_LINT)/package.json $(SPEC_LINT)/package-lock.json
+	cd $(SPEC_LINT) && npm ci --no-audit --no-fund
 
 vet: ## go vet
 	$(GO) vet ./...

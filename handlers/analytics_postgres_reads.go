@@ -108,7 +108,7 @@ func (s *Server) GetPostgresStats(ctx context.Context, _ api.GetPostgresStatsReq
 	}
 	resp.ActiveQueries = nonNil(resp.ActiveQueries)
 	resp.BufferConfig.SharedBuffers, resp.BufferConfig.SharedBuffersSize = buffers.SharedBuffers, int(buffers.SharedBuffersBytes)
-	resp.BufferUsage = []map[string]any{}
+	resp.BufferUsage = []api.PostgresBufferUsage{}
 	resp.TableSizes = slices.Grow(resp.TableSizes, len(sizes))[:len(sizes)]
 	for i, t := range sizes {
 		z := &resp.TableSizes[i]

@@ -761,10 +761,10 @@ type Identity struct {
 	// Auth `off` or `jwt`
 	Auth string `json:"auth"`
 
-	// Cluster always null
-	Cluster  *map[string]interface{} `json:"cluster"`
-	Clusters []IdentityCluster       `json:"clusters"`
-	Email    *string                 `json:"email"`
+	// Cluster always null on the broker, which serves no cluster of its own
+	Cluster  *IdentityClusterRef `json:"cluster"`
+	Clusters []IdentityCluster   `json:"clusters"`
+	Email    *string             `json:"email"`
 
 	// IsOperator true for admin
 	IsOperator      bool `json:"is_operator"`
@@ -1291,6 +1291,14 @@ type PoppedMessage struct {
 	TransactionId string   `json:"transactionId"`
 }
 
+// PostgresBufferUsage defines model for PostgresBufferUsage.
+type PostgresBufferUsage struct {
+	BufferedBytes  int     `json:"bufferedBytes"`
+	BufferedSize   string  `json:"bufferedSize"`
+	Object         string  `json:"object"`
+	PercentOfCache float32 `json:"percentOfCache"`
+}
+
 // PostgresStats defines model for PostgresStats.
 type PostgresStats struct {
 	ActiveQueries []struct {
@@ -1317,7 +1325,9 @@ type PostgresStats struct {
 		// SharedBuffersSize bytes
 		SharedBuffersSize int `json:"sharedBuffersSize"`
 	} `json:"bufferConfig"`
-	BufferUsage  []map[string]interface{} `json:"bufferUsage"`
+
+	// BufferUsage always empty (it needs pg_buffercache)
+	BufferUsage  []PostgresBufferUsage `json:"bufferUsage"`
 	CacheSummary struct {
 		Indexes CacheTotals `json:"indexes"`
 		Tables  CacheTotals `json:"tables"`
@@ -1686,6 +1696,7 @@ type SpoolStats struct {
 
 // StatsRefreshResponse defines model for StatsRefreshResponse.
 type StatsRefreshResponse struct {
+	// Cleanup always empty; the reference reports its stats cleanup here, and live counts need none
 	Cleanup   map[string]interface{} `json:"cleanup"`
 	Namespace struct {
 		Namespaces int `json:"namespaces"`
@@ -2039,6 +2050,18 @@ type StreamStateRow struct {
 	Value *AnyJSON `json:"value"`
 }
 
+// SystemGauge one gauge over a bucket (avg weighted by samples)
+type SystemGauge struct {
+	Avg  float32 `json:"avg"`
+	Last float32 `json:"last"`
+	Max  float32 `json:"max"`
+	Min  float32 `json:"min"`
+}
+
+// SystemGaugeTree The gauge tree of one bucket, passed through as the collectors wrote it (rows written by
+// other broker versions may carry other branches); every leaf is a SystemGauge.
+type SystemGaugeTree = json.RawMessage
+
 // SystemMetricsResponse defines model for SystemMetricsResponse.
 type SystemMetricsResponse struct {
 	BucketMinutes int `json:"bucketMinutes"`
@@ -2049,14 +2072,24 @@ type SystemMetricsResponse struct {
 		Pid        int    `json:"pid"`
 		Port       int    `json:"port"`
 		TimeSeries []struct {
-			// Metrics the gauge tree, each leaf {avg, min, max, last}
-			Metrics     json.RawMessage `json:"metrics"`
+			// Metrics The gauge tree of one bucket, passed through as the collectors wrote it (rows written by
+			// other broker versions may carry other branches); every leaf is a SystemGauge.
+			Metrics     SystemGaugeTree `json:"metrics"`
 			SampleCount int             `json:"sampleCount"`
 			Timestamp   string          `json:"timestamp"`
 		} `json:"timeSeries"`
 		WorkerId string `json:"workerId"`
 	} `json:"replicas"`
 	TimeRange TimeRange `json:"timeRange"`
+}
+
+// SystemPoolGauges defines model for SystemPoolGauges.
+type SystemPoolGauges struct {
+	// PoolSize one gauge over a bucket (avg weighted by samples)
+	PoolSize *SystemGauge `json:"pool_size,omitempty"`
+
+	// QueueSize one gauge over a bucket (avg weighted by samples)
+	QueueSize *SystemGauge `json:"queue_size,omitempty"`
 }
 
 // TaskList defines model for TaskList.

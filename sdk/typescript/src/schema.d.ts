@@ -1515,15 +1515,15 @@ export interface components {
         AckRequest: {
             transactionId: string;
             partitionId: components["schemas"]["UUID"];
-            status?: components["schemas"]["AckStatus"] | null;
-            consumerGroup?: components["schemas"]["OptionalName"] | null;
+            status?: (string & components["schemas"]["AckStatus"]) | null;
+            consumerGroup?: (string & components["schemas"]["OptionalName"]) | null;
             leaseId?: string | null;
             error?: string | null;
         };
         AckBatchItem: {
             transactionId: string;
             partitionId: components["schemas"]["UUID"];
-            status?: components["schemas"]["AckStatus"] | null;
+            status?: (string & components["schemas"]["AckStatus"]) | null;
             leaseId?: string | null;
             error?: string | null;
             /** @description ignored; the top-level consumerGroup applies */
@@ -1531,7 +1531,7 @@ export interface components {
         };
         AckBatchRequest: {
             acknowledgments: components["schemas"]["AckBatchItem"][];
-            consumerGroup?: components["schemas"]["OptionalName"] | null;
+            consumerGroup?: (string & components["schemas"]["OptionalName"]) | null;
         };
         AckResult: {
             index: number;
@@ -1557,8 +1557,8 @@ export interface components {
             transactionId?: string;
             traceId?: string | null;
             partitionId?: components["schemas"]["UUID"];
-            status?: components["schemas"]["AckStatus"] | null;
-            consumerGroup?: components["schemas"]["OptionalName"] | null;
+            status?: (string & components["schemas"]["AckStatus"]) | null;
+            consumerGroup?: (string & components["schemas"]["OptionalName"]) | null;
             leaseId?: string | null;
             error?: string | null;
         };
@@ -1742,10 +1742,10 @@ export interface components {
         TraceRequest: {
             transactionId: string;
             partitionId: components["schemas"]["UUID"];
-            consumerGroup?: components["schemas"]["OptionalName"] | null;
+            consumerGroup?: (string & components["schemas"]["OptionalName"]) | null;
             eventType?: string | null;
             /** @description a name or a list of names */
-            traceNames?: unknown;
+            traceNames?: (string | null) | string[];
             data: components["schemas"]["AnyJSON"];
         };
         Pagination: {
@@ -2040,8 +2040,8 @@ export interface components {
             act_cluster_header: string;
             /** @description the strongest role held, admin first, then read-write, read-only, write-only */
             role: components["schemas"]["IdentityRole"];
-            /** @description always null */
-            cluster: Record<string, never> | null;
+            /** @description always null on the broker, which serves no cluster of its own */
+            cluster: components["schemas"]["IdentityClusterRef"] | null;
             /** @description true: served by the broker itself, no sessions to show */
             standalone: boolean;
             /** @description `off` or `jwt` */
@@ -2357,13 +2357,51 @@ export interface components {
                 timeSeries: {
                     timestamp: string;
                     sampleCount: number;
-                    /** @description the gauge tree, each leaf {avg, min, max, last} */
-                    metrics: Record<string, never>;
+                    metrics: components["schemas"]["SystemGaugeTree"];
                 }[];
             }[];
             replicaCount: number;
             bucketMinutes: number;
             pointCount: number;
+        };
+        /** @description one gauge over a bucket (avg weighted by samples) */
+        SystemGauge: {
+            avg: number;
+            min: number;
+            max: number;
+            last: number;
+        };
+        /**
+         * @description The gauge tree of one bucket, passed through as the collectors wrote it (rows written by
+         *     other broker versions may carry other branches); every leaf is a SystemGauge.
+         */
+        SystemGaugeTree: {
+            /** @description percent x 100, under the reference's names */
+            cpu?: {
+                user_us?: components["schemas"]["SystemGauge"];
+                system_us?: components["schemas"]["SystemGauge"];
+            };
+            memory?: {
+                rss_bytes?: components["schemas"]["SystemGauge"];
+                virtual_bytes?: components["schemas"]["SystemGauge"];
+            };
+            database?: {
+                pool_size?: components["schemas"]["SystemGauge"];
+                pool_idle?: components["schemas"]["SystemGauge"];
+                pool_active?: components["schemas"]["SystemGauge"];
+            };
+            threadpool?: {
+                db?: components["schemas"]["SystemPoolGauges"];
+                system?: components["schemas"]["SystemPoolGauges"];
+            };
+            registries?: {
+                response?: components["schemas"]["SystemGauge"];
+            };
+            uptime_seconds?: components["schemas"]["SystemGauge"];
+        };
+        SystemPoolGauges: {
+            pool_size?: components["schemas"]["SystemGauge"];
+            queue_size?: components["schemas"]["SystemGauge"];
         };
         WorkerMetricsPoint: {
             timestamp: string;
@@ -2536,6 +2574,12 @@ export interface components {
             /** Format: double */
             hitRatio: number;
         };
+        PostgresBufferUsage: {
+            object: string;
+            bufferedSize: string;
+            bufferedBytes: number;
+            percentOfCache: number;
+        };
         PostgresStats: {
             timestamp: string;
             database: string;
@@ -2586,7 +2630,8 @@ export interface components {
                 /** @description bytes */
                 sharedBuffersSize: number;
             };
-            bufferUsage: Record<string, never>[];
+            /** @description always empty (it needs pg_buffercache) */
+            bufferUsage: components["schemas"]["PostgresBufferUsage"][];
             tableSizes: {
                 table: string;
                 totalSize: string;
@@ -2658,12 +2703,13 @@ export interface components {
                 flushed: boolean;
                 refreshedAt?: string;
             };
+            /** @description always empty; the reference reports its stats cleanup here, and live counts need none */
             cleanup: Record<string, never>;
         };
         MigrationTarget: {
             host: string;
             /** @description a port number, as a string or a number (default 5432) */
-            port?: unknown;
+            port?: number | (string | null);
             database: string;
             user: string;
             password?: string;
@@ -2673,7 +2719,7 @@ export interface components {
         MigrationStartRequest: {
             host: string;
             /** @description a port number, as a string or a number (default 5432) */
-            port?: unknown;
+            port?: number | (string | null);
             database: string;
             user: string;
             password?: string;
@@ -2718,7 +2764,7 @@ export interface components {
             name: string;
             source_queue: components["schemas"]["Name"];
             /** @description empty or absent means none */
-            sink_queue?: components["schemas"]["OptionalName"] | null;
+            sink_queue?: (string & components["schemas"]["OptionalName"]) | null;
             config_hash: string;
             /** @description with a changed config_hash, wipe the state (default false) */
             reset?: boolean;
@@ -2764,7 +2810,7 @@ export interface components {
             /** @description the source partition the cycle's messages came from */
             partition_id: components["schemas"]["UUID"];
             /** @description empty or absent means `__QUEUE_MODE__` */
-            consumer_group?: components["schemas"]["OptionalName"] | null;
+            consumer_group?: (string & components["schemas"]["OptionalName"]) | null;
             state_ops?: components["schemas"]["StreamStateOp"][] | null;
             push_items?: components["schemas"]["PushItem"][] | null;
             ack?: components["schemas"]["StreamCycleAck"];
