@@ -36,8 +36,9 @@ run: build ## serve on :6632 with the local PostgreSQL in .data/
 
 # Every test, with the race detector. The harness in sql/pgtest starts a
 # throwaway PostgreSQL cluster from the installed binaries.
-test: $(TS_DEPS) ## every test, race detector on (installs chromium when missing)
+test: $(TS_DEPS) ## every test, race detector on (installs chromium and promtool when missing)
 	scripts/ensure-chromium
+	scripts/ensure-promtool
 	scripts/ensure-pg-auto-failover
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...

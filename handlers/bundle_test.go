@@ -15,6 +15,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/queenforgo/queen/gen/api"
@@ -22,6 +23,7 @@ import (
 	"github.com/queenforgo/queen/handlers/broker"
 	"github.com/queenforgo/queen/handlers/crypto"
 	"github.com/queenforgo/queen/handlers/metrics"
+	"github.com/queenforgo/queen/handlers/metrics/exposition"
 	"github.com/queenforgo/queen/handlers/migration"
 	"github.com/queenforgo/queen/handlers/spool"
 	"github.com/queenforgo/queen/sql/pgtest"
@@ -68,8 +70,9 @@ func newServer(t testing.TB, c testConfig) *Server {
 	t.Helper()
 	validate, err := PushValidator()
 	require.NoError(t, err)
+	timings := exposition.NewTimings()
 	b := broker.New(broker.Config{
-		Pool: c.Pool, Logger: c.Logger, Metrics: c.Metrics, Cipher: c.Cipher, Spool: c.Spool,
+		Pool: c.Pool, Logger: c.Logger, Metrics: c.Metrics, Timings: timings, Cipher: c.Cipher, Spool: c.Spool,
 		ValidatePushFunc: validate, RepollInterval: c.RepollInterval, MaintenanceRefresh: c.MaintenanceRefresh,
 	})
 	require.NoError(t, b.Start(context.Background()))
@@ -77,6 +80,7 @@ func newServer(t testing.TB, c testConfig) *Server {
 	return New(Config{
 		Broker: b, Pool: c.Pool, Logger: c.Logger, MaxBodyBytes: c.MaxBodyBytes, Auth: c.Auth, ServerID: c.ServerID,
 		Dashboard: c.Dashboard, StatsFlushFunc: c.StatsFlushFunc, Migration: c.Migration,
+		Collectors: []prometheus.Collector{timings},
 	})
 }
 

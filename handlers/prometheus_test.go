@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"sort"
 	"strings"
 	"testing"
@@ -19,6 +21,13 @@ import (
 // with the Prometheus project's own text parser.
 func (b *testBundle) scrape() map[string]*dto.MetricFamily {
 	b.t.Helper()
+	fams, _ := b.scrapeRaw()
+	return fams
+}
+
+// scrapeRaw is scrape with the exposition's text.
+func (b *testBundle) scrapeRaw() (map[string]*dto.MetricFamily, []byte) {
+	b.t.Helper()
 	status, raw := b.do("GET", "/metrics/prometheus", nil)
 	require.Equal(b.t, http.StatusOK, status)
 	resp, err := http.Get(b.url + "/metrics/prometheus")
@@ -30,7 +39,7 @@ func (b *testBundle) scrape() map[string]*dto.MetricFamily {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(bytes.NewReader(raw))
 	require.NoError(b.t, err, "%s", raw)
-	return fams
+	return fams, raw
 }
 
 // value is the sample of family whose labels are exactly labels.
@@ -164,4 +173,117 @@ func TestPrometheusWithoutDatabase(t *testing.T) {
 	require.Contains(t, fams, "queen_uptime_seconds")
 	require.Contains(t, fams, "queen_db_pool_size")
 	require.NotContains(t, fams, "queen_cluster_push_messages_total")
+}
+
+// The data plane's histograms: one push, one pop that delivered, one that
+// did not, one batch ack; the group-commit flushes that carried them.
+func TestPrometheusHistograms(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.push(item("q", "", "a", 1), item("q", "", "b", 2), item("q", "", "c", 3))
+	p := b.pop("/api/v1/pop/queue/q?batch=10")
+	require.Len(t, p.Messages, 3)
+	require.Nil(t, b.pop("/api/v1/pop/queue/q"))
+	var acks []map[string]any
+	for _, m := range p.Messages {
+		acks = append(acks, map[string]any{"transactionId": m.TransactionID, "partitionId": m.PartitionID, "leaseId": p.LeaseID})
+	}
+	b.doJSON("POST", "/api/v1/ack/batch", map[string]any{"acknowledgments": acks}, http.StatusOK, nil)
+
+	fams := b.scrape()
+	hist := func(name string, labels ...string) *dto.Histogram {
+		t.Helper()
+		f := fams[name]
+		require.NotNil(t, f, name)
+		require.Equal(t, dto.MetricType_HISTOGRAM, f.GetType(), name)
+		for _, m := range f.GetMetric() {
+			if len(m.GetLabel()) != len(labels)/2 {
+				continue
+			}
+			match := true
+			for i, l := range m.GetLabel() {
+				match = match && l.GetName() == labels[2*i] && l.GetValue() == labels[2*i+1]
+			}
+			if match {
+				return m.GetHistogram()
+			}
+		}
+		require.Failf(t, "no histogram", "%s%v", name, labels)
+		return nil
+	}
+	require.Equal(t, uint64(1), hist("queen_push_duration_seconds").GetSampleCount())
+	require.Equal(t, uint64(1), hist("queen_pop_duration_seconds", "result", "messages").GetSampleCount())
+	require.Equal(t, uint64(1), hist("queen_pop_duration_seconds", "result", "empty").GetSampleCount())
+	require.Equal(t, uint64(1), hist("queen_ack_duration_seconds").GetSampleCount())
+	for _, kind := range []string{"push", "ack"} {
+		items := hist("queen_group_commit_flush_items", "kind", kind)
+		require.Equal(t, uint64(1), items.GetSampleCount(), kind)
+		require.Equal(t, 3.0, items.GetSampleSum(), kind)
+		require.Equal(t, uint64(1), hist("queen_group_commit_flush_duration_seconds", "kind", kind).GetSampleCount(), kind)
+	}
+	push := hist("queen_push_duration_seconds")
+	require.Positive(t, push.GetSampleSum())
+	require.Len(t, push.GetBucket(), 15) // 14 bounds and +Inf
+
+	// client_golang's runtime and process collectors, and the pool's
+	// statistics beyond the reference's three gauges.
+	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "process_cpu_seconds_total",
+		"process_resident_memory_bytes", "queen_db_pool_acquires_total", "queen_db_pool_connections",
+		"queen_db_pool_empty_acquire_wait_seconds_total", "queen_db_pool_closed_connections_total"} {
+		require.Contains(t, fams, name)
+	}
+	require.Positive(t, value(t, fams, "queen_db_pool_acquires_total"))
+}
+
+// promtool (Debian's prometheus package; `make test` installs it through
+// scripts/ensure-promtool, QUEEN_PROMTOOL names another binary) reads the
+// exposition after a workload. Its lint objects only to the reference's
+// units that dashboards already use (milliseconds and microseconds, where
+// Prometheus prefers seconds): those names stay, and every other family is
+// lint-clean.
+func TestPrometheusPromtool(t *testing.T) {
+	t.Parallel()
+	promtool := os.Getenv("QUEEN_PROMTOOL")
+	if promtool == "" {
+		var err error
+		promtool, err = exec.LookPath("promtool")
+		if err != nil {
+			t.Fatal("promtool not found: `make test` installs it (scripts/ensure-promtool), or set QUEEN_PROMTOOL")
+		}
+	}
+	b := setupAdmin(t)
+	t0 := time.Now().UTC().Truncate(time.Minute)
+	workload(b, t0)
+	require.NoError(t, b.jobs.Flush(t.Context(), t0.Add(time.Minute+10*time.Second)))
+	fams, raw := b.scrapeRaw()
+	require.Contains(t, fams, "queen_push_duration_seconds")
+	require.Contains(t, fams, "queen_worker_lag_milliseconds")
+
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(raw)
+	out, err := cmd.CombinedOutput()
+	t.Logf("promtool check metrics:\n%s", out)
+	// Exit status 3 is "lint problems only"; anything else is a failure to
+	// read the exposition.
+	var exit *exec.ExitError
+	if err != nil {
+		require.ErrorAs(t, err, &exit, "%s", out)
+		require.Equal(t, 3, exit.ExitCode(), "promtool could not read the exposition: %s", out)
+	}
+	referenceUnits := map[string]string{
+		"queen_cpu_user_microseconds_total":        "microseconds",
+		"queen_cpu_system_microseconds_total":      "microseconds",
+		"queen_queue_pop_lag_milliseconds":         "milliseconds",
+		"queen_worker_event_loop_lag_milliseconds": "milliseconds",
+		"queen_worker_lag_milliseconds":            "milliseconds",
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if line == "" {
+			continue
+		}
+		name, problem, _ := strings.Cut(line, " ")
+		unit, ok := referenceUnits[name]
+		require.True(t, ok, "promtool: %s", line)
+		require.Equal(t, `use base unit "seconds" instead of "`+unit+`"`, problem)
+	}
 }

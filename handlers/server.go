@@ -13,11 +13,13 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/queenforgo/queen/gen/api"
 	"github.com/queenforgo/queen/handlers/auth"
 	"github.com/queenforgo/queen/handlers/broker"
 	"github.com/queenforgo/queen/handlers/metrics"
+	"github.com/queenforgo/queen/handlers/metrics/exposition"
 	"github.com/queenforgo/queen/handlers/migration"
 )
 
@@ -54,6 +56,12 @@ type Config struct {
 	StatsFlushFunc func(ctx context.Context) error
 	// Migration runs the pg_dump | pg_restore routes; nil answers them 501.
 	Migration *migration.Runner
+	// Collectors are added to /metrics/prometheus beside the built-in
+	// families (handlers/metrics/exposition): main passes the broker's
+	// Timings (the latency and group-commit histograms) here, and any other
+	// part of the process that exposes families (the mesh's counters) plugs
+	// in the same way.
+	Collectors []prometheus.Collector
 }
 
 // ConfigDefault fills the zero fields of a Config.
@@ -80,6 +88,7 @@ type Server struct {
 	log       *slog.Logger
 	metrics   *metrics.Registry
 	validator *requestValidator
+	exp       *exposition.Exposition
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
@@ -106,6 +115,12 @@ func (s *Server) Handler() (http.Handler, error) {
 		return nil, err
 	}
 	s.validator = validator
+	s.exp, err = exposition.New(exposition.Config{
+		Metrics: s.metrics, Broker: s.b, Pool: s.pool, Logger: s.log, Collectors: s.cfg.Collectors,
+	})
+	if err != nil {
+		return nil, err
+	}
 	strict := api.NewStrictHandlerWithOptions(s, nil, api.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc:  s.requestError,
 		ResponseErrorHandlerFunc: s.responseError,

@@ -19,12 +19,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/queenforgo/queen/cmd/queen/config"
 	"github.com/queenforgo/queen/cmd/queen/roots"
 	"github.com/queenforgo/queen/handlers"
 	"github.com/queenforgo/queen/handlers/auth"
 	dataplane "github.com/queenforgo/queen/handlers/broker"
 	"github.com/queenforgo/queen/handlers/crypto"
+	"github.com/queenforgo/queen/handlers/metrics/exposition"
 	"github.com/queenforgo/queen/handlers/spool"
 	"github.com/queenforgo/queen/web"
 )
@@ -113,10 +116,12 @@ func run() int {
 		logger.Error("build the push validator", "err", err)
 		return 1
 	}
+	timings := exposition.NewTimings()
 	brk := dataplane.New(dataplane.Config{
 		Pool:                    pool,
 		Logger:                  logger,
 		Metrics:                 bg.metrics,
+		Timings:                 timings,
 		Cipher:                  cipher,
 		Spool:                   sp,
 		ValidatePushFunc:        validatePush,
@@ -142,6 +147,7 @@ func run() int {
 		StatsFlushFunc: bg.flush,
 		Migration:      bg.migration,
 		Dashboard:      web.New(),
+		Collectors:     []prometheus.Collector{timings},
 	})
 	handler, err := srv.Handler()
 	if err != nil {

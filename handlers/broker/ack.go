@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -29,7 +30,9 @@ func (b *Broker) Ack(ctx context.Context, tenant string, items []AckItem) ([]Ack
 		items[i].tenant = tenant
 		normalizeAck(&items[i])
 	}
+	start := time.Now()
 	res, err := b.acker.submit(ctx, items)
+	b.timed.Ack(time.Since(start))
 	if err != nil {
 		return nil, pgerr.Translate(err)
 	}

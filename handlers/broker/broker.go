@@ -54,6 +54,10 @@ type Config struct {
 	Pool    *pgxpool.Pool
 	Logger  *slog.Logger
 	Metrics *metrics.Registry // nil: a registry of its own
+	// Timings receives the durations of pushes, pops, acks and group-commit
+	// flushes, for the latency histograms of /metrics/prometheus
+	// (metrics.go); nil records none.
+	Timings Timings
 
 	// Cipher encrypts the payloads of queues with encryptionEnabled and
 	// opens stored envelopes; nil means no QUEEN_ENCRYPTION_KEY (seal.go).
@@ -128,6 +132,7 @@ type Broker struct {
 	q      *db.Queries
 	log    *slog.Logger
 	rec    *metrics.Registry
+	timed  Timings
 	queues *queueCache
 	wait   *waiters.Registry[waitKey]
 	notify Notifier // local, then cfg.Notifier
@@ -163,6 +168,7 @@ func New(cfg Config) *Broker {
 		q:       db.New(cfg.Pool),
 		log:     cfg.Logger,
 		rec:     cfg.Metrics,
+		timed:   cfg.Timings,
 		queues:  newQueueCache(cfg.QueueCacheTTL),
 		wait:    waiters.New[waitKey](),
 		seal:    &sealer{cipher: cfg.Cipher, log: cfg.Logger},
@@ -176,8 +182,13 @@ func New(cfg Config) *Broker {
 		b.notify = tee{b.Local(), cfg.Notifier}
 	}
 	limits := coalescerLimits{MaxItems: cfg.PushMaxBatch, MaxFlushes: cfg.PushMaxFlushes, ParallelMin: cfg.PushParallelMin}
+	if b.timed == nil {
+		b.timed = noTimings{}
+	}
 	b.pusher = newCoalescer(limits, b.pushDirect)
+	b.pusher.flushed = func(items int, d time.Duration) { b.timed.Flush(FlushPush, items, d) }
 	b.acker = newCoalescer(limits, b.ackDirect)
+	b.acker.flushed = func(items int, d time.Duration) { b.timed.Flush(FlushAck, items, d) }
 	return b
 }
 

@@ -27,7 +27,9 @@ type claimed struct {
 const defaultLeaseSeconds = 60
 
 // popOnce looks for messages once, without waiting.
-func (b *Broker) popOnce(ctx context.Context, pr popPlan) (*PopResult, error) {
+func (b *Broker) popOnce(ctx context.Context, pr popPlan) (res *PopResult, err error) {
+	start := time.Now()
+	defer func() { b.timed.Pop(time.Since(start), res != nil) }()
 	var queues []db.QueenQueue
 	if pr.Namespace != "" || pr.Task != "" {
 		rows, err := b.q.QueueListByNamespaceTask(ctx, db.QueueListByNamespaceTaskParams{Namespace: pr.Namespace, Task: pr.Task})

@@ -34,6 +34,9 @@ type coalescer[I, O any] struct {
 	maxFlushes  int // flushes in flight, at most
 	parallelMin int // waiting items that justify a flush beside a running one
 	timeout     time.Duration
+	// flushed, when set, is told each flush's items and duration (the
+	// broker's Timings); set before start.
+	flushed func(items int, d time.Duration)
 
 	startOnce sync.Once
 	running   chan struct{} // closed by start
@@ -170,6 +173,10 @@ func (c *coalescer[I, O]) take(waiting []*coalescedJob[I, O]) ([]*coalescedJob[I
 func (c *coalescer[I, O]) flush(jobs []*coalescedJob[I, O], n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
+	if c.flushed != nil {
+		start := time.Now()
+		defer func() { c.flushed(n, time.Since(start)) }()
+	}
 	if len(jobs) > 1 {
 		all := make([]I, 0, n)
 		for _, j := range jobs {

@@ -10,6 +10,38 @@ import (
 // queue, after the work committed; these helpers turn a request's outcome
 // into those calls (see handlers/metrics).
 
+// Timings receives how long the data plane's operations take: the latency
+// histograms of /metrics/prometheus (handlers/metrics/exposition implements
+// it). The broker records through this interface rather than a metrics
+// library so that it keeps its imports (no client_golang, and through it no
+// net/http). Calls are made on the request paths: they must be cheap and
+// safe for concurrent use.
+type Timings interface {
+	// Push: one Push call, stored, spooled or failed, group commit included.
+	Push(d time.Duration)
+	// Pop: one look at the database by a pop (the claim and the read);
+	// the time a long-poll spends parked between looks is not included.
+	Pop(d time.Duration, delivered bool)
+	// Ack: one Ack call, group commit included.
+	Ack(d time.Duration)
+	// Flush: one group-commit flush of kind FlushPush or FlushAck, with
+	// the items it committed (or failed to), retries one by one included.
+	Flush(kind string, items int, d time.Duration)
+}
+
+// The kinds of group-commit flushes.
+const (
+	FlushPush = "push"
+	FlushAck  = "ack"
+)
+
+type noTimings struct{}
+
+func (noTimings) Push(time.Duration)               {}
+func (noTimings) Pop(time.Duration, bool)          {}
+func (noTimings) Ack(time.Duration)                {}
+func (noTimings) Flush(string, int, time.Duration) {}
+
 // recordPushed counts what a push stored, per queue.
 func (b *Broker) recordPushed(items []PushItem, out []PushResult) {
 	rec := b.rec

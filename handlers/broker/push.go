@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -25,6 +26,8 @@ func (b *Broker) Push(ctx context.Context, tenant string, items []PushItem) ([]P
 	for i := range items {
 		items[i].tenant = tenant
 	}
+	start := time.Now()
+	defer func() { b.timed.Push(time.Since(start)) }()
 	return b.pushOrSpool(ctx, tenant, items)
 }
 
