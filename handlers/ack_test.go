@@ -5,12 +5,14 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/queenforgo/queen/gen/client"
 )
 
 func TestFailedAcksRetryThenDeadLetter(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.configure("flaky", map[string]any{"retryLimit": 2})
+	b.configure("flaky", &client.QueueOptions{RetryLimit: ptr(2)})
 	b.push(item("flaky", "", "bad", map[string]any{"x": 1}), item("flaky", "", "next", 2))
 	for attempt := 0; attempt < 2; attempt++ {
 		p := b.pop("/api/v1/pop/queue/flaky")

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/queenforgo/queen/gen/api"
+	"github.com/queenforgo/queen/gen/client"
 	"github.com/queenforgo/queen/handlers/auth"
 	"github.com/queenforgo/queen/handlers/broker"
 	"github.com/queenforgo/queen/handlers/crypto"
@@ -38,6 +39,52 @@ type testBundle struct {
 	pool   *pgxpool.Pool
 	url    string
 	router routers.Router
+	// api is the client generated from the spec (gen/client): the helpers
+	// push, ack and configure go through it. Its transport checks every
+	// answer against the spec, as do does; do stays for the requests a
+	// test needs to write by hand (malformed bodies, exact bytes, headers).
+	api *client.ClientWithResponses
+}
+
+// newBundle wraps a served broker for a test.
+func newBundle(t *testing.T, srv *Server, pool *pgxpool.Pool, url string) *testBundle {
+	t.Helper()
+	doc, err := api.GetSpec()
+	require.NoError(t, err)
+	doc.Servers = nil
+	router, err := legacy.NewRouter(doc)
+	require.NoError(t, err)
+	b := &testBundle{t: t, srv: srv, pool: pool, url: url, router: router}
+	b.api, err = client.NewClientWithResponses(url, client.WithHTTPClient(&http.Client{Transport: specChecked{b}}))
+	require.NoError(t, err)
+	return b
+}
+
+// specChecked is the generated client's transport in the tests: it checks
+// every answer against openapi.yaml.
+type specChecked struct{ b *testBundle }
+
+func (s specChecked) RoundTrip(req *http.Request) (*http.Response, error) {
+	var reqBody []byte
+	if req.Body != nil {
+		var err error
+		if reqBody, err = io.ReadAll(req.Body); err != nil {
+			return nil, err
+		}
+		req.Body = io.NopCloser(bytes.NewReader(reqBody))
+	}
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	s.b.validate(req, reqBody, resp, body)
+	return resp, nil
 }
 
 type setupOpts struct {
@@ -106,12 +153,7 @@ func setup(t *testing.T, opts ...setupOpts) *testBundle {
 	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
 	t.Cleanup(srv.Drain) // end parked long-polls before the server closes
-	doc, err := api.GetSpec()
-	require.NoError(t, err)
-	doc.Servers = nil
-	router, err := legacy.NewRouter(doc)
-	require.NoError(t, err)
-	return &testBundle{t: t, srv: srv, pool: pool, url: hs.URL, router: router}
+	return newBundle(t, srv, pool, hs.URL)
 }
 
 // do sends a request and checks the answer against openapi.yaml: status
@@ -221,21 +263,36 @@ type ackResult struct {
 	DLQ           bool    `json:"dlq"`
 }
 
-func item(queue, partition, txID string, payload any) map[string]any {
-	it := map[string]any{"queue": queue, "payload": payload}
+// item is one push item; payload is sent as its JSON (nil: null).
+func item(queue, partition, txID string, payload any) client.PushItem {
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		panic(err) // a test's own payload
+	}
+	data := client.AnyJSON(raw)
+	it := client.PushItem{Queue: queue, Payload: &data}
 	if partition != "" {
-		it["partition"] = partition
+		it.Partition = &partition
 	}
 	if txID != "" {
-		it["transactionId"] = txID
+		it.TransactionId = &txID
 	}
 	return it
 }
 
-func (b *testBundle) push(items ...map[string]any) []pushed {
+// push pushes items through the generated client; it must answer 201.
+func (b *testBundle) push(items ...client.PushItem) []pushed {
 	b.t.Helper()
-	var out []pushed
-	b.doJSON("POST", "/api/v1/push", map[string]any{"items": items}, http.StatusCreated, &out)
+	resp, err := b.api.PushMessagesWithResponse(context.Background(), client.PushRequest{Items: items})
+	require.NoError(b.t, err)
+	require.Equal(b.t, http.StatusCreated, resp.StatusCode(), "%s", resp.Body)
+	out := make([]pushed, len(*resp.JSON201))
+	for i, r := range *resp.JSON201 {
+		out[i] = pushed{
+			Index: r.Index, Status: string(r.Status), MessageID: deref(r.MessageIDSnake, ""),
+			PartitionID: deref(r.PartitionId, ""), TransactionID: deref(r.TransactionIDSnake, ""),
+		}
+	}
 	return out
 }
 
@@ -253,22 +310,29 @@ func (b *testBundle) pop(path string) *popped {
 	return &p
 }
 
+// ack acknowledges one message through the generated client.
 func (b *testBundle) ack(txID, partitionID, status, group, leaseID string) ackResult {
 	b.t.Helper()
-	body := map[string]any{"transactionId": txID, "partitionId": partitionID, "status": status}
+	body := client.AckRequest{TransactionId: txID, PartitionId: partitionID, Status: ptr(client.AckStatus(status))}
 	if group != "" {
-		body["consumerGroup"] = group
+		body.ConsumerGroup = &group
 	}
 	if leaseID != "" {
-		body["leaseId"] = leaseID
+		body.LeaseId = &leaseID
 	}
-	var out []ackResult
-	b.doJSON("POST", "/api/v1/ack", body, http.StatusOK, &out)
-	require.Len(b.t, out, 1)
-	return out[0]
+	resp, err := b.api.AckMessageWithResponse(context.Background(), body)
+	require.NoError(b.t, err)
+	require.Equal(b.t, http.StatusOK, resp.StatusCode(), "%s", resp.Body)
+	require.Len(b.t, *resp.JSON200, 1)
+	r := (*resp.JSON200)[0]
+	return ackResult{Success: r.Success, Error: r.Error, LeaseReleased: r.LeaseReleased, DLQ: r.Dlq}
 }
 
-func (b *testBundle) configure(queue string, options map[string]any) {
+// configure creates queue or replaces its options (nil: the defaults)
+// through the generated client.
+func (b *testBundle) configure(queue string, options *client.QueueOptions) {
 	b.t.Helper()
-	b.doJSON("POST", "/api/v1/configure", map[string]any{"queue": queue, "options": options}, http.StatusOK, nil)
+	resp, err := b.api.ConfigureQueueWithResponse(context.Background(), client.ConfigureRequest{Queue: queue, Options: options})
+	require.NoError(b.t, err)
+	require.Equal(b.t, http.StatusOK, resp.StatusCode(), "%s", resp.Body)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/queenforgo/queen/gen/client"
 	"github.com/queenforgo/queen/handlers/crypto"
 	"github.com/queenforgo/queen/sql/pgtest"
 )
@@ -192,8 +193,8 @@ func TestReplayDeadLetterElsewhere(t *testing.T) {
 func TestReplayDeadLetterSealsForTheDestination(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{repoll: 50 * time.Millisecond, config: func(c *testConfig) { c.Cipher = testCipher(t, 0x33) }})
-	b.configure("vault", map[string]any{"encryptionEnabled": true})
-	b.configure("vault2", map[string]any{"encryptionEnabled": true})
+	b.configure("vault", &client.QueueOptions{EncryptionEnabled: ptr(true)})
+	b.configure("vault2", &client.QueueOptions{EncryptionEnabled: ptr(true)})
 	payload := map[string]any{"secret": secretMarker}
 	b.deadLetter("vault", "", "s1", "", payload)
 	b.deadLetter("vault", "", "s2", "", payload)

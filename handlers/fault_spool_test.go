@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/queenforgo/queen/gen/client"
 	"github.com/queenforgo/queen/handlers/spool"
 	"github.com/queenforgo/queen/sql/pgtest"
 )
@@ -189,7 +190,7 @@ func TestFaultPostgresStoppedDuringPushLoad(t *testing.T) {
 // exactly one consumer once.
 func TestFaultPostgresRestartWhileLongPolling(t *testing.T) {
 	b := setup(t)
-	b.configure("lp", map[string]any{"leaseTime": 5})
+	b.configure("lp", &client.QueueOptions{LeaseTime: ptr(5)})
 	var mu sync.Mutex
 	got := map[string]int{}
 	acked := 0
@@ -282,7 +283,7 @@ func TestFaultPostgresRestartWhileLongPolling(t *testing.T) {
 func TestFaultConsumerKilledHoldingLease(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.configure("lease", map[string]any{"leaseTime": 1})
+	b.configure("lease", &client.QueueOptions{LeaseTime: ptr(1)})
 	for i := range 10 {
 		b.push(item("lease", "", fmt.Sprintf("m%d", i), i))
 	}

@@ -8,11 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/queenforgo/queen/gen/api"
 	"github.com/queenforgo/queen/gen/routes"
 	"github.com/queenforgo/queen/handlers/auth"
 	"github.com/queenforgo/queen/sql/pgtest"
@@ -33,12 +31,7 @@ func setupWith(t *testing.T, cfg testConfig) *testBundle {
 	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
 	t.Cleanup(srv.Drain)
-	doc, err := api.GetSpec()
-	require.NoError(t, err)
-	doc.Servers = nil
-	router, err := legacy.NewRouter(doc)
-	require.NoError(t, err)
-	return &testBundle{t: t, srv: srv, pool: cfg.Pool, url: hs.URL, router: router}
+	return newBundle(t, srv, cfg.Pool, hs.URL)
 }
 
 // withToken sends an Authorization header (when not empty).

@@ -8,13 +8,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/queenforgo/queen/gen/client"
 	"github.com/queenforgo/queen/handlers/metrics"
 )
 
 func TestStatusQueueDetailAndMessages(t *testing.T) {
 	t.Parallel()
 	b := setupAdmin(t)
-	b.configure("detail", map[string]any{"leaseTime": 30, "retentionEnabled": true, "retentionSeconds": 600})
+	b.configure("detail", &client.QueueOptions{LeaseTime: ptr(30), RetentionEnabled: ptr(true), RetentionSeconds: ptr(600)})
 	for i := range 4 {
 		b.push(item("detail", "a", fmt.Sprintf("a%d", i), i))
 	}

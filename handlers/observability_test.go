@@ -9,11 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/queenforgo/queen/gen/api"
+	"github.com/queenforgo/queen/gen/client"
 	"github.com/queenforgo/queen/handlers/jobs"
 	"github.com/queenforgo/queen/handlers/metrics"
 	"github.com/queenforgo/queen/handlers/migration"
@@ -63,12 +62,7 @@ func setupAdmin(t *testing.T, opts ...adminOpts) *adminBundle {
 	t.Cleanup(js.Stop)
 	t.Cleanup(hs.Close)
 	t.Cleanup(srv.Drain)
-	doc, err := api.GetSpec()
-	require.NoError(t, err)
-	doc.Servers = nil
-	router, err := legacy.NewRouter(doc)
-	require.NoError(t, err)
-	return &adminBundle{testBundle: &testBundle{t: t, srv: srv, pool: o.pool, url: hs.URL, router: router}, jobs: js, reg: reg}
+	return &adminBundle{testBundle: newBundle(t, srv, o.pool, hs.URL), jobs: js, reg: reg}
 }
 
 // window is the query string of a time window.
@@ -90,17 +84,17 @@ func workload(b *adminBundle, t0 time.Time) {
 	ctx := b.t.Context()
 	require.NoError(b.t, b.jobs.Tick(ctx, t0))
 	b.configure("idle", nil)
-	var first []map[string]any
+	var first []client.PushItem
 	for i := range 6 {
 		first = append(first, item("orders", "", fmt.Sprintf("o%d", i), i))
 	}
 	b.push(first...)
-	var second []map[string]any
+	var second []client.PushItem
 	for i := 6; i < 10; i++ {
 		second = append(second, item("orders", "", fmt.Sprintf("o%d", i), i))
 	}
 	b.push(second...)
-	var bill []map[string]any
+	var bill []client.PushItem
 	for i := range 5 {
 		bill = append(bill, item("billing", "", fmt.Sprintf("b%d", i), i))
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/queenforgo/queen/gen/client"
 	"github.com/queenforgo/queen/sql/migrations"
 )
 
@@ -266,7 +267,7 @@ func TestCountsAfterRetentionAndEviction(t *testing.T) {
 	b := setupAdmin(t, adminOpts{batchSize: 2})
 	ctx := t.Context()
 
-	b.configure("ret", map[string]any{"retentionEnabled": true, "retentionSeconds": 60})
+	b.configure("ret", &client.QueueOptions{RetentionEnabled: ptr(true), RetentionSeconds: ptr(60)})
 	b.pushN("ret", "p", "r", 5)
 	b.pushN("ret", "q", "s", 3)
 	p := b.pop("/api/v1/pop/queue/ret/partition/p?batch=2")
@@ -275,7 +276,7 @@ func TestCountsAfterRetentionAndEviction(t *testing.T) {
 	}
 	b.age("ret", 2*time.Minute, "r0", "r1", "r2", "s0", "s1", "s2")
 
-	b.configure("done", map[string]any{"retentionEnabled": true, "completedRetentionSeconds": 60})
+	b.configure("done", &client.QueueOptions{RetentionEnabled: ptr(true), CompletedRetentionSeconds: ptr(60)})
 	b.pushN("done", "", "d", 4)
 	p = b.pop("/api/v1/pop/queue/done?batch=3")
 	for _, m := range p.Messages {
@@ -283,7 +284,7 @@ func TestCountsAfterRetentionAndEviction(t *testing.T) {
 	}
 	b.age("done", 2*time.Minute)
 
-	b.configure("wait", map[string]any{"maxWaitTimeSeconds": 60})
+	b.configure("wait", &client.QueueOptions{MaxWaitTimeSeconds: ptr(60)})
 	b.pushN("wait", "", "w", 3)
 	b.age("wait", 2*time.Minute, "w0", "w1")
 
@@ -352,7 +353,7 @@ func TestVacantSeqsExactUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	b := setupAdmin(t, adminOpts{batchSize: 7})
 	ctx := t.Context()
-	b.configure("busy", map[string]any{"retentionEnabled": true, "retentionSeconds": 1})
+	b.configure("busy", &client.QueueOptions{RetentionEnabled: ptr(true), RetentionSeconds: ptr(1)})
 
 	// send is b.do for other goroutines: it reports instead of failing.
 	send := func(method, path string, body any) error {
@@ -388,7 +389,7 @@ func TestVacantSeqsExactUnderConcurrency(t *testing.T) {
 				// Every pusher writes every partition, starting at a
 				// different one; pushers 0 and 2 (1 and 3) send the same
 				// ids, so half of what arrives is a duplicate.
-				var items []map[string]any
+				var items []client.PushItem
 				for i := range parts {
 					part := (i + w) % parts
 					items = append(items, item("busy", fmt.Sprintf("p%d", part), fmt.Sprintf("r%d-%d-%d", r, part, w%2), i))

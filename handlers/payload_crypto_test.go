@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/queenforgo/queen/gen/client"
 	"github.com/queenforgo/queen/handlers/crypto"
 	"github.com/queenforgo/queen/sql/pgtest"
 )
@@ -85,8 +86,8 @@ func TestEncryptionAtRestWriteAndReadPaths(t *testing.T) {
 	t.Parallel()
 	logs := &logBuffer{}
 	b := setupWith(t, testConfig{Cipher: testCipher(t, 0x11), Logger: logs.logger()})
-	b.configure("vault", map[string]any{"encryptionEnabled": true})
-	b.configure("open", map[string]any{"encryptionEnabled": false})
+	b.configure("vault", &client.QueueOptions{EncryptionEnabled: ptr(true)})
+	b.configure("open", &client.QueueOptions{EncryptionEnabled: ptr(false)})
 	payload := map[string]any{"secret": secretMarker, "n": 1}
 	want, err := json.Marshal(payload)
 	require.NoError(t, err)
@@ -162,7 +163,7 @@ func TestEncryptionFlagWithoutKeyStoresPlaintext(t *testing.T) {
 	t.Parallel()
 	logs := &logBuffer{}
 	b := setupWith(t, testConfig{Logger: logs.logger()})
-	b.configure("vault", map[string]any{"encryptionEnabled": true})
+	b.configure("vault", &client.QueueOptions{EncryptionEnabled: ptr(true)})
 	payload := map[string]any{"secret": secretMarker}
 	for _, p := range b.push(item("vault", "", "v1", payload), item("vault", "", "v2", payload)) {
 		require.Equal(t, "queued", p.Status)
@@ -196,9 +197,9 @@ func TestEncryptionReadsByShape(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
 	a := setupWith(t, testConfig{Pool: pool, Cipher: testCipher(t, 0x22)})
-	a.configure("vault", map[string]any{"encryptionEnabled": true})
+	a.configure("vault", &client.QueueOptions{EncryptionEnabled: ptr(true)})
 	a.push(item("vault", "", "sealed", map[string]any{"secret": secretMarker}))
-	a.configure("vault", map[string]any{"encryptionEnabled": false})
+	a.configure("vault", &client.QueueOptions{EncryptionEnabled: ptr(false)})
 	a.push(item("vault", "", "plain", map[string]any{"secret": "open"}))
 	stored := a.stored("vault")
 	require.True(t, stored["sealed"].encrypted)

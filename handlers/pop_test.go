@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/queenforgo/queen/gen/client"
 )
 
 func TestPopEmptyOutcomesAre204(t *testing.T) {
@@ -132,11 +134,11 @@ func TestLeaseExtendSecondsAndQueueDefault(t *testing.T) {
 
 	// Without seconds: the queue's leaseTime as it is now, from now (not
 	// the 60 s of the reference, not the lease the pop took).
-	b.configure("q2", map[string]any{"leaseTime": 120})
+	b.configure("q2", &client.QueueOptions{LeaseTime: ptr(120)})
 	b.push(item("q2", "", "a", 1))
 	p = b.pop("/api/v1/pop/queue/q2")
 	require.NotNil(t, p)
-	b.configure("q2", map[string]any{"leaseTime": 3600})
+	b.configure("q2", &client.QueueOptions{LeaseTime: ptr(3600)})
 	near(time.Now().Add(time.Hour), extend(map[string]any{}))
 	near(time.Now().Add(time.Hour), extend(nil))
 	near(time.Now().Add(2*time.Hour), extend(map[string]any{"seconds": 7200}))
@@ -192,11 +194,11 @@ func TestNamespaceTaskPop(t *testing.T) {
 func TestDelayedProcessingAndWindowBuffer(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.configure("delayed", map[string]any{"delayedProcessing": 3600})
+	b.configure("delayed", &client.QueueOptions{DelayedProcessing: ptr(3600)})
 	b.push(item("delayed", "", "", 1))
 	require.Nil(t, b.pop("/api/v1/pop/queue/delayed"))
 	require.Nil(t, b.pop("/api/v1/pop/queue/delayed/partition/Default"))
-	b.configure("windowed", map[string]any{"windowBuffer": 3600})
+	b.configure("windowed", &client.QueueOptions{WindowBuffer: ptr(3600)})
 	b.push(item("windowed", "", "", 1))
 	require.Nil(t, b.pop("/api/v1/pop/queue/windowed"))
 	require.Nil(t, b.pop("/api/v1/pop/queue/windowed/partition/Default"))
@@ -247,7 +249,7 @@ func TestLongPollTimesOutEmpty(t *testing.T) {
 func TestLeaseExpiryRedelivers(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.configure("short", map[string]any{"leaseTime": 1})
+	b.configure("short", &client.QueueOptions{LeaseTime: ptr(1)})
 	b.push(item("short", "", "m", 1))
 	first := b.pop("/api/v1/pop/queue/short")
 	require.NotNil(t, first)
@@ -275,7 +277,7 @@ func TestConcurrentProducersConsumersExactlyOnceInOrder(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < perProducer; i += 4 {
-				var items []map[string]any
+				var items []client.PushItem
 				for j := i; j < i+4; j++ {
 					items = append(items, item("conc", "one", fmt.Sprintf("p%02d-%03d", p, j), map[string]any{"p": p, "i": j}))
 				}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/queenforgo/queen/gen/client"
 	"github.com/queenforgo/queen/handlers/crypto"
 	"github.com/queenforgo/queen/handlers/metrics"
 )
@@ -21,7 +22,7 @@ import (
 func TestSpoolKeepsPayloadsSealed(t *testing.T) {
 	t.Parallel()
 	b, sp := setupSpool(t, "", func(c *testConfig) { c.Cipher = testCipher(t, 0x22) })
-	b.configure("vault", map[string]any{"encryptionEnabled": true})
+	b.configure("vault", &client.QueueOptions{EncryptionEnabled: ptr(true)})
 	b.setSwitch("/api/v1/system/maintenance", true)
 	payload := map[string]any{"secret": secretMarker, "n": 7}
 	want, err := json.Marshal(payload)

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/queenforgo/queen/gen/client"
 )
 
 func TestPushCreatesQueueAndDedups(t *testing.T) {
@@ -55,9 +57,9 @@ func TestPushCreatesQueueAndDedups(t *testing.T) {
 func TestPushResultTraceID(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	const trace = "0192f1c8-7b00-7c3d-8e4f-5a6b7c8d9e0f"
+	trace := "0192f1c8-7b00-7c3d-8e4f-5a6b7c8d9e0f"
 	traced := item("q", "", "a", 1)
-	traced["traceId"] = trace
+	traced.TraceId = &trace
 	status, raw := b.do("POST", "/api/v1/push", map[string]any{"items": []any{traced, item("q", "", "b", 2)}})
 	require.Equal(t, http.StatusCreated, status, "%s", raw)
 	var out []map[string]json.RawMessage
@@ -81,7 +83,7 @@ func TestPushRejectsBadInputAndStoresNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	long := strings.Repeat("a", 256)
-	many := make([]map[string]any, 1001)
+	many := make([]client.PushItem, 1001)
 	for i := range many {
 		many[i] = item("q", "", "", i)
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/queenforgo/queen/gen/client"
 )
 
 type clearResult struct {
@@ -46,7 +48,7 @@ func (b *testBundle) messagesIn(queue, partition string) int {
 func TestQueueClear(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.configure("clr", map[string]any{"leaseTime": 10})
+	b.configure("clr", &client.QueueOptions{LeaseTime: ptr(10)})
 	b.push(item("clr", "a", "a1", 1), item("clr", "a", "a2", 2), item("clr", "a", "a3", 3),
 		item("clr", "b", "b1", 1), item("clr", "b", "b2", 2), item("keep", "a", "k1", 1))
 	// A group that subscribed with mode new before the clear, and cursors,
@@ -229,7 +231,7 @@ func TestQueueClearRacesPushes(t *testing.T) {
 					default:
 					}
 				}
-				var items []map[string]any
+				var items []client.PushItem
 				for p := range partitions {
 					if (i+p+w)%3 != 0 { // a changing subset, several partitions per push
 						items = append(items, item("race", fmt.Sprintf("p%d", p), fmt.Sprintf("w%d-%d-%d", w, i, p), i))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/queenforgo/queen/gen/client"
 	"github.com/queenforgo/queen/handlers/jobs"
 )
 
@@ -42,7 +43,7 @@ func (b *testBundle) age(queue string, d time.Duration, txIDs ...string) {
 
 func (b *testBundle) pushN(queue, partition, prefix string, n int) {
 	b.t.Helper()
-	var items []map[string]any
+	var items []client.PushItem
 	for i := range n {
 		items = append(items, item(queue, partition, fmt.Sprintf("%s%d", prefix, i), i))
 	}
@@ -55,12 +56,12 @@ func TestRetentionDeletesExactlyWhatItShould(t *testing.T) {
 	ctx := t.Context()
 
 	// retentionSeconds: old messages go whatever their state.
-	b.configure("ret", map[string]any{"retentionEnabled": true, "retentionSeconds": 60})
+	b.configure("ret", &client.QueueOptions{RetentionEnabled: ptr(true), RetentionSeconds: ptr(60)})
 	b.pushN("ret", "", "r", 5)
 	b.age("ret", 2*time.Minute, "r0", "r1", "r3")
 	// completedRetentionSeconds: only old messages every cursor passed;
 	// dead-lettered ones stay.
-	b.configure("done", map[string]any{"retentionEnabled": true, "completedRetentionSeconds": 60})
+	b.configure("done", &client.QueueOptions{RetentionEnabled: ptr(true), CompletedRetentionSeconds: ptr(60)})
 	b.pushN("done", "", "d", 6)
 	p := b.pop("/api/v1/pop/queue/done?batch=4")
 	for i, m := range p.Messages {
@@ -72,7 +73,7 @@ func TestRetentionDeletesExactlyWhatItShould(t *testing.T) {
 	}
 	b.age("done", 2*time.Minute)
 	// retentionEnabled off: nothing goes.
-	b.configure("keep", map[string]any{"retentionSeconds": 60, "completedRetentionSeconds": 60})
+	b.configure("keep", &client.QueueOptions{RetentionSeconds: ptr(60), CompletedRetentionSeconds: ptr(60)})
 	b.pushN("keep", "", "k", 2)
 	b.age("keep", 2*time.Minute)
 
@@ -123,7 +124,7 @@ func TestEvictionDeletesWaitingMessagesOnly(t *testing.T) {
 	t.Parallel()
 	b := setupAdmin(t)
 	ctx := t.Context()
-	b.configure("ev", map[string]any{"maxWaitTimeSeconds": 60})
+	b.configure("ev", &client.QueueOptions{MaxWaitTimeSeconds: ptr(60)})
 	b.pushN("ev", "", "e", 5)
 	p := b.pop("/api/v1/pop/queue/ev/partition/Default?batch=2")
 	for _, m := range p.Messages {
@@ -174,7 +175,7 @@ func TestRetentionRunsSafelyOnSeveralBrokers(t *testing.T) {
 	t.Parallel()
 	a := setupAdmin(t, adminOpts{hostname: "a", batchSize: 3})
 	b := setupAdmin(t, adminOpts{hostname: "b", pool: a.pool, batchSize: 3})
-	a.configure("multi", map[string]any{"retentionEnabled": true, "retentionSeconds": 60})
+	a.configure("multi", &client.QueueOptions{RetentionEnabled: ptr(true), RetentionSeconds: ptr(60)})
 	for p := range 4 {
 		a.pushN("multi", fmt.Sprintf("p%d", p), fmt.Sprintf("p%d-", p), 5)
 	}

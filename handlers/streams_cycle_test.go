@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
+	"github.com/queenforgo/queen/gen/client"
 	"github.com/queenforgo/queen/gen/routes"
 	"github.com/queenforgo/queen/handlers/crypto"
 )
@@ -341,7 +342,7 @@ SELECT count(*) FROM (
 func TestStreamSinkIsEncryptedPerQueue(t *testing.T) {
 	t.Parallel()
 	b := setupWith(t, testConfig{Cipher: testCipher(t, 0x44)})
-	b.configure("sealed", map[string]any{"encryptionEnabled": true})
+	b.configure("sealed", &client.QueueOptions{EncryptionEnabled: ptr(true)})
 	qid := b.registerQuery("enc", "plain-src", "sealed", "h")
 	payload := map[string]any{"secret": secretMarker}
 	r := b.cycle(map[string]any{

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/queenforgo/queen/gen/client"
 )
 
 // The worked example of docs/streams.md: a per-customer sum of order
@@ -21,7 +23,7 @@ func TestStreamWorkedExampleWindowedSum(t *testing.T) {
 	b := setup(t)
 	const group = "streams.orders-per-minute"
 	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC).UnixMilli()
-	order := func(tx, customer string, amount float64, offset time.Duration) map[string]any {
+	order := func(tx, customer string, amount float64, offset time.Duration) client.PushItem {
 		return item("orders", "eu", tx, map[string]any{"customer": customer, "amount": amount, "ts": t0 + offset.Milliseconds()})
 	}
 
@@ -162,7 +164,7 @@ func sumWindows(t *testing.T, state map[string]string, p *popped) (ops, emits []
 }
 
 // windowEmit is the sink message of a closed window.
-func windowEmit(t *testing.T, key, value string) map[string]any {
+func windowEmit(t *testing.T, key, value string) client.PushItem {
 	t.Helper()
 	parts := strings.Split(key, "\u001f")
 	require.Len(t, parts, 3)

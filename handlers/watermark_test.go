@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/queenforgo/queen/gen/client"
 )
 
 // backdate moves the stored clock readings an hour into the past, as if an
@@ -32,7 +34,7 @@ func (b *testBundle) watermark(group string) time.Time {
 func TestPopWatermarkSkipsOnlyIdlePartitions(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.configure("wm", map[string]any{"leaseTime": 1})
+	b.configure("wm", &client.QueueOptions{LeaseTime: ptr(1)})
 	b.push(item("wm", "a", "a1", 1), item("wm", "b", "b1", 1), item("wm", "c", "c1", 1))
 
 	// The group drains two partitions; the third stays leased by a

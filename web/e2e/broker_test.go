@@ -14,6 +14,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/queenforgo/queen/gen/client"
 	"github.com/queenforgo/queen/handlers"
 	"github.com/queenforgo/queen/handlers/auth"
 	dataplane "github.com/queenforgo/queen/handlers/broker"
@@ -37,6 +38,9 @@ type broker struct {
 	hs    *httptest.Server
 	jobs  *jobs.Services
 	token string // Authorization header value for the workload, JWT on
+	// api is the client generated from the spec: the workload's pushes,
+	// pops, acks and traces go through it (with the token when set).
+	api *client.ClientWithResponses
 }
 
 // startBroker serves a broker with the dashboard; authn nil means JWT off.
@@ -66,7 +70,15 @@ func startBroker(t *testing.T, authn *auth.Authenticator) *broker {
 	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
 	t.Cleanup(srv.Drain)
-	return &broker{t: t, url: hs.URL, hs: hs, jobs: js}
+	b := &broker{t: t, url: hs.URL, hs: hs, jobs: js}
+	b.api, err = client.NewClientWithResponses(hs.URL, client.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+		if b.token != "" {
+			req.Header.Set("Authorization", "Bearer "+b.token)
+		}
+		return nil
+	}))
+	require.NoError(t, err)
+	return b
 }
 
 func newAuth(t *testing.T) *auth.Authenticator {
@@ -115,48 +127,81 @@ func (b *broker) call(method, path string, body any, want int, out any) {
 }
 
 type pushed struct {
-	Status        string `json:"status"`
-	PartitionID   string `json:"partition_id"`
-	TransactionID string `json:"transaction_id"`
+	Status        string
+	PartitionID   string
+	TransactionID string
 }
 
-type popped struct {
-	LeaseID     string `json:"leaseId"`
-	PartitionID string `json:"partitionId"`
-	Messages    []struct {
-		TransactionID string `json:"transactionId"`
-		PartitionID   string `json:"partitionId"`
-	} `json:"messages"`
+// jsonOf is v as a JSON value for the generated client's AnyJSON fields.
+func (b *broker) jsonOf(v any) *client.AnyJSON {
+	b.t.Helper()
+	raw, err := json.Marshal(v)
+	require.NoError(b.t, err)
+	j := client.AnyJSON(raw)
+	return &j
+}
+
+// pushItems pushes through the generated client; every item must be
+// stored.
+func (b *broker) pushItems(items ...client.PushItem) []client.PushResult {
+	b.t.Helper()
+	resp, err := b.api.PushMessagesWithResponse(b.t.Context(), client.PushRequest{Items: items})
+	require.NoError(b.t, err)
+	require.Equal(b.t, http.StatusCreated, resp.StatusCode(), "%s", resp.Body)
+	return *resp.JSON201
 }
 
 func (b *broker) push(queue, partition, tx string, payload any) pushed {
 	b.t.Helper()
-	var out []pushed
-	b.call("POST", "/api/v1/push", map[string]any{"items": []map[string]any{
-		{"queue": queue, "partition": partition, "transactionId": tx, "payload": payload},
-	}}, http.StatusCreated, &out)
+	out := b.pushItems(client.PushItem{Queue: queue, Partition: &partition, TransactionId: &tx, Payload: b.jsonOf(payload)})
 	require.Len(b.t, out, 1)
-	return out[0]
+	return pushed{Status: string(out[0].Status), PartitionID: *out[0].PartitionId, TransactionID: *out[0].TransactionIDSnake}
 }
 
-func (b *broker) pop(path string) popped {
+// popQueue pops from any partition of queue; it must deliver.
+func (b *broker) popQueue(queue string, params client.PopQueueParams) client.PopResponse {
 	b.t.Helper()
-	var out popped
-	b.call("GET", path, nil, http.StatusOK, &out)
-	return out
+	resp, err := b.api.PopQueueWithResponse(b.t.Context(), queue, &params)
+	require.NoError(b.t, err)
+	require.Equal(b.t, http.StatusOK, resp.StatusCode(), "%s", resp.Body)
+	return *resp.JSON200
 }
 
-func (b *broker) ack(p popped, tx, status, group, reason string) {
+// popPartition pops from one partition; it must deliver.
+func (b *broker) popPartition(queue, partition string, params client.PopPartitionParams) client.PopResponse {
 	b.t.Helper()
-	body := map[string]any{"transactionId": tx, "partitionId": p.PartitionID, "status": status, "leaseId": p.LeaseID}
+	resp, err := b.api.PopPartitionWithResponse(b.t.Context(), queue, partition, &params)
+	require.NoError(b.t, err)
+	require.Equal(b.t, http.StatusOK, resp.StatusCode(), "%s", resp.Body)
+	return *resp.JSON200
+}
+
+func (b *broker) ack(p client.PopResponse, tx, status, group, reason string) {
+	b.t.Helper()
+	body := client.AckRequest{TransactionId: tx, PartitionId: p.PartitionId, Status: ptr(client.AckStatus(status)), LeaseId: &p.LeaseId}
 	if group != "" {
-		body["consumerGroup"] = group
+		body.ConsumerGroup = &group
 	}
 	if reason != "" {
-		body["error"] = reason
+		body.Error = &reason
 	}
-	b.call("POST", "/api/v1/ack", body, http.StatusOK, nil)
+	resp, err := b.api.AckMessageWithResponse(b.t.Context(), body)
+	require.NoError(b.t, err)
+	require.Equal(b.t, http.StatusOK, resp.StatusCode(), "%s", resp.Body)
 }
+
+// trace records an event named checkout-42 on a message.
+func (b *broker) trace(tx, partitionID, eventType string, data any) {
+	b.t.Helper()
+	names := json.RawMessage(`["checkout-42"]`)
+	resp, err := b.api.RecordTraceWithResponse(b.t.Context(), client.TraceRequest{
+		TransactionId: tx, PartitionId: partitionID, EventType: &eventType, TraceNames: &names, Data: b.jsonOf(data),
+	})
+	require.NoError(b.t, err)
+	require.Equal(b.t, http.StatusCreated, resp.StatusCode(), "%s", resp.Body)
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // workload leaves, on top of an hour of per-minute metrics from "emails":
 //
@@ -172,39 +217,42 @@ func (b *broker) workload() {
 	// An hour of traffic, written as one metrics minute every 5 minutes.
 	start := time.Now().Add(-58 * time.Minute)
 	for i := range 12 {
-		var items []map[string]any
+		var items []client.PushItem
 		for j := range 2 + i%4 {
-			items = append(items, map[string]any{"queue": "emails", "transactionId": fmt.Sprintf("e-%d-%d", i, j),
-				"payload": map[string]any{"to": fmt.Sprintf("user%d@example.com", j)}})
+			items = append(items, client.PushItem{Queue: "emails", TransactionId: ptr(fmt.Sprintf("e-%d-%d", i, j)),
+				Payload: b.jsonOf(map[string]any{"to": fmt.Sprintf("user%d@example.com", j)})})
 		}
-		b.call("POST", "/api/v1/push", map[string]any{"items": items}, http.StatusCreated, nil)
-		p := b.pop("/api/v1/pop/queue/emails?batch=10")
-		var acks []map[string]any
+		b.pushItems(items...)
+		p := b.popQueue("emails", client.PopQueueParams{Batch: ptr(10)})
+		var acks []client.AckBatchItem
 		for _, m := range p.Messages {
-			acks = append(acks, map[string]any{"transactionId": m.TransactionID, "partitionId": m.PartitionID, "status": "completed", "leaseId": p.LeaseID})
+			acks = append(acks, client.AckBatchItem{TransactionId: m.TransactionId, PartitionId: m.PartitionId,
+				Status: ptr(client.AckStatus("completed")), LeaseId: &p.LeaseId})
 		}
-		b.call("POST", "/api/v1/ack/batch", map[string]any{"acknowledgments": acks}, http.StatusOK, nil)
+		resp, err := b.api.AckBatchWithResponse(ctx, client.AckBatchRequest{Acknowledgments: acks})
+		require.NoError(b.t, err)
+		require.Equal(b.t, http.StatusOK, resp.StatusCode(), "%s", resp.Body)
 		require.NoError(b.t, b.jobs.Flush(ctx, start.Add(time.Duration(i)*5*time.Minute)))
 	}
 
-	b.call("POST", "/api/v1/configure", map[string]any{"queue": "orders", "namespace": "shop", "task": "checkout"}, http.StatusOK, nil)
+	conf, err := b.api.ConfigureQueueWithResponse(ctx, client.ConfigureRequest{Queue: "orders", Namespace: ptr("shop"), Task: ptr("checkout")})
+	require.NoError(b.t, err)
+	require.Equal(b.t, http.StatusOK, conf.StatusCode(), "%s", conf.Body)
 	for i := range 5 {
 		b.push("orders", "eu", fmt.Sprintf("o-%d", i), map[string]any{"order": i, "customer": "ada", "total": 10.5 * float64(i+1)})
 	}
 	b.push("orders", "us", "o-5", map[string]any{"order": 5, "customer": "grace"})
 	b.push("orders", "us", "o-6", map[string]any{"order": 6, "customer": "grace"})
-	p := b.pop("/api/v1/pop/queue/orders/partition/eu?batch=3")
+	p := b.popPartition("orders", "eu", client.PopPartitionParams{Batch: ptr(3)})
 	require.Len(b.t, p.Messages, 3)
 	b.ack(p, "o-0", "completed", "", "")
 	b.ack(p, "o-1", "dlq", "", "card declined")
-	g := b.pop("/api/v1/pop/queue/orders/partition/us?batch=10&consumerGroup=analytics")
+	g := b.popPartition("orders", "us", client.PopPartitionParams{Batch: ptr(10), ConsumerGroup: ptr("analytics")})
 	b.ack(g, "o-5", "completed", "analytics", "")
 	b.push("invoices", "", "i-0", map[string]any{"invoice": 0})
 	b.push("invoices", "", "i-1", map[string]any{"invoice": 1})
 
-	b.call("POST", "/api/v1/traces", map[string]any{"transactionId": "o-0", "partitionId": p.PartitionID,
-		"eventType": "info", "traceNames": []string{"checkout-42"}, "data": map[string]any{"text": "charged card"}}, http.StatusCreated, nil)
-	b.call("POST", "/api/v1/traces", map[string]any{"transactionId": "o-1", "partitionId": p.PartitionID,
-		"eventType": "error", "traceNames": []string{"checkout-42"}, "data": map[string]any{"text": "card declined", "code": 402}}, http.StatusCreated, nil)
+	b.trace("o-0", p.PartitionId, "info", map[string]any{"text": "charged card"})
+	b.trace("o-1", p.PartitionId, "error", map[string]any{"text": "card declined", "code": 402})
 	require.NoError(b.t, b.jobs.Flush(ctx, time.Now()))
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 	"github.com/stretchr/testify/require"
 
+	"github.com/queenforgo/queen/gen/client"
 	"github.com/queenforgo/queen/sql/pgtest"
 )
 
@@ -52,9 +53,8 @@ func headerSearch(t *testing.T, br *browser) {
 	b := startBroker(t, nil)
 	b.workload()
 	const traceID = "5f0c3a2e-9b1d-4c7e-8a6f-2d4b1e0c9a77"
-	b.call("POST", "/api/v1/push", map[string]any{"items": []map[string]any{
-		{"queue": "orders", "partition": "us", "transactionId": "o-traced", "traceId": traceID, "payload": map[string]any{"order": 7}},
-	}}, http.StatusCreated, nil)
+	b.pushItems(client.PushItem{Queue: "orders", Partition: ptr("us"), TransactionId: ptr("o-traced"), TraceId: ptr(traceID),
+		Payload: b.jsonOf(map[string]any{"order": 7})})
 	var page struct {
 		Messages []struct {
 			ID            string `json:"id"`
@@ -140,9 +140,9 @@ func seekAndMigrate(t *testing.T, br *browser) {
 	p.click(`#confirm-ok`)
 	p.waitJS(`!document.getElementById('confirm').open`)
 	p.waitToast("ok", "partition cursor(s) of analytics moved to")
-	again := b.pop("/api/v1/pop/queue/orders/partition/us?batch=10&consumerGroup=analytics")
+	again := b.popPartition("orders", "us", client.PopPartitionParams{Batch: ptr(10), ConsumerGroup: ptr("analytics")})
 	require.NotEmpty(t, again.Messages)
-	require.Equal(t, "o-5", again.Messages[0].TransactionID, "the seek moved the cursor back")
+	require.Equal(t, "o-5", again.Messages[0].TransactionId, "the seek moved the cursor back")
 
 	// Forward: a time after every message leaves nothing to deliver. The
 	// first seek's toast goes first, so that the wait below sees the second.
