@@ -141,7 +141,7 @@ export class Queen {
     return data;
   }
 
-  /** Extends a pop's lease so that it expires no earlier than `seconds` from now. */
+  /** Extends a pop's lease so that it expires no earlier than `seconds` from now (without `seconds`, the queue's leaseTime). */
   async extendLease(leaseId: string, seconds?: number): Promise<LeaseExtendResponse> {
     const { data, error, response } = await this.api.POST('/api/v1/lease/{leaseId}/extend', {
       params: { path: { leaseId } },
