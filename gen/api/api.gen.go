@@ -788,8 +788,17 @@ type Identity struct {
 	Standalone bool `json:"standalone"`
 
 	// Sub the token's sub; null with JWT off or when the token has none
-	Sub        *string `json:"sub"`
-	TenantSlug string  `json:"tenant_slug"`
+	Sub *string `json:"sub"`
+
+	// Tenancy true when the broker reads x-queen-tenant (QUEEN_TENANCY_HEADER)
+	Tenancy bool `json:"tenancy"`
+
+	// TenantFromToken true when the token's tenant claim (QUEEN_TENANT_CLAIM) fixes the tenant
+	TenantFromToken bool `json:"tenant_from_token"`
+
+	// TenantId the tenant this request acts for; the default tenant with tenancy off
+	TenantId   string `json:"tenant_id"`
+	TenantSlug string `json:"tenant_slug"`
 
 	// UserId `standalone` with JWT off, else the token's sub (empty without one)
 	UserId string `json:"user_id"`
@@ -806,7 +815,7 @@ type IdentityCluster struct {
 	Slug   string       `json:"slug"`
 	Status string       `json:"status"`
 
-	// TenantId the default tenant
+	// TenantId the tenant this request acts for
 	TenantId   string `json:"tenant_id"`
 	TenantSlug string `json:"tenant_slug"`
 }
@@ -2076,6 +2085,27 @@ type TaskSummary struct {
 	Task       string        `json:"task"`
 }
 
+// TenantList defines model for TenantList.
+type TenantList struct {
+	// Default the default tenant, 00000000-0000-0000-0000-000000000001
+	Default string `json:"default"`
+
+	// Tenancy true when the broker reads x-queen-tenant (QUEEN_TENANCY_HEADER)
+	Tenancy bool            `json:"tenancy"`
+	Tenants []TenantSummary `json:"tenants"`
+}
+
+// TenantSummary defines model for TenantSummary.
+type TenantSummary struct {
+	Id string `json:"id"`
+
+	// Queues the queues it owns
+	Queues int `json:"queues"`
+
+	// StreamQueries the stream queries it owns
+	StreamQueries int `json:"streamQueries"`
+}
+
 // TimeRange defines model for TimeRange.
 type TimeRange struct {
 	From string `json:"from"`
@@ -2310,6 +2340,9 @@ type SubscriptionFrom = string
 // SubscriptionMode defines model for SubscriptionMode.
 type SubscriptionMode string
 
+// TenantHeader defines model for TenantHeader.
+type TenantHeader = string
+
 // Timeout defines model for Timeout.
 type Timeout = int
 
@@ -2330,6 +2363,34 @@ type ServerError = Error
 
 // Unavailable defines model for Unavailable.
 type Unavailable = Error
+
+// AckMessageParams defines parameters for AckMessage.
+type AckMessageParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// AckBatchParams defines parameters for AckBatch.
+type AckBatchParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
 
 // GetQueueLagParams defines parameters for GetQueueLag.
 type GetQueueLagParams struct {
@@ -2375,22 +2436,111 @@ type GetWorkerMetricsParams struct {
 	WorkerId *int       `form:"workerId,omitempty" json:"workerId,omitempty"`
 }
 
+// ConfigureQueueParams defines parameters for ConfigureQueue.
+type ConfigureQueueParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// ListConsumerGroupsParams defines parameters for ListConsumerGroups.
+type ListConsumerGroupsParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
 // ListLaggingPartitionsParams defines parameters for ListLaggingPartitions.
 type ListLaggingPartitionsParams struct {
 	// MinLagSeconds seconds (default 3600)
 	MinLagSeconds *int `form:"minLagSeconds,omitempty" json:"minLagSeconds,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // DeleteConsumerGroupParams defines parameters for DeleteConsumerGroup.
 type DeleteConsumerGroupParams struct {
 	// DeleteMetadata also delete the group's subscription start points (default true)
 	DeleteMetadata *DeleteMetadata `form:"deleteMetadata,omitempty" json:"deleteMetadata,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// GetConsumerGroupParams defines parameters for GetConsumerGroup.
+type GetConsumerGroupParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // DeleteConsumerGroupForQueueParams defines parameters for DeleteConsumerGroupForQueue.
 type DeleteConsumerGroupForQueueParams struct {
 	// DeleteMetadata also delete the group's subscription start points (default true)
 	DeleteMetadata *DeleteMetadata `form:"deleteMetadata,omitempty" json:"deleteMetadata,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// SeekConsumerGroupPartitionParams defines parameters for SeekConsumerGroupPartition.
+type SeekConsumerGroupPartitionParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // SeekConsumerGroupJSONBody defines parameters for SeekConsumerGroup.
@@ -2401,6 +2551,20 @@ type SeekConsumerGroupJSONBody struct {
 	ToEnd     *bool      `json:"toEnd,omitempty"`
 }
 
+// SeekConsumerGroupParams defines parameters for SeekConsumerGroup.
+type SeekConsumerGroupParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
 // UpdateConsumerGroupSubscriptionJSONBody defines parameters for UpdateConsumerGroupSubscription.
 type UpdateConsumerGroupSubscriptionJSONBody struct {
 	// SubscriptionTimestamp ISO-8601 / RFC 3339, with or without fractional seconds; without a zone it means UTC
@@ -2408,10 +2572,35 @@ type UpdateConsumerGroupSubscriptionJSONBody struct {
 	SubscriptionTimestamp Timestamp `json:"subscriptionTimestamp"`
 }
 
+// UpdateConsumerGroupSubscriptionParams defines parameters for UpdateConsumerGroupSubscription.
+type UpdateConsumerGroupSubscriptionParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
 // PurgeDeadLettersParams defines parameters for PurgeDeadLetters.
 type PurgeDeadLettersParams struct {
 	Queue         Name  `form:"queue" json:"queue"`
 	ConsumerGroup *Name `form:"consumerGroup,omitempty" json:"consumerGroup,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListDeadLettersParams defines parameters for ListDeadLetters.
@@ -2427,6 +2616,45 @@ type ListDeadLettersParams struct {
 	To     *Timestamp `form:"to,omitempty" json:"to,omitempty"`
 	Limit  *int       `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset *int       `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// ReplayDeadLetterParams defines parameters for ReplayDeadLetter.
+type ReplayDeadLetterParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// ExtendLeaseParams defines parameters for ExtendLease.
+type ExtendLeaseParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListMessagesParams defines parameters for ListMessages.
@@ -2448,10 +2676,77 @@ type ListMessagesParams struct {
 	ConsumerGroup *string `form:"consumerGroup,omitempty" json:"consumerGroup,omitempty"`
 	Limit         *int    `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset        *int    `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListMessagesParamsStatus defines parameters for ListMessages.
 type ListMessagesParamsStatus string
+
+// DeleteMessageParams defines parameters for DeleteMessage.
+type DeleteMessageParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// GetMessageParams defines parameters for GetMessage.
+type GetMessageParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// MoveMessageToDLQParams defines parameters for MoveMessageToDLQ.
+type MoveMessageToDLQParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// RetryMessageParams defines parameters for RetryMessage.
+type RetryMessageParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
 
 // PopNamespaceTaskParams defines parameters for PopNamespaceTask.
 type PopNamespaceTaskParams struct {
@@ -2482,6 +2777,17 @@ type PopNamespaceTaskParams struct {
 
 	// Partitions claim up to this many partitions in one pop (default 1)
 	Partitions *Partitions `form:"partitions,omitempty" json:"partitions,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // PopNamespaceTaskParamsSubscriptionMode defines parameters for PopNamespaceTask.
@@ -2513,6 +2819,17 @@ type PopQueueParams struct {
 
 	// Partitions claim up to this many partitions in one pop (default 1)
 	Partitions *Partitions `form:"partitions,omitempty" json:"partitions,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // PopQueueParamsSubscriptionMode defines parameters for PopQueue.
@@ -2541,15 +2858,79 @@ type PopPartitionParams struct {
 
 	// SubscriptionFrom `now` or a Timestamp; wins over subscriptionMode
 	SubscriptionFrom *SubscriptionFrom `form:"subscriptionFrom,omitempty" json:"subscriptionFrom,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // PopPartitionParamsSubscriptionMode defines parameters for PopPartition.
 type PopPartitionParamsSubscriptionMode string
 
+// PushMessagesParams defines parameters for PushMessages.
+type PushMessagesParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
 // ClearQueueParams defines parameters for ClearQueue.
 type ClearQueueParams struct {
 	// Partition clear only this partition
 	Partition *Name `form:"partition,omitempty" json:"partition,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// ListNamespacesParams defines parameters for ListNamespaces.
+type ListNamespacesParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// GetOverviewParams defines parameters for GetOverview.
+type GetOverviewParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListPartitionsParams defines parameters for ListPartitions.
@@ -2557,6 +2938,17 @@ type ListPartitionsParams struct {
 	Queue  *Name `form:"queue,omitempty" json:"queue,omitempty"`
 	Limit  *int  `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset *int  `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListQueuesParams defines parameters for ListQueues.
@@ -2565,6 +2957,59 @@ type ListQueuesParams struct {
 	Task      *string `form:"task,omitempty" json:"task,omitempty"`
 	Limit     *int    `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset    *int    `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// DeleteQueueParams defines parameters for DeleteQueue.
+type DeleteQueueParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// GetQueueParams defines parameters for GetQueue.
+type GetQueueParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// ListTasksParams defines parameters for ListTasks.
+type ListTasksParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // GetStatusParams defines parameters for GetStatus.
@@ -2598,6 +3043,17 @@ type ListStatusQueuesParams struct {
 	To        *string `form:"to,omitempty" json:"to,omitempty"`
 	Limit     *int    `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset    *int    `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // GetStatusQueueParams defines parameters for GetStatusQueue.
@@ -2605,28 +3061,170 @@ type GetStatusQueueParams struct {
 	IncludePartitions *bool `form:"includePartitions,omitempty" json:"includePartitions,omitempty"`
 	Limit             *int  `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset            *int  `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListStatusQueueMessagesParams defines parameters for ListStatusQueueMessages.
 type ListStatusQueueMessagesParams struct {
 	Limit  *int `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset *int `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// RecordTraceParams defines parameters for RecordTrace.
+type RecordTraceParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListTracesByNameParams defines parameters for ListTracesByName.
 type ListTracesByNameParams struct {
 	Limit  *int `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset *int `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListTraceNamesParams defines parameters for ListTraceNames.
 type ListTraceNamesParams struct {
 	Limit  *int `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset *int `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// GetMessageTracesParams defines parameters for GetMessageTraces.
+type GetMessageTracesParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// ExecuteTransactionParams defines parameters for ExecuteTransaction.
+type ExecuteTransactionParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // EndSession200JSONResponseBodyOk defines parameters for EndSession.
 type EndSession200JSONResponseBodyOk bool
+
+// GetIdentityParams defines parameters for GetIdentity.
+type GetIdentityParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// CommitStreamCycleParams defines parameters for CommitStreamCycle.
+type CommitStreamCycleParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// RegisterStreamQueryParams defines parameters for RegisterStreamQuery.
+type RegisterStreamQueryParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// GetStreamStateParams defines parameters for GetStreamState.
+type GetStreamStateParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
 
 // AckMessageJSONRequestBody defines body for AckMessage for application/json ContentType.
 type AckMessageJSONRequestBody = AckRequest
@@ -2692,10 +3290,10 @@ type GetStreamStateJSONRequestBody = StreamStateRequest
 type ServerInterface interface {
 	// AckMessage Acknowledge one message.
 	// (POST /api/v1/ack)
-	AckMessage(w http.ResponseWriter, r *http.Request)
+	AckMessage(w http.ResponseWriter, r *http.Request, params AckMessageParams)
 	// AckBatch Acknowledge many messages in one transaction.
 	// (POST /api/v1/ack/batch)
-	AckBatch(w http.ResponseWriter, r *http.Request)
+	AckBatch(w http.ResponseWriter, r *http.Request, params AckBatchParams)
 	// GetPostgresStats A snapshot of PostgreSQL's statistics for the queen schema.
 	// (GET /api/v1/analytics/postgres-stats)
 	GetPostgresStats(w http.ResponseWriter, r *http.Request)
@@ -2719,10 +3317,10 @@ type ServerInterface interface {
 	GetWorkerMetrics(w http.ResponseWriter, r *http.Request, params GetWorkerMetricsParams)
 	// ConfigureQueue Create a queue or replace its options.
 	// (POST /api/v1/configure)
-	ConfigureQueue(w http.ResponseWriter, r *http.Request)
+	ConfigureQueue(w http.ResponseWriter, r *http.Request, params ConfigureQueueParams)
 	// ListConsumerGroups One row per (consumer group, queue) with its lag, by group then queue.
 	// (GET /api/v1/consumer-groups)
-	ListConsumerGroups(w http.ResponseWriter, r *http.Request)
+	ListConsumerGroups(w http.ResponseWriter, r *http.Request, params ListConsumerGroupsParams)
 	// ListLaggingPartitions (group, partition) pairs whose oldest unconsumed message is older than minLagSeconds, worst first.
 	// (GET /api/v1/consumer-groups/lagging)
 	ListLaggingPartitions(w http.ResponseWriter, r *http.Request, params ListLaggingPartitionsParams)
@@ -2731,19 +3329,19 @@ type ServerInterface interface {
 	DeleteConsumerGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params DeleteConsumerGroupParams)
 	// GetConsumerGroup A group's cursors and lag per partition, keyed by queue name.
 	// (GET /api/v1/consumer-groups/{group})
-	GetConsumerGroup(w http.ResponseWriter, r *http.Request, group GroupPath)
+	GetConsumerGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params GetConsumerGroupParams)
 	// DeleteConsumerGroupForQueue Delete a consumer group's cursors on one queue.
 	// (DELETE /api/v1/consumer-groups/{group}/queues/{queue})
 	DeleteConsumerGroupForQueue(w http.ResponseWriter, r *http.Request, group GroupPath, queue QueuePath, params DeleteConsumerGroupForQueueParams)
 	// SeekConsumerGroupPartition Move the group's cursor on one partition past every stored message.
 	// (POST /api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek)
-	SeekConsumerGroupPartition(w http.ResponseWriter, r *http.Request, group GroupPath, queue QueuePath, partition PartitionPath)
+	SeekConsumerGroupPartition(w http.ResponseWriter, r *http.Request, group GroupPath, queue QueuePath, partition PartitionPath, params SeekConsumerGroupPartitionParams)
 	// SeekConsumerGroup Move the group's cursor on every partition of a queue.
 	// (POST /api/v1/consumer-groups/{group}/queues/{queue}/seek)
-	SeekConsumerGroup(w http.ResponseWriter, r *http.Request, group GroupPath, queue QueuePath)
+	SeekConsumerGroup(w http.ResponseWriter, r *http.Request, group GroupPath, queue QueuePath, params SeekConsumerGroupParams)
 	// UpdateConsumerGroupSubscription Change where the group starts on partitions it has not read yet.
 	// (POST /api/v1/consumer-groups/{group}/subscription)
-	UpdateConsumerGroupSubscription(w http.ResponseWriter, r *http.Request, group GroupPath)
+	UpdateConsumerGroupSubscription(w http.ResponseWriter, r *http.Request, group GroupPath, params UpdateConsumerGroupSubscriptionParams)
 	// PurgeDeadLetters Delete the dead-letter rows of a queue (of one consumer group when given).
 	// (DELETE /api/v1/dlq)
 	PurgeDeadLetters(w http.ResponseWriter, r *http.Request, params PurgeDeadLettersParams)
@@ -2752,25 +3350,25 @@ type ServerInterface interface {
 	ListDeadLetters(w http.ResponseWriter, r *http.Request, params ListDeadLettersParams)
 	// ReplayDeadLetter Replay one dead-letter row as a new push, to its own queue and partition or elsewhere.
 	// (POST /api/v1/dlq/{id}/replay)
-	ReplayDeadLetter(w http.ResponseWriter, r *http.Request, id UUID)
+	ReplayDeadLetter(w http.ResponseWriter, r *http.Request, id UUID, params ReplayDeadLetterParams)
 	// ExtendLease Extend every live lease with this id.
 	// (POST /api/v1/lease/{leaseId}/extend)
-	ExtendLease(w http.ResponseWriter, r *http.Request, leaseId string)
+	ExtendLease(w http.ResponseWriter, r *http.Request, leaseId string, params ExtendLeaseParams)
 	// ListMessages Stored messages with their status, newest first (no payloads).
 	// (GET /api/v1/messages)
 	ListMessages(w http.ResponseWriter, r *http.Request, params ListMessagesParams)
 	// DeleteMessage Delete a stored message with its dead-letter and trace rows.
 	// (DELETE /api/v1/messages/{partitionId}/{transactionId})
-	DeleteMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string)
+	DeleteMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string, params DeleteMessageParams)
 	// GetMessage One message with its payload, status, queue options and consumers.
 	// (GET /api/v1/messages/{partitionId}/{transactionId})
-	GetMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string)
+	GetMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string, params GetMessageParams)
 	// MoveMessageToDLQ Dead-letter a message for one consumer group and move the group past it.
 	// (POST /api/v1/messages/{partitionId}/{transactionId}/dlq)
-	MoveMessageToDLQ(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string)
+	MoveMessageToDLQ(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string, params MoveMessageToDLQParams)
 	// RetryMessage Replay a dead-lettered message as a new push to its queue and partition.
 	// (POST /api/v1/messages/{partitionId}/{transactionId}/retry)
-	RetryMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string)
+	RetryMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string, params RetryMessageParams)
 	// MigrationReset Forget the last migration's outcome.
 	// (POST /api/v1/migration/reset)
 	MigrationReset(w http.ResponseWriter, r *http.Request)
@@ -2797,16 +3395,16 @@ type ServerInterface interface {
 	PopPartition(w http.ResponseWriter, r *http.Request, queue QueuePath, partition PartitionPath, params PopPartitionParams)
 	// PushMessages Push messages to one or more queues and partitions.
 	// (POST /api/v1/push)
-	PushMessages(w http.ResponseWriter, r *http.Request)
+	PushMessages(w http.ResponseWriter, r *http.Request, params PushMessagesParams)
 	// ClearQueue Delete every partition of a queue, or one, and keep the queue.
 	// (DELETE /api/v1/queues/{queue}/clear)
 	ClearQueue(w http.ResponseWriter, r *http.Request, queue QueuePath, params ClearQueueParams)
 	// ListNamespaces Non-empty queue namespaces with their queue, partition and message counts.
 	// (GET /api/v1/resources/namespaces)
-	ListNamespaces(w http.ResponseWriter, r *http.Request)
+	ListNamespaces(w http.ResponseWriter, r *http.Request, params ListNamespacesParams)
 	// GetOverview System-wide counts, computed live from the tables.
 	// (GET /api/v1/resources/overview)
-	GetOverview(w http.ResponseWriter, r *http.Request)
+	GetOverview(w http.ResponseWriter, r *http.Request, params GetOverviewParams)
 	// ListPartitions Partitions with live counts, by queue then partition name.
 	// (GET /api/v1/resources/partitions)
 	ListPartitions(w http.ResponseWriter, r *http.Request, params ListPartitionsParams)
@@ -2815,13 +3413,13 @@ type ServerInterface interface {
 	ListQueues(w http.ResponseWriter, r *http.Request, params ListQueuesParams)
 	// DeleteQueue Delete a queue with its partitions, messages, cursors and dead letters.
 	// (DELETE /api/v1/resources/queues/{queue})
-	DeleteQueue(w http.ResponseWriter, r *http.Request, queue QueuePath)
+	DeleteQueue(w http.ResponseWriter, r *http.Request, queue QueuePath, params DeleteQueueParams)
 	// GetQueue One queue with its options and counts.
 	// (GET /api/v1/resources/queues/{queue})
-	GetQueue(w http.ResponseWriter, r *http.Request, queue QueuePath)
+	GetQueue(w http.ResponseWriter, r *http.Request, queue QueuePath, params GetQueueParams)
 	// ListTasks Non-empty queue tasks with their queue, partition and message counts.
 	// (GET /api/v1/resources/tasks)
-	ListTasks(w http.ResponseWriter, r *http.Request)
+	ListTasks(w http.ResponseWriter, r *http.Request, params ListTasksParams)
 	// RefreshStats Write this broker's in-memory metrics to the database now.
 	// (POST /api/v1/stats/refresh)
 	RefreshStats(w http.ResponseWriter, r *http.Request)
@@ -2855,9 +3453,12 @@ type ServerInterface interface {
 	// SetPopMaintenance Turn pop maintenance on or off.
 	// (POST /api/v1/system/maintenance/pop)
 	SetPopMaintenance(w http.ResponseWriter, r *http.Request)
+	// ListTenants The tenants that own queues or stream queries on this broker's database.
+	// (GET /api/v1/tenants)
+	ListTenants(w http.ResponseWriter, r *http.Request)
 	// RecordTrace Record a processing event on a message.
 	// (POST /api/v1/traces)
-	RecordTrace(w http.ResponseWriter, r *http.Request)
+	RecordTrace(w http.ResponseWriter, r *http.Request, params RecordTraceParams)
 	// ListTracesByName Events carrying a trace name, oldest first; `total` counts them all.
 	// (GET /api/v1/traces/by-name/{traceName})
 	ListTracesByName(w http.ResponseWriter, r *http.Request, traceName string, params ListTracesByNameParams)
@@ -2866,10 +3467,10 @@ type ServerInterface interface {
 	ListTraceNames(w http.ResponseWriter, r *http.Request, params ListTraceNamesParams)
 	// GetMessageTraces Events recorded on one message, oldest first (empty for an unknown message).
 	// (GET /api/v1/traces/{partitionId}/{transactionId})
-	GetMessageTraces(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string)
+	GetMessageTraces(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string, params GetMessageTracesParams)
 	// ExecuteTransaction Apply acks and pushes atomically.
 	// (POST /api/v1/transaction)
-	ExecuteTransaction(w http.ResponseWriter, r *http.Request)
+	ExecuteTransaction(w http.ResponseWriter, r *http.Request, params ExecuteTransactionParams)
 	// GetLoginPage Where the dashboard sends a signed-out user.
 	// (GET /auth/login)
 	GetLoginPage(w http.ResponseWriter, r *http.Request)
@@ -2878,7 +3479,7 @@ type ServerInterface interface {
 	EndSession(w http.ResponseWriter, r *http.Request)
 	// GetIdentity Who the caller is, for the dashboard.
 	// (GET /auth/me)
-	GetIdentity(w http.ResponseWriter, r *http.Request)
+	GetIdentity(w http.ResponseWriter, r *http.Request, params GetIdentityParams)
 	// GetHealth Liveness and readiness; 503 when PostgreSQL is unreachable or the broker is draining.
 	// (GET /health)
 	GetHealth(w http.ResponseWriter, r *http.Request)
@@ -2890,13 +3491,13 @@ type ServerInterface interface {
 	GetPrometheusMetrics(w http.ResponseWriter, r *http.Request)
 	// CommitStreamCycle Commit one streaming cycle (state, sink pushes, source ack) atomically.
 	// (POST /streams/v1/cycle)
-	CommitStreamCycle(w http.ResponseWriter, r *http.Request)
+	CommitStreamCycle(w http.ResponseWriter, r *http.Request, params CommitStreamCycleParams)
 	// RegisterStreamQuery Register a streaming query, or resume it.
 	// (POST /streams/v1/queries)
-	RegisterStreamQuery(w http.ResponseWriter, r *http.Request)
+	RegisterStreamQuery(w http.ResponseWriter, r *http.Request, params RegisterStreamQueryParams)
 	// GetStreamState Read the state rows of one (query, source partition) shard.
 	// (POST /streams/v1/state/get)
-	GetStreamState(w http.ResponseWriter, r *http.Request)
+	GetStreamState(w http.ResponseWriter, r *http.Request, params GetStreamStateParams)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -2911,8 +3512,35 @@ type MiddlewareFunc func(http.Handler) http.Handler
 // AckMessage operation middleware
 func (siw *ServerInterfaceWrapper) AckMessage(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AckMessageParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.AckMessage(w, r)
+		siw.Handler.AckMessage(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2925,8 +3553,35 @@ func (siw *ServerInterfaceWrapper) AckMessage(w http.ResponseWriter, r *http.Req
 // AckBatch operation middleware
 func (siw *ServerInterfaceWrapper) AckBatch(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AckBatchParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.AckBatch(w, r)
+		siw.Handler.AckBatch(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3333,8 +3988,35 @@ func (siw *ServerInterfaceWrapper) GetWorkerMetrics(w http.ResponseWriter, r *ht
 // ConfigureQueue operation middleware
 func (siw *ServerInterfaceWrapper) ConfigureQueue(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ConfigureQueueParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ConfigureQueue(w, r)
+		siw.Handler.ConfigureQueue(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3347,8 +4029,35 @@ func (siw *ServerInterfaceWrapper) ConfigureQueue(w http.ResponseWriter, r *http
 // ListConsumerGroups operation middleware
 func (siw *ServerInterfaceWrapper) ListConsumerGroups(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListConsumerGroupsParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListConsumerGroups(w, r)
+		siw.Handler.ListConsumerGroups(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3378,6 +4087,27 @@ func (siw *ServerInterfaceWrapper) ListLaggingPartitions(w http.ResponseWriter, 
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "minLagSeconds", Err: err})
 		}
 		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
 	}
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -3422,6 +4152,27 @@ func (siw *ServerInterfaceWrapper) DeleteConsumerGroup(w http.ResponseWriter, r 
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.DeleteConsumerGroup(w, r, group, params)
 	}))
@@ -3448,8 +4199,32 @@ func (siw *ServerInterfaceWrapper) GetConsumerGroup(w http.ResponseWriter, r *ht
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetConsumerGroupParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetConsumerGroup(w, r, group)
+		siw.Handler.GetConsumerGroup(w, r, group, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3499,6 +4274,27 @@ func (siw *ServerInterfaceWrapper) DeleteConsumerGroupForQueue(w http.ResponseWr
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.DeleteConsumerGroupForQueue(w, r, group, queue, params)
 	}))
@@ -3543,8 +4339,32 @@ func (siw *ServerInterfaceWrapper) SeekConsumerGroupPartition(w http.ResponseWri
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SeekConsumerGroupPartitionParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.SeekConsumerGroupPartition(w, r, group, queue, partition)
+		siw.Handler.SeekConsumerGroupPartition(w, r, group, queue, partition, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3578,8 +4398,32 @@ func (siw *ServerInterfaceWrapper) SeekConsumerGroup(w http.ResponseWriter, r *h
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SeekConsumerGroupParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.SeekConsumerGroup(w, r, group, queue)
+		siw.Handler.SeekConsumerGroup(w, r, group, queue, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3604,8 +4448,32 @@ func (siw *ServerInterfaceWrapper) UpdateConsumerGroupSubscription(w http.Respon
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params UpdateConsumerGroupSubscriptionParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.UpdateConsumerGroupSubscription(w, r, group)
+		siw.Handler.UpdateConsumerGroupSubscription(w, r, group, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3648,6 +4516,27 @@ func (siw *ServerInterfaceWrapper) PurgeDeadLetters(w http.ResponseWriter, r *ht
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "consumerGroup", Err: err})
 		}
 		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
 	}
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -3761,6 +4650,27 @@ func (siw *ServerInterfaceWrapper) ListDeadLetters(w http.ResponseWriter, r *htt
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListDeadLetters(w, r, params)
 	}))
@@ -3787,8 +4697,32 @@ func (siw *ServerInterfaceWrapper) ReplayDeadLetter(w http.ResponseWriter, r *ht
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReplayDeadLetterParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ReplayDeadLetter(w, r, id)
+		siw.Handler.ReplayDeadLetter(w, r, id, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3813,8 +4747,32 @@ func (siw *ServerInterfaceWrapper) ExtendLease(w http.ResponseWriter, r *http.Re
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ExtendLeaseParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ExtendLease(w, r, leaseId)
+		siw.Handler.ExtendLease(w, r, leaseId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3976,6 +4934,27 @@ func (siw *ServerInterfaceWrapper) ListMessages(w http.ResponseWriter, r *http.R
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListMessages(w, r, params)
 	}))
@@ -4011,8 +4990,32 @@ func (siw *ServerInterfaceWrapper) DeleteMessage(w http.ResponseWriter, r *http.
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeleteMessageParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.DeleteMessage(w, r, partitionId, transactionId)
+		siw.Handler.DeleteMessage(w, r, partitionId, transactionId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4046,8 +5049,32 @@ func (siw *ServerInterfaceWrapper) GetMessage(w http.ResponseWriter, r *http.Req
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetMessageParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetMessage(w, r, partitionId, transactionId)
+		siw.Handler.GetMessage(w, r, partitionId, transactionId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4081,8 +5108,32 @@ func (siw *ServerInterfaceWrapper) MoveMessageToDLQ(w http.ResponseWriter, r *ht
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params MoveMessageToDLQParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.MoveMessageToDLQ(w, r, partitionId, transactionId)
+		siw.Handler.MoveMessageToDLQ(w, r, partitionId, transactionId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4116,8 +5167,32 @@ func (siw *ServerInterfaceWrapper) RetryMessage(w http.ResponseWriter, r *http.R
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RetryMessageParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.RetryMessage(w, r, partitionId, transactionId)
+		siw.Handler.RetryMessage(w, r, partitionId, transactionId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4336,6 +5411,27 @@ func (siw *ServerInterfaceWrapper) PopNamespaceTask(w http.ResponseWriter, r *ht
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.PopNamespaceTask(w, r, params)
 	}))
@@ -4469,6 +5565,27 @@ func (siw *ServerInterfaceWrapper) PopQueue(w http.ResponseWriter, r *http.Reque
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.PopQueue(w, r, queue, params)
 	}))
@@ -4598,6 +5715,27 @@ func (siw *ServerInterfaceWrapper) PopPartition(w http.ResponseWriter, r *http.R
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.PopPartition(w, r, queue, partition, params)
 	}))
@@ -4612,8 +5750,35 @@ func (siw *ServerInterfaceWrapper) PopPartition(w http.ResponseWriter, r *http.R
 // PushMessages operation middleware
 func (siw *ServerInterfaceWrapper) PushMessages(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PushMessagesParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.PushMessages(w, r)
+		siw.Handler.PushMessages(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4654,6 +5819,27 @@ func (siw *ServerInterfaceWrapper) ClearQueue(w http.ResponseWriter, r *http.Req
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ClearQueue(w, r, queue, params)
 	}))
@@ -4668,8 +5854,35 @@ func (siw *ServerInterfaceWrapper) ClearQueue(w http.ResponseWriter, r *http.Req
 // ListNamespaces operation middleware
 func (siw *ServerInterfaceWrapper) ListNamespaces(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListNamespacesParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListNamespaces(w, r)
+		siw.Handler.ListNamespaces(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4682,8 +5895,35 @@ func (siw *ServerInterfaceWrapper) ListNamespaces(w http.ResponseWriter, r *http
 // GetOverview operation middleware
 func (siw *ServerInterfaceWrapper) GetOverview(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetOverviewParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetOverview(w, r)
+		siw.Handler.GetOverview(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4739,6 +5979,27 @@ func (siw *ServerInterfaceWrapper) ListPartitions(w http.ResponseWriter, r *http
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "offset", Err: err})
 		}
 		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
 	}
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -4813,6 +6074,27 @@ func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Req
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListQueues(w, r, params)
 	}))
@@ -4839,8 +6121,32 @@ func (siw *ServerInterfaceWrapper) DeleteQueue(w http.ResponseWriter, r *http.Re
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeleteQueueParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.DeleteQueue(w, r, queue)
+		siw.Handler.DeleteQueue(w, r, queue, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4865,8 +6171,32 @@ func (siw *ServerInterfaceWrapper) GetQueue(w http.ResponseWriter, r *http.Reque
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetQueueParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetQueue(w, r, queue)
+		siw.Handler.GetQueue(w, r, queue, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4879,8 +6209,35 @@ func (siw *ServerInterfaceWrapper) GetQueue(w http.ResponseWriter, r *http.Reque
 // ListTasks operation middleware
 func (siw *ServerInterfaceWrapper) ListTasks(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListTasksParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListTasks(w, r)
+		siw.Handler.ListTasks(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5201,6 +6558,27 @@ func (siw *ServerInterfaceWrapper) ListStatusQueues(w http.ResponseWriter, r *ht
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListStatusQueues(w, r, params)
 	}))
@@ -5269,6 +6647,27 @@ func (siw *ServerInterfaceWrapper) GetStatusQueue(w http.ResponseWriter, r *http
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetStatusQueue(w, r, queue, params)
 	}))
@@ -5322,6 +6721,27 @@ func (siw *ServerInterfaceWrapper) ListStatusQueueMessages(w http.ResponseWriter
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "offset", Err: err})
 		}
 		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
 	}
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -5391,11 +6811,52 @@ func (siw *ServerInterfaceWrapper) SetPopMaintenance(w http.ResponseWriter, r *h
 	handler.ServeHTTP(w, r)
 }
 
+// ListTenants operation middleware
+func (siw *ServerInterfaceWrapper) ListTenants(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListTenants(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // RecordTrace operation middleware
 func (siw *ServerInterfaceWrapper) RecordTrace(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RecordTraceParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.RecordTrace(w, r)
+		siw.Handler.RecordTrace(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5449,6 +6910,27 @@ func (siw *ServerInterfaceWrapper) ListTracesByName(w http.ResponseWriter, r *ht
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListTracesByName(w, r, traceName, params)
 	}))
@@ -5495,6 +6977,27 @@ func (siw *ServerInterfaceWrapper) ListTraceNames(w http.ResponseWriter, r *http
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListTraceNames(w, r, params)
 	}))
@@ -5530,8 +7033,32 @@ func (siw *ServerInterfaceWrapper) GetMessageTraces(w http.ResponseWriter, r *ht
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetMessageTracesParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetMessageTraces(w, r, partitionId, transactionId)
+		siw.Handler.GetMessageTraces(w, r, partitionId, transactionId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5544,8 +7071,35 @@ func (siw *ServerInterfaceWrapper) GetMessageTraces(w http.ResponseWriter, r *ht
 // ExecuteTransaction operation middleware
 func (siw *ServerInterfaceWrapper) ExecuteTransaction(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ExecuteTransactionParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ExecuteTransaction(w, r)
+		siw.Handler.ExecuteTransaction(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5586,8 +7140,35 @@ func (siw *ServerInterfaceWrapper) EndSession(w http.ResponseWriter, r *http.Req
 // GetIdentity operation middleware
 func (siw *ServerInterfaceWrapper) GetIdentity(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetIdentityParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetIdentity(w, r)
+		siw.Handler.GetIdentity(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5642,8 +7223,35 @@ func (siw *ServerInterfaceWrapper) GetPrometheusMetrics(w http.ResponseWriter, r
 // CommitStreamCycle operation middleware
 func (siw *ServerInterfaceWrapper) CommitStreamCycle(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CommitStreamCycleParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.CommitStreamCycle(w, r)
+		siw.Handler.CommitStreamCycle(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5656,8 +7264,35 @@ func (siw *ServerInterfaceWrapper) CommitStreamCycle(w http.ResponseWriter, r *h
 // RegisterStreamQuery operation middleware
 func (siw *ServerInterfaceWrapper) RegisterStreamQuery(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RegisterStreamQueryParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.RegisterStreamQuery(w, r)
+		siw.Handler.RegisterStreamQuery(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5670,8 +7305,35 @@ func (siw *ServerInterfaceWrapper) RegisterStreamQuery(w http.ResponseWriter, r 
 // GetStreamState operation middleware
 func (siw *ServerInterfaceWrapper) GetStreamState(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetStreamStateParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetStreamState(w, r)
+		siw.Handler.GetStreamState(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5838,6 +7500,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/traces/by-name/{traceName}", wrapper.ListTracesByName)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/traces/{partitionId}/{transactionId}", wrapper.GetMessageTraces)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/auth/me", wrapper.GetIdentity)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/tenants", wrapper.ListTenants)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/auth/login", wrapper.GetLoginPage)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/auth/logout", wrapper.EndSession)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/metrics", wrapper.GetMetrics)
@@ -5885,7 +7548,8 @@ type ServerErrorJSONResponse Error
 type UnavailableJSONResponse Error
 
 type AckMessageRequestObject struct {
-	Body *AckMessageJSONRequestBody
+	Params AckMessageParams
+	Body   *AckMessageJSONRequestBody
 }
 
 type AckMessageResponseObject interface {
@@ -5949,7 +7613,8 @@ func (response AckMessage503JSONResponse) VisitAckMessageResponse(w http.Respons
 }
 
 type AckBatchRequestObject struct {
-	Body *AckBatchJSONRequestBody
+	Params AckBatchParams
+	Body   *AckBatchJSONRequestBody
 }
 
 type AckBatchResponseObject interface {
@@ -6348,7 +8013,8 @@ func (response GetWorkerMetrics500JSONResponse) VisitGetWorkerMetricsResponse(w 
 }
 
 type ConfigureQueueRequestObject struct {
-	Body *ConfigureQueueJSONRequestBody
+	Params ConfigureQueueParams
+	Body   *ConfigureQueueJSONRequestBody
 }
 
 type ConfigureQueueResponseObject interface {
@@ -6412,6 +8078,7 @@ func (response ConfigureQueue503JSONResponse) VisitConfigureQueueResponse(w http
 }
 
 type ListConsumerGroupsRequestObject struct {
+	Params ListConsumerGroupsParams
 }
 
 type ListConsumerGroupsResponseObject interface {
@@ -6548,7 +8215,8 @@ func (response DeleteConsumerGroup500JSONResponse) VisitDeleteConsumerGroupRespo
 }
 
 type GetConsumerGroupRequestObject struct {
-	Group GroupPath `json:"group"`
+	Group  GroupPath `json:"group"`
+	Params GetConsumerGroupParams
 }
 
 type GetConsumerGroupResponseObject interface {
@@ -6653,6 +8321,7 @@ type SeekConsumerGroupPartitionRequestObject struct {
 	Group     GroupPath     `json:"group"`
 	Queue     QueuePath     `json:"queue"`
 	Partition PartitionPath `json:"partition"`
+	Params    SeekConsumerGroupPartitionParams
 }
 
 type SeekConsumerGroupPartitionResponseObject interface {
@@ -6723,9 +8392,10 @@ func (response SeekConsumerGroupPartition500JSONResponse) VisitSeekConsumerGroup
 }
 
 type SeekConsumerGroupRequestObject struct {
-	Group GroupPath `json:"group"`
-	Queue QueuePath `json:"queue"`
-	Body  *SeekConsumerGroupJSONRequestBody
+	Group  GroupPath `json:"group"`
+	Queue  QueuePath `json:"queue"`
+	Params SeekConsumerGroupParams
+	Body   *SeekConsumerGroupJSONRequestBody
 }
 
 type SeekConsumerGroupResponseObject interface {
@@ -6796,8 +8466,9 @@ func (response SeekConsumerGroup500JSONResponse) VisitSeekConsumerGroupResponse(
 }
 
 type UpdateConsumerGroupSubscriptionRequestObject struct {
-	Group GroupPath `json:"group"`
-	Body  *UpdateConsumerGroupSubscriptionJSONRequestBody
+	Group  GroupPath `json:"group"`
+	Params UpdateConsumerGroupSubscriptionParams
+	Body   *UpdateConsumerGroupSubscriptionJSONRequestBody
 }
 
 type UpdateConsumerGroupSubscriptionResponseObject interface {
@@ -6966,8 +8637,9 @@ func (response ListDeadLetters500JSONResponse) VisitListDeadLettersResponse(w ht
 }
 
 type ReplayDeadLetterRequestObject struct {
-	Id   UUID `json:"id"`
-	Body *ReplayDeadLetterJSONRequestBody
+	Id     UUID `json:"id"`
+	Params ReplayDeadLetterParams
+	Body   *ReplayDeadLetterJSONRequestBody
 }
 
 type ReplayDeadLetterResponseObject interface {
@@ -7046,6 +8718,7 @@ func (response ReplayDeadLetter503JSONResponse) VisitReplayDeadLetterResponse(w 
 
 type ExtendLeaseRequestObject struct {
 	LeaseId string `json:"leaseId"`
+	Params  ExtendLeaseParams
 	Body    *ExtendLeaseJSONRequestBody
 }
 
@@ -7162,6 +8835,7 @@ func (response ListMessages500JSONResponse) VisitListMessagesResponse(w http.Res
 type DeleteMessageRequestObject struct {
 	PartitionId   UUID   `json:"partitionId"`
 	TransactionId string `json:"transactionId"`
+	Params        DeleteMessageParams
 }
 
 type DeleteMessageResponseObject interface {
@@ -7213,6 +8887,7 @@ func (response DeleteMessage500JSONResponse) VisitDeleteMessageResponse(w http.R
 type GetMessageRequestObject struct {
 	PartitionId   UUID   `json:"partitionId"`
 	TransactionId string `json:"transactionId"`
+	Params        GetMessageParams
 }
 
 type GetMessageResponseObject interface {
@@ -7278,6 +8953,7 @@ func (response GetMessage500JSONResponse) VisitGetMessageResponse(w http.Respons
 type MoveMessageToDLQRequestObject struct {
 	PartitionId   UUID   `json:"partitionId"`
 	TransactionId string `json:"transactionId"`
+	Params        MoveMessageToDLQParams
 	Body          *MoveMessageToDLQJSONRequestBody
 }
 
@@ -7358,6 +9034,7 @@ func (response MoveMessageToDLQ500JSONResponse) VisitMoveMessageToDLQResponse(w 
 type RetryMessageRequestObject struct {
 	PartitionId   UUID   `json:"partitionId"`
 	TransactionId string `json:"transactionId"`
+	Params        RetryMessageParams
 	Body          *RetryMessageJSONRequestBody
 }
 
@@ -7861,7 +9538,8 @@ func (response PopPartition503JSONResponse) VisitPopPartitionResponse(w http.Res
 }
 
 type PushMessagesRequestObject struct {
-	Body *PushMessagesJSONRequestBody
+	Params PushMessagesParams
+	Body   *PushMessagesJSONRequestBody
 }
 
 type PushMessagesResponseObject interface {
@@ -7990,6 +9668,7 @@ func (response ClearQueue500JSONResponse) VisitClearQueueResponse(w http.Respons
 }
 
 type ListNamespacesRequestObject struct {
+	Params ListNamespacesParams
 }
 
 type ListNamespacesResponseObject interface {
@@ -8025,6 +9704,7 @@ func (response ListNamespaces500JSONResponse) VisitListNamespacesResponse(w http
 }
 
 type GetOverviewRequestObject struct {
+	Params GetOverviewParams
 }
 
 type GetOverviewResponseObject interface {
@@ -8174,7 +9854,8 @@ func (response ListQueues500JSONResponse) VisitListQueuesResponse(w http.Respons
 }
 
 type DeleteQueueRequestObject struct {
-	Queue QueuePath `json:"queue"`
+	Queue  QueuePath `json:"queue"`
+	Params DeleteQueueParams
 }
 
 type DeleteQueueResponseObject interface {
@@ -8224,7 +9905,8 @@ func (response DeleteQueue500JSONResponse) VisitDeleteQueueResponse(w http.Respo
 }
 
 type GetQueueRequestObject struct {
-	Queue QueuePath `json:"queue"`
+	Queue  QueuePath `json:"queue"`
+	Params GetQueueParams
 }
 
 type GetQueueResponseObject interface {
@@ -8288,6 +9970,7 @@ func (response GetQueue500JSONResponse) VisitGetQueueResponse(w http.ResponseWri
 }
 
 type ListTasksRequestObject struct {
+	Params ListTasksParams
 }
 
 type ListTasksResponseObject interface {
@@ -8842,8 +10525,58 @@ func (response SetPopMaintenance500JSONResponse) VisitSetPopMaintenanceResponse(
 	return err
 }
 
+type ListTenantsRequestObject struct {
+}
+
+type ListTenantsResponseObject interface {
+	VisitListTenantsResponse(w http.ResponseWriter) error
+}
+
+type ListTenants200JSONResponse TenantList
+
+func (response ListTenants200JSONResponse) VisitListTenantsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTenants500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response ListTenants500JSONResponse) VisitListTenantsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTenants503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response ListTenants503JSONResponse) VisitListTenantsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RecordTraceRequestObject struct {
-	Body *RecordTraceJSONRequestBody
+	Params RecordTraceParams
+	Body   *RecordTraceJSONRequestBody
 }
 
 type RecordTraceResponseObject interface {
@@ -9013,6 +10746,7 @@ func (response ListTraceNames500JSONResponse) VisitListTraceNamesResponse(w http
 type GetMessageTracesRequestObject struct {
 	PartitionId   UUID   `json:"partitionId"`
 	TransactionId string `json:"transactionId"`
+	Params        GetMessageTracesParams
 }
 
 type GetMessageTracesResponseObject interface {
@@ -9062,7 +10796,8 @@ func (response GetMessageTraces500JSONResponse) VisitGetMessageTracesResponse(w 
 }
 
 type ExecuteTransactionRequestObject struct {
-	Body *ExecuteTransactionJSONRequestBody
+	Params ExecuteTransactionParams
+	Body   *ExecuteTransactionJSONRequestBody
 }
 
 type ExecuteTransactionResponseObject interface {
@@ -9190,6 +10925,7 @@ func (response EndSession200JSONResponse) VisitEndSessionResponse(w http.Respons
 }
 
 type GetIdentityRequestObject struct {
+	Params GetIdentityParams
 }
 
 type GetIdentityResponseObject interface {
@@ -9313,7 +11049,8 @@ func (response GetPrometheusMetrics200TextResponse) VisitGetPrometheusMetricsRes
 }
 
 type CommitStreamCycleRequestObject struct {
-	Body *CommitStreamCycleJSONRequestBody
+	Params CommitStreamCycleParams
+	Body   *CommitStreamCycleJSONRequestBody
 }
 
 type CommitStreamCycleResponseObject interface {
@@ -9391,7 +11128,8 @@ func (response CommitStreamCycle503JSONResponse) VisitCommitStreamCycleResponse(
 }
 
 type RegisterStreamQueryRequestObject struct {
-	Body *RegisterStreamQueryJSONRequestBody
+	Params RegisterStreamQueryParams
+	Body   *RegisterStreamQueryJSONRequestBody
 }
 
 type RegisterStreamQueryResponseObject interface {
@@ -9469,7 +11207,8 @@ func (response RegisterStreamQuery503JSONResponse) VisitRegisterStreamQueryRespo
 }
 
 type GetStreamStateRequestObject struct {
-	Body *GetStreamStateJSONRequestBody
+	Params GetStreamStateParams
+	Body   *GetStreamStateJSONRequestBody
 }
 
 type GetStreamStateResponseObject interface {
@@ -9713,6 +11452,9 @@ type StrictServerInterface interface {
 	// SetPopMaintenance Turn pop maintenance on or off.
 	// (POST /api/v1/system/maintenance/pop)
 	SetPopMaintenance(ctx context.Context, request SetPopMaintenanceRequestObject) (SetPopMaintenanceResponseObject, error)
+	// ListTenants The tenants that own queues or stream queries on this broker's database.
+	// (GET /api/v1/tenants)
+	ListTenants(ctx context.Context, request ListTenantsRequestObject) (ListTenantsResponseObject, error)
 	// RecordTrace Record a processing event on a message.
 	// (POST /api/v1/traces)
 	RecordTrace(ctx context.Context, request RecordTraceRequestObject) (RecordTraceResponseObject, error)
@@ -9797,8 +11539,10 @@ type strictHandler struct {
 }
 
 // AckMessage operation middleware
-func (sh *strictHandler) AckMessage(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) AckMessage(w http.ResponseWriter, r *http.Request, params AckMessageParams) {
 	var request AckMessageRequestObject
+
+	request.Params = params
 
 	var body AckMessageJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -9828,8 +11572,10 @@ func (sh *strictHandler) AckMessage(w http.ResponseWriter, r *http.Request) {
 }
 
 // AckBatch operation middleware
-func (sh *strictHandler) AckBatch(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) AckBatch(w http.ResponseWriter, r *http.Request, params AckBatchParams) {
 	var request AckBatchRequestObject
+
+	request.Params = params
 
 	var body AckBatchJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -10039,8 +11785,10 @@ func (sh *strictHandler) GetWorkerMetrics(w http.ResponseWriter, r *http.Request
 }
 
 // ConfigureQueue operation middleware
-func (sh *strictHandler) ConfigureQueue(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) ConfigureQueue(w http.ResponseWriter, r *http.Request, params ConfigureQueueParams) {
 	var request ConfigureQueueRequestObject
+
+	request.Params = params
 
 	var body ConfigureQueueJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -10070,8 +11818,10 @@ func (sh *strictHandler) ConfigureQueue(w http.ResponseWriter, r *http.Request) 
 }
 
 // ListConsumerGroups operation middleware
-func (sh *strictHandler) ListConsumerGroups(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) ListConsumerGroups(w http.ResponseWriter, r *http.Request, params ListConsumerGroupsParams) {
 	var request ListConsumerGroupsRequestObject
+
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.ListConsumerGroups(ctx, request.(ListConsumerGroupsRequestObject))
@@ -10147,10 +11897,11 @@ func (sh *strictHandler) DeleteConsumerGroup(w http.ResponseWriter, r *http.Requ
 }
 
 // GetConsumerGroup operation middleware
-func (sh *strictHandler) GetConsumerGroup(w http.ResponseWriter, r *http.Request, group GroupPath) {
+func (sh *strictHandler) GetConsumerGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params GetConsumerGroupParams) {
 	var request GetConsumerGroupRequestObject
 
 	request.Group = group
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.GetConsumerGroup(ctx, request.(GetConsumerGroupRequestObject))
@@ -10201,12 +11952,13 @@ func (sh *strictHandler) DeleteConsumerGroupForQueue(w http.ResponseWriter, r *h
 }
 
 // SeekConsumerGroupPartition operation middleware
-func (sh *strictHandler) SeekConsumerGroupPartition(w http.ResponseWriter, r *http.Request, group GroupPath, queue QueuePath, partition PartitionPath) {
+func (sh *strictHandler) SeekConsumerGroupPartition(w http.ResponseWriter, r *http.Request, group GroupPath, queue QueuePath, partition PartitionPath, params SeekConsumerGroupPartitionParams) {
 	var request SeekConsumerGroupPartitionRequestObject
 
 	request.Group = group
 	request.Queue = queue
 	request.Partition = partition
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.SeekConsumerGroupPartition(ctx, request.(SeekConsumerGroupPartitionRequestObject))
@@ -10229,11 +11981,12 @@ func (sh *strictHandler) SeekConsumerGroupPartition(w http.ResponseWriter, r *ht
 }
 
 // SeekConsumerGroup operation middleware
-func (sh *strictHandler) SeekConsumerGroup(w http.ResponseWriter, r *http.Request, group GroupPath, queue QueuePath) {
+func (sh *strictHandler) SeekConsumerGroup(w http.ResponseWriter, r *http.Request, group GroupPath, queue QueuePath, params SeekConsumerGroupParams) {
 	var request SeekConsumerGroupRequestObject
 
 	request.Group = group
 	request.Queue = queue
+	request.Params = params
 
 	var body SeekConsumerGroupJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -10263,10 +12016,11 @@ func (sh *strictHandler) SeekConsumerGroup(w http.ResponseWriter, r *http.Reques
 }
 
 // UpdateConsumerGroupSubscription operation middleware
-func (sh *strictHandler) UpdateConsumerGroupSubscription(w http.ResponseWriter, r *http.Request, group GroupPath) {
+func (sh *strictHandler) UpdateConsumerGroupSubscription(w http.ResponseWriter, r *http.Request, group GroupPath, params UpdateConsumerGroupSubscriptionParams) {
 	var request UpdateConsumerGroupSubscriptionRequestObject
 
 	request.Group = group
+	request.Params = params
 
 	var body UpdateConsumerGroupSubscriptionJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -10348,10 +12102,11 @@ func (sh *strictHandler) ListDeadLetters(w http.ResponseWriter, r *http.Request,
 }
 
 // ReplayDeadLetter operation middleware
-func (sh *strictHandler) ReplayDeadLetter(w http.ResponseWriter, r *http.Request, id UUID) {
+func (sh *strictHandler) ReplayDeadLetter(w http.ResponseWriter, r *http.Request, id UUID, params ReplayDeadLetterParams) {
 	var request ReplayDeadLetterRequestObject
 
 	request.Id = id
+	request.Params = params
 
 	var body ReplayDeadLetterJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -10384,10 +12139,11 @@ func (sh *strictHandler) ReplayDeadLetter(w http.ResponseWriter, r *http.Request
 }
 
 // ExtendLease operation middleware
-func (sh *strictHandler) ExtendLease(w http.ResponseWriter, r *http.Request, leaseId string) {
+func (sh *strictHandler) ExtendLease(w http.ResponseWriter, r *http.Request, leaseId string, params ExtendLeaseParams) {
 	var request ExtendLeaseRequestObject
 
 	request.LeaseId = leaseId
+	request.Params = params
 
 	var body ExtendLeaseJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -10446,11 +12202,12 @@ func (sh *strictHandler) ListMessages(w http.ResponseWriter, r *http.Request, pa
 }
 
 // DeleteMessage operation middleware
-func (sh *strictHandler) DeleteMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string) {
+func (sh *strictHandler) DeleteMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string, params DeleteMessageParams) {
 	var request DeleteMessageRequestObject
 
 	request.PartitionId = partitionId
 	request.TransactionId = transactionId
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.DeleteMessage(ctx, request.(DeleteMessageRequestObject))
@@ -10473,11 +12230,12 @@ func (sh *strictHandler) DeleteMessage(w http.ResponseWriter, r *http.Request, p
 }
 
 // GetMessage operation middleware
-func (sh *strictHandler) GetMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string) {
+func (sh *strictHandler) GetMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string, params GetMessageParams) {
 	var request GetMessageRequestObject
 
 	request.PartitionId = partitionId
 	request.TransactionId = transactionId
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.GetMessage(ctx, request.(GetMessageRequestObject))
@@ -10500,11 +12258,12 @@ func (sh *strictHandler) GetMessage(w http.ResponseWriter, r *http.Request, part
 }
 
 // MoveMessageToDLQ operation middleware
-func (sh *strictHandler) MoveMessageToDLQ(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string) {
+func (sh *strictHandler) MoveMessageToDLQ(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string, params MoveMessageToDLQParams) {
 	var request MoveMessageToDLQRequestObject
 
 	request.PartitionId = partitionId
 	request.TransactionId = transactionId
+	request.Params = params
 
 	var body MoveMessageToDLQJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -10537,11 +12296,12 @@ func (sh *strictHandler) MoveMessageToDLQ(w http.ResponseWriter, r *http.Request
 }
 
 // RetryMessage operation middleware
-func (sh *strictHandler) RetryMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string) {
+func (sh *strictHandler) RetryMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string, params RetryMessageParams) {
 	var request RetryMessageRequestObject
 
 	request.PartitionId = partitionId
 	request.TransactionId = transactionId
+	request.Params = params
 
 	var body RetryMessageJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -10796,8 +12556,10 @@ func (sh *strictHandler) PopPartition(w http.ResponseWriter, r *http.Request, qu
 }
 
 // PushMessages operation middleware
-func (sh *strictHandler) PushMessages(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) PushMessages(w http.ResponseWriter, r *http.Request, params PushMessagesParams) {
 	var request PushMessagesRequestObject
+
+	request.Params = params
 
 	var body PushMessagesJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -10854,8 +12616,10 @@ func (sh *strictHandler) ClearQueue(w http.ResponseWriter, r *http.Request, queu
 }
 
 // ListNamespaces operation middleware
-func (sh *strictHandler) ListNamespaces(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) ListNamespaces(w http.ResponseWriter, r *http.Request, params ListNamespacesParams) {
 	var request ListNamespacesRequestObject
+
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.ListNamespaces(ctx, request.(ListNamespacesRequestObject))
@@ -10878,8 +12642,10 @@ func (sh *strictHandler) ListNamespaces(w http.ResponseWriter, r *http.Request) 
 }
 
 // GetOverview operation middleware
-func (sh *strictHandler) GetOverview(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) GetOverview(w http.ResponseWriter, r *http.Request, params GetOverviewParams) {
 	var request GetOverviewRequestObject
+
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.GetOverview(ctx, request.(GetOverviewRequestObject))
@@ -10954,10 +12720,11 @@ func (sh *strictHandler) ListQueues(w http.ResponseWriter, r *http.Request, para
 }
 
 // DeleteQueue operation middleware
-func (sh *strictHandler) DeleteQueue(w http.ResponseWriter, r *http.Request, queue QueuePath) {
+func (sh *strictHandler) DeleteQueue(w http.ResponseWriter, r *http.Request, queue QueuePath, params DeleteQueueParams) {
 	var request DeleteQueueRequestObject
 
 	request.Queue = queue
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.DeleteQueue(ctx, request.(DeleteQueueRequestObject))
@@ -10980,10 +12747,11 @@ func (sh *strictHandler) DeleteQueue(w http.ResponseWriter, r *http.Request, que
 }
 
 // GetQueue operation middleware
-func (sh *strictHandler) GetQueue(w http.ResponseWriter, r *http.Request, queue QueuePath) {
+func (sh *strictHandler) GetQueue(w http.ResponseWriter, r *http.Request, queue QueuePath, params GetQueueParams) {
 	var request GetQueueRequestObject
 
 	request.Queue = queue
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.GetQueue(ctx, request.(GetQueueRequestObject))
@@ -11006,8 +12774,10 @@ func (sh *strictHandler) GetQueue(w http.ResponseWriter, r *http.Request, queue 
 }
 
 // ListTasks operation middleware
-func (sh *strictHandler) ListTasks(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) ListTasks(w http.ResponseWriter, r *http.Request, params ListTasksParams) {
 	var request ListTasksRequestObject
+
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.ListTasks(ctx, request.(ListTasksRequestObject))
@@ -11319,9 +13089,35 @@ func (sh *strictHandler) SetPopMaintenance(w http.ResponseWriter, r *http.Reques
 	}
 }
 
+// ListTenants operation middleware
+func (sh *strictHandler) ListTenants(w http.ResponseWriter, r *http.Request) {
+	var request ListTenantsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListTenants(ctx, request.(ListTenantsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListTenants")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListTenantsResponseObject); ok {
+		if err := validResponse.VisitListTenantsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // RecordTrace operation middleware
-func (sh *strictHandler) RecordTrace(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) RecordTrace(w http.ResponseWriter, r *http.Request, params RecordTraceParams) {
 	var request RecordTraceRequestObject
+
+	request.Params = params
 
 	var body RecordTraceJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -11404,11 +13200,12 @@ func (sh *strictHandler) ListTraceNames(w http.ResponseWriter, r *http.Request, 
 }
 
 // GetMessageTraces operation middleware
-func (sh *strictHandler) GetMessageTraces(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string) {
+func (sh *strictHandler) GetMessageTraces(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string, params GetMessageTracesParams) {
 	var request GetMessageTracesRequestObject
 
 	request.PartitionId = partitionId
 	request.TransactionId = transactionId
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.GetMessageTraces(ctx, request.(GetMessageTracesRequestObject))
@@ -11431,8 +13228,10 @@ func (sh *strictHandler) GetMessageTraces(w http.ResponseWriter, r *http.Request
 }
 
 // ExecuteTransaction operation middleware
-func (sh *strictHandler) ExecuteTransaction(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) ExecuteTransaction(w http.ResponseWriter, r *http.Request, params ExecuteTransactionParams) {
 	var request ExecuteTransactionRequestObject
+
+	request.Params = params
 
 	var body ExecuteTransactionJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -11510,8 +13309,10 @@ func (sh *strictHandler) EndSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // GetIdentity operation middleware
-func (sh *strictHandler) GetIdentity(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) GetIdentity(w http.ResponseWriter, r *http.Request, params GetIdentityParams) {
 	var request GetIdentityRequestObject
+
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.GetIdentity(ctx, request.(GetIdentityRequestObject))
@@ -11606,8 +13407,10 @@ func (sh *strictHandler) GetPrometheusMetrics(w http.ResponseWriter, r *http.Req
 }
 
 // CommitStreamCycle operation middleware
-func (sh *strictHandler) CommitStreamCycle(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) CommitStreamCycle(w http.ResponseWriter, r *http.Request, params CommitStreamCycleParams) {
 	var request CommitStreamCycleRequestObject
+
+	request.Params = params
 
 	var body CommitStreamCycleJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -11637,8 +13440,10 @@ func (sh *strictHandler) CommitStreamCycle(w http.ResponseWriter, r *http.Reques
 }
 
 // RegisterStreamQuery operation middleware
-func (sh *strictHandler) RegisterStreamQuery(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) RegisterStreamQuery(w http.ResponseWriter, r *http.Request, params RegisterStreamQueryParams) {
 	var request RegisterStreamQueryRequestObject
+
+	request.Params = params
 
 	var body RegisterStreamQueryJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -11668,8 +13473,10 @@ func (sh *strictHandler) RegisterStreamQuery(w http.ResponseWriter, r *http.Requ
 }
 
 // GetStreamState operation middleware
-func (sh *strictHandler) GetStreamState(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) GetStreamState(w http.ResponseWriter, r *http.Request, params GetStreamStateParams) {
 	var request GetStreamStateRequestObject
+
+	request.Params = params
 
 	var body GetStreamStateJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -11703,400 +13510,416 @@ func (sh *strictHandler) GetStreamState(w http.ResponseWriter, r *http.Request) 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17c9w4ki/6VRC6J8KlPVRJbrv77EixccNtu3c8a7fVlrwdu1N9RRSJqsKIBdAEqHKtj7/7DSQeBEmA",
-	"xdLDbvf0/DFtFUk8EolEIh+//HSQ8XXJGWFSHJx+OihxhddEkgr+elZL/iy7Vv/MicgqWkrK2cHpwZrf",
-	"ECRXBGV1JXiFOEM5KegNqbYIsxxJfE0Q46ggWBA0wfJozYU84iwjhwfJAVVtfKhJtT1IDhhek4PTA2z6",
-	"Sg5EtiJrrDqV21I9mnNeEMwOPn9ODn7EMlv1B6TGorpAayIEXhKBJEcVkXXF0CQnC1wXEj2O9T2HRv2e",
-	"1/gjXdfrg9PHJycnycGaMvNnYgdFmSRLUsGgnnMm6jWp/r3idRke3FI9QpsVF45oilCaQLgiqBYkP0Nk",
-	"XcotUg/ngjA1HcwESq+ufnn/8v3LqzdvX7y8ukoj08haw/Cn878qsjg4Pfh/jpvVPtZPxfFbGCYuflaN",
-	"qNm8IAWR5A2ROMcS96eDC8HVchOpeQCm9kggUc/da0hIXElUcsqkaFZAVnWUAfJ2tzv4AOZ4jiXwAjRX",
-	"qj9ca0tDg4p8qGlF8oNT1fdYmjhanONKUjWhga5K+849dif6ZM8KTNeoLhVnyxUVaI3ZFrnOBaIMcUZQ",
-	"ycsRLN98dwe+/6UmNRmgzAf1/O5UufAY66eKr/u0SRnfpLBt0CVdEyHxujxDG8oE4jekarHmG56TCFFE",
-	"t6MOaV4TtlST/eGpI4eQFWXL3jChk94wNytSEYSR6i43IgE2ilASFDeLiahEKyyUCDXCYsGrU5TiokjR",
-	"RG26OVlSxihbHiJezVjKyCZFE8Y3Z0j9+4izYpsiKhBmCBcUi8MpulwRtKCVkCgnGRWqnwXQzI6EZtdi",
-	"OmMjqGOI2FCHMMUmfz84SA5wUaiPyEb/Pwzl4LcQxdRa8Vr2CVVwtjwqeVGgnOC8oIwo7l7ToqCCZJzl",
-	"nkx5cnJychJjc2l6CPL4D+pLn8tPglz+K6aDQ6yZpAXC9uhBuKroDRGKHVPTf4pKLAQRkVFuVA+DAu+z",
-	"2kSi5Ew1cvrp4EecvyMfaiJgZBlnkjD4Jy7LgmZYDfL4H0KN9NPI7fayqnilu+oc9rhY8EpxLK8QZTe4",
-	"oDmirKzlGWJcrihbog0WKFthtiT5wefk4Gcuf+I1yx9+cIwjUWcrVBHB6yojqvdzXr79j3vr+pyX7wzp",
-	"g9QxCofq+IJUN6TSY33wmdeMfCxJJkmOFpgWdUXO4Dgm6gNEcwTnNC5Lgis4HEBsVPyaVKjgSzXe9wzf",
-	"YFrgeUEefrznXMhlRS5+ea3EUs0qgrOV6lqxlTc2KpBY1VIqtsr5hp0pPa7awlY0nYBuml2DLvhKEjgQ",
-	"yoqXpJJU749sWCOjS8YrpW+pfiUvjwpyQwrU+goBDfTCErukrC4MufRJ1pFpyQEodK/yzoHx3fffJ7u/",
-	"deJffz9E5ffvX71QnwiJZQ0zxkXxdnFw+vfh755l1xf6k8+/dUf0OTmQFWYCZ80YunNYU2b/fhyS6M1J",
-	"//dOY+3pNccBn/+DZFLNxa6oJ9jai4qza8Y3BcmXa3tfoZKsxS5itVjlc6Im9Up/p7UcMxJcVXirnveY",
-	"Zxxt24p0n7wd8nRnEyFJlBoPNMo/mf1LMfs7IuoisLB58SGkA+yzMJTl5KPXiFNnzJq9I/CfPNyPGzvw",
-	"yJj+QNEf/baos4wIEe68tyrDdNczTXr0t31Yqvlj7M6wS5QEliCyaheOCa3KqzhPXV3b3aoz2bWlxqzO",
-	"sN8C1HjGtn+7ePtz4J7Ntkg9QTe4qEmChFRnFpgNtGWD5Gi+lQSUePWPg/62+3i05EemS3WOT9/hzRut",
-	"sUDftQRxq6nZlzD6EmMnimu5unLED83FcejwotklgQ5CdP4RVIF3amt3B7XiQjLDaX2hQvMw15e8kuEn",
-	"G15dk+pV8LvOsF3Xpj3dn9dEcCr1YkGqhms6e33+V4ILudqGN0NeYcrOcR3dqobLgjNjXEaoRFiu/nn6",
-	"6UAp9ljq7354epBECRQhXkWl1R4DRhqfeLZTf2e4ybteQhR8jrMVead00QCLqmd/pdI9dhPKea0G5tpj",
-	"9XquB22/EeE55VjiORZh0uVUXL8jOI9825W7nszr3u2aR10KRjZN07U/haRDgigBL7nEhYhTMEaN4Qmv",
-	"9iH9yAmtBufC2YIu64pE9SK1Q0WJM3IrtYSXzvw2TskAG9hb81VQz9BWsFHGLsUM4voWA++QVne5g37m",
-	"ThtSLPUrEZnTIvAQAceS7R0RvLjRloOOWhjWNOJPIl9Zqg5TzZt401x7SImzaTZUMM03U4/QvdHWtYV9",
-	"cAXaqn1fDkELedte3N+ea2NN1x1G1rOlvO2jrHXI1+g+XUdEf7T9oe0k2i925du0KlskcPfB9ksFFtI0",
-	"lj+T4+82zzJJb0iYbHyxEES+xsuIxuG8AkGGpGvyGi8vtDEz3IJUEtuOerfysp+E8J0WrpWkS6juIPxZ",
-	"9ybRplloPdsX7diIRmygi3q9xtW2v9Br/PFSjyq2IdRRFCF4XK10Q/uVylW08R0bSWLZUqcv9MGfHLzG",
-	"y6VWjV4QHFasfdv784pgOZqPRcArsddHzqEy6kvJS5q1t2L/nY69BXgsQtUOkxj12/TSvtTZtQ2tl9dJ",
-	"4jOJXZYk6N0IUiG2GCGmVev5mkip9ed9hXzmL3T/CDDO2UELiLlbfoZrqJYTfd90TnB+VMAwUcU3jwSi",
-	"eQK3yvO3F5foGJf0+ObxcV58OP5E88/HFSkLvD2I3f/s/XIMu+i7QGSGNDJe62iBy1d8sw5v5YimUFY8",
-	"rzNSXdTz8ZaPYEtw43/Oaxa5eMoKZ2SU6N7fKGLsDiDShyxTjTrjnwfd47u1qq2JGS5sk81nXG+Fh/fH",
-	"ueGYjji3zpWxpl5vwwUETYmXlGHLGx0Vga5pZKX0mTdCOuk23AfBI1CJoT5bV3wj0BrLDLxpEhy1hdTS",
-	"bEenjka28dY8d1C9rpb76KE7GTVvFM32BDsyRqCKrPkNyYMmh/imuo02asfUMHt7XsMkegfCzrtt4jyn",
-	"2oR+7hFrgQtBui4vjNZUiJIUEl2TLaJq1otakBxVWK5IheQKM6TFKaw7R558eyQQ3zDkdmhY7R17sdzj",
-	"Fvp5BEE6rsOeBfsd37wzKzxsy+4t8bo5PgIy1ZrMrRK1xopvGGYZiShOYxlGjyjEDM6h257lXsbOULva",
-	"+hUgn2eBaozMjIGz9wBsMs2fwUmDHzqqhbbN1ytng6tZ82+wPKpvQu3fkErEDlh9mbiiYwyqZjCezS1E",
-	"plc5YZLKbV+oXCrlBYvVnOMqB7VFv4lyntVrwqSNeSFFLkzoVCokZjkuOCMpBN6pHVeRBakIy8iMaS/0",
-	"I4Ga95BY4ZKgCTjUP9SEsKOy4h+3j8ThGUpxLVdpglJRz9V/Kl4QkYKVPsXAe7obXlcmtqbr1LT82Vd0",
-	"Ph7p3vQ7CJzUQsdd4qIglYkqQXMiaE4EKut5QbNTVClhy1mxTdCmopKYf8PP8EOCcL6mEOgzWkvHmbzK",
-	"ilpIUl2tCM4jDKY0Dba0b+4SOHZtn+vX35EFtFHLQIxnyhcLCPJK/7GRaUj18zrthixu8FYgdXwdRG1p",
-	"DceZdsarHZ1phMhH1pgW45x34koxCJY8MBP1jY7aMgsYMEyYj68IU/1EBLB7q4haOBQrjzeEWhq8U199",
-	"/i0J8LOQFWdLIiRSTaMVKXLDiTouLVG8zVp8GmRlO7jItjGBJPCGifC4JgytcQlhwZMNlSv0t18vEV8s",
-	"TP+H/lYYP8v+MjdSI7x2pwiEc47m21bQixSkWCSIcSSIEBDPKTkSK74JrrHQ15P+3GGqOhj3DPgd+bNV",
-	"u2ejSNxQRYcZMnIwwjgOB628EkW9DO79WjjJ39m6vtBtk58UgqDOyNFEx0GrN3ktEWcQNTx8ztrO7VZr",
-	"D7e9rQKbpLsjepLMEwtBYWj2SyOFWsxghJpeOcu9iZX+Q8fe80aodbRzUhRuLbqcQAVqTjJQByLXZRq+",
-	"B9u9v89eiPJFo3TEWIpGTRMmcBxeO9ibJ0MXY8MPZrXaTNIMJ2m0k4bQI9Yp6LSOEHnfQQ91/84sWPcG",
-	"4gnDUy3rkt0CNlGCQkkFLS0Y1wKbLzriNLQgr/HyQmIZsMLjm+VIF+0afxz7JskpZmNfpuw2jko1bteT",
-	"bkUPMbQexph77t/Pwrfqq2XU8lfg5dVKaYwjJ1ZgIa9Mu/kVHmcZ1laKqyJmzuZFToS8qtm+Dbu76VWE",
-	"75sXoiZ3uK7GH0u6JmrkV2LIg9K6i0Q1wjP/IM45UeehRBXJeJUj3YQ42NcD21nk1oR6BOiQzB94a5kC",
-	"8/Z5JbJkAfYIMi7Bgrz8KAnLo751j9ouiv5ff3g6IlVkuLuYAWp8xBv5WNKKiH2cexELMDy7Mu2NZXlG",
-	"Ni/3GkFFGNnE3HrjjRZ2In7kmW26MyqfRoFZhljiTWNc8Viio9oZBSpF61pINCcI66g1M+QzhNlWJwmA",
-	"qoeZ2JBKoKcnJ8h+iybm5UNtI9PzS3t3Ze9CM8rr8Xl4ThdExllvDnFbg9FZ+hWSv/Gs1CMCqjyTlXXI",
-	"9duOW8G65t9Oa4FhJZ3JNK3vWPRY1Npo2jhFYGi5LkrOC/3mAxO15OWb3e/tJHCgmVFU92kSpLz+9Bn4",
-	"avwUmnF2x2HT6S7H130G5TayqO1s6rqibBzoIDv6RBkfDD8+BL7vtexfQyqCBSS1QgQu1/fnjksDTXRW",
-	"NEcvXv9yqDVEG8L19OQvP4Q0hthswbsWChdt+ZMDQSdNZGc3TUqiLZE2w8WZH0ArOVrz3KTxJqggQqCy",
-	"4moBdVBCoJvmcZBcNTvC2TXJIaFR3RrUjdrvC04fEWw74iAzpHfp3RNBiPNM2+Qvcdx4/g93e86cu8yF",
-	"prbm7RF7gDF3xXJ9a3tyxF58QaSxZQ5swqFwrKwf1ORNrNCa4T7aVOSeEA4eyZpopk5Xu2OW7jkoY1jy",
-	"LCq+hl2q9DnI2m0JnDEWu8gFjIqXLKu2pbzHNVib43Ro6maqcGTujCS9YyAH3hYc53ssxv2FfsATHWkb",
-	"CDRQpL2kLYZtyVbKK+Pt6j+F2IsXpMBDz1/HQxmkLMbEMbghtlpsda/b8sYb2jwffICAHREy98T7/jXK",
-	"qa8jeNJmikWDhR8+YmdEpM65xlcIRe0EApKdBdNuBhev4wuAZmJDcTxDQUAdadHeAEYyJN3jYeCAsZp5",
-	"99Yh9KcDQVVWtv+4bQ6hQNYCFhBNHL8p6F8aJ7kl+BzIudrOK1gxcJz8tssW1Oou6c7DfD1AjnuKjbKM",
-	"bmJnA2fbLUT4UEjVCos3vCIh+KCKNKochD0hvJAQEEMFKjWLBU6l+4/RStwo94jWckOHrPreiEdEapkt",
-	"MTJgqy2iPLaMaK5+RqISnFdFV41tBFWHK0K7LmYGaDbbQAB7fB+GLaaqtfanIYoMa2F0wLLXUmr6V5fu",
-	"JcVe9lqSdow6+mB6zf1qKfZwblMCHh37c458PaiswCsXtzuE/zy77dntUzHxtmP82G4vTfsYH3HjMUS9",
-	"rAwD7+29Mv0Z2/md70g3hMkreyCP3etAG/Cu7JmM0PIZ7efz0cEHzXCdttVzBvn+HY9a7WHvWpvXNGQJ",
-	"gxb2Vgr0Yu9K0TFthwcmK5qJC4ZLseIhC11ZB/xJW2HgWzoHLM0q3ri4+qKlFqEwrx2fBQJG1EbTYwhN",
-	"yg/E7Dr0C6XfMpINZN+BXZv+T+Sit8FUUrY0Js0xJ6RrL+n1328uNJ81WfPQGQ+rrRPVRdRVehJcCPJR",
-	"koqFlKTBz1YEl5dh5erfOVJPEZ9LTBnJkbsKvr2ItvVehILObVOUoVqQ4MeVGEP5CgxnzaC9Tj0SJG1C",
-	"hlegUdrba1CZ7LAR3v5dWmlZixXJE1TysjSAEWCOHW8RhcFEL/QiHgY/IukXbj2KPj2EqJJUWv9KkKAs",
-	"I2jOuRfz04yi8vZMmIr9hrVYaDd8e1orEgOBLXWRG9PdiVyX0piHOjZwA30XIk5UyOm2PJol/j3ESTgn",
-	"HBKQ1G6lg7KeLiu4rDQSKIZlcztf1aDdOx58HrV4D9q07WQuJK5k1MHkHwV74QQp+ZAVdU4ulSLxwug+",
-	"7mzuttWnkw9W1VdXVlyPds8xlViIDa+6sEePT757GnrboKd0Y8vU70jvlQRhgTDS32gkTv2gAWr8/umT",
-	"7w4PdmLSNEgZ3Qwi3QyExIP+rO606sn/9/dnR/+Nj/7n6jfzj5Ojv1z99ukk+eG7z/8rdHcRogjzllUr",
-	"7oIEBSvS2lnQ6m7eC0HwDO6SWFRlLMti7DYIX/brqiJMXkgSQSSo1+XbWpZ1WOknBS4Fyb2E9xHCNy49",
-	"KgIOwYEO+4kuSmc60APVZhLdSNtk4rzSO616TXioR5neRAdpfYmrJblfYfMHlAci5A4WxZrn5N/Mgpig",
-	"dnVH01FGORW4xVS/g03+n7igecRUiovijUU23ydZbthDrEgw5Iddx7vUDvWh9OUIapF6org6+mlXGzLr",
-	"5HfYbiMx49wbUcISJ7gq/IZc8hevf7kLCstdfPuBVEaTD4uLiuB8e+VZbmN5fg8SH2BGtitQoJslPnS6",
-	"WFCMrsAw2n6De80rB8J6pFGpGV6TU/T46Lvvv0fZClc4U5cHxBco9U776dFvaYLIx4yUcsbSqUnAm041",
-	"XPYWZZgxrsMT87wiQpBcXQsxev/uNSqxXB3OWDtmJyATPJVj4nV+9Ft7JP/yf/8+/W3n82nn1/99GNRV",
-	"framwbC5x1kOx5t8XItRT1AgbsL0EVvcVnuDrqoRxigT/TTekC4G7M9iJKqINb+aj5I2Qr6bQYgAb8tY",
-	"vBbWxTNGqDolL8e+WYvVbbIY4DvdUQIDC0/FC40LbFj1OySH6ASthYFuNkd6YAM98Jb5f4N75u0NqW4o",
-	"2YSAoAIRGY3vcIg5XV6LST8Y/373xNMX8gGQiLiVqPHshdH6dsQHDsFFerGDuyL+BqL27hZy5zsuG5jI",
-	"4Ti8tgQcAOLaW0roS4R4tiQxFUhcx7C7VhWvlytzOenYjiEFluTnpNK3hLEbX1Nq3w97gLnd3oMtB5Ut",
-	"HwlqBABhT4p6S2Wp17JGmRyXhnZ+n95qhAZ3/vWxXbxiMcsgUp0/wsGSA82bPQYedcS7kQwEe0S3rFL1",
-	"apbhSHBgHLatiWdoGtgZ29Abal/mDUdc7hB5sViAFvhe55hbulRHnVCFjLiyMSsJOrGJkSzsViiwkDZy",
-	"fc+kuV2QvbcN7KbsaFHQ5UoiysAgmY+I7d4Hm2fsGUCjuFO+n7pFwGSPWO3W2gY5rpW+EbN3Dd7tbpNH",
-	"EswaGbo0+YVHbnE59XLc2izT5Najpuha7G67h8wBb5NnuOmjb90tntfKmecFplFEzPuFjgpxaftW3CTg",
-	"Re7D7UPQjj2y3h4B74oX2F7z95fP9YqHXeS3Ds4YirTatZD/5Ph8XXtKE82zE1OvzYI+c1qGjbOlN+0w",
-	"E0KVHhFL4Qdw119qUtFBy2JeV07TaXPiX/96+ubN6cXFdL1eB+EbaXxnV9tw0J4uavbdyYlnIQr6fSwE",
-	"ax+1ClP58sYUP9q53O7tSxOVtCf2rsZntCRqMEhtWbB2+/7oxmSoKKF+g7O6XjdnW2SZ1KuY4WL7P0Om",
-	"3qbBgZfUCXxZl0XsKqUO9GeuoXG7ahwwvrUgd3poDak/iaQ/+THE1TmcsdwOscIVyb1Imj4L+m/Y4KA2",
-	"R8+3kowII2j3FWo5NB89/vf2iOnGxQ3kPeFsFbfwQeGD3QY+vxJBy0Ex+qPQ2uuyenoAu8K4ggeeegi9",
-	"jBqKLk7QY/mYJCRYXaszwqSh+Yir/gNsJvXJf+7xOr0hQyO4ez0L00Li9m9ru3r9J10atibTI8aYXbzi",
-	"8n2ZYzm4cu6lvZev3fy9EM/cgAaa3UXe1vetMSbBqY6hI+w6t3NGXRPaW6hnlFCDvfcGlTQcWmmYRidS",
-	"s1NMSz39cRtd0SFvqBnA8NOhttXCxVuwT6MtRI7LptleI/6oe2P0CHLQI84YptnDjOhb/zxfe1tmt7im",
-	"xZOdU6sjYlo7oK3YBpSoztHfPklbfBZUq2sRqVTZcnFFqlQKQpArTtK7Q92y7l8wugpQB9MX+o/0XvJo",
-	"Y5U38TVhTWyvj/4Hla4Pbls5ZywNvftd18v1/v2rF42XK5Dx0/JqnRz9BR8tnh399Nunf/185P/5dJ8/",
-	"H3/3OeLO6t0uQzh5eV1qkGkmaE7aOUtnaEkYqdT9UdstO2XmA36729YXUoweDaLUW+aNBnfrED3LSClN",
-	"tLJZtEZffSPGf+Fk/Dirld2YO+uCdu/w8GacBPvGww6UbDSWpJG2CPP2qAwWE3xlylAb09OrFxcMX5M9",
-	"bDXjsmV25qINlk5px/LB+/oWrQsV+xA8jfPwtySWGUTvx7DTeiMId9cm8aXXniVzpKJlOwEMaBPiNh1T",
-	"XxBc7cQgEf0yULGCRX0J08ToYHFNcrTgVaKFCcBEYjFYi2O46wc22rrOkx4l4hS1WQqhmI5QrgnOrgWS",
-	"KyyRc2I3NeGDnhZT5zWSxOEBHkQ8NY0zPzCSipS8ghra2JYHD7t7wOgc4QjIIxkYowHlmbhNKJAJds9H",
-	"wO+Y5t0YkgObpdKqnRpdol3IO/lQ0TPykYrowyHfT4xXu8UNe0UnbI8D84nA6twm1zmKnPmg1fvi6beR",
-	"6pM7Aa12BG/c2S86jEG1i4NDvu/GQzkYuBJyCRiAokA2sG/9t2vkqBrlqNd4ec4pk0Eo3td4+WZsIP68",
-	"zq6J7IDWtHJU9mmt5OWAIXlIFQipobaks200aSbnjaw1hzjBgjGWo8oGddgPkNdB1b4h1VaznTolm9Nz",
-	"FITNfYanNIFOozRjIMiY+JEAdMBtaxm5sKGRwBhGDokYl2fXPw1EvOHset8YLOwK8otomxc9ncV/fpuN",
-	"FzZcFx8GdhHc8Pad3b77GFfXJHeDGPeFFpjuo91bwHOeayG466QY1nJ5+RIu9bGnPu5o8IW9w/ZqsdrR",
-	"aC1Wt2l1mBOHr1TetWWM0dDwYaeKvj+GzkTbtPTo3t5DrQ2TeBvW4+/OYEMcEVb2O9wWOxja5O+scUdK",
-	"9DZWexcMyaghqGFF3DeU1VEbcEB270SyEH0n/QidzsjSiN32HWbLnRa5S/diyJ6rnySdWbvhDmYet4pt",
-	"9wOb4KjV6hEqyEIiXkswNApEpfCi1CNB1e+IJAxiET2cc4trfpIMBlz/0rkX+FX8SYG3JD8fQE21qd3u",
-	"xog2WA15Tha8IignBYXJTU4OD5JdYyo+PFtIsLO9I9LyQOAKpBHgKGcvhwoFtfAKw6OePDk5MYi3YUz4",
-	"kzBk88ewA3xycmiulglA8RO24FWm7++7WvwVU9DxRq+gj7fYH8aKLlcWlUBAHS9TvkeHnMy3yCnrx0pV",
-	"RyUvhU+JxyfwP2/kR+6nIHyjZsDBFan2ZtM2bGTnNi/QRA3p8MwQfSeZ2yCTHaI9ORyefrBFA0sZ464f",
-	"9hndhrKcb3QcxNBGawxaFrj+Q02JvMWW+7xDUrkbcjydIyR57lPafFkpMbjXx27bW0Cj3nLvfDGY1T5z",
-	"7jIwNCBe4zBZLZ0tOmuXY4LrHuKZzlADhEsGuDewGiFOCi599Nw/B0XrTmpURcBQOV4p+hGqwpiyhCMU",
-	"rNCIgsraigs5VG9+34sVjd53Knmb+4FGKHuV3/Zu4OZnhpCYqEfX7m7F+Wvpn45Jopx4y1SViKn2Ttmx",
-	"t7Dx7rSpDorZiIl3P3NmGQYnHJ9y6yTOM4aLraSZuJU82POK5Hq91zuSbx0f1bvlgNsw94DJuNv+CG3l",
-	"jVhGKAswiEP2qRuaDbdQ7e4EJhN73IVwazWXxCbTGZnfR2tSgwSMmCMHjoNvmrTuAPgyNK62d0mLyosP",
-	"EU/+iKrlvKJLynBxuTMsYDhyYigrpQRV7FksTHEwRGR3wb3IC/cQf/Fbsn9wRCz2wZtOr5G2nmGG9lsQ",
-	"JTCGsDI86NvEHDjMlGBeYycFR7NgjJtaPNDlytA8oX6WNpv+RIswakBUWCwwLfgNqYYcclycRKo0WIxP",
-	"NGEc/cIvjk6QDsKhbHkYd626UNURhb20bPjxNqnumTUfN3027XWn7s8zSuVIVlQ+H6yFBrX0z3EtosEI",
-	"zY21G4ooVLcopxXJJK+2iIomijEPwlvp4InIgn2ocYWZ1LiqilkQZUh/cTwQZOL4amcdN58PG/98/yoT",
-	"X/BNRV00dacmCC4EQZsVLQjCpWpawNhP0aIuFJHEdYJqZhtoqBagU/ei7Y+zTcPEW942PYJsojjkHVlU",
-	"BIIAY8eUGkTrgArgWewC+xkLahMeaBkvUDt8QYjHQESdzv0utEFVh1+PuWO23w9Leywip624pp0gJx/o",
-	"zEFQt0e4KCLRT+3a2muNe402pCJQQFmScFX+SvNE5HLYma7tPHgtNhewDux3DIukF/2v3tsZjhLKKQ2B",
-	"1GviJY6hY1uiFgMXtRxLDCrzIFbdoAv1ljkFg3fM7t1uUfF1JHRXkuqmFTHkRz6NCBZrCOC1ZnqEJuJ0",
-	"3VEx8N4Ag/YA9/79gFU8ACzRDjQivShD1b8HTURZXQkeqPU/xzJbEfG8XzivO9uhV0Kzft5Uw+t2Eppf",
-	"FE5FyGeZpDfGbjQ2Sn23UhFg8kHTF5QL80AUdpdBB4iXfb4Qo6rahgY+YCXz7WAedITuyzFGh9Ld0Xfn",
-	"H+fQwYjT8r6xlDqQQoFqUI0aMaIS1K6STk1ng5rPeMNfd1cHToeIopNFMsUfwvO32wenrdd3dsR9A662",
-	"O1Q0bNGpT/p7K0d1W/P9VzPPG16OFkr7sniFdzxB9ogsfzi9I4gRtBvtan+YxGD+XqhTsTvo1jtAxsRL",
-	"jwe6CwS5fUH32t6axp2cbPeyT2/nOxsNBHjH4GyPT+KgVrdZ0bshSI0siDdgBN+vIt0XLybXFCZwxI0v",
-	"z53CKQJaSScAf7EgmST5+Y7dYEooxIRp+bKqeDVcUTzuDouk3HYIr19LTEuj981QZHfouuWFRNtJJyEy",
-	"+dMODYY4iuyV8pDPG1IGY8L2mI9rqxe3/WZI/Jja/xFosV3B/b9SuXrtWoicvM9simbM/6AuujE1uDNL",
-	"M6zIGHoNtkawH7YzXL9fLhY0o4Rl212SxqGO++7j/u2qoAsi6ZqgWySotrSzSLNeniplS7FXpmp7bKNT",
-	"VmPmpYLekDN0p8y/XYqdX3ls7OJEEqXc5DvptOMLiN1SO2zVAusyXfDCzOlgwMFOve2eL0C3U632t4/t",
-	"uiX1lOdBy1kvetDDFh+q84aNswEVWEi0qbgk1uuQoKPHDRAxpBqinIZNpW1E8j2sHpfuw3uOetKhgOON",
-	"ML/C+2OLVgxFQ3kM3YEbdzquj0puRX0/mNZOwZ3HO0DKwxTdO2/xZglokK85L/fJ19sz93CHrjA/57x4",
-	"5g7tfoMRO6rfgWriVV7crQF7kN+mgcEcSguVP/z0FkmWt1q9PZMz15T9VBFyUXC5R172/Wc/2tICg4aU",
-	"/akIVQCfl/XFVpxn8pbLbxt5L0h1x1beCfFmfssGbum8dOzpU7mbdzmy3EM/6zGYKtmXPCF+7jBfMnBT",
-	"cLE3nZXoLXCLzB3p05IkLakQlsEVwevn26wgz3R5nh66V/hqGQFBUbplplprNE5X4u7xbZKh3IU1BPPl",
-	"lG2kAx6gBI8J4MmLD3F2C4Jzd1G/Rrm+ahEvzunrnjbqzv+tiZiLYLwMQC/dpV5fu7HdbNHgd41kjii8",
-	"T8RNc1UR+G8sKuUWMYg23K3TfhxFx5tyFLLNVLAaVhNbG+pzr979fWEUdlDr0JpgJlB6dfXL+5fvX169",
-	"efvi5dVV2tsCgfjXccN5//7Vi8Aw1EbU1Qq9HEInBSAmyIiGDK8JQBzajP2r+wKnO4nuVd8hWW3NfHfP",
-	"UjGVZhz4/0ByNcuRN3N4S5cUUL/i7LqRemo8h8EgKAA6v+LlPp5XxVxKbyZvy1vQoW/D1kTp8MTO7RGz",
-	"kuLs+qoJNB6/TYyAiYv7zWqLGJeAobLBQknWNZVSnS5myyOIhzwcxF2LBoQrZtTj3o8dm3EP8dtwfHl0",
-	"O2mUnIku5uqOVZxdi8ODkYcTcNcVLsuCxnTOW2LKBfkm1GmHuonPI3E++0X18JyzRUGzvYAjo1aUwQW5",
-	"IxGMVaRbKjk4qejZov3JVyusCxruWbKYRbnp4sV/PBIIRvsq31nUM1SZlQQUPl0wB2UrzJYkR97gE7Sh",
-	"pYZcBW5oJGF3h/qikLLrK+eLesDz0dSo6p2Jes9d7YGxGwgwPui0k7QWdSdjDKTx+JzRWyIIpQ0vPiy7",
-	"lpja/aXtv1SdxkURXIrb7aAImzRcoMagGGPECO5nN/pUszSy44wvhT1be4twTbadbfn94++SGO5Mk2VT",
-	"l4JAxq/GQAwq9ze42IfxHbp0UBnTHZIcQatnlv15hQCGDczqAqWfPqdnFihYLYkZXu+qoGuuqNnvIFpU",
-	"sF2T7VVZkQX9GCLgznPsmmx3QP3srQx2FYIxCuHeCiQtyRWWV7y60hgaASWy5NkKrWlR0KYG1d4Wkzvr",
-	"dGb1YtKn4ptbKajv+CZo6L9NPpkawq4J8E100/Y4ptapE1c4HGnh9uOoXdgZturTNtHqKTgBSBl4ox0Y",
-	"d4o+2OWWMnn8u98YLgIyhNOwP+qChNjKHbgRxr0TPlyWuF4SJCtCEkRwtlJXsQX6hG+WCVpTlqA1/piA",
-	"s+jzQZf+Boza/PgPwdn0Hd54NfsEXpfFYNn/29kq/XYTN78xbrIAEEWkvxGQEx71vwLihGO3Dm8OOqhC",
-	"47zE4joceufSgEbJLtXOaH9aJHFIj+b+S7/fpWzzuOA648a9RcH3S58vOmljsSShMXlAw/k+l/7Wa8uF",
-	"Vxdvj/71h5PH6Bi9++k5evLkyV8SbZzhFfyX1xItKm0AxQUyh++Ze4bR/3BGELWXhveXz2dscr6VK84e",
-	"CZQqka5YeUoF1+f15DBFfIEwYpjeEKQeHk7RM6TeRLhQremmqBRoTXMG2TzvL59PZ6x9J/vhaftKdhJQ",
-	"iS4rnIH9wBXpC+f9NxbHWHXM2Am4Z+FLgCm4sqrvnrGoV7coqrLTouNeGLrO1CT+WBdGgECH/YAmd2b5",
-	"Wxk8rurCjojIoBXGWw5XP7PDE/4gWtzQIkyPkP1Fa1MquFNb3Hq/1cAj0URAAHXDrKqthV0244+UNt3j",
-	"mGhvvp0nRWUrvI+LE3bNPxChIvMPcPooIijdexwNTA/7EwK66GdeYSGvBCFsULRkOyra7n6BjcJe995t",
-	"t9wdSuINPDrrIRthG9DllpaynvnrNvLelnvd223aiUkfc5uWlhlCpY9ga4OlDxVUSHUQW17rjmWHwv+A",
-	"XtZu3DpQPMIB9rO3JYkVDk7LWqxSA+ebwp5N0aSg1wQdq0eHih5K7VgUWCL1HE1SkOxpglI3FP0HSPI0",
-	"mbG0NWb10NQFSw/PUIqza9ujxrEnRS4UtY9xdq0VmS/Ers7+v5PXHqr+1d0CB1o5G+NJcauts792tVeh",
-	"uSYGYqTxMru26SChlR2oM/6Vy8ztqAnXt/yqbaj9XQGjb8jMukMaRE8FbsXEXud3X8gEmH5Nmf27vwPs",
-	"BJoMhBE16ZLRqnSHRN4sdxIqZkeL+w339f62u4s4gQdsnXunQnVPky7a1hiqBIvwRSNz9hCyI6v13S47",
-	"bQQQ2z4O3VFl7MI32Qg+m7lo2T5D6wDCGNR3J8PuUYQFBZgOEDem5VuXhBkOgf1KNWNuG++9bwgwvln+",
-	"jc9bMAH3H1g+x9k1Xyz26CCfP+eMkaZcyd3D1wcjv//B5+IFZyRWfX058O0d4rtvQfpvNCqcl8Nb4msV",
-	"zbmle2Ow9I0vU/pFczxKdEvjOC7ct0bN2DDtloAIRG37m64vG/os297asSByt326geE76gCFTpmWyH9Q",
-	"b+LOJLc9heA3UDNvVBZbzPFjkhOHN7HNlR06ku0741rasb3VWy8GDwb9SktD7D493yUR7VsjBnO+U9C5",
-	"14ZaC2WInreFUm/oAdKGegtMJ0DuLm17a+tRNukxR5DTbgelHvav784rbKmNUT/0189WbObnpx86J6bd",
-	"j3FhGXXV3lbN/DLq3GJPtWUwcOMf+ytaBRbyImp8v63OZzbA+Y4suf3jTPao3zEibmKsQrEYUB/+0dEd",
-	"elMPoBbBTXvB+4aWZyiveHlEGQKw7IysCZOQCyVXBP1SE8LQm19M5vQUXa6oALxjRLUlV1C2LFzcOV8g",
-	"WdVypRqYMV1GruK1JAkyqfLqH1q5ANMO1gH4BbkhBZqkH48gOe1I/5yeorKeFzRTH+H8iLNim8wAlpjo",
-	"P/Tv8EOCcL6m7FCN0RQXq5CQ9Vy4vtENLmiOde11k4UBozvW/c2YhjumDC0JO4YqZUvCSAXRr4uKrxGV",
-	"0xmbseec3WhINoMEseIF1KJF3pxPZ+wIaSkOTaWfZtowMjs4RbOD6XQ6O/icTtEbXCgOJzn628XbnxO0",
-	"pgBAgHiFKIMhG3t5on0TiKupfff99zOGULbCFc4kqQRY7WspaE5Q+vdnR/+Nj/7n5OgvV9Oj31KYrkGl",
-	"1J8/Pjk5Adu+QJiJDanQ05MTeE3HZau2TdaECUbAcyyIxZMwHwn0/cePSHADh1FQ8J0CFNwZolIxCXAB",
-	"wkjQQnGWsXRMFW1cHIamj4u9oAy9v3yOTJx4QSWpcIHS/07PUMlLlDo4nhStsEBrmlXcBGJAu+dYrlCJ",
-	"K7wmQBjV+Pt3r49ykvGc5PDOy4+ywg0vXpOtQGu8RXOCcJ6TXFNJHRJnbl7aDolqds34hsE32nUhqSzU",
-	"dtPbRbHBv/OD5OCGVELvspPp4+mJLgtOGC7pwenBk+nJ9Am4duQKpNwxLunxzeNjkyhWchEIik5dDmCK",
-	"JrxCqaFneojW/MZ4V8BN/0ggDXWJJIdfbT3EiV4RddhscJWLQ7XqM2aylnQLOimJs0wH429WvCBIV5fX",
-	"bKRWForMT1GqExBTFGgBxIAisysCVzNJiwZG5JFAaQMjmKpma0FyVJeJeol5s7Lj19OZMT+FU+e7KO4t",
-	"sRBQpXKK0rz4kPqZngJhCZM6M52GxjydsWdoSW8IQ6nx06SusF2HuhVhMkE1Ix9LdQaYBtA5qY7AbcZr",
-	"mfG1qXdI2Yyp7787OUFznm816zjTtDphDhoVsgEX+ZHnW+MRkyZkBxJkMvjs+B8GrFurSztdNU7T1IdC",
-	"c3wZJ4rdEcCS352c7NXzKH2ulbPV0eU+d6PSOSOocm8/1eMJte7Gffwjzt0Uk4Pvx3xyAacFiGr9zZPd",
-	"37xn+AZTbdz+7N/f1CIyvilIviRIR2/Bik4B8GQpNBYSOHbax93B6UFznB00T8uKf1TtGpco9OYJi2PY",
-	"kHGR8UoL+Qqg/gtKciVfm3xLXuWkSpCGv3WbDKpyKsHvdjcwtJXnM2ag4NF8q0Q0VpvQl02a/RdaRcBr",
-	"P8GTsubXDBfFqd57qokZg+/s2WKF26lO/9GnGBWNOCF5kzipx6kIrjUAycsjUCtmLG05k1NDB6EkiT6u",
-	"Va9T9IwhnfgD3NiM4u+/pZG9CmhVD7dToflvdLuiklRA10QtOGVlLTWrfZv7eI3ZtklHpgw2tucMepjN",
-	"bZH+j9XOXlZEHDnE7GUoZeqdWmm910tSZYRJGC7ske9QTjK6xoWYolTXlnmvZgNnrkGh1+w/oRIxQnKB",
-	"yuWVfjPD2YocTnt74N+JPDdDuzD42nfiyMEAi1ZHAeYDqcJwKVb8lizTXn7XmBJkpveLX14/EpCWRoVa",
-	"GXdTgtVEeqwtZnDVGqIsoW4yAY7QlDbD6rOERmEr8DLKDa/x0t7SlEiHGGNXFFvpVlRCap3W685Qak2X",
-	"wBIbQpcrk/VnGT/IABq/Fi91mJLRuSGWg+pCOQTqxmgTgo3MHrfkTaD2589JuD3J77M1m3s5rkGTzPnb",
-	"lxDDlsoRs1pkN2j71peSuK3tc85LVOAlnAONeq5NcgnS6PrmT61tJAgLhNEcNBU1q/vZRurZ4BYyIArB",
-	"LZR6pVVTu5n0oB8JhG9IpTaTNkOpDaZfRwVny6OSFyBrm2yI5/rems4YBHQKH6t/vtVptgCBQdfEj7QT",
-	"L4hRq2yypX0LTdSAmhdnDHa5TsjMDd2hM1SzHIoBYOluXorpD8+8jpp5Qr7nhPEZs0JQHyvXpJSHIW3I",
-	"CoK3pfhTEDzA6WeJ61xzv8ctT6ojzXKON5DldFK5vW+uGvqK8WX2uN6XR36aotnvYS62FbJdmtmfDP0g",
-	"DN2pRP575OmuRG8OtMQeX3CwaQP5Q7OzKwUyxMKBms5/cvD9c3CAzL9DBrauYacUzLfIcRGwrq0h/PWE",
-	"tK5+d+Rlawe1sbeMIMJktdUj1WC+E+t1S1DJK5mgkuaH+spLpdBakqZ/Z1LoJc5WOgl8xqhAaTDzOzWO",
-	"AKf3oQm+WbZuRzolWxxOUZqV9bQWpLqqRarN6vCTnh/8CI4iczlHH9HjkxPQewGTEIvVnOMqR+RjSTIp",
-	"InpWK/H/j7CzPb9p0+aOmPlYW56vNdjWkz7wyoMKiTBKw+9UeTNbysCa6r0hGk/YF7Fr6AXcKQvSJn4j",
-	"tbdJ2NdnKDXRHCncWGDnwryMq1aj42szuLY8C4m+V/u+lkSczZjOdRJp46WyNhLjA9bfVZgtlQ7g2QWd",
-	"JcWQNUUWm37GsqIWUI4NigOhSdoJ3YFrV0FvSOx61Yqu+XPbj9n2A+iwD7rpw8GUv8NN/wJLfFQWmBkr",
-	"AfhInTbbEwAJUp9a57jZVQ8oFVyB7rh365kuWW2CV06NQ4fDY1SQhUS8Vnte1hUDj49SCgyq3BRpi4xo",
-	"drp2MUkxY+kL/VLqua7AamrCM6YodaUM0uNUYnGdIgfcyY0tXfNt8CR/bidnMfAfwovkOnlAN9LI/nfs",
-	"AijZ4Uqyu6yyb8NVpPkIYcNEvLIMCeymubG1URrO3ttTpC0aEOzU3Szg5DyCAIX4yflMRzBA6JRwQ7YO",
-	"AaWfql9N7AjXni6+gIl49kpeQewNnjFRz13z4A6h8ixYJ0YdcF2M4Sl61sH+1a+usJgxxr1h6Eo0YEyC",
-	"U3izIpUXkIE2vC5yJCSupPq1ImiihtwaHciwGSOFMHoBWVLGKFsq3X1N1nPQGkwvumvRMsRCwSK8TH1K",
-	"6DClGbOulVLpEwC6Cg0kKIUjHz5TP+viqmAb96Vp02KC0jX+qA5Q9Y0OGlENU2bhZqxn3dxnauYA022s",
-	"AUoBOhGUivQ1Xi4pW6YIz/kNQU9OTmbMtJQgIEZ6AZFvKXKIsZqoEClkG7fvviA4D3rEX1Mhn/uu9jv7",
-	"A0e5RlpdxuOEe2LHhupt7uEgVVfTim/gYjqxO9HW4IaN4N1JC7wEvVHTGMKc4JWOgGjt5jvftjsNHhea",
-	"KaJ2JLWYhnFa1dQ6ame44I7DbX3yw8nJIVRP6Otsa8pe4+WFgy/8QorbKJ7qznysx81Q1dvNX0exmxjW",
-	"c+M4RCWmlUCbFRcDgkPJC/UQPEVK1/GWKEEbXoVsQg/Oq5/gv5/1WQZYoz121S6ylijoM2uIms0rx/AV",
-	"1INU14wdL+sO3xCJAY7jQe8TrWnpjnfpUyb08CtdK2CISotoSUIXkirUga7Fr0EqN2p367gWh/symVaK",
-	"dqhMSVgtusBrEOECYYEijJiAfHd7CkLGbDSwFuYuaOzT59Qa9masIgtSEZZZSwTKOYlZ9+6Nhe/KkDjP",
-	"qUYQOW9lt4xmVH2v+RxMRmjTfm75gOGvxbLPeiyqWNIGMLglT9A12WqzbzPiryELtWNTHH+C/+4rGn/i",
-	"rvLaA4rIX1x93T/l6cPLU3VPu5UaOUpq7s2Rx40KdPzJ/fvzsSCkld/Q5tULQq5bq3Pu1WP+vbCqG9P9",
-	"CNodwFd9/E1Y8zf8huSXfBTIiiP/z4OIlnG0lCFIFANTvWeFpfYh18qlbg22ab878d9GHCx337lPT57u",
-	"/uRnLn/iNcvvw12rbuiBJB6zwRtbCZgZtA5lbGeBPIPRp9EdjU0xGdDd7F0fDn/J8lMoc5SaTJ/otM5Q",
-	"6oAi7Msmswk8OPYCg+WM8Qpp4HxEJaRJ9Yw90HOKNpQJbfOYc7nSCX/0hrApes8AEA8cPVZ7S2bMs/u0",
-	"jFUmzU3REsaGJOeJViF0fpFq2lYSC2l+PcH3xeTdb7e3PHcgs33Ij5G+oeQAViIiPAL7+35N1/uK3mb5",
-	"3/ek3kgUieRAbYrL2Kx34U/haklkC8B6PxDgcTK4GWK/yxAV/ulksZZQXhbVwlrSv6r49a/PcSVLr1rH",
-	"bOp9eNdL530IE38ml7cQLD22DzX32+9QxDCyuRzATtIVTQalz+1KXraFQWsU7T6/zF6/49Z9DknsPScR",
-	"uIfgtuQd5FTqE5xLfX5vifwim9igJzbX9k4yF9FKTqtULd+o0RfbUz8lGhKStiYuhfquJDSBwiZt+QXR",
-	"brhQY946b9X60KRmN7GBemCg6Ky1LiMkL5FY8Q1lS4QFStXYrvTYUkicNs5EUwxBPUYm9zpBvLLGssTZ",
-	"yb47OdF+kTS3OQ4nIfXovK6W5IUrGz8y/uWD51lvdvSeIaSRiJPujvndhKU2VAKi7TJsAEsZ4n87Dndj",
-	"EemVcob94c5iNOELuDa17SZa4wdFv2ViNuV972hW7rvRbs23X51PI22WnlFm3/a6CcPF1mKKaHiGCuEF",
-	"xMmtqI7ejXgP7xLbtnsM5vq4axD3GxBX0DWVrQaNGxUglTv1z73i548DXtJIFzr4INzHjnrqX0poAZ5+",
-	"OLW8NFj7X8MC64RMY5IQLo/RouL0XKMxkbKXCyAvPhx/ovnnYwgq2g4YVGjushQrvoF6Q8WHV3mqQ2bS",
-	"f395ibxG0yl61ctkP/XPfYhpgDj2sharNhDLI4EMPjySq4rXS43DwHi1xqZWJCqxXKGJILgguQtzJ0Ka",
-	"4h0z5kBgCMuqLczjJVPyPk8RFtfiEEmOTPGBY6/2gFFsDO+KDsbNIzFTasYZwg5MSZ8HtClmCsmmalY6",
-	"csiEZ3iEQDQH8p3O6pOTJxkQEv5J0gQJruNy9Io0OEfGZiU3NIOAHex7C7s4FNQ3Ihlqz9icFBwK40o+",
-	"Re/IAvBwYHDfnzxJXClrUz43QZsVLYieyRqr3cowy7QjnyGl7TWp6wCvwypFOgC6mmA7AT36JW+MajkV",
-	"10iUnBfBgOR38F2zbSMHm2KARvoAGtrtlDFdkuAu98tx4kfPy4uW/PywGURe8d6A0NOrc2vFzBhM7mWs",
-	"Vir2xsh4VwWzoCxUqD1k8KbIRyqk4ld787BzU8dtqTTV/PCOyuSDsEJbB+3NPrzv4LIT3Xdn7Xr0eiN3",
-	"DhzdOQjnLnVBcjGygT2f2JhmvmEtGKwG3wfC9uAmPPpk2vcqC3bt408GL+vzMfkoibZvhg+qCyK17APk",
-	"rK1S2YmBB7NYWlmB6RrCURWhGiguyZWKpv6UiPEN+t8oNVFn6Yy5uLMfTg41oI9prbl7GmSyGMZQSNa9",
-	"hNlAqYpRYs6WdxmSdftVB3ogsQdT0rP7QhKv1ePvy+N+5zupnpZh5ILeWBA8Xxr6OxCe3g9SkF8cNJwu",
-	"pQtepC0UmNO2AUdfi3FP3oD/y+ROnCmlwlNqZgxMZnCFmm8hGiZHk3ktDpENmfJhwQBRUBOoY1MH3L4c",
-	"UamjjGfM5kelZ4jLFak2VJBWWy5U2Ysz7zeWmmQ2iH9Wn8yYxqXEa26q+9WK8teeWq+JBCvotQ3LZWOg",
-	"7eA01tiGslypblSgVGnaKZpQSPiiNyRxSSFKlq94XSG85IdWzVIcY6K5dQaa+iuVPHUxtDPG+AYC1HlO",
-	"UqTXdW50catRupDwjoNyQQtI6hGkIJmcmlh0pXpq/bWBLvHBrYBZ1WULQthMvpu66lSoF8o2gXB5JaNh",
-	"XWdsDfiQJhw/w8xDkNR00pAjtoDfdIXFG16RFElSFOCNVcsNR9xHCaOYMVAeRCzm3C8K8GWNK/dnCHG5",
-	"RBFLAxP7psl1CioVFAOTpEyksT68Mdw5I88UBb5zO6ZSj9+Sq5KlN6GuHWc2OfgyjIw4UMeKk2/BSlq/",
-	"97zJcVWx9jL73XIdBoxT3/3BjVNGvvw+LVMXrSgZ4QAxaYX01kla6dFowri127QDrP1C3XezV9mWvLg/",
-	"dSn41Cqe9XnI9/VM4xF+d3Jy1kAc9w4IB2aHnQejj1Bn40otqu5u9b1dbPNO5ook2EG3Htu93hIedg98",
-	"S8Gy7fixJv3K128BBr7CmfaD7bcdRl2SkyhKz58seV8sKTEtYqy4bir0fgMRR28buOiGX420Tpw8txhr",
-	"Ws0HzH57DfiaAt0GNIRNPj/xqmcAd+aablrw4SmC3SUC11E1X4cKP2Pd2CyL1uMyYd+qu6m+wHxswkS7",
-	"icMVyYi68KkLy5zMmOoh11EPjEtjZPdCPk2atAXKb9+9Tr0r69OTvzij/YwZYx+auAzrDDPVgbimpY8W",
-	"bm9da5rnBTmcomdNhKs2oLYQ8EnukGjbiUhNgIXGZU5Rar6/8nRjEk7ofcNv7Ml5yV+8/uWfQFbdv5HN",
-	"EPBZqxDvA5vZ1MLBig2d1C32+R14GFqEaoRq0OMg6mzVlu1/+RKeDtkKB/UFClj8W0IA8Hwg3vt+/c+e",
-	"4rswhdo74S1WQnriAMK8qHwABWf/YwJKb8QPiktXJb5xNJsbTPcomPBF70zxYnsSZLzWAOjinNW8qT8Q",
-	"cpjs4QeGLxt3OZbtqiQV3yQhrHiknTvU2B+FyTw1XmPnmchrzcEknaJnDb6EDa4LnYz6y6cnT8MuW1lt",
-	"/3m0zj+GJP+WXMT7CPAu72rthQpfqP/pCvZdwa397t1rW+5g6w0OCLYHlv10qUWNWhp94w0nH7yxL74j",
-	"2tj3cEqQ7elC4gqiW0O7Rw3iSykQGDkyQR2bGvLROsv9E6+WRHqJbfaTR8IaVlpLaR/vFbo6L3h2TfLI",
-	"EkKYfPyEflcz5xWa4+xaqRgsR5OSFwUKtiZrcXgKlQb1fbUiR5kHvaYJh7ipkKUzjkwBMCErgtcCpeXy",
-	"Kq/XJTo60vUg/y2rheTrFFEmOTyuCJh80im6VHtLGHckZTOWko9ZUecEHrzAEqdoAjFxGC3oR5Kjggp5",
-	"iK4JKY3xNCcLyrRGMK8lUkvCuLYSoWdmiGq4WOo4LiqMR+yRjsVwFfOgYJGO4po8PTk5nKLvTx5rNcVO",
-	"iVeoGT4Ek3E5Y5QJiQtd1MjvIHhTa/H6A4HJtTvZC1Huuy+6q4V9dMsj8SuKAnWCPX747oc4DznG6ybV",
-	"8HLbK3YDATlmPzRMD0q07eT/en18AdEl6zjAv8892q34RY4f1VUU+BDLbiTJecWXFRGiiQywrGI4uysR",
-	"Hpiokgh5lLkitANonCP8NiZswbSFALk14Ldx5LskgCpn+35g0XYJjPylYTJd981EbdG1+/ewtFjtstqq",
-	"HWwWpLWZG6X1ofnL1OUlI7TG/7Sv/rH54D9dpeIYB6ivcUXFXWFSv+S4cXNAZGB1V6fNnCC4DgWOGzVD",
-	"bRoxmJxGHurzR2olry0KH4mmDygwbbj5YVi45GU05O4CQq6EjyKuwfdcmA0iH2pcCB9IGE08+xVMQH8j",
-	"sbg2r8+YARuetExdLijW4LWCIr3haE7U7dKysFGq52SFb4hAFuPCJGIcbWgOdX61GwUXRS+jNEEruly5",
-	"ml5lRXlF5bZVU8HcLmcsw1VFtf3NJnEEkzt5+bOlwKUOGxoRx/XVo5V2ZMXr4qAjXvwVUznmvUu6Jrwe",
-	"9WobSWTEB89qyZ9l12Ne9aEC3vCc7PvNTxVf74WyJKIQS8Pi7pyXb/9DSbrvtI2rZ8wHu4vkyFST/XYi",
-	"jc95iXBWcSFaKIquFq4uX93IGczyY16BEPHloJJeexuAImJQI//4cHRBofi8wHQtUF1CXlcjVtJ24Kqt",
-	"qN9UVrCgym13bwK4OnBb1q4WNN+2nKA5vMBraUQirUwQKtKFTc9QCuWTU5ThUrST6jWFZ0yJQf31eoqe",
-	"FYVOTSC5P2Sxgn6YCRN+lUfk3O1Q9/ZCJ/tT7vwpdx5Q7mirGdsiUtAlnReex3MiDiNAOLeSNKFEh56k",
-	"aWAGfZTBqPxpnIs9KMVwKAeatBysLTBQ+As+P5wxbdbUZSaMeDOSpREoJrG9K8Wm6CVIcV0ywlztrDdv",
-	"xr47eapFO+NozvPtqUtlctUGPHxSPY0VKXRtdgaRKG4CictV0PIP4UxCkoJlS8OTavGTpuod5MDzWiag",
-	"HHo+joiYuz1q412AGP+UjXeTjX9Ku560c3FjsJe18GvhMD6MlKvFKm5k+0VfJlvOPQ0waHPbOTPB3qoh",
-	"cylrpJbSDvWdrJFMM7bmjEvOaIaEojrLXHIQZUJdCxUpKBOkgmQfz3WfIOFWd6uL/EOiPV+vKYAx5qQC",
-	"n4nv7XdpwCZK17iTjOmpGWwgGgKEofYU8YouKcNFEzVnYvbUiDiED1akJFj6k9DxFpq1dAFlTawNZeJw",
-	"OmPPOcvqqiJM2vgRoC1MR0Je/lJbMjXIvnlyeKYZoxYr7fhtx3zMWFpWPK8zUl3U81R9REwlE6jvUat7",
-	"uYQJqh6uCYOkujNbq/+NLijo/sQfobzZjIVyQqYzNmO/Ql0SL48fTdKfXr1+efXj+59+evnu6sWrd+lh",
-	"gqAcAsxQk5q4PkieQrZAQ1u0JfJwxsDuEHVpJyivK6iB0PGHgyccvtUVBiykRBOP4+Frog2m0nKFHr7V",
-	"5jVQl0keV7xAGfoeCTTRAFbS5gVqcAdMpTg8BXbZwucLsWUZaeKAoG2H92LJoFEvDHMWWB3c8y1sGt11",
-	"4idatDhbh/zALuhAh5OPOJPFFrIgpzP2qx2oHgJgSJDcrKQJCwWpYWPLrIeGkaSZoN0g3588OUUQWjVj",
-	"7iIIrN4anUCTnGfiGPqcrvPDMNqWWHlJdQ9haFVd7OVBfHz/RT70GLSZfXd5D7WjdQwtrKvqAZaaslJd",
-	"L9WCf0NnG+xNK/4l11bDCq3VLvgQOmBaB506n0InHbBrLKzcyL/WSdfBC84KgquhxCCgAmi2jPdyUc8Q",
-	"lQ38TW3wwf52gZ7la8pQVlDC5COBUugGjlEtVMEC6sqvPrLGSjGFF1OU4aKYol9N4J0PQxPAAW1qyVEx",
-	"YyYvyYgL/1Ou49IxWGzV+WgL9Hr1sOC24p/Uic2yjSDBN5DDSgmgMrEF7VpYfDa34CxU+K5Vgg1NTJpB",
-	"0inNAZCDOvtZ5+ma4CMcmIYJ9YDMa7zElBlqdBQNob2b6ujgN+qq4mc2mHRyjdBIpTs5adWpQKYrgGms",
-	"oa0J7lfXVYiQ8ip3+BclzkLjhnzuJWfkFOHsWg2LaqQnKBGyAGJvUcGFtrwTOHUv2znY6sDRBjN7lpmT",
-	"QZ996pHBVxRc4/v7qgciVIl9tSZKxRA2hc+uaaO/VcSNX1OtZpLkh3DiYvjShCcDR+vDzYTX8KqrDQJu",
-	"UYde7/0rp4/l2AHBnfnvnaKnJ0+7kEXhYohuR97xxtgWF3q2ZqdRr4BdJGv21vncD14pHwg0FAe6UZLE",
-	"y4T8RjKeTLZeHE8ZeA1UHsXYNkCrb2KqiOB1lZH7qXHhWjt2VnQxWCrt5+a1B2QF14vqMlJJp/GL3X11",
-	"fubsSFulmmo3epa++mvWyb+0NeGp2nM7fqX2SkxrlkmdGDeUbOIIKGtXaNk4k9v5oeK0QfVQSgTsp2AZ",
-	"SwsW7OoizlhBhPlCayANHgGaLAoO/WCJTgD6wgMkacGPKPopxlcXaeuQbZBHxFkL/eTfdCFpdITMoNW/",
-	"ml6P4LzXwctnGuZF/2HqSXZBU89Qqk421TIEnpqy1erga6AxbTSSrmuswVYnABAyY3ZFTLDnFKUF1oQE",
-	"V7Le373KiF55Ol9zEqiBLdYIMwJNBCGxulxQ0UFjEJa1nFJ1ykiSn5NKl66DcXhgycbioEnRrv+NjtET",
-	"iF4yxGy1grPrBmiFVEcGsaVFEP14xkLNmrKc4tmSOPS/cGVPk/BiWzbXwKPH5vKtL4MbrG+DZ77fynI3",
-	"aB70hkTKjL21++UBpZXrIxbE5J7fHQUByuzr+AVNgAQiZGoJsb03pDG16LCRBxdIXgXIeA17C8bTSJtG",
-	"iBrNbHJNSqlNB0rtDKl8ic0JUoqiAeMBSO9pW6RpWwOG07Wnezv6aB3Ty5NtyaKwCLTGFMO2ZoepO+WE",
-	"sqNFQZcr16S6BzAIxs512MpaadCGFqdmprUWqbhjg3QFij2z1AQ3ASdWB4a7D8Rhg/rgmjGInxUR+h6p",
-	"lXi4y+urmKwrpr6vIRRuTpRC6yyPhyaZuFv8V/A10Rpup/YvytTUKMvJRyWc56D7tg4Asyq9MyACP3UG",
-	"YvXC4d15MqRdEtgeCo5IJ9rypsTFob62WVaF0HfKlqK5CtuNiXCeI41NKrTE8y51+lxHqaxqBmZLPZvK",
-	"FpNeawBYSyoLDAV1RR3AlF7OViFFEyi0K5tNaUBDhWkfGvrpnxis2XO7PQgizpe+g5x39jNsPXuKuEqP",
-	"cF1u+L9b+PFBDhGtDe3Waae31FxRR3Gdsajm6tm/gPXTVugRJLlo4RnbrNpt9Y3E9o3b8a09/gfb5LBc",
-	"sWvm14W8Mg7QZq+2Vd824NUX2qPhQqxtqr3KybrkamnOvHon4NUz6Mg6V8KlSjSKhVL1KygIE4W4urP1",
-	"7MG56VsCj/IiKjUGTxMA3dji/VLBvn39nu1ScQypb2HNh9CZPtgS0d8INlOHK9oQTF/EzqUOs2FL5CW8",
-	"8YDrqjoYsD/CcXv/pkeY+O/D6gg2nOOKLCoyFKfzvDHEtEwR4OuxPhGAE2aE5JAlrBqkbKmrexmA3UXh",
-	"gZhox44ROUtcLxuznHUcGaMUBLY4n6bJpV7xja7nBWVuWEYOtSuoIiWvpKc6uhwacz9TF8Y5z6HSRRNk",
-	"EoAYgSlcKAI9JAtCB6azYXAMeOVeIHh+ragknVQjyo7WZM2rrbPU2eoZln6Mb3wuBNa5c9pRL8m1a1dy",
-	"ttAUdH4IXeAbiFuY19k1kXojqVG2tSVtSnTv5HKFFrwoDNvMWAVl9SY6wPUxWp2ix4bhEvSD+vP7BH33",
-	"FH7/PkH/B+V4K07RDycGN/vJDyeHiWleIFzQJVhbjCWWlDxbQYV9gdL/+q//+q+jN2+OXry4/OtfT9+8",
-	"Ob24+O+0uYRYYGtXwkzUa3MjsaszY56N1m6cM+OItyVlmtSrY5NWBX5j1RoYVbHMVq5+jHjk7cAJuSFM",
-	"HhWclwl6fv5ex0twXqCMF/Wamap8ejRgmTycotTapjteCAfvI9DE2ZsEMqgF+WHiGaTBDs34piD5UlvZ",
-	"xBR57g1t+dUG/BnAkEPYMZe4EGjSsggqcXTqxYGMuTQakaGlgA8yPvX9DHD4T6HTN13Hi/MueF4IypYi",
-	"mbHUSLE0XNrNGBbVpgqbtV1a94hL5u8H5fmhbVVf9zr92wMfBLXYdaUw8vLr3CiaI1ixvCCQEQmmVtiR",
-	"3dOh3l9B0bvA9Nw+I44xw8VW0ix+WjzXsSKNA8CTmmAtbySeExQ6INJa2+dbr2qokLQojJjUAk+S6sa4",
-	"OVLdbpqgdMXrqkEAVQIux1v1YEPIdYomry7eIvVPAUEs6ZozuUrPZgxOB1zZeGTd+CMTO5REz40XBmlU",
-	"pz+cNvA66rTidSWmM/ZGCzTMENhzXOsC6kWgpycng1LnmSP1KPFjWw9C22s6HSQHamwHyUGO1ZeKHgfJ",
-	"AdDim4Sz/1PQ3U3QNSwWk3QgXr6OpHvTcbBDlKxhchO36P62lxaTjGkdgvcgDIO3tVoc65j2AaXZ6UUV",
-	"yXiVCx2BvuCVi/h2IRILWhgP7IcaV5hJynSAn3njWMmxfP5Xggu52jZ+Ogi6fiQQ+NYMBexNwbOvd6P0",
-	"Tb6au03+D6m4VsJSxiVJkcBbdXfbRsTTjzD1h0e8afUTY1BFgntgtss25INLcmhxEAQF3OtxeguHjGZt",
-	"62URBpDBafNoUjOAYYhZlg/PlFo8HPnT6N1TW4EIzMqS6+tAJEkk6KfR67ePt+aPI8HHHqBeOz88HT8c",
-	"fg+N/BP7nT3O/EYcUyGHVILsIB/wtOs7pYLy6rwdqQ6x6Sa9Aq9J4ly9DqhfMdUhwhJhuM6cmbgduNu7",
-	"OD8vjWuKzts5UOlowQh3B3ilGaU+SkPSDE06UfdYQ5G5UKNB1f0+Is/DOn5nAq1NZTbPnPOCYHbbLd/d",
-	"83/cTf+H9iW10m4SqLGoo7p8vtYBWshWzb43C8I4MbJHmUmd/6t9HmCARl2Q+E5KCaSKTHcpJPFKf3fe",
-	"qgOb7Ptv/1gdlQ/ZJ/TYvMhvKNjrmds9/Sr++ngGQO05nCFqzg+yveBmcuwlR0e31I9crpDYUJnZTHRI",
-	"gQO/linrD51NdZtXgCeq1X+c81JaTCR3XUITjBYFLQ14MQSRQ4XuklQColB0QnfOGTk8Q91kb5OYPDfj",
-	"8DKmm5T2GdNesWmTSt5zAujq+fqmbVLjvFR1dfc2uBFz4rK91U1IN2iv1mjEzRpNoLSzgV8xIcAQFWyK",
-	"3y8Ua0F2opfGfrjrQi6Mr6d1LY9oGW+8hX5I+Mimmx23cMdP5kS5v2s56eX9m95Mzjovm2yu9qJrI64k",
-	"I6/wMYdpc31PIo75t+zUJpwZtAZcKrW0iWMfBk3Qm6uPlnCm3Zh2MnmFKYA7r0iRt5z+Gu+yBTdm0xLQ",
-	"28VCW6f155pFhdeyxjv3GTyxUd8GhPHSrTACXuqBZFrvv1agxYxtKiolYYBaFJAmpgSz+VpowYKoRDpa",
-	"gFY6B1htZ5bRgoBvtNqi7xEAarxaWDetJz1slxNPtuR8ww5Rw6DameAmAUkvesj28xmbe8W9mgGAaPPJ",
-	"3DezYU1OVyTGSLHvT57oal8zFi7oMEUpYWqx8hStawGTwehvF29/RkaTN87upycn7lU0Mc8Ogd4W7CAI",
-	"h3nRlxcPAHTb9LAXDMPDCCsid7rwDD8LxXaMbxD9Slbuy7pifRHHGaSpLhb3JrwGtYVB4NlfoVYdAI5o",
-	"Icf9cnBP3ea3hYTUOW5rEbWlEZo4BDA/a+cMEuEs1Bj5KAkTzf2kQRsROl13w6trypaRo/Gcl1/odGz3",
-	"NOaAvK8DsY2ZZhp/8GPu2RjZj3aIfg0R3OX36YzdVQiiXTIwwBh/RDG4P1f+boRgh60fVAZCkV4RB4h/",
-	"B1eJywo/GKtA2w8IWVRWakaS6q9N8YSQmTA5AGKoaX/qew28Uf3dtdJ80kQN8Pk/SCbDUZOKlt8MhIRe",
-	"enWxa3KXIDZP47rYQrAeUxpmGo3VtyBY1pWpWKchHrpMu8SS5Ee8JCzAtsfz7RHDawKlEDPyM163bPKB",
-	"GG747Mct+MrGlOpz7Y6tovf45Lunu8ro/emBCsoAReaXir8eKP3xjtsBhiZQhqsKSkxiU+Bce3T8m6L1",
-	"3vg2mTXCRbHPXhlr8jI7Afy7u3kfgE7GeZ//2IbbUdz4+2TES8d2rbwNLZr7yRqJBgKoSEaYLLYIKqb1",
-	"UvjumR0HK9VG2bSp3n9pz4M/a/jfpWQokDHm04fUABBqX1WgWq0I9NymUHtbpKKJzlkywBIW08C8e/hA",
-	"nGyXfagwV4EcD1tsXlub2LPA+XWPeQVwESjngM+As2tApnCzakoS80pvcIyExIXBqkAVLwpToEKbPeeq",
-	"icZ22hSnnzFbLOwUga0+naJzbZXLSV6XcIVtoQfriCm4lk4cxq9DTPfAghN1VQIoYMY1ep8GgWlaO5y6",
-	"wL7jNC8+GJgfP/fAXJnVrdduqteAyQT+h7HBVS8/kqyWitfdej3YTcX28JUuta0RxA17DlMZUFoUv5Bc",
-	"c4lDsK0IvnOJqy8JrPqsLIut5iDIBzK2ZcnXNMNFse1IAMcJe+OGt9FUa7k6LviSsrhVUFH0b79eqgu6",
-	"Dybs8NkFXTLwxPFT9OTkCRiEjk3Glf6QnaodTorFkWISTBnJZ+yvl29e61gFYUuamxxCY2+6IRVdUCLQ",
-	"nOAKEpGuCRNQVNVh+eDM+tFYjhifKSILAzuqR3ZEGZqTgrMl5Nh5tFBjXlScAW4OlREz42tFnHNd+XwH",
-	"20vyUR6v5Lpo83v3WAyfUx/LAjMNnQpEmWjKHSrWeqJZq/OV9eXYNJGJWaTDg+RgRXBugpZfc70T1b/j",
-	"J3tvkJ0cRlj3dn+CsFyohYVkvCNeS6V6tWpK0pwwSeU2yKVlPS9otjNz0XAorwdqQ79k+YVe+LvagdvG",
-	"FH7t5VYokjVWEC/4qmU54dejTCU5Zz0JoAPPPs0O+PXs4BQQkT63Mnp1Rh0yPK7YmbD8Iei9jocVnEMr",
-	"EHsHzn9TEsVH/v3br5dHjx8fnnp4yvbgNkFIQpevZUISnCO+mDEdw7esMWhKgJjuSxAteiwdqFA6CWt8",
-	"wcYFB9k2uiyzkJjluOCMzBjYC5GljcnjVPM8RTN1R5sdpDrr2eFCP4LCTCVJUFnUQr+cJigV9Vz9p+IF",
-	"0bD6M5Zq+qaHLYGXzBhGUJ2yJb0cHQzImBvUqW4bTXAhOMICpWorXdE8PUz8maueIeBgDVWneEMBGAUq",
-	"yA0pwMpbYgHYjxvntYQRJE7ngkIDSuRaJWfGQOJukw5Jn548Rumn2QFRJ51izNmBoseV5frZQYJmBxnP",
-	"SfDhZ03cGWtQtxtuwBKaV5wMLidbXQGCRxQpwXN6OEU/m/MG7P9rsp6TiuSnOrc4uDtERJ6/slvkAbUY",
-	"10dE2LttCtrJ/VVtflZLwMYHWRTo2xHUsY2lt6Gd5lhglPtIfF/pI0rpL8BKiUOTdqfIPUuvFYT3DN2/",
-	"dQDQQ66+6SFAfz26ractPnCHNTNdql0vVrWE2Kicb1hnqV7TG8IAOBGqUeGcqr/OTFDDUNUOU2LCE80Q",
-	"f0LZ0l9asy57LWxzYTUYCfEzSdvvjwqe4eIUpYarxdRYKSGlxcWP+qZL0LMT4+nO4apqP9bivQF/pVAv",
-	"gHOJJmkFHk6bUHOM6lLSNTk8s/j/Gj3BFdJwibClrX86nbHnOr9eQ49aME1dDBDZGR+XFSA5kVp4Z51J",
-	"5dNHa0zOvTE0e1AbDHRxwXApVjxqghHN83giliORpjOVtmI5hFX+7eLtz61CvGZytxcUfQLv4i60wGsK",
-	"fvGJ9ndf6VW/Mgi8SjHQvxt30tW/ND/l86uS8wJ+WtCCmCqSyYzZb3B1TfIrdU+5grAJEzqdHkJ4pE2y",
-	"diQ7QxafwQ5rxuy4zJOrf7kC/vwkMl6Sf5sdmN/VkZxAsraOJDdfwR9X/2L7tSAxOiwTYJVt/KvFGNap",
-	"3qaQTh8R2U0eKrVXLXIUH65yUiqlylHA/XY13+rB2KG4zzyn8dWa5+TKhhIcNknoLrZN6ZRCIrJY8Eqe",
-	"ainm6jBARGF3XdXm04FjGuV1itJ/uSpJdWWSzw1JZgyAMrCQNtv9Bhc1hAMD2oVm5FjUiuO30RsUrpVl",
-	"gSm73b2SC2rqarewKxvJojrwXkSTBa/WWKKT6cn06WFiM2K+Ozm58x5su+iFrAheCwDm3mYFiZsh30at",
-	"jfqWAfkD5IqXIrVRvLAbqq3SoROvfgro1FB2NZ+xicYj4KVWitA1UdcDZnTuVB0OVxABn6KJSU62tZiw",
-	"MGZEA7csV2R9it6/f/Xi5v/MGNXByWRNTYWfpDFIpi2LZJogwrJqW7rCkIKyawtS1YRRmQKTMwaPN/o2",
-	"AYHJpoyYOyBSnF07KhioXg/sqijMF4k21IJePWPqFjBFz9UyADKUuh4AlfS2IBXFBRWmRJjuwk8unfAK",
-	"WVtseojW/MbET3bKzBirhQYtdpZwdVmBUfhGX11Zi6rzFjaVi9k2mMx80QagARbyIEqNrtkg79grWloR",
-	"MDRfwf97SWrqxq3DSE2EGssd7o82L3sPqZixa1JKsDRpLGY9K4mpS1MveVmCaVIHpaptZOoNmyiqipgC",
-	"eMSr/5XMGERaeSP5WFIA9cZoiaUSwrCiuFCU7BuifRu0I7dTZhJYHh9uGuCnqXauEcNGujQNemaKQqem",
-	"PnETtgW09Za3IkwmqGZ6rLlX2+al3jNHalKnCJuV0uHTBdVAseDDg1nDHjBsa0SS8yPoovYOtjvAYErx",
-	"siUC4Q5syLyoBclttRzo35WC09tIXclhyDM7g8R7YmU0pD0UXOjdYzMDtBiBZhNbrcZuLQirhttvLTSQ",
-	"kvFdaccCrxkIqFdMX754hVoETBPnHVFLDcZuzzcyYx3niPONoK5r5MwXCC04eI8JkYEAMyUOLA9oillb",
-	"gt7+E8wQzQuigeYO3f27vXRqx2crkl1PZ+wNLtTRApAHZS3RxLq5eInUaaZ2gKZCIwNN+MF0Oj10aCpm",
-	"uo0/qRH18MLTRHepdp6WIphtnf3ABC5C5Syb6WFKVegevv/4USv/YIyxJZTccqasLooUxIt37By3Tos1",
-	"wUzXWAgWLYImL+D0A4n7QP4cr4ev5M9pjeDr+XO+QGTZnR1Amin0uQtUg8pXsO8mwGaJ3hXaM5TYfQZC",
-	"IewmMurVbcLV7KexeLU1/WhvUp4Sp3YhbQdbdiCjMKwsiPn5FgQbfIyqmjHtL4Vr3xT9B9lqOzAA7Rn7",
-	"7MWL/3gkEOz1V/nhqSk2xqAAKBWmyCzJ0SSFLDdtQk8Pz5qbuHoXtatcptp6fbXCYpVCoca1Im9d5liC",
-	"gE01pa8s8p9aBfPHGdRJhSweJjstbYyqIYg0AzG4V8Imu8OqQnZLU8Om2uoytE6phCmqFtGk1dhhu294",
-	"w1Xz0G+m3aOo5UN/evKXKbIvai+8kqj6k1w3eE1IaewYwIEzhl3SnTPnTjsTB+s8/lCTM9WiDmvwibZD",
-	"OL4jS6quqVp0/GIiqh5OPEIPX1U8mhEMoZFqkhBQDzSL3j7I9i8PMfznnC0KmsmBJPtqiwCtXFhucxXm",
-	"Le8Y66MgJruUS4TFtS638pWksuVGJ6sMpme1TZq1QFR+IbnbxAl7Yhf25rGxXYUF708G9VRpe89+fkHy",
-	"U5Rek62618IGTZBSakClnQvCpM1zvCbbwwRevSorsqAflSTG14TNWEElqdSRo2+eaUVLcoXlFa+utNKl",
-	"2i55tkJrcapLKQIUp1bhwWSilXV1nyMVzWYs1aheL6Fklro4N5dALcMbdRPVAqCND6fonWoVjGQeDIm6",
-	"yU/mW2l+PDxDa2rumA4IUNA1xFzAjHulZIw+aXTOp1EYELUMF2oFHlRKQQ9fVUqZEQxn26kV/gPraO9s",
-	"5ro7up2tZGKEQtfgYmxNe8mHTgTf3uJBjRnmrWNK66o4OD1YSVmeHh+Dj2TFhTz94Ycn3wGQvxlXV2YU",
-	"QZ9QEzZqfDr94qmgvDQ3zFa1+8RLkT70YlxrES7Diunaw1tw5jDvS14GPvSAjq0NZt1AgJhPcXYd/rQV",
-	"gjUY6xgMog00CrmOkGrCy0fGzuBFosOf/a/0BdgUC2het+EW0U9E0qo74RXfBBuhwfk3rTX49gH66zoV",
-	"nRrOWkMlRNc07BRabg3Tr7UYaL4L1Wzx4EwDefEh8FE3WacdYNtfZRMuG2HT3LOEWGABr563DVQ1ealN",
-	"q66ffrubEW5vD+mpiQX4FEQgtkrHxYv/EI+MHqXFD1SPAINt05yVEP3W+omk/pzdpvSa0hl4oXGFPHeJ",
-	"zuJULTa+BZ9g2l0Q4QKP5horBaLgWhMzUMy7PvfQkr2t3uCf9tcrgM9vUfkZ37SHENwlvNza+xthSB+b",
-	"OjhHq7jWzORRgy61HnHw+bfP/38AAAD//w==",
+	"7L17c9y2li/6VVC6p8rdc6iWHDs5s6WauqXYzsR727FjyZPasztXhEh0N7bYAE2AavfO8Xe/hYUHQRJg",
+	"s/WwnUzyRyyJJB4LCwsL6/Fbvx1kfF1yRpgUBye/HZS4wmsiSQW/ndWSn2XX6seciKyipaScHZwcrPkN",
+	"QXJFUFZXgleIM5STgt6Qaoswy5HE1wQxjgqCBUETLA/XXMhDzjIyPUgOqGrjQ02q7UFywPCaHJwcYNNX",
+	"ciCyFVlj1anclurRFecFwezg06fk4Hsss1V/QGosqgu0JkLgJRFIclQRWVcMTXKywHUh0eNY31fQqN/z",
+	"Gn+k63p9cPL4+Pg4OVhTZn5N7KAok2RJKhjUM85EvSbVf1a8LsODW6pHaLPiwhFNEUoTCFcE1YLkp4is",
+	"S7lF6uGVIExNBzOB0svLn9+/eP/i8vWb5y8uL9PINLLWMPzp/K+KLA5ODv6fo2a1j/RTcfQGhomLn1Qj",
+	"ajbPSUEkeU0kzrHE/engQnC13ERqHoCpPRJI1FfuNSQkriQqOWVSNCsgqzrKAHm72x18AHN8iyXwAjRX",
+	"ql9ca0tDg4p8qGlF8oMT1fdYmjhavMWVpGpCA12V9p177E70yZ4VmK5RXSrOlisq0BqzLXKdC0QZ4oyg",
+	"kpcjWL757g58/3NNajJAmQ/q+d2pcu4x1g8VX/dpkzK+SWHboAu6JkLidXmKNpQJxG9I1WLN1zwnEaKI",
+	"bkcd0rwibKkm+91TRw4hK8qWvWFCJ71hblakIggj1V1uRAJsFKEkKG4WE1GJVlgoEWqExYJXJyjFRZGi",
+	"idp0V2RJGaNsOUW8mrOUkU2KJoxvTpH6+ZCzYpsiKhBmCBcUi+kMXawIWtBKSJSTjArVzwJoZkdCs2sx",
+	"m7MR1DFEbKhDmGKTfxwcJAe4KNRHZKP/D0M5+DVEsQvCMJM/EpyTqk8tNVwJb4CYUUxEhEQ4kwLGPcl5",
+	"Jo7gjWw7W+fTGXpHcI5Uf2izIgw+u6r4NalQVTOBNlSu5iz9+f2LFz9dXrz46eynZ3+//PHF2fMX7/5D",
+	"cWZ6irhckWpDBUGMKM4pOL8mOcIyAXlN4IizQ6ECujCbbc7MaNNj899h4H/mv8fpDJ2h9+9fPlf7Vu3k",
+	"DI5K1Z7AazdzQtWA5myDt9MEibqqeM1yypZos6KSIFHijCC6ZLxS54c+NpLmHPHf0odJYMQzdMa2eupI",
+	"rHBJEGZiQyqBnh4fo5SyG1zQHH08/FATwg7N0FawbmiyroVEV4qv1XSm6ZxdkQVXjM62cqWGqog/Q79Q",
+	"uUI+8S8un706e/k6TRBGkl8ThjJcVVv1BegWIPAW9COBQdvBniBsu2Z4rV7GTA9dSb9m4E9mSA+3rPjH",
+	"LRJECrWtqBSkWMBiVkTpMWLOdG+UMPlIzNBzkhW4IoqRzHrzklTY7kuR8ZKIUxgi9Cvg/M5IURxuaE6g",
+	"ab0gc0alt5/0qJsN1aZn6MTz9wpdE17L/jYpOFselrwoUE5wXlBGFEetaVFQQTLOcu/8faJYL3YkSNND",
+	"8Dz4DrjWOxGOgyfCL5gODrFmkhYIWzUN4aqiN0QoTk1N/ykqsRBEREa5UT0MKgef1IEjSs5UIye/HXyP",
+	"83d6w6rfMq74CH7EZVnQDBb26J9CjfS3kUfTi6rile6qoxjjYsErJd15hey+oays5SlSXAobFwuUrTBb",
+	"kvzgU3LwE5c/qD398INjHIk6W6GKCF5XGVG9v+Xlm7/dW9dvefnOkD5IHaOcq47PSXVDKj3WB595zcjH",
+	"kmSS5GiBaVFXRO9foj5ANEeg0+KyJLgCRco7OQq+VON9z/ANpgW+KsjDj/ctF3JZkfOfX6kzpmYVwdlK",
+	"da3YyhsbFUisaikVW+V8w07VnafawlY0ncA9LruGe9NLSUB5Kisl0STV+yMbvr24s0X1K3l5WJAbUqDW",
+	"VwhooBeW2CVldWHIpbW+jkxLDuDy8zLvKFfffPttsvtbpyrp74eorE4l9YmQWNYwY1wUbxYHJ/8Y/u4s",
+	"uz7Xn3z6tTuiT8mBrDATOGvG0J3DmjL7++OQ9tNoxf/oNNaeXqM68at/kkyqudgV9QRbe1Fxds34piD5",
+	"cm3v9lSStdhFrBarfErUpF7q7/SNwIwEVxXequc95hlH2/als0/eDnm6s4mQJEqNBxrln8z+uZj9HRF1",
+	"EVjYvPgQ0gH2WRjKcvLRa8SpM2bN3hH4Jw/348YOPDKmP7gUj35b1FlGhAh33luVYbrrmSY9+ts+LNX8",
+	"MXZn2CVKAksQWbVzx4T2eqg4ryCStLtVZ7JrS41ZnWG/BqhxxrZ/PX/zU8AmxbZIPUE3uKhJgoRUZ5bR",
+	"8mVdMZKjq60kcHFUPxz0t93HwyU/NF2qc3z2Dm9ea40F+q4liFtNzb6E0Rd+O1Fcy9WlI35oLo5DhxfN",
+	"Lgl0EKLz96AKvFNbuzuoFReSGU7rCxWah7m+5JUMP9nw6ppUL4PfdYbtujbt6f68JoJTqRcLUjVc09nr",
+	"Vz8SXMjVNrwZ8gpT9hbX0a1quCw4M8ZlhEoEbtvqmVLssdTffff0IIkSKEK8ikqrPQYMmj7xbKf+znCT",
+	"d72EKPgMZyvyTumiARZVz36k0j12E8p5rQbm2mP1+koP2n4jwnPKscRXWIRJl1Nx/Y7gPPJtV+56Mi92",
+	"DU4OuhSMbJqma38KSYcEUQJecIkLEadgjBrDE17tQ/qRE1oNzoWzBV3WFYnqRWqHgm3oVmoJL52pepyS",
+	"AfbiN+aroJ6hLcajDMOKGcT1LQbeIa3ucgf9zJ02pFjqVyIyp0XgIQKOJds7Inhxoy0HHbUwrGnEn0S+",
+	"slQdppo38aa59pASZ/9vqGCab6YeoXujrWtv1OAKtFX7vhyCFvK2b6W/PdfG86Q7jKxnS3nbR1nrkK/R",
+	"fbpOu/5o+0PbSbSf7cq3aVW2SODug+2XCiykaSw/k+PvNmeZpDckTDa+WAgiX+FlRONwHrQgQ9I1eYWX",
+	"59qYGW5BKoltR71bedlPQvgOPtdK0iVUdxD+rHuTaNMstJ7ti3ZsRCM20Hm9XuNq21/oNf54oUcV2xDq",
+	"KIoQPK5WuqH9QuUq2viOjSSxbKnT5/rgTw5e4eVSq0bPCQ4r1r6f6llFsBzNxyLgwdvrI+d8HPWl5CXN",
+	"2lux/07H3gI8FqFqh0mM+m16aV/q7NqG1svrJPGZxC5LEvQEBqkQW4wQ06r1fEWk1PrzvkI+8xe6fwSY",
+	"QIZBC4i5W36Ca6iWE/04jpzg/LCAYaKKbx4JRPMEbpVv35xfoCNc0qObx0d58eHoN5p/OqpIWeDtQez+",
+	"Z++XY9hF3wUiM6SR8VpHC1y+4pt1eCtHNIWy4nmdkeq8vhpv+Qi2BDf+Z7xmkYunrHBGRonu/Y0ixu4A",
+	"In3IMtWoM/550D2+W6vampjhwjbZfMb1Vnh4f7w1HNMR59a5MtbU6224gKAp8ZIybHmjoyLQNY2slD7z",
+	"Rkgn3Yb7IHgEKjHUZ+uKbwRaY5mtrKd4QQuppdmOTh2NbOOtee6gel0t99FDdzJq3iia7Ql2ZIwwjuo8",
+	"aHKIb6rbaKN2TA2zt+c1TKJ3IOy82ybOc6pN6G89Yi1wIUjX5YXRmgpRkkKia7JFVM16UQuSowqDd1+u",
+	"MENanMK6c+TJt0cC8Q1DboeG1d6xF8s9bqGfRhCk4zrsWbDf8c07s8LDtuzeEq+b4yMgU63J3CpRa0x1",
+	"DEVGIorTWIbRIwoxg3Potme5l7Ez1K62fgXI51mgGiMzY+DsPQCbTPNrcNLgh45qoW3z9crZ4GrW/AyW",
+	"R/VNqP0bUonYAasvE5d0jEHVDMazuYXI9DInTFK5DUdT5VisrjiuclBb9Jso51m9Jkza+DBS5MKEGaZC",
+	"YpbjgjOSQpCLjsNakIqwjMyZ9kI/Eqh5z8QPTcCh7sXfPBLTU5TiWq7SBKWivlL/VLwgIgUrfYqB93Q3",
+	"vK5MHFrXqWn5s6/o2GAa/Q4CJ7UOdspwUZDKRJWgKyJoTgQq66uCZieoUsKWs2KboE1FJTE/w5/hDwnC",
+	"+ZpCEM9oLR1n8jIraiFJdbly4W29z5SmwZb2zV0Cx67tM/36O7KANmoZiIdO+WIBAZHpPzcyDal+Xqfd",
+	"8N4N3gqkjq+DqC2t4TjTzni1ozONEPnIGtNinPNOXOrgLB6YifpGRziaBQwYJszHl4SpfiIC2L1VRC0c",
+	"ipXHG0ItDd6prz79mgT4WciKsyUREqmm0YoUueFEHcOZKN5mLT4NsrIdXGTb2PBI9YaJ8LgmDK1xCSH0",
+	"kw2VK/TXXy4QXyxM/1N/K4yfZX+ZG6kRXrsTBMI5R1fbVtALRPAliHEkiBAQ+yw5Eiu+Ca6x0NeT/txh",
+	"qjpw/RT4Hfmz1dGTJopUU0WH5DJyMMI4buJSI1zZC08lOBfdAMtJKFB1Gpyj/uJyUfH1JYx1V7927qYr",
+	"HWs56QdnTpsATOTiFKP9x26hLowX1Lp2HO+pH5Fq34SFMCRUi3EQo7C8FEW9DErXWriztSMc/WOtzeCk",
+	"EAR1eANNdDStepPXEnFGpge7bIa2cyvM2sNtC66AGOrKnN5Z4Qne4HFjJFIj51vbzRwbem9Y+ZDY87Vh",
+	"Xn9hQ0w2pII8aw6Yzk2JFIVbtS6vUIEarQJUs4jpgoZtElYO7yOXohzUKIAx5rsNw+/PyyGTheEjs8pt",
+	"5vIXzemNDdlHrFownCBC8n0HPdT9O7N83buhd0yd6FMo2X30JUqEK3mtxR7j+ijli85BF1qQV3h5LrEM",
+	"+EfwzXKk83yNP459k+QUs7EvU3YbF7Iat+tJt6KHGFoPY2Z/69+cw/aOy2XUJlvg5eVK6fIjJ1ZgIS9N",
+	"u/klHmez1/ajyyLmaOBFToS8rNm+DTurwWWE75sXos4QMCTEH0u6Jmrkl2LIt9W6JUZ19VNfncg5UZqK",
+	"RBXJeJUj3YQ42Nc33lnk1oR6BOiQzB94a5kC8/Z5JbJkAfYIMi7Bgrz4KAnLo1EPHrVdfsO/f/d0RMLb",
+	"cHcx0+D4WETysaQVEfu4XSO2eXh2adoby/KMbF7sNYKKMLKJOVzHm5PsRPyYQNt0Z1Q+jQKzDLHE68bs",
+	"5bFERyU0ileKmmwmiCc0Qz5tkplARWzlR5lv0cS8PEXm1FfzS3tWDO+qOcof9Wl4TudExlnvCiLqBuPm",
+	"9Cskf+35D0aEunnGROsq7bcdt092DfOd1gLDSjqTaVrfseixeMLRtHGKwNBynZecF/rNByZqycvXu9/b",
+	"SeBAM6Oo7tMkSHn96Rl40fzkpnEW4WGj9i6X5H2GSzeyqO0G7DoJbYTuIDv6RBmfpjA+OaHvT+5fSiqC",
+	"BaTmc5PdGHBoo4nGduDo+aufp1pDtMF1T4//8l1IY4jNFvyeoUDelqc/EA7UxNx2E9gk2hJpc4+cYQi0",
+	"ksM1zw0YQYIKIgQqK64WUIeLBLppHgfJVbNDnF2THNKy1a1B3cT9vuD0EcG2I65LQ3oHUjERhLiYAZuW",
+	"J46amIzpbp+mc2S6oOHWvD1iDzDmrii739ueHLEXnxNprMwDm3AoUC7rh5t5Eyu0ZriPNhW5J4TDerIm",
+	"zqzT1e5osnsOlxmWPIuKr2GXKn0OsAdaAmeMLTVyAaPiBcuqbSnvcQ3W5jgdmrqZKhyZO2N87xhig7cF",
+	"x/kei3F/QTnwRMdAB0JAFGkvaIthW7KV8sr4IftPISrmOSnw0PNX8SATKYsxESZuiK0WW93rtrzxhjbP",
+	"Bx/mZEfs0j3xvn+NcurrCJ60OXzRMO6Hj6UaEUP1VqPEhOKpAqHizoJpN4OLpPIFQDOxoQirofCsjrRo",
+	"bwAjGZLu8TBwwFjNvHvrEPrTgXA3K9u/3zaHUCCfBAuI847fFPRfmvAFS/ArIOdqe1XBioFL69ddtqBW",
+	"d0l3HubrAXLcU9SaZXQT1Rw4224hwoeC3VZYvOYVCYGgVaRR5SAgDeGFhFAlKlCpWSxwKt1/9FziRrlH",
+	"HJ0bOuAd9EY8IobObImRoXRtEeWxZURz9XNFleC8LLpqbCOoOlwR2nUxM0Cz2QZSC+L7MGwxVa21Pw1R",
+	"ZFgLowOWvZZS07+6dC8p9rLXkrRj1NEH02vuV0uxh3ObEvDoyJ9z5OtBZQVeOb/dIfzn2W3Pbp+Kibcd",
+	"48d2e2nax/iIG48h6kVlGHhv75Xpz9jO73xHuiFMXtoDeexeB9qAd2XPNJGWz2g/n48OWmiG67StnjPI",
+	"9+941GoPe9favKIhSxi0sLdSoBd7V/KUaTs8MFnRTJwzXIoVD1noyjrgT9oKA6zTOWBpVvHGxdUXLbUI",
+	"BeDt+CwQaKI2mh5DaFJ+iGzXoV8o/ZaRbCAvEuza9F+Ri94GU0nZ0pg0x5yQrr2k13+/udB81mTNQ2c8",
+	"rLaGEBBRV+lxcCHIR0kqFlKSBj9bEVxehJWr/+RIPUX8SmLKSI7cVfDNebSt9yKUDmCbogzVggQ/rsQY",
+	"yldgOGsG7XXqkSBpEzK8Ao3S3l6DyuTtjfD279JKy1qsSJ6gkpelgfIAc+x4iygMJnqhF/EEhRHp2HDr",
+	"UfTpYXeVpNL6V4IEZRlBV5x7QXPNKCpvz4Sp2G9Yi4V2w7entSIxENhSF7kx3Z3IdSmNeahjAzeghCHi",
+	"RIWcbsujWeLfQ5yEc8IhAUntVjoo6+lSgzo2EiiGMnQ7X9Wg3TueFhC1eA/atO1kziWuZNTB5B8FeyE4",
+	"KfmQFXVOLpQi8dzoPu5s7rbVp5MPI9ZXV1Zcj3bPMZVYiA2vuoBUj4+/eRp62+DadGPL1N+R3isJwgJh",
+	"pL/ReML6QQOh+e3TJ99MD3aiBTUYJt3cLt0MBPqC/qzutOrJ//ePs8P/xof/uvzV/HB8+JfLX387Tr77",
+	"5tP/Ct1dhCjCvGXVirtgdMGKtHYWtLqb90LgSIO7JBZjGct/GbsNwpf9uqoIk+eSRLAi6nX5ppZlHVb6",
+	"SYFLQXIPimCE8I1Lj4qAQ3Cgw34KktKZDvRAtZlEN9I2mTiv9E6rXhMe6lGmN9FBWl/gaknuV9j8AeWB",
+	"CLmDRbHmOfkPsyAmOl/d0XSUUU4FbjHVV7DJ/wsXNI+YSnFRvLb1GfZJYxz2ECsSDPlh1/EutUN9KLE8",
+	"gielniiujn7a1YbMOvkdtttIzDj3xvqwxAmuCr8hF/z5q5/vgo9zF99+IMnUZCrjoiI43156lttYBuaD",
+	"xAeYke0KFOjm7w+dLhaupCswjLbfoPfzysHjHmpsfYbX5AQ9Pvzm229RtsIVztTlAfEFSr3Tfnb4a5og",
+	"8jEjpZyzdGZSI2czDfq/RRlmjOvwxDyviBAkB/h49P7dK1RiuZrOWTtmJyATPJVj4nV++Gt7JP/2f/8x",
+	"+3Xn81nnr/97GtRVfrKmwbC5x1kOx5t8XItRT1AgbsL0EVvcVnuDrqoRxigT/TTekC4G7M9iJN6LNb+a",
+	"j5J2nQ83gxAB3pSxeC2sSwCNUHVKXo59sxar22QxwHe6owQGFp6KFxoX2LDq75AcohO7FgZU2xzpgQ30",
+	"wFvm/w3umTc3pLqhZBOC6ApEZDS+wyHmdHktJv1g/PvdE09fyAfgO+JWosazF8ZR3BEfOATk6cUO7or4",
+	"G4jau1vIne+4bAA8h+Pw2hJwACJtbymhLxHibEliKpC4jqGqrSpeL1fmctKxHUNyMsnfkkrfEsZufE2p",
+	"fT/sQRl3ew+2HFS2fIyuEdCQPSnqLZWlXssaZXJcGtr5fXqrERrc2y+PuuOVvFoGMQT9EQ4Wg2je7DHw",
+	"qCPejWQg2CO6ZZWqV7MMR4ID44B6TTxD08DO2IbeUPsybzjicofIi8UCtGARO8fc0qU66oQqZMSVjVlJ",
+	"0LFNjGRht0KBhbSR63smze0CU75tYDdlh4uCLlcSUQYGyXxEbPc+qEljzwAaRQTz/dQtAiZ7xGq31jbI",
+	"ca30jZi9a/Bud5s8kmDWyNClyS8Jc4vLqZfj1maZJicfNaUjY3fbPWQOeJs8w00fF+1u8bxWzjwrMI1i",
+	"ld4vqFeIS9u34iYBL3Ifbh+CduyR9fYIeFckx/aav794plc87CK/dXDGUKTVroX8H46c2LWnNNE8O9EO",
+	"2yzoM6dl2DhbetMOMyHUTxKxFH6A3f25JhUdtCzmdeU0nTYn/vjjyevXJ+fns/V6HQTWpPGdXW3DQXu6",
+	"NOM3x8eehSjo97HguH08MUzlixtTlmrncru3L0xU0p6oyBo505KoQYe1Bdva7fujG5OhooT6Dc7qet2c",
+	"bZFlUq9ihovtv4ZMvU2DAy+pE/iiLovYVUod6GeuoXG7alzJAmtB7vTQGlJ/Ekl/8mOIq3M4Y7kdYoUr",
+	"knuRNH0W9N+wwUFtjr7aSjIijKDdV6jl0Hz0+N/bI6YbFzeQ94SzVdzCByUpdhv4/BoRLQfF6I9Ca68L",
+	"HuoB7ArjCh546iH0MmooumxEj+VjkpBgda3OCJOG5iOu+g+wmdQn/7XH6/SGDI3g7pVGTAuJ27+t7er1",
+	"n3Rp2JpMjxhjdvGKy/dljuXgyrmX9l6+dvP3QjxzAxpodhd5W9+3xpgEpzqGjrDr3M4ZdU1ob6GeUUIN",
+	"9t4bVNJwaKVhGp1IzU6ZM/X0+210RYe8oWYAw0+H2lYLF2/BPo22EDkum2Z7jfij7o3RI8hBjzhjmGYP",
+	"M6Jv/fN87W2Z3eKaFk92Tq2OiGntgLZiG1CiOkd/+yRt8VlQra5FpIZoy8UVqR8qCEGubEzvDnXLiozB",
+	"6CrAg0yf61/Se8mjjdVExdeENbG9PmogQCoe3Lam0Vgaeve7rpfr/fuXzxsvVyDjp+XVOj78Cz5cnB3+",
+	"8Otv//7p0P/16T6/Pv7mU8Sd1btdhoor5HWp4b+ZoDlp5yydoiVhpFL3R223dEXOddXzgN/utpWfFKNH",
+	"gyj1lnmtwd06RM8yUkoTrWwWrdFXX4vxXzgZP85qZTfmzoqt3Ts8vBknwb7xsAPFNI0laaQtwrw9KoPF",
+	"BF+ZAuHG9PTy+TnD12QPW824bJmduWiDRW3asXzwvr5F6xLSPgRP4zz8NYllBtH7Mey03gjC3bVJfOG1",
+	"Z8kcqTXaTgAD2oS4TcfUFwRXOzFIRL9AV6yUVF/CNDE6WFyTHC14lWhhAjCRWAxWSRnu+oGNtq7zpEeJ",
+	"OEVtlkIopiOUa4Kza4HkCkvknNhNtf6gp8VU4I0kcXiABxFPTePMD4ykIiWvoLo5toXbw+4eMDpHOALy",
+	"SAbGaEB5Jm4TCmSC3fMR8DumeTeG5MBmqbSq2kaXaBfyTj5Ujo58pCL6cMj3E+PVbtnJXjkQ2+PAfCKw",
+	"OrfJdY4iZz5oXcV4+m2kLuhOQKsdwRt39osOY1Dt4uCQ77vxUA4GroRcAgagKJAN7Fv/7Ro5qkY56hVe",
+	"vuWUySAU7yu8fD02EP+qzq6J7IDWtHJU9mmt5OWAIXlIFQipobbYtm00aSbnjaw1hzjBgjGWowo6ddgP",
+	"MPFB1b4h1VaznTolm9NzFITNfYanNIFOozRjIMiY+JEAdMBtq0y5sKGRwBhGDokYl2fXPwxEvOHset8Y",
+	"LJxdDyXswgvnPZ3Ff36bjRc2XBcfBnYR3PD2nd2++xhX1yR3gxj3hRaY7qPdW8BznmshuOukGNZyefkC",
+	"LvWxpz7uaPCFvcP2arHa0WgtVrdpdZgTh69U3rVljNHQ8GG7FGZrDJ2Jtmnp0b29h1obJvE2rMffncGG",
+	"OCKs7He4LXYwtMnfWeOOlOhtrPYuGJJRQ1DDirivKaujNuCA7N6JZCH6TvoROp2RpRG77TvMljstchfu",
+	"xZA9Vz9JOrN2wx3MPG6VQe8HNsFRq9UjVJCFRLyWYGgUiErhRalHgqrfEUkYxCJ6OOcW1/w4GQy4/rlz",
+	"L/CuEzkp8JbkbwdQU21qt7sxog1WQ74iC14RlJOCwuQmx9ODZNeYig9nCwl2tndEWh4IXIE0Ahzl7MVQ",
+	"CacWXmF41JMnx8cG8TaMCX8chmz+GHaAT46n5mqZABQ/YQteZfr+vqvFXzAFHW/0Cvp4i/1hrOhyZVEJ",
+	"BFRYM4WVdMjJ1RY5Zf1Iqeqo5KXwKfH4GP7zRn7o/hSEb9QMOLgi1d5s2oaN7NzmBZqoIU1PDdF3krkN",
+	"Mtkh2pPp8PSDLRpYyhh3fbfP6DaU5Xyj4yCGNlpj0LLA9R9qSuQtttynHZLK3ZDj6RwhyXOf0ubzSonB",
+	"vT52294CGvWWe+ezwaz2mXOXgaEB8RqHyWrpbNFZuxwTXPcQz3SGGiBcMsC9gdUIcVJw6aPn/ltQtO6k",
+	"RlUEDJXjlaLvoSqMKRg5QsEKjSiorK24kFEb3S0uVjR636nkbe4HGqHsZX7bu4GbnxlCYqIeXbu7Fecv",
+	"pX86Joly4i1TVSKm2jtlx97CxrvTpjooZiMm3v3MmWUYnHB8yq2TOGcMF1tJM3ErebDnFcn1eq93JN86",
+	"Pqp3ywG3Ye4Bk3G3/RHaymuxjFAWYBCH7FM3NBtuodrdCUwm9rgL4dZqLolNpjMyv4/WpAYJGDFHDhwH",
+	"v2vSugPg89C42t4lLSovPkQ8+SPqyfOKLinDxcXOsIDhyImhrJQSVLGzWJjiYIjI7oJ7kRfuIf7i12T/",
+	"4IhY7IM3nV4jbT3DDO3XIEpgDGFleNC3iTlwmCnBvMZOCo5mwRg3tXigy5WheUL9LG02/YEWYdSAqLBY",
+	"YFrwG1INOeS4OI5UabAYn2jCOPqZnx8eIx2EQ9lyGnetulDVEYW9tGz4/jap7pk1Hzd9Nu11p+7PM0rl",
+	"SFZUfjVYCy2vMGVvcS2iwQjNjbUbiihUtyinFckkr7aIiiaKMQ/CW+ngiciCfahxhZnUuKqKWRBlSH9x",
+	"NBBk4vhqZx03nw8b/3z/KhNf8E1FXTR1pyYILgRBmxUtCMKlalrA2E/Qoi4UkcR1gmpmG2ioFqBT96Lt",
+	"j7NNw8Rb3jY9gmyiOOQdWVQEggBjx5QaROuACuBZ7AL7GQtqEx5oGS9QO3xBiMdARJ3O/S60QVWHX4+5",
+	"Y7bfD0t7LCKnrbimnSAnH+jMQVC3R7goItFP7Urba417jTakIlBAWRIW3JaV5onI5bAzXdt58FpsLmAd",
+	"2O8YFkkv+l+9tzMcJZRTGgKp18RLHEPHtkQtBi5qOZYYVOZBrLpBF+otcwoG75jdu92i4utI6K4k1U0r",
+	"YsiPfBoRLNYQwGvN9AhNxOm6o2LgvQEG7QHu/fWAVTwALNEONCK9KEPVvwdNRFldCR6o/H+FZbYi4lm/",
+	"cF53tkOvhGb9rKmG1+0kNL8onIqQZ5mkN8ZuNDZKfbdSEWDyQdMXlAvzQBR2l0EHiJd9vhCjqtqGBj5g",
+	"JfPtYB50hO7LMUaH0t3Rd+cf59DBiNPyvrGUOpBCgWpQjRoxohLUrpJOTWeDms94w193VwdOh4iik0Uy",
+	"xR/C87fbB6et13d2xP0OXG13qGjYolOf9PdWjuq25vsvZp43vBwtlPZ58QrveILsEVn+cHpHECNoN9rV",
+	"/jCJwfy9UKdid9Ctd4CMiZceD3QXCHL7jO61vTWNOznZ7mWf3s53NhoI8I7B2R6fxEGtbrOid0OQGlkQ",
+	"b8AIvl9Fus9eTK4pTOCIG1+eO4VTBLSSTgD+YkEySfK3O3aDKaEQE6bli6ri1XBF8bg7LJJy2yG8fi0x",
+	"LY3eN0OR3aHrlhcSbSedhMjkTzs0GOIoslfKQ37VkDIYE7bHfFxbvbjt10Pix9T+j0CL7Qru/4XK1SvX",
+	"QuTkPbMpmjH/g7roxtTgzizNsCJj6DXYGsF+2M5w/X6xWNCMEpZtd0kahzruu4/7t6uCLoika4JukaDa",
+	"0s4izXp5qpQtxV6Zqu2xjU5ZjZmXCnpDTtGdMv92KXZ+5bGxixNJlHKT76TTji8gdkvtsFULrMt0wQsz",
+	"p4MBBzv1tnu+AN1OtdrfPrbrltRTngctZ73oQQ9bfKjOGzbOBlRgIdGm4pJYr0OCDh83QMSQaohyGjaV",
+	"thHJ97B6XLgP7znqSYcCjjfC/ALvjy1aMRQN5TF0B27c6bg+KrkV9f1gWjsFdx7vACkPU3TvvMWbJaBB",
+	"vuK83Cdfb8/cwx26wtVbzoszd2j3G4zYUf0OVBMv8+JuDdiD/DYNDOZQWqj84ae3SLK81ertmZy5puyH",
+	"ipDzgss98rLvP/vRlhYYNKTsT0WoAvisrM+34m0mb7n8tpH3glR3bOWdEK+vbtnALZ2Xjj19KnfzLkeW",
+	"e+hnPQZTJfuSJ8TPHeZLBm4KLvamsxK9BW6RuSN9WpKkJRXCMrgieP1smxXkTJfn6aF7ha+WERAUpVtm",
+	"qrVG43Ql7h7fJhnKXVhDMF9O2UY64AFK8JgAnrz4EGe3IDh3F/VrlOurFvHinL7uaaPu/L81EXMRjJcB",
+	"6KW71OtrN7abLRr8rpHMEYX3ibhpLisC/8aiUm4Rg2jD3Trtx1F0vClHIdtMBathNbG1oT716t3fF0Zh",
+	"B7UOrQlmAqWXlz+/f/H+xeXrN89fXF6mvS0QiH8dN5z3718+DwxDbURdrdDLIXRSAGKCjGjI8JoAxKHN",
+	"2L+8L3C64+he9R2S1dbMd/csFVNpxoH/B5KrWY68mcNbuqSA+ivOrhupp8YzDQZBAdD5JS/38bwq5lJ6",
+	"M3lT3oIOfRu2JkqHJ3Zuj5iVFGfXl02g8fhtYgRMXNxvVlvEuAQMlQ0WSrKuqZTqdDFbHkE85HQQdy0a",
+	"EK6YUY97P3Zsxj3Eb8Px5dHtpFFyJrqYqztWcXYtpgcjDyfgrktclgWN6Zy3xJQL8k2o0w51E59H4nz2",
+	"s+rhGWeLgmZ7AUdGrSiDC3JHIhirSLdUcnBS0bNF+5MvV1gXNNyzZDGLctP58789EghG+zLfWdQzVJmV",
+	"BBQ+XTAHZSvMliRH3uATtKGlhlwFbmgkYXeH+qKQsutL54t6wPPR1KjqnYl6z13ugbEbCDA+6LSTtBZ1",
+	"J2MMpPH4nNFbIgilDS8+LLuWmNr9pe2/VJ3GRRFcitvtoAibNFygxqAYY8QI7mc3+lSzNLLjjC+FPVt7",
+	"i3BNtp1t+e3jb5IY7kyTZVOXgkDGr8ZADCr3N7jYh/EdunRQGdMdkhxBq6eW/XmFAIYNzOoCpb99Sk8t",
+	"ULBaEjO83lVB11xRs99BtKhguybby7IiC/oxRMCd59g12e6A+tlbGewqBGMUwr0VSFqSSywveXWpMTQC",
+	"SmTJsxVa06KgTQ2qvS0md9bpzOrFpE/FN7dSUN/xTdDQf5t8MjWEXRPgm+im7XFMrVMnLnE40sLtx1G7",
+	"sDNs1adtotVTcAKQMvBaOzDuFH2wyy1l8vh3vzFcBGQIp2F/1AUJsZU7cCOMeyd8uCxxvSRIVoQkiOBs",
+	"pa5iC/QbvlkmaE1Zgtb4YwLOok8HXfobMGrzx38Kzmbv8Mar2SfwuiwGy/7fzlbpt5u4+Y1xkwWAKCL9",
+	"jYCc8Kj/BRAnHLt1eHPQQRUa5wUW1+HQO5cGNEp2qXZG+9MiiUN6NPdf+v0uZZvHBdcZN+4tCr5fEIaZ",
+	"DK+ABZmL2G+NhQQaSNCx+e8w8D/z3+NgRQgoIhqqhlfVBLn7s3EcVwTnAn08BAv6oe4bTX5+/+LFT5cX",
+	"L346++nZ3y9/fHH2/MW78FVFf7EHW8H7oxnLzCU5aPD5bI9x4scrkQ0YIET0ylADRCDiGxaOYBHu1kJj",
+	"rehX4P5BB1uLlsPV7mO/o+D8faHUyVmMZaiNSUIbTja78OV+e/Ivz98c/vt3x4/REXr3wzP05MmTvyTa",
+	"Msgr+JfXEi0qbX3HBTKa36l7htG/OCOKYvrG+v7i2ZxN3m7lirNHAqVKn1BydEYF18riZJoivkAYMUxv",
+	"CFIPpzN0htSbCBeqNd0UlQKtac4glez9xbPZnLUNAt89bdsDjgO77aLCGRivXIXIMOhEY+6OlWaNqV97",
+	"Vl0FjIxLe+/aMxD68hYVfXaaE90LQ3fpmsQf66ocEGWzH8rpTogJqwCMK/mxIxw3aAL0lsMVb+3whD+I",
+	"Fje0CNMjZH/R2pQK7tQWt95vKfpIKBsQQKAMV9XWYn6b8Ufq6u5xmLQ3387TRLc+OkjdNf9AhIrMP8Dp",
+	"o4igLn7jaGB62J8Q0EU/7Q8LeSkIYYOiJdtRTnn3C2wU8L/3brvl7lASb+DRWQ8ZqNtoQrc00/Zsr7eR",
+	"97bW8N4++05CxBhTjrTMEKq7BVsbzMyooEKqg9jyWncsO26bD+ji7yZNAMUjHGA/e1OSWNXqtKzFKjVY",
+	"0ins2RRNCnpN0JF6NFX0UGrHosASqedokoJkTxOUuqHoX0CSp8mcpa0xq4emKF06PUUpzq5tj7qIAily",
+	"oah9hLNrrch8JnZ1zqedvPZQxdfuFrXSShgaT4pbbZ39tau9qhw2ATgjLefZtc1FCq3sQJH7L1zjcEdB",
+	"wr7bQW1D7WwNeBxCNv4d0iB6KnArJvY6v/tCJsD0a8rs7/0dYCfQpL+MKIiYjFalOyTyZrmTUDEjbtxp",
+	"vW/oQbu7SATCgKF97zy87mnShXobQ5VgBchoWNgeQnZkqcjbpUaOQAHcJ5pgVA3F8E02Ag5oLlq2z9A6",
+	"gDAG9d3JsHsUYUEBprMTjF/j1vWIhuOvv1DBotsmG+wbf45vln/lVy2MivvParjC2TVfLPboIL96xhkj",
+	"Ta2cu+dODKYd/JNfieeckVjp/+XAt3dILrgF6X+nKQm8HN4SX6pi0y19a4N1l3yZ0q/Y5FGiW5fJceG+",
+	"BZLG5gi0BEQgZcDfdH3Z0GfZ9taOZTC47dPNSthRhCp0yrRE/oO6sndmWO4pBH8HBRtHpVDGnEAmM3Z4",
+	"E9tE7aEj2b4zrqUd21u99XzwYNCvtDTE7tO3uySifWvEYN7uFHTutaHWQunJb9tCqTf0AGlDvQWmEyB3",
+	"l7a9tfUom/SYI8hpt8PxDwd37E5qbamN0SCIL58q28zPz31tnJemw7iwjLptb6tmfh51brGn2jIYNfTP",
+	"/RWtAgt5HjW+31bnMxvg7Y4Uzf2DnPYoHjMiaGesQrEYUB/+2dEdelMPQGbBTXvB+4aWM5RXvDykDAFS",
+	"e0bWhElIxJMrgn6uCWHo9c8m+mKGLlZUANg2otqSKyhbFi7pgS+QrGq5Ug3Mma5hWPFakgQZnAb1g1Yu",
+	"wLSDdfZHQW5IgSapjevQf05PUFlfFTRLIOzjkLNim8wBE5voX/Tf4Q8Jwvmasqkao6lsVyEh6yvh+kY3",
+	"uKA51oX/TQoQjO5I9zdnGmubMrQk7AhK5C0JIxWEXi8qvkZUzuZszp5xdqPxAA0MyYoXUAgZeXM+mbND",
+	"pKU4NJX+NteGkfnBCZofzGaz+cGndIZe40JxOMnRX8/f/JSgNQX0C8QrRBkM2djLE+2bQFxN7Ztvv50z",
+	"hLIVrnAmSSXAal9LQXOC0n+cHf43PvzX8eFfLmeHv6YwXQOJqj9/fHx8DLZ9gTATG1Khp8fH8JpOClBt",
+	"m5QdE4yAr7AgFszEfCTQtx8/IsENFktBwXcKOISniErFJMAFCCNBC8VZxtIxU7RxcRiaPi72gjL0/uIZ",
+	"MkkKBZWkwgVK/zs9RSUvUeqwoFK0wgKtaVZxE4gB7b7FcoVKXOE1AcKoxt+/e3WYk4znJId3XnyUFW54",
+	"8ZpsBVrjLboiCOc5yTWV1CFx6ual7ZCoZteMbxh8o10XkspCbTe9XRQb/Cc/SA5uSCX0LjuePZ4d65r0",
+	"hOGSHpwcPJkdz56Aa0euQMod4ZIe3Tw+MlmKJReBwKvUJaCmaMIrlBp6plO05jfGuwJu+kcCaZxVJDn8",
+	"1RbjnOgVUYfNBle5mKpVnzOTMqdb0BlxnGU6E2Sz4gVRtIcEAMVGamVxdk3yGUp19muKAi2AGFBkdhUI",
+	"ayZp0WDYPBIobTAsU9VsLUiO6jJRLzFvVnb8ejpz5ucP62Qrxb0lFgIilmYozYsPqZ9mLBCWMKlT02lo",
+	"zLM5O0NLekMYSo2fJnVVFTvUrQiTCaoZ+ViqM8A0gN6S6hDcZryWGV+bYpuUzZn6/pvjY3TF861mHWea",
+	"VifMQaNCaqef4eCoZ6R5xQSq/Uhwrk6mXx0wzvc83xqHmjQRP5DclUGvR/80QPNa29rp6XGKqj5TmtPP",
+	"+GDshgKO/ub4eK+eR6mDrXzDjir4qZtRwRlBlXv7qR5PqHU37qPvce6mmBx8O+aTczhsQNLrb57s/uY9",
+	"wzeYatv4J//6p3iA8U1B8iVBOvgLGGIGYD1LoXG8wC/UPi0PTg6a0/CgeVpW/KNq13hUoTdP1hzBfo5L",
+	"nJf6jKigTEVBSa7Ec5MrzKucVAnS0M1uj0JFWXVuOOEA+8EeB3Nmyhigq62S8FjtYV+06d2z0BoGXvvJ",
+	"yZQ1f81wUZzorauamDP4zh5NVjae6NQ1fQhS0UgjkjdJv3qciuBagZC8PAStZM7Sli86NXQQShDp0171",
+	"OkNnDOmkNeDGZhT/+DWNbHVAWvtqNzqM7ne621FJKliWRPELZWUtNaf+PsXAGrNtk4lPGcgFzxX1MLLB",
+	"Frk4UoJhWRFx6MDil6FswXdqpbWoKEmVESZhuLDFvkE5yegaF2KGUl1W6b2aDZz4pgCD3j0TKhEjJBeo",
+	"XF7qNzOcrch01ttC/0nkWzO0cwMtfyeOHAzvaHUUYD4QSgyXYsVvyTLt5XeNKTloej//+dUjARmZVKiV",
+	"cfc0WE2kx9piBleoJMoS6h4V4AhNaTOsPktoAMICL6Pc8Aov7R1RnQgQ4ezqwSvNjkrIKtVa5SlKreEU",
+	"WGJD6HJlEl4t4wcZQEM342VfjFJdI4pAySRtwLBx4eOWvAkT//QpCbcn+X22ZtOOxzVo8ph//Rxi2FI5",
+	"YtSL7AZtXftcEre1fd7yEhV4CedAcznQBsEE6cIS5letrCQIC4TRFSg6alb3s43Us8EtZPBDglso9aoK",
+	"p3Yz6UE/EgjfkEptJm0EUxtMv44KzpaHJS9A1jaJQM/0rTmdMwgnFX6ZiqutzjAH9Be6Jn6cn3hOjFZm",
+	"84ztW2iiBtS8OGewy3Uucm7oDp2hmuVQBwNLd+9TTD899Tpq5gmpzhPG58wKQX2sXJNSTkPKlBUEb0rx",
+	"pyB4gNPPEtc5Br/GLU+qQ81yjjeQ5XRSub1vbir6hvJ59rjel4d+hq7Z72EutsXhXYblnwz9IAzdKcL/",
+	"NfJ0V6I3B1pijy842LR5/qHZ2VXBGWLhQDnzPzn4/jk4QOavkIGtY9opBVdb5LgIWNeWz/5yQloXfjz0",
+	"gAqC2tgbRhBhstrqkep05In1+SWo5JVMUEnzqb7yUim0lqTp35kUeoGzlcY/mDMqUBoEPUiNG8LpfWiC",
+	"b5at25FGIxDTGUqzsp7VglSXtUi1UR/+pOcHfwQ3lbmco4/o8fEx6L2Qzo3F6orjKkfkY0kyKSJ6Vgvz",
+	"4o+wsz2vbdPmjoj9WFuepzfY1pM+5tCDCokwQMlXqryZLWUQffXeEI0f7rPYNfQC7pQFaRM9ktrbJOzr",
+	"U5SaWJIUbiwNcoFxFOvCENqKrg3XQqJv1b6vJRGnc6YzrUSKvGx+43nTHmj9XYXZUukAnl3QWVIMWVNk",
+	"yzLMWVbUAioRQl0sNEk7gUNw7SroDYldr1qxPX9u+zHbfgAY+UE3fTiU8yvc9M+xxIdlgZmxEoCH1mmz",
+	"PQGQIPWpdc2bXfWAUsHVpo87x850tXYTOnNi/EEcHqOCLCTitdrzsq4YOIyUUmCgQWZIW2REs9O1h0qK",
+	"OUuf65dSz/MFVlMTHDJDqavikR6lEovrtEFk4caWrvk2eJI/s5P7uam69bU5odwYH9ALNbL/HZsIit0g",
+	"yzAuJe734WnSbIiw4UFeWX4GbtXM3NpnzcbY29GkDSIQqdXda+BiPYToivjBe6bDLwwMkB2y9Sco9Vb9",
+	"1QS+cO0o4wuYiGfu5BUEDuE5E/WVax68KVSeBissqfOxi849Q2cd1Gz96gqLOWPcG4au4QS2KDjENytS",
+	"edEkaMPrIkdC4kqqv1YETdSQW6MDEThnpBBGrSBLyhhlS6X6r8n6CpQO04vuWrTsuFDqCy9TnxI6xmrO",
+	"rGemVOoIwBVDAwlKQWOAz9SfdVliMK37wrhpMUHpGn9U56/6Rke8qIYps1g51q9vrkM1c6UGbKQDSgF0",
+	"FHSS9BVeLilbpghf8RuCnhwfz5lpKUFAjPQcwvbSBitKExXCnGzj9t3nBOdBf/wrKuQz39Ev7kMoPrRj",
+	"pjXieIx0T2rZMMXNPRzj6mJc8Q1ciyd2I9vi97CPvBtxgZegteolghAveKUjX1rC4M53/U6DR4XmqagV",
+	"S/GC4btWGcO7sEMSq4zlAJaffHd8PIUyJ30Nc03ZK7w8dzijn0nNHMWDXUqN9Q+aVfCEx5dRQyeGVd04",
+	"pqjEtBJos+JiQE4p8aQegl9LaWbeEiVow6uQBevBefs3+PeTPjoBFLjH3tqh1xIdd2fuHe9DL1DodcTL",
+	"eoCvicQAdfKgt6UWGXTHu9Q9E9b5hS5NMESl5LQkrQv3FUrf0OLdlCAwl4qWNiGm+zKl1tl2aHRJWGs7",
+	"x2s4IgTCAkUYN4Hzw+1BiKezkdb6sHARdb99Sq3Zcs4qsiAVYZlDiMw5idkuvxjL35WBcZ5TjebytpVp",
+	"NJqx9S3vUzAxpL1WV5ZvGP5SLH7WY2nFwjacw7FIgq7JVhvBmxF/CVmr3bzi6Df4d1/R+wOv7uMOfs8i",
+	"+GdXmPtPef3w8lpdU2+lBo+Syntz8FGjkh395n7+dCQIaeWmtHn7nJDr1uq89Qq5/15Z283hfgT5DpCz",
+	"PtYq8MhrfkPyCz4KUMct10+D6KVxZJwh+BuDh79nKbf2odvKm28Ntmm/O/FfRxxcd9/pT4+f7v7kJy5/",
+	"4DXL78M5zm9IKGHLCITGtARWGa3TGVNjIClk9Gl3R9tcTGZ0hUPXY8ZfsPwE6qmlJqsrOq1TlDpQEPuy",
+	"yWIDf5m9gGE5Z7xCukIHohJS4nq2Meg5RRvKhDYRXXG50smd9IawGXrPAPwQ3GpWm0zmzDOTtWx7JqVR",
+	"0RLGhiTniVZRdC6ZatqWLAxpoj1B+dXKxzsY9jtY/j4czEjPXXIAKxcRNgF5cL+egX1FdcMu73tSciTC",
+	"SHKgNtFFbNa7sMlwtSSyBW6+H0D0OJndDLHfZYgK/+Nkt5ZoXorcwjoqvqi49q//cSVOr1rHrOx9+Lkv",
+	"zfchfPyZX9xCEPW2Sai5X79CkcTI5mIAh0uXZhqUVrer3dsWHq1RtPv8PLLhjlv9GQAi9Hx24K2D25un",
+	"KFCpNQQutX6wJfKzbHqDxNmYHTqpeUQrUa2a23yjRl9sT/z0ekgv25ooI+p79tAEKjS15R3ELuJCjXnr",
+	"nIfrqUnzbyI99cBAkVprXUlIXiKx4hvKlggLlKqxXeqxpZCEb3y7prCGeoxMHn+CeGWNg4mzC35zfKz9",
+	"TGluM1aOQ+rX27pakucE5690a3eXaUMBw20JsGcAcaTt7g77aoKSG6oCkXcZZoAFzWL9fuIljEWnV8Me",
+	"9pM769GEL+Aa17b76BsIXDxaJnhT1/yOZve+G/Oz8fkX5+tIm6VnhNq3vW56ebG1+DcaSqRCeAFRlSuq",
+	"Y70j3tu7RELuHoO5/u4axP2GTxZ0TWWrQVcs7DGgf+OP2i3twMDNr6EaUuEudKxJuA+/yc8dX+kJOaj9",
+	"EAYiKE1diC9hcXZCqTGpCJf1ahGceq7pmAjay0WSFx+OfqP5pyOIIdsOGIRo7nJaK76B2ljFh5d5qiOk",
+	"0v98cYG8RtMZetnDPTjx9QqIQYGsh7IWqzZo0COBTC0DJFcVr5ca9IPxao1NUV1UYrlCE0FwQXKXFEGE",
+	"NIVm5swBFhGWVVuYxwumzoc8RVhciymSHJlCGUdenQyjOBneFR08pkdirtSYU4Qd8Jc+P2hT9RlSk9Ws",
+	"dKCYCafxCIFoDuQ7mdfHx08yICT8SNIECa7DsPSKNJhcxuYmNzSD+Czse1+7oCfUN4IZas/ZFSk4VBCX",
+	"fIbekQVgN8Hgvj1+kria/6bOeII2K1oQPZM1VruVYZbpQAqGlDbZAB0AFBSrFOkAlG2C7QT06Je8MQrm",
+	"VFwjUXJeBMPX38F3zba9p4NQMUwjrQDp73bKni638VBRtM28NR28YNpPD5uf5lVFDwhJvZq3VvyMwede",
+	"xmqlaG+MjHdVPIsYRIXacwZLjXykQir+tjchOzd1PJdKE86nd1RWH4QV2jpub/bhfQqXr+g+PXWbHsrW",
+	"643fOaB05yDMu9QFScfIBmREYiPm+Ya1IN4a8CmI6oSb+eiTbN+rNdjxj34zWHCfjshHSbR9NnywnROp",
+	"ZSWgwm3VlYAY6DuLE5cVmK4hWlkRqoGZk1ypdOpXiRjfoP+NUhMlmM6ZixP87niq0aZMa81d2KDuxQCw",
+	"QrLxBcwGyrA8iFi0pY6GZON+lbIeSEwCCTQ1PpOEbPX4dUUw3PmOrKdlGL+gNxYQ0pee/o6Fp/eDW+VX",
+	"aQ4n7+niL2kLk+ikbYDS13Tck0/gHzSZPKdKafGUpjkDkx9c0a62EI2Uo8lVLabIhrj5GHeArqkJ1PEh",
+	"AIZljqjUQetzZrP10lPE5YpUGypIqy0X+e6lLfQbS01qJYTTq0/mTGO04jU3lS5rRflr79qgiQQr6LUN",
+	"y2VD6u3gNHDehrJcqYZUoFRp8imaUEg/pDckcSlKSvaveF0hvORTq8YpjjHJATofUv2WSp66GOk5Y3wD",
+	"+Q48JynS63pldH2rsboMg44Dd0ELSDETpCCZnJnUBqXaav24AdLxodaAWdVlDkIOTfalukpVqBd6OIHs",
+	"CyXTYV3nbA1YqSa7I8PMQ1PVdNIAOLaY5WyFxWtekRRJUhTgrVbLDUfiRwmjmDNQNkQshcEvkPF1G3vu",
+	"zzDjMuEilg8m9k3y7BQjKygGpkqZSGN9eGO4cz6pqeZ+53ZMlSu/JVdhTm9aXXfRCAXw3RiZAiXMnTwM",
+	"VqH72rN+x1WU28sMect1GDCWffMHN5YZefR1WsrOW1FHwqHB0grprZO0kvvRhHFrR2oH0K+9+ht3s5/Z",
+	"lry4S3Xp+K1VeO7TkK/vTKNpfnN8fNrAg/cOFAfFiJ0Hpo+vaON67wOROnw9aBe2vZP5JNxBt/bhvd5C",
+	"HnbP/J6Cm9vxe026n68/Q8mFCmfa77ff9hl1aU+imFR/svCXYmGJaRFj3XVTPft3EPH1psFib/jbnAaJ",
+	"Oy8sAqG+dkA9DXst+ZIHhg0QCZusfuBVz+DvzE3drPfpCYLdKALXYzVfV7FhzrqxcRbLyiV6v1F3ZX2h",
+	"+tiE9Xbz4iuSEXUBVReoKzJnqodcR5EwLo1TwQvRNSgAtohF+y544l2hnx7/xTkp5swYK9HEAQhkmKkO",
+	"xDUtfSh+ewtc0zwvyHSGzpqIZG0AblWnILnDaW4nsjUBKxq1PEWp+f7S071JOF/9Nb+xJ/MFf/7q5z9l",
+	"22cwEhqCn7WKaj+wmVAtNKzwkCbQYrevwKPSIlQjhIMeFlFnq/ZZ8JfP4dmRrfBdXwCBh6MlNAAdC+L5",
+	"79c/7yniCwge7oULWYnqiQ8Is6PyARSo/Y8VKKMTP1gu8HXPEW9uVN2jY8IXvTPIi5VKkPHqAzySc+bz",
+	"phhIyEG0h58cvmzCCbBsVxiq+CYJVV5A2plFjf1UmExn41V3npi81hxM0hk6a+BWbHBj6CTVXz49fhp2",
+	"actq+6dW+8eW/L8nF/o+Ar/L61o7osI/BP50lfuu8pZ88O7ZLXe59ZYHBOEDnxV0qUWTWhp9Aw8nl7y2",
+	"L74j2lj5cEqT7elc4gqii0O7Rw3icykcGDkyQRGqGvITO8v9A6+WRHqJjvaTR8IaelpLaR/vFTp8VfDs",
+	"muSRJYS0hviJ/q5mzgt2hbNrpZKwHE1KXhQo2JqsxfQEqozq+3BFDjMP+FATDnFTHU9nlJnif0JWBK8F",
+	"SsvlZV6vS3R4qGvB/kdWC8nXKaJMcnhcETBBpTN0ofaWMO5XyuYsJR+zos4JPHiOJU7RBGIMMVrQjyRH",
+	"BRVyiq4JKY3xNycLyrQGcVVLpJaEcW21QmdmiGq4WOq4OCqMB/CRjlVx1TKh2piOips8PT6eztC3x4+1",
+	"WmOnxCvUDB+C87icM8qExIWuSOZ3ELwJtnj94IHOv1YnewEyfvNZd7Wwj255JH5BUaBOsMcP3/0Q5yHH",
+	"eN0kKF5ue6WmIGDJ7IeG6UHptp38X6+PzyC6ZB0vr+Fzj3aLfpbjR3UVxQ3Fshs587biy4oI0URCWFYx",
+	"nN2VCA9MVEmEPMxcAeoBLNwRficTpmHaQoCbHPA7OfJdEABltH0/sGi7AEb+3Cizrvtmorbk4f17fFqs",
+	"dlFt1Q42C9LazI3S+tD8ZWpykxFa43/ZV//YfPBfrkp5jAPU17ii4q4ow59z3Lg5IDKw6qvT5ooguA4F",
+	"jhs1Q21KMZC2Rh7q80dqJa8tCh+Jpg8oLm+4+WFYuORlNMTwHELMhI/hr8EkXZgQIh9qXAgfxhtNPHsX",
+	"TEB/I7G4Nq/PmYH6nrRMYy5o2MAdgyK94eiKqNulZWGjVF+RFb4hAlnME5PYcrihOdT41m4aXBS9DOAE",
+	"rehy5SrqlRXlFZXbVkUTc7ucswxXFdX2OpsUE0zG5eVPlgIXOuzpAeLWvnh01o5J6ErAI178BVM55r0L",
+	"uia8HvVqG4lmxAdnteRn2fWYV33oiNc8J/t+80PF13uhdIkoRNeweHzLyzd/U5LxG20T6zkLwE4jOTKl",
+	"o38/kdhveYlwVnEhWqigrvC1LnXfyCXM8iNegdDx5aaSdnsbjCJiUyNH+XCJQSH6rMB0LVBdQl5dI4bS",
+	"dmAv1rjvXh0Ui2Hedj8ngMsEt2vtykFX25ZTNocXeC2NCKWVCdJFugzxKUqhVnqKMlyKNmiCpvCcKbGp",
+	"v17P0FlR6FQPkvtDFivoh5kw6pd5RC5+HlTIvdDw/pRTf8qpB5RT2irHtogUdEmvCs8DOxHTCJDSrSRT",
+	"KHGkJ5kaGEwfBTMqrxpnZw/qMxyKgiYth28L3BZ+g8+nc6bNprqIjBGHRhI1AsgAEXSl3gy9AKmvC8KY",
+	"q6P1Ls7ZN8dP9VHAOLri+fbEpZK5YiAe3q6exooUIDsxg0gaN4HE5X5oeYlwJiHpw7Kl4Um1+ElT0xIw",
+	"C3gtE1A+PR9KRCx+PlTRuwCF/ilL7yZL/5SOPeno4uRg72th2cIJfRipWItV3Oj3s77ctpyNGgDTYhdw",
+	"ZoLnVUPmkthIOaV96jtiI8nmbM0Zl5zRDAlFdZa55CzKhLqmKlJQJkgFyVZeKEGChFvdLeJVrr4RKOPr",
+	"NQWw0JxU4MPxow9c2raJYjbuLWMKawYbiOYA4ak9V7yiS8pw0UQJmhhFNSIO4ZIVKQmW/iR0vIhmLV1O",
+	"XRNrQ5mYzubsGWdZXVWESRv/ArSF6UjAXVhqy6ouYmGeTE81Y9RipR3R7ZiVOUvLiud1Rqrz+ipVHxFT",
+	"mAjK9dRyRZiECaoergmDpEal/4Jgf63Li7pf8UcodjhnoRyb2ZzN2S9QZsjDaUCT9IeXr15cfv/+hx9e",
+	"vLt8/vJdOk0QlBuBGWpSE9cHyVPIvmhoi7ZETucM7CBRF3uC8rqCGiMd/zx45uFbXcHDQoY08UQe/iva",
+	"YCotV+jh29uCBnozyf6KFyhD3yKBJhoATdq8TA3egakU0xNgly18vhBblpEmjgnadng+lgwa1cQwZ4HV",
+	"QX+1hU2ju078xJUWZ+uQJdgFHeh88hFnsthCFupszn6xA9VDAIwQkpuVNGGwIDVsbJz1GDGSNBO0G+Tb",
+	"4ycnCELD5sxdNIHVW6MTaJLzTBxBn7N1Pg2jtYnVPSU1PlBokBrhXg7Rx/dfg0ePQXsNdlffUQJBhxwD",
+	"W6gegFMoK9Xtt8p/V0cjbG17ekiujaAVWqtN9CF0PrXOSXW8hQ5K4PZYFL4Rn62DsgOHnRUEV0N5WkAF",
+	"UKQZ76USnyIqG3Sk2sDN/fUcneVrylBWUMLkI4FS6AZOYS2TwaDrajk/srZXMYMXU5ThopihX0zcoY9S",
+	"FICtbQpTUjFnJk3MSBv/U67D+DEYoNXxaqt9e9Xx4HLkH/SJTZKOFEZoELWVDkFlYqtjtqAgbSrGaaiK",
+	"ZqsgI5qYrIykUwkHEC918rpOszaxVDgwDRO5AonzeIkpM9To6ClCO2vVycNv1M3ITwQxaAAaIJRKd/DS",
+	"qlOPUNcD1FBUW5MLoW7HEPDlFcrx72WchcYN6fhLzsgJwtm1GhbVQGBQkWcBxN6iggvtSCBwaF+0U+jV",
+	"eaXtefYoNAeLPjrVIwPvKbgud+FrLohQdWqoNVEairAZlXZNG/WvIm78mmo1kySfwoGN4UsTnQ0crc9G",
+	"Ey3Eq64yCbBWHXq992+4PpRoB7N57r93gp4eP+0iWoUrq7od+ZkvqG3xoqljdib1yl9Gkp5vnY7/kGlk",
+	"MEEg6FAY7EZJHi+R9XeSUGaSJ+Nw4cCboGGpjWDj0/oWsIoIXlcZuZ8SMa61I+cUEIOVEn9qXvuyFTN3",
+	"MSsMUo04Uveq8RLefXF/4uxQ29ya2lSaSL6ybpbZv2I2wb3a7z1+ofdKG2xWWR1QN5Rs4ng5a1ck3rji",
+	"29m+4qTBgFE6C2zHYA1dC43tirLOWUGE+UIrPA0aBZosCg79YImOASjFg69pgdUo+ql9o6791p3d4NSI",
+	"0xZWzn/oIvjoEJlBq5+aXg9BvdCh36caFEj/YorZdiF/T1GqDlLVMoTtmpL76pxtgFptLJeuya6hgicA",
+	"JzNndkVMqOwMpQXWhARHvBYPvbqqXrFKX1ETqAHp1nhEAk0EIbGqe1AfRSNilrWcUXWoSZK/JZUuZAnj",
+	"8KDBjX1EkwJClL81WD0CHaEnEPtliNlqBWfXDSwPqQ4Nvk+LIPrxnIWaNTWBxdmSOCzKcFlhk15kWzaX",
+	"1sPHxlSgr64brO+up74Xz3I3KDr0hkSKCL6x++XrFXZuiLEIMvf87hAaWyHJWgePaPolEJ5USwisviGN",
+	"XUnH7Dy4PPPKyUYlmkN+aoRVI4ONHjm5JqXUdhKlJIcU1MQmcCm11iA/Af79rC0RtWEFw9neuyk4+miN",
+	"2EuCbomysAS1liPD9WaDqhvwhLLDRUGXK9ekurUwiITPdczQWun7hhYnZqa1lsi4Y3B1xdU9G9wEN9E+",
+	"VmOHmxoEwYPy4pox8LUVEfrWq68cYHnQF0dZV0x9X0Mc4hVR6rczs05Npni3cLnga6L18U7dcpSpqVGW",
+	"k49Ktl+Bpt46P8yq9I6QCNbZKUjlcwfG6Imgdjlze6Y4Ih1rM6OSNlN9ybSsCnkHlC1Fc3G3GxPhPEca",
+	"aFdogeldQbVagFJZ1QxstHo2lS2Ev9ZoxpZUFoUMihQ7NDO9nK0qqyZKa1fqoVKg7rMq9kPjjP0PRir3",
+	"fJIPAr/0uW9Mbzv7H7aqPXVcGVgwBjT7pVsV9kEOHa187VahZ7dUlFFHT56zqKLsWfeA9dNW3BdkJGlh",
+	"G9vc2qf3Bw3EHCchWjLhDyYUYHljt+Avi8dmvMnN3m5r5m00ts+0p8NVndtUe5mTdcnV0px6xYfARWqg",
+	"wXUijMuDaRQXdROpoDpTFH/ts9sSH5z7fk/IZl64rAZ8aqLhG0+GX6fc907cs5UuDnD2R+SRIeiwD7ae",
+	"/e8EOKzDRW18sM9i5lOH5bAd9wLe+HqtGmp8A9Zb0Abu33ALdPs6bLZgATuqyKIiQzFZzxozVssSA445",
+	"68AC6G5GSA4Z6qpBypa6EqABs14UHuCO9sIZCbfE9bIxalovnzHpQRCTc0CbPP4V3+jaf1CyimVkqv12",
+	"FSl5JT1N2OVvmeupui9f8Ryq1jQBRQE4HJjCuSLQQ+b1Qgems2FgFnjlXuCifqmoJJ00N8oO12TNq62z",
+	"c9pKOJZ+jG98LgTWuXPKWy/BumtWc5bkFK4wEGfCNxBkclVn10TqjaRG2VbmtCHWvZPLFVrwojBsM2cV",
+	"lOCc6ODnx2h1gh4bhkvQd+rXbxP0zVP4+7cJ+j8ox1txgr47Nhj1T747niameYFwQZdgbDJ2bFLybJWg",
+	"a7IVKP373//+98PXrw+fP7/48ceT169Pzs//O23uVBZE3pUvFPXaXLDs6syZZ+G2G+fURE3Y8lBN2t+R",
+	"SekDJ79qDUzSWGYrVwtKPPJ24ITcECYPC87LBD17+14Ht3BeoIwX9ZqZCp56NGCYnc5Qai37HR+Og6IS",
+	"aOLMbQIZxIx8mnjmfLDiM74pSL7URkYxQ55zSNvNtftjDpD/EJLOJS4EmrQMokocnXhBO2PuwEZkaCng",
+	"A/rPfC8N6A4z6PR1123lfDOeD4eypUjmLDVSLA2XdTR2VbWpwk4BBynQOTy/boT0hza9fdnb/q8PfBDU",
+	"YtcNxsjLL3OBaY5gxfKCQDYuWJphR3ZPh3p/BUXvAtNz+4w4wgwXW0mz+GnxTAf2NP4PT2qCs6CReE5Q",
+	"6OBX62y42noVhoWkRWHEpBZ4klQ3xsuT6nbTBKUrXlcNuq0ScDneqgcbQq5TNHl5/gapHwVEHKVrzuQq",
+	"PZ0zOB1wZWPPdeOPTKBXEj03nhsUXZ0ac9JAO6nTiteVmM3Zay3QMENgbnKtC6jNgp4eHw9KnTNH6lHi",
+	"x7YeLAuh6XSQHKixHSQHOVZfKnocJAdAi99lKYg/Bd3dBF3DYjFJB+Lly0i6153wBAhpNkxugkzd7/bS",
+	"YhJ7rT/0HoRh8LZWiyOdvzCgNDu9qCIZr3Khsw0WvHLR/S7AZEEL44D+UOMKM0mZjsY0bxwpOZZf/Uhw",
+	"IVfbxk0JAfaPBALXoqGAvSl47oJuRobJZXS3yX+RimslLGVckhQJvFV3t21EPH0PU394tKVWPzEGVSS4",
+	"B2a7aMONuISWFgdBTMS9Hqe38C9p1rZOI2HAQJw2jyY1AwiQmOF7eqrU4uG4qUbvntlqX2D1llxfByIJ",
+	"QUG3k16/h3Q+/XEk/tgD12vnu6fjh8PvoZH/wW53j5N/J362kH8tQXaQD3g69n1sQfn2tp2GAIkHJncG",
+	"r0niPN2uaIViqinCEmG4/pyaMCewBbioSi/Fb4betvPj0tGCFO4a8EozSn30hqQfmnRSKrCGzXORWYOq",
+	"/pdIKwjfIToTbm1Cs9muOC8IZrcVEV0Z8ccVEn9oV1crByuBeqk6aM7fBzr+DdkK+/dmoRgndvYoGatz",
+	"ybVPBQzcqFswoZNfBHlDs10Kz/1V7bzz1h7YlN/+/o/tUcm0/YUZm1T7O4qlO3O7rQljaB//AC5/BWeU",
+	"mvODbEe4KR15ifnRLfg9lyskNlRmFgUB8ifBz6ZtiCl0NtNtXgK2rr6O4JyX0uJ9uesbmmC0KGhpgLwh",
+	"JQCq+ZekEhC0o8EEcs7I9BR1gQZMUvyVGYeXrd/AKcyZ9tLNGhiDnlMCHEnm5m/yKj2YhA2m0mCWQE8a",
+	"aUDdzHSD9qqPRtz00QTKwBuoIBORDUHaul20UKwFqa0ehMJ0l4FAGN9Ty0wQ0WJeewv9kFCqTTc7rAKO",
+	"n8wJdH9mAtLDnDC9GbwEXjapfe1F10ZlSUaaFGIO3MackEQCBd6wE5t9aJBCcKnU3iatYBiwQ2+uPlLH",
+	"qXar2snkFaYAdL4iRd4KQtDYry0oPZslgt4sFtparj/XLCq8ljX2v8/giQ3CN4CkF26FEfBSDzDWRiNo",
+	"BV3M2aaiUhIGCFsBaWLKr5uvhRYsiEqkoxdopRPI1XZmGS0I+GqrLfoWAZjLy4V1G3vSw3Y58WRLzjds",
+	"ihoG1c4NNwlIYdJDtp/P2ZVXSK8ZAIg2n8x9sx/W5HQFlowU+/b4ia6sN2fh4iYzlBKmFitP0boWMBmM",
+	"/nr+5idkNH/jfH96fOxeRRPzbAr0tkgZQWjY8768eADQ56aHvTA8HkZYEbnTpWj4WSi2Y3yD6Beyul/U",
+	"FeuLOM4gZ3mxuDfhNagtDIIw/wJ1IQHsRgs57pdefOo2vy3Cpc5xW8erLY3QxKHV+UlUp5DWaGHxyEdJ",
+	"mGjuMw3SjdC52xteXVO2jByNb3n5mU7Hdk9jDsj7OhDb+H6m8Qc/5s7GyH60Q/RruOwuv8/m7K5CEO2S",
+	"gQHG+COKwf258qsRgh22flAZCJ3IgagKUhQQ9HUCiUJgdBTINq2/1sg6VEgLCW3+rBF8NkqANfCf2FRh",
+	"gmTUapuYACltZrXtgQ3TQOGs+AatMduq64dSPBIH2OLDEukv56yk2bWB5NNtgW5RbBFG79+/fH7iY42h",
+	"iiypkGoQADHTG7bVK5VqodSrAq5xidFT3TzXeKv2KZRlshkZ+lU1YfWhxiXTC7o1yGSp+dW5PZuSJkai",
+	"6HT7Lq0VeYqY0+vCLOdDhk1DFzFHBCRm60FACh3NvxCM10UzELeiFtOAV4YJ1R8qOlT4wd9zdq/cfdNV",
+	"FgQlXKHkHdzfLyrtDvwKIepgaA+IUVdWiiCS6q9N8Z+QKyA5AFoqqv3W9yR6o/qHa6X5pIk84lf/JJkM",
+	"R16rpfjdYABpzkHYRyCB+F4N5GULpftMrXlxNLbrgmBZV6biqsbo6fL8EkuSH/KSsADXH11tDxleEyj9",
+	"m5Gf8LrlpwuINPjs+y34zx+iNK0bx9iqsY+Pv3m6q2zsn17soMxQZH6h+PGBMsjvuH1gaAJluKqgBDNG",
+	"wBzGK+xbg6wH2Le7ruFk3mNvjTVrm50DMSK79wpAUz1MxMsf25kzinu/Tsa9cGzayi3Tor+fUJZorJaK",
+	"ZITJYqtV114W9D2z72Dl9yhb/yeRxsdxUd0DJtwfsTr5QxkSPbIPqfvAZOKLCmyrpcFdmTlzW1tko4nO",
+	"wzRYQRamxrw7fSDOt8s+VOiyQI7nLbY8AG0z4nsIvcb0vZIRlHOA3MHZNYANuVm5PCyAOdVo6ULiwsAP",
+	"oYoXhbmt6yvulWqi8b9A3U0DRm+Lb54g8PelM/RWW/ZzktclXJ1a6Pc6ChRMWxOHUe8qhHhg9wmiUkPZ",
+	"qzvyAmuAc7+16cwFKx+lefHBAL/5+VTG7KYu1HZTvQKUPvBhjg0YffGRZLVUvO7W62u9eNkBfiG7WmsE",
+	"cd+CKykAuF2K3UiumcwBuFcE37ni5Oe0KJyVZbHVDAgpksa9JfmaZrgoth0B4hhp77IZbTTwWq6OCr6k",
+	"LO6YUBT96y8XiC8Wvn3LlScRdMkgGICfoCfHT8AmfWSSUPWH7EQJCFIsDhWTYMpIPmc/Xrx+pcOrBN5q",
+	"T4ZJqzYGqhtS0QUlAl0RXEFu5jVhAmqcO3Q3nFlXPssR43NFZGFgs/XIDilDV6TgbAlpxx4t1JgXFWeA",
+	"pEZlxNPxShEH1LKdbC/JR3m0kuuize/dUzV8zH0sC8w09DcQZaIpN1Ws9USzVucr3jZTmi8Wi+lBcrAC",
+	"QQHjfMX1TlQ/xxWD3iA7ad2w7u3+BGG5UAsL+cmHvJZK02uVeKY5YZLKbZBLy/qqoNnOZG7DobyWcZPW",
+	"C5af64W/q22ybRvi1166mSJZY9Tx4kVbhiB+Pcryk3PWkwA6tva3+QG/nh+cAEbepxbIgU4yRobHFTsT",
+	"lj8EvdfxyKa30AqEF0P8kakg5iPX//WXi8PHj6cnXj0Ae+6buEmhq8kzIQnOEV/MmQ5TXtYYFC0oGOJL",
+	"EC16LB2oUCoNa8JRTBQAJCAu6EeSK3WE5bjgjMwZWE+RpY1JbVfzPEFzdSWcH6QaCMLVNXgEdQ9LkqCy",
+	"qIV+OU1QKuor9U/FC6KrysxZqumbTlsCL5kzjKBYdEt6OToY2Ek3qBPdNprgQnCEBUrVVrqkeTpNWkZ7",
+	"XhCIeVpDUUfeUABGgQpyQwpwNJVYAJjwxgVOwAgSp7JBnR0lcq2ONGcgcY3TpCHp0+PHKP1tfkDUSacY",
+	"c36g6HFpuX5+kKD5QcZzEnz4SRN3zpqqEQ03YAnNK04G344tLgTxa4qU4GCZztBPzlmCKrIm6ytSkfxE",
+	"wy0Ed4eAqgDODZIg/aNUNDVpP/r3RcXXl0AbA3vVlnJ9z8mciYyXRNjBCgjV0/6Tyc/vX7z46fLixU9n",
+	"Pz37++WPL86ev3g3TdBmRbNV4wKi7mOEM10kINHs5HcHg3LeJ12cs9XDxeWzV2cvX08Nz9OwKyh0qr20",
+	"guLrBdBxQ4ycmE7WgYr3+N76PaslFMgBgR7o23Gl23t2KQ0D6m0Pi3cfgCorfc4rJRD2Y8BDec9HwArC",
+	"NIdsJjqQ8yH9gKaHAP316Laeyv3AHdbMdAmevVUtIcY15xvWWapX9IYwwCOGCpg4p+q3UxOcNlT5y5Sp",
+	"8s43iCOkbOkvrVmXvRa2MRoY7J34wa59OocFz3BxglIr3WbGEg0y0+UN+OZpuKwkJmIpB3OBE40g1BpI",
+	"dgpFgziXaJJWEKliEzWPUF1KuibTU1sESKPyuGJcDmChtDXdZ3P2TOO2aERvi1GtCxYjO+OjsgIAQ1IL",
+	"T2EwKeJaPxGxCGBDswe1g0EX5wyXYsWjZjDRPI8n+DoSaTpTqfEeIKhAQJyPz06WIW4vKPoE3sVdaIHX",
+	"FOKbJjpu6VKv+qXBxVfntP67cTFe/lvzp/zqsuS8gD8taEFMpetkzuw3uLom+aW67F1C+JtJmUmnEOZu",
+	"wTscyU6Rxf2xw5ozOy7z5PLfLoE/f4Mz/z/mB+bvSq9JAAREx56Yr+CXy3+z/VrwMR1eD8UObB6DRf7X",
+	"ECKmGF+/ToGb/IZX12o4HjmKD5c5KZVm6ijg/nZ5tdWDsUNxn3nBP5drnpNLGxI2bcBNXIyyUsyFRGSx",
+	"4JU80VLMFWOCyPDuuqrNpwOANXj6DKX/dlmS6tKAmhiSzBkAMGEhLYrKDS5qSOsAFCXNyLHoQ8dvozco",
+	"3M3LAlN2u8s5F7rcUAfiuZEsqgPvRTRZ8GqNJTqeHc+eThObOfnN8fGd92A76kPHmggol7HNChI3Bb+J",
+	"Wnz1VQ3yxsglL0VqszFgN1RbpTQnXhE1uJhAafh8ziYa54aXWilC10TdsZi5uKTqcLiETKYUTQzoha3n",
+	"iIUx5ZoqBnJF1icQSnXzf+aM6iQTsqamzF/SGIXTllU4TRBhWbUtXTFqQdm1BT9swmFNUes5g8cbfSWD",
+	"BBNTitQdECnOrh0VDAK+B6JYFOaLxARhqcvJnKmr1Aw9U8sAiIPqjgVU0tuCVBQXVJgyo7oLH7Rgwitk",
+	"7eHpFK35jYmD79SaM6YfXQvAeSPUjQ9G4RvedXVOdTNIYVO53BtT6oAv2sBmwEIekrfRNRtEN3vPTSsC",
+	"xv5L+L+XzCyrmuh0ABNpzHKHJ6dN/N5DKubsmpQSzHW6xIGelcTUwZ+UvCzBvquTC9Q2gq9zGw1bEVNE",
+	"l3g1RJM5g4hZbyQfSwq1MjBaYqmEMKwoLhQl+84A3w/gyO2UmQSWx6/iAFUdqHaIEsNGuj4dOoPSwQyl",
+	"8PtLL/wWaOstb0WYTFDN9Fhzr8DdC71nDtWkThA2K6XTYAqq8dTB7wqzhj1g2NaIJOfL2ay4IE01jACD",
+	"KcXLlhkGQ4Ih86IWJLcl86B/V05WbyMqzdrM7QwS74mV0ZC+VnChd4/N8NJiBJpNbMk6u7UgPQZMCLXQ",
+	"AH3Gf6idO7xmIKBeMn354hVqETBNnIdKLTV4DDz/1Jx1HFTOP4W67qlTXyC0qqx4TIgMtKQpPGR5QFPM",
+	"GmT09p9ghmheEA1gOnVGjPbSqR2frUh2PZuz17hQRwtA6ZS1RBPrauQlUqeZ2gGaCo0MNCEms9ls6lC6",
+	"zHQbn14j6uGFp4nuUu08LUUw2zojjAlAh/KZNmPPFJDSPXz78aNW/sGiZesouuVMWV0UKYgX79g5ap0W",
+	"a4KZrnwUrFwITZ7D6QcS9+v0qXkD/EI+tdYIvpxP7TMEK97ZCad5Sh/bQDWongnbdgJcmuhNpb1zid2m",
+	"IFPCrjqjnd0mAtJ+GguBXNOP9iLm6YAm5ngAcBnDysIpcbV1EfMCVTVj2uUNt8YZ+hvZals84L8aG/n5",
+	"8789EhDZvH2ZT09MwVIGNcipMHXuSY4mKSQ7azdGOj1tLvLqXdQutJ1qD8LlCotVCsWe14q8dZljCfI5",
+	"1ZS+tIC0ahXML6dQqh2SOZnstLQxmoog0gzEwDEKi6kCqwpJjk1humqrK+E7nRSmqFpEk1Zj03bf8Iar",
+	"saXfTLsnWSsM4unxX2bIvqgDKZRA1p/kusFrQkpjBgEOnDPscq+dSX3WmTh4SPCHmpyqFnVkik+0HbL1",
+	"HaQukEqLjp9NEN1XK11hgF9UupoRDGFsa4rqrA3N4bcP+/7LQwz/GWeLgmZyANql2iIoESIss+oMY4/1",
+	"jO1TEINRwCXC4lrXUPtCQt0ysxN1Bqm62ibNWiAqP5PYbiLXPakNW/vIWM7CcvsHg+WtdM2zn56T/ASl",
+	"12SrbtWwvxOkVCpQqK8EYdJmy1+T7TSBVy/LiizoRyXI8TVhc1ZQSSp1Yul7b1rRklxiecmrS63yqbZL",
+	"nq3QWpzoRCcAmNYXCDDY6KuCuk2SimZzlmqsyhdQRlNd25srqD4CGmUX1QIA+6cz9E61CiY6DyzrmmzR",
+	"5GorzR+np2hNzQ3XwdsKuoawGZhxrz6c0WaNxvs0ClalluFcrcDXLORggF9UyJkRDKd8Kwb5A2uI7yx8",
+	"ilMcnKFnYmRK11pkDGV7iZdOCOje0kWNGeatubiuioOTg5WU5cnRETh4VlzIk+++e/INcK0ZV1fkFEGH",
+	"VhN3bBxS/XLuoDo11+OJxsi3FrMGp2PqBUnXIlwYHtO1B/rjbHnel7wMfOih/1sD0rrBrTKf4uw6/Gkr",
+	"CG8wWDYYhR1oFBLuIXeKl4+MkcRLfYBf+1+ZxNbSwtaZ123ATfQTkbRqP3n1vMHAaWrnmNaaoi8B+uta",
+	"UQkS9ZX7u25FEKLLJLerPbeH6ZdvDjTfrV9gQU9NA3nxIfBRN/usHaHdX2UTbx1h09wz41h0Gy/110Y6",
+	"G3CEplXXT7/dzQifvQdP2AQy/BaE5bc6y/nzv4lHRg3T4gcqMoG1uWnOSoh+a300A3/OblN6Tek08NC4",
+	"Qm7HREMJqBYbx4hPMO3riHCBR3MN2AVxkK2JmfoEuz73Sgh4W70BBe+vV6BojS1Vw/imPYTgLuHl1t4e",
+	"CUP62NThWVpDtjYyjxp0qdWQyIRsdjFU+c1IUaAJw5LemCfZ1pOdNnX406+f/v8AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

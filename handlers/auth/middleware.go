@@ -38,8 +38,21 @@ func (a *Authenticator) Middleware(next http.Handler, withSubject func(context.C
 		if id.Subject != "" && withSubject != nil {
 			r = r.WithContext(withSubject(r.Context(), id.Subject))
 		}
+		if id.Tenant != "" {
+			r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, id.Tenant))
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+type tenantKey struct{}
+
+// TenantFrom returns the tenant claim (Config.TenantClaim) of the token that
+// Middleware verified for this request, as the token has it; "" when the
+// token carries none, or the route was public or skipped.
+func TenantFrom(ctx context.Context) string {
+	t, _ := ctx.Value(tenantKey{}).(string)
+	return t
 }
 
 // refuse answers a request that may not go on.

@@ -21,23 +21,25 @@ type Extended struct {
 	Expired bool
 }
 
-// ExtendLease pushes back the expiry of every live claim held by leaseID to
-// at least now + d (d <= 0: LeaseExtendDefault).
+// ExtendLease pushes back the expiry of every live claim held by leaseID on
+// the tenant's partitions to at least now + d (d <= 0: LeaseExtendDefault).
+// Another tenant's lease is unknown here.
 func (b *Broker) ExtendLease(ctx context.Context, tenant, leaseID string, d time.Duration) (Extended, error) {
-	if _, err := tenantOf(tenant); err != nil {
+	tid, err := tenantID(tenant)
+	if err != nil {
 		return Extended{}, err
 	}
 	if d <= 0 {
 		d = LeaseExtendDefault
 	}
 	expiries, err := b.q.PartitionConsumerExtendLease(ctx, db.PartitionConsumerExtendLeaseParams{
-		Seconds: int32(d / time.Second), LeaseID: &leaseID,
+		Seconds: int32(d / time.Second), LeaseID: &leaseID, TenantID: tid,
 	})
 	if err != nil {
 		return Extended{}, pgerr.Translate(fmt.Errorf("extend lease: %w", err))
 	}
 	if len(expiries) == 0 {
-		exists, err := b.q.PartitionConsumerLeaseExists(ctx, &leaseID)
+		exists, err := b.q.PartitionConsumerLeaseExists(ctx, db.PartitionConsumerLeaseExistsParams{LeaseID: &leaseID, TenantID: tid})
 		if err != nil {
 			return Extended{}, pgerr.Translate(fmt.Errorf("read lease: %w", err))
 		}
