@@ -36,11 +36,14 @@ type testBundle struct {
 	pool   *pgxpool.Pool
 	url    string
 	router routers.Router
+	// tenant, when set, is sent as x-queen-tenant by do (see as).
+	tenant string
 }
 
 type setupOpts struct {
 	repoll time.Duration
 	config func(*testConfig) // adjusts the broker's and the server's settings (spool, intervals)
+	pool   *pgxpool.Pool     // a database prepared by the test; nil: a fresh migrated one
 }
 
 // testConfig is the settings the tests give a broker and its HTTP adapter,
@@ -59,6 +62,7 @@ type testConfig struct {
 	Dashboard          http.Handler
 	StatsFlushFunc     func(ctx context.Context) error
 	Migration          *migration.Runner
+	Tenancy            bool
 }
 
 // newServer wires a broker and its HTTP adapter as cmd/queen does, starts
@@ -76,7 +80,7 @@ func newServer(t testing.TB, c testConfig) *Server {
 	t.Cleanup(func() { require.NoError(t, b.Stop(context.Background())) })
 	return New(Config{
 		Broker: b, Pool: c.Pool, Logger: c.Logger, MaxBodyBytes: c.MaxBodyBytes, Auth: c.Auth, ServerID: c.ServerID,
-		Dashboard: c.Dashboard, StatsFlushFunc: c.StatsFlushFunc, Migration: c.Migration,
+		Dashboard: c.Dashboard, StatsFlushFunc: c.StatsFlushFunc, Migration: c.Migration, Tenancy: c.Tenancy,
 	})
 }
 
@@ -91,7 +95,10 @@ func setup(t *testing.T, opts ...setupOpts) *testBundle {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	pool := pgtest.NewPool(t)
+	pool := o.pool
+	if pool == nil {
+		pool = pgtest.NewPool(t)
+	}
 	cfg := testConfig{Pool: pool, RepollInterval: o.repoll}
 	if o.config != nil {
 		o.config(&cfg)
@@ -118,7 +125,18 @@ func (b *testBundle) do(method, path string, body any) (int, []byte) {
 		if body != nil {
 			req.Header.Set("Content-Type", "application/json")
 		}
+		if b.tenant != "" {
+			req.Header.Set("x-queen-tenant", b.tenant)
+		}
 	})
+}
+
+// as is the bundle acting for tenant: every helper sends it as
+// x-queen-tenant.
+func (b *testBundle) as(tenant string) *testBundle {
+	c := *b
+	c.tenant = tenant
+	return &c
 }
 
 // doWithHeaders is do with the request's headers set by setHeaders.
