@@ -206,7 +206,9 @@ func TestTenancyCellWideSurfaces(t *testing.T) {
 	a.push(item("metered", "", "", 1))
 	// A long-poll parked on the queue puts it in the per-queue gauge.
 	var wg sync.WaitGroup
-	wg.Go(func() { a.pop("/api/v1/pop/queue/metered?consumerGroup=g&subscriptionMode=new&wait=true&timeout=30000") })
+	wg.Go(func() {
+		a.pop("/api/v1/pop/queue/metered?consumerGroup=g&subscriptionMode=new&wait=true&timeout=30000")
+	})
 	t.Cleanup(wg.Wait)
 	t.Cleanup(b.srv.Drain)
 	require.Eventually(t, func() bool { return b.srv.b.Parked(broker.QueueKey{Tenant: tenantA, Queue: "metered"}) == 1 },
