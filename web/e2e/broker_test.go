@@ -36,10 +36,13 @@ type broker struct {
 	hs    *httptest.Server
 	jobs  *jobs.Services
 	token string // Authorization header value for the workload, JWT on
+	// tenant, when set, is sent as x-queen-tenant (a broker with tenancy).
+	tenant string
 }
 
 // startBroker serves a broker with the dashboard; authn nil means JWT off.
-func startBroker(t *testing.T, authn *auth.Authenticator) *broker {
+// opts adjust the HTTP adapter's settings (tenancy).
+func startBroker(t *testing.T, authn *auth.Authenticator, opts ...func(*handlers.Config)) *broker {
 	t.Helper()
 	pool := pgtest.NewPool(t)
 	reg := metrics.New()
@@ -47,13 +50,17 @@ func startBroker(t *testing.T, authn *auth.Authenticator) *broker {
 	brk := dataplane.New(dataplane.Config{Pool: pool, Metrics: reg, RepollInterval: 50 * time.Millisecond})
 	require.NoError(t, brk.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, brk.Stop(context.Background())) })
-	srv := handlers.New(handlers.Config{
+	cfg := handlers.Config{
 		Broker:         brk,
 		Pool:           pool,
 		Auth:           authn,
 		Dashboard:      web.New(),
 		StatsFlushFunc: func(ctx context.Context) error { return js.Flush(ctx, time.Now()) },
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv := handlers.New(cfg)
 	h, err := srv.Handler()
 	require.NoError(t, err)
 	hs := httptest.NewServer(h)
@@ -95,6 +102,9 @@ func (b *broker) call(method, path string, body any, want int, out any) {
 	}
 	if b.token != "" {
 		req.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	if b.tenant != "" {
+		req.Header.Set("x-queen-tenant", b.tenant)
 	}
 	res, err := http.DefaultClient.Do(req)
 	require.NoError(b.t, err)

@@ -20,6 +20,7 @@ func TestDashboard(t *testing.T) {
 	t.Run("walkthrough", func(t *testing.T) { t.Parallel(); walkthrough(t, br) })
 	t.Run("jwt", func(t *testing.T) { t.Parallel(); withJWT(t, br) })
 	t.Run("empty and down", func(t *testing.T) { t.Parallel(); emptyAndDown(t, br) })
+	t.Run("tenants", func(t *testing.T) { t.Parallel(); tenants(t, br) })
 }
 
 // walkthrough visits every view of a broker with JWT off and a scripted
