@@ -257,7 +257,11 @@ func (s *Server) GetOverview(ctx context.Context, _ api.GetOverviewRequestObject
 	const window = 5 * time.Minute
 	now := time.Now()
 	since := pgtype.Timestamptz{Time: now.Add(-window), Valid: true}
-	recent, err := s.rq().MessageCountCreatedSince(ctx, db.MessageCountCreatedSinceParams{Since: since, TenantID: tid})
+	count := db.MessageCountCreatedSinceParams{Since: since}
+	if s.cfg.Tenancy {
+		count.TenantID = &tid // without tenancy every queue is the default tenant's
+	}
+	recent, err := s.aq().MessageCountCreatedSince(ctx, count)
 	if err != nil {
 		return nil, fmt.Errorf("count recent messages: %w", err)
 	}

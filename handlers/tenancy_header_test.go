@@ -118,6 +118,9 @@ func TestTenancyOffIgnoresTheHeader(t *testing.T) {
 		status, body := b.raw("POST", "/api/v1/push", map[string]any{"items": []any{item("off", "", h, 1)}}, "x-queen-tenant", h)
 		require.Equal(t, http.StatusCreated, status, body)
 	}
+	status, body := b.raw("POST", "/api/v1/push", map[string]any{"items": []any{item("off", "", "twice", 1)}},
+		"x-queen-tenant", tenantA, "x-queen-tenant", tenantB)
+	require.Equal(t, http.StatusCreated, status, "not even a repeated header is looked at: %s", body)
 	require.Equal(t, []string{broker.DefaultTenant}, b.queueTenants("off"))
 	var id struct {
 		Tenancy  bool   `json:"tenancy"`

@@ -104,6 +104,23 @@ func TestTenantsPushPopAckAndListOnlyTheirOwn(t *testing.T) {
 			}
 		}
 	}
+	// The overview counts the tenant's own, recent pushes included.
+	var ov struct {
+		Queues   int `json:"queues"`
+		Messages struct {
+			Total int `json:"total"`
+		} `json:"messages"`
+		Throughput struct {
+			IngestedPerSecond float64 `json:"ingestedPerSecond"`
+		} `json:"throughput"`
+	}
+	a.doJSON("GET", "/api/v1/resources/overview", nil, http.StatusOK, &ov)
+	require.Equal(t, 1, ov.Queues)
+	require.Equal(t, 3, ov.Messages.Total)
+	require.InDelta(t, 3.0/300, ov.Throughput.IngestedPerSecond, 1e-9)
+	b.doJSON("GET", "/api/v1/resources/overview", nil, http.StatusOK, &ov)
+	require.Zero(t, ov.Queues)
+	require.Zero(t, ov.Throughput.IngestedPerSecond)
 	var none struct {
 		Total int `json:"total"`
 	}

@@ -11,14 +11,17 @@ import (
 )
 
 // Native tenancy (docs/tenancy.md). With Config.Tenancy off every request
-// is the default tenant and x-queen-tenant is never read: the middleware is
-// not even in the chain. With it on, withTenant resolves the tenant of each
+// is the default tenant and x-queen-tenant is never read: the middleware
+// only removes it. With it on, withTenant resolves the tenant of each
 // request once, before anything else runs but authentication, and the
 // operations read it from the context: tenant(ctx) for the broker's entry
 // points, tenantID(ctx) for the read routes' queries.
 
 // tenantHeader is the header queen-proxy sets (and strips from clients).
-const tenantHeader = "x-queen-tenant"
+const (
+	tenantHeader          = "x-queen-tenant"
+	canonicalTenantHeader = "X-Queen-Tenant"
+)
 
 // The answers of a tenant the request may not have (TEN-3, and the claim
 // rule of QUEEN_TENANT_CLAIM).
@@ -59,7 +62,14 @@ func tenantID(ctx context.Context) uuid.UUID { return tenantOf(ctx).id }
 // decodes and changes nothing.
 func (s *Server) withTenant(next http.Handler) http.Handler {
 	if !s.cfg.Tenancy {
-		return next
+		// Never read (TEN-1): not even by the generated decoder, which
+		// would refuse a header sent twice.
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if _, sent := r.Header[canonicalTenantHeader]; sent {
+				r.Header.Del(canonicalTenantHeader)
+			}
+			next.ServeHTTP(w, r)
+		})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t, status, msg := resolveTenant(r)

@@ -15,17 +15,21 @@ import (
 
 const messageCountCreatedSince = `-- name: MessageCountCreatedSince :one
 SELECT count(*) FROM queen.messages m
-JOIN queen.partitions p ON p.id = m.partition_id
-JOIN queen.queues q ON q.id = p.queue_id
-WHERE m.created_at >= $1 AND q.tenant_id = $2
+WHERE m.created_at >= $1
+  AND ($2::uuid IS NULL OR EXISTS (
+      SELECT 1 FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+      WHERE p.id = m.partition_id AND q.tenant_id = $2::uuid))
 `
 
 type MessageCountCreatedSinceParams struct {
 	Since    pgtype.Timestamptz
-	TenantID uuid.UUID
+	TenantID *uuid.UUID
 }
 
-// A tenant's messages stored since a time (walked by the created_at index).
+// Messages stored since a time (walked by the created_at index), of one
+// tenant, or of all when the tenant is NULL: a broker without tenancy
+// counts without the join (run it with custom plans, which drop the
+// EXISTS for a NULL tenant).
 func (q *Queries) MessageCountCreatedSince(ctx context.Context, arg MessageCountCreatedSinceParams) (int64, error) {
 	row := q.db.QueryRow(ctx, messageCountCreatedSince, arg.Since, arg.TenantID)
 	var count int64

@@ -63,6 +63,17 @@ func (c *queueCache) invalidate(k QueueKey) {
 	c.mu.Unlock()
 }
 
+// invalidateName drops the entries of a queue name in every tenant.
+func (c *queueCache) invalidateName(name string) {
+	c.mu.Lock()
+	for k := range c.m {
+		if k.Queue == name {
+			delete(c.m, k)
+		}
+	}
+	c.mu.Unlock()
+}
+
 // lookupQueue returns the queue row, or ok=false when the queue does not exist.
 func (b *Broker) lookupQueue(ctx context.Context, k QueueKey) (db.QueenQueue, bool, error) {
 	if q, ok := b.queues.get(k); ok {

@@ -151,11 +151,15 @@ UPDATE queen.partitions p SET vacant_seqs = p.vacant_seqs + 1
 FROM gone WHERE p.id = gone.partition_id;
 
 -- name: MessageCountCreatedSince :one
--- A tenant's messages stored since a time (walked by the created_at index).
+-- Messages stored since a time (walked by the created_at index), of one
+-- tenant, or of all when the tenant is NULL: a broker without tenancy
+-- counts without the join (run it with custom plans, which drop the
+-- EXISTS for a NULL tenant).
 SELECT count(*) FROM queen.messages m
-JOIN queen.partitions p ON p.id = m.partition_id
-JOIN queen.queues q ON q.id = p.queue_id
-WHERE m.created_at >= @since AND q.tenant_id = @tenant_id;
+WHERE m.created_at >= @since
+  AND (sqlc.narg(tenant_id)::uuid IS NULL OR EXISTS (
+      SELECT 1 FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+      WHERE p.id = m.partition_id AND q.tenant_id = sqlc.narg(tenant_id)::uuid));
 
 -- name: MessageDeleteExpired :many
 -- Retention: deletes up to @batch_size messages of a queue stored before
