@@ -44,6 +44,8 @@ type testBundle struct {
 	// answer against the spec, as do does; do stays for the requests a
 	// test needs to write by hand (malformed bodies, exact bytes, headers).
 	api *client.ClientWithResponses
+	// tenant, when set, is sent as x-queen-tenant by do (see as).
+	tenant string
 }
 
 // newBundle wraps a served broker for a test.
@@ -90,6 +92,7 @@ func (s specChecked) RoundTrip(req *http.Request) (*http.Response, error) {
 type setupOpts struct {
 	repoll time.Duration
 	config func(*testConfig) // adjusts the broker's and the server's settings (spool, intervals)
+	pool   *pgxpool.Pool     // a database prepared by the test; nil: a fresh migrated one
 }
 
 // testConfig is the settings the tests give a broker and its HTTP adapter,
@@ -108,6 +111,7 @@ type testConfig struct {
 	Dashboard          http.Handler
 	StatsFlushFunc     func(ctx context.Context) error
 	Migration          *migration.Runner
+	Tenancy            bool
 }
 
 // newServer wires a broker and its HTTP adapter as cmd/queen does, starts
@@ -126,7 +130,7 @@ func newServer(t testing.TB, c testConfig) *Server {
 	t.Cleanup(func() { require.NoError(t, b.Stop(context.Background())) })
 	return New(Config{
 		Broker: b, Pool: c.Pool, Logger: c.Logger, MaxBodyBytes: c.MaxBodyBytes, Auth: c.Auth, ServerID: c.ServerID,
-		Dashboard: c.Dashboard, StatsFlushFunc: c.StatsFlushFunc, Migration: c.Migration,
+		Dashboard: c.Dashboard, StatsFlushFunc: c.StatsFlushFunc, Migration: c.Migration, Tenancy: c.Tenancy,
 		Collectors: []prometheus.Collector{timings},
 	})
 }
@@ -142,7 +146,10 @@ func setup(t *testing.T, opts ...setupOpts) *testBundle {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	pool := pgtest.NewPool(t)
+	pool := o.pool
+	if pool == nil {
+		pool = pgtest.NewPool(t)
+	}
 	cfg := testConfig{Pool: pool, RepollInterval: o.repoll}
 	if o.config != nil {
 		o.config(&cfg)
@@ -164,7 +171,27 @@ func (b *testBundle) do(method, path string, body any) (int, []byte) {
 		if body != nil {
 			req.Header.Set("Content-Type", "application/json")
 		}
+		if b.tenant != "" {
+			req.Header.Set("x-queen-tenant", b.tenant)
+		}
 	})
+}
+
+// as is the bundle acting for tenant: every helper sends it as
+// x-queen-tenant.
+func (b *testBundle) as(tenant string) *testBundle {
+	c := *b
+	c.tenant = tenant
+	// The generated client's transport belongs to the copy, so its
+	// requests carry the tenant too.
+	var err error
+	c.api, err = client.NewClientWithResponses(b.url, client.WithHTTPClient(&http.Client{Transport: specChecked{&c}}),
+		client.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+			req.Header.Set("x-queen-tenant", tenant)
+			return nil
+		}))
+	require.NoError(b.t, err)
+	return &c
 }
 
 // doWithHeaders is do with the request's headers set by setHeaders.
@@ -283,7 +310,7 @@ func item(queue, partition, txID string, payload any) client.PushItem {
 // push pushes items through the generated client; it must answer 201.
 func (b *testBundle) push(items ...client.PushItem) []pushed {
 	b.t.Helper()
-	resp, err := b.api.PushMessagesWithResponse(context.Background(), client.PushRequest{Items: items})
+	resp, err := b.api.PushMessagesWithResponse(context.Background(), nil, client.PushRequest{Items: items})
 	require.NoError(b.t, err)
 	require.Equal(b.t, http.StatusCreated, resp.StatusCode(), "%s", resp.Body)
 	out := make([]pushed, len(*resp.JSON201))
@@ -320,7 +347,7 @@ func (b *testBundle) ack(txID, partitionID, status, group, leaseID string) ackRe
 	if leaseID != "" {
 		body.LeaseId = &leaseID
 	}
-	resp, err := b.api.AckMessageWithResponse(context.Background(), body)
+	resp, err := b.api.AckMessageWithResponse(context.Background(), nil, body)
 	require.NoError(b.t, err)
 	require.Equal(b.t, http.StatusOK, resp.StatusCode(), "%s", resp.Body)
 	require.Len(b.t, *resp.JSON200, 1)
@@ -332,7 +359,7 @@ func (b *testBundle) ack(txID, partitionID, status, group, leaseID string) ackRe
 // through the generated client.
 func (b *testBundle) configure(queue string, options *client.QueueOptions) {
 	b.t.Helper()
-	resp, err := b.api.ConfigureQueueWithResponse(context.Background(), client.ConfigureRequest{Queue: queue, Options: options})
+	resp, err := b.api.ConfigureQueueWithResponse(context.Background(), nil, client.ConfigureRequest{Queue: queue, Options: options})
 	require.NoError(b.t, err)
 	require.Equal(b.t, http.StatusOK, resp.StatusCode(), "%s", resp.Body)
 }

@@ -29,7 +29,7 @@ const staleLagSeconds = 300
 // ListConsumerGroups returns one row per (group, queue), by group then
 // queue.
 func (s *Server) ListConsumerGroups(ctx context.Context, _ api.ListConsumerGroupsRequestObject) (api.ListConsumerGroupsResponseObject, error) {
-	rows, err := s.aq().ConsumerLagByQueue(ctx)
+	rows, err := s.aq().ConsumerLagByQueue(ctx, tenantID(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("read consumer lag: %w", err)
 	}
@@ -62,7 +62,7 @@ func (s *Server) ListConsumerGroups(ctx context.Context, _ api.ListConsumerGroup
 // unconsumed message is older than the threshold, worst first.
 func (s *Server) ListLaggingPartitions(ctx context.Context, req api.ListLaggingPartitionsRequestObject) (api.ListLaggingPartitionsResponseObject, error) {
 	threshold := deref(req.Params.MinLagSeconds, laggingThresholdDefault)
-	rows, err := s.aq().ConsumerLagOlderThan(ctx, int64(threshold))
+	rows, err := s.aq().ConsumerLagOlderThan(ctx, db.ConsumerLagOlderThanParams{TenantID: tenantID(ctx), MinLagSeconds: int64(threshold)})
 	if err != nil {
 		return nil, fmt.Errorf("read consumer lag: %w", err)
 	}
@@ -84,11 +84,12 @@ func (s *Server) ListLaggingPartitions(ctx context.Context, req api.ListLaggingP
 // behind, and the partitions of the queues it reads where it has no cursor
 // yet. An unknown group is an empty object, as in the reference broker.
 func (s *Server) GetConsumerGroup(ctx context.Context, req api.GetConsumerGroupRequestObject) (api.GetConsumerGroupResponseObject, error) {
-	cursors, err := s.aq().PartitionConsumerListByGroup(ctx, req.Group)
+	tid := tenantID(ctx)
+	cursors, err := s.aq().PartitionConsumerListByGroup(ctx, db.PartitionConsumerListByGroupParams{ConsumerGroup: req.Group, TenantID: tid})
 	if err != nil {
 		return nil, fmt.Errorf("read cursors of %q: %w", req.Group, err)
 	}
-	lags, err := s.aq().ConsumerLagList(ctx, req.Group)
+	lags, err := s.aq().ConsumerLagList(ctx, db.ConsumerLagListParams{TenantID: tid, ConsumerGroup: req.Group})
 	if err != nil {
 		return nil, fmt.Errorf("read consumer lag of %q: %w", req.Group, err)
 	}

@@ -29,6 +29,7 @@ func (s *Server) ListDeadLetters(ctx context.Context, req api.ListDeadLettersReq
 		}
 	}
 	list := db.DeadLetterListParams{
+		TenantID:  tenantID(ctx),
 		QueueName: deref(p.Queue, ""), ConsumerGroup: deref(p.ConsumerGroup, ""), PartitionName: deref(p.Partition, ""),
 		FailedFrom: from, FailedTo: to, RowLimit: int32(limit), RowOffset: int32(offset),
 	}
@@ -37,7 +38,7 @@ func (s *Server) ListDeadLetters(ctx context.Context, req api.ListDeadLettersReq
 		return nil, fmt.Errorf("list dead letters: %w", err)
 	}
 	total, err := s.rq().DeadLetterCount(ctx, db.DeadLetterCountParams{
-		QueueName: list.QueueName, ConsumerGroup: list.ConsumerGroup, PartitionName: list.PartitionName,
+		TenantID: list.TenantID, QueueName: list.QueueName, ConsumerGroup: list.ConsumerGroup, PartitionName: list.PartitionName,
 		FailedFrom: from, FailedTo: to,
 	})
 	if err != nil {

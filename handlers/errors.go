@@ -68,11 +68,15 @@ const (
 	errStaleAck        = "Already applied: the consumer group's cursor is past this message " +
 		"(a replayed or superseded cycle); nothing was committed"
 	errNoCursor = "The consumer group holds no cursor on this partition: pop it before acking"
+	// A stream cycle naming a partition of another tenant (or none).
+	errPartitionNotFound = "Partition not found"
 )
 
 // refusalText is the wire text of a broker refusal.
 func refusalText(err error) string {
 	switch {
+	case errors.Is(err, broker.ErrPartitionNotFound):
+		return errPartitionNotFound
 	case errors.Is(err, broker.ErrNotFound):
 		return errMessageNotFound
 	case errors.Is(err, broker.ErrLeaseLost):

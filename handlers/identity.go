@@ -62,7 +62,7 @@ func authorizationFrom(ctx context.Context) string {
 // the bearer token's identity with JWT on, or 401 auth_required.
 func (s *Server) GetIdentity(ctx context.Context, _ api.GetIdentityRequestObject) (api.GetIdentityResponseObject, error) {
 	if s.cfg.Auth == nil {
-		id := s.identity("standalone", roleAdmin, authOff)
+		id := s.identity(ctx, "standalone", roleAdmin, authOff)
 		id.Roles, id.Access = grantsView(auth.GrantReadOnly | auth.GrantWriteOnly | auth.GrantReadWrite | auth.GrantAdmin)
 		return api.GetIdentity200JSONResponse(id), nil
 	}
@@ -82,8 +82,17 @@ func (s *Server) GetIdentity(ctx context.Context, _ api.GetIdentityRequestObject
 	if len(roles) > 0 {
 		role = roles[0]
 	}
-	id := s.identity(who.Subject, role, authJWT)
+	id := s.identity(ctx, who.Subject, role, authJWT)
 	id.Roles, id.Access = roles, access
+	if s.cfg.Tenancy && !blank(who.Tenant) {
+		// The route is public, so withTenant saw no token: the claim is
+		// applied here, as it would be on any guarded route.
+		t, ok := broker.NormalizeTenant(who.Tenant)
+		if !ok {
+			return api.GetIdentity401JSONResponse{Error: "auth_required", Code: api.AuthRequiredCodeAuthRequired}, nil
+		}
+		id.TenantId, id.TenantFromToken, id.Clusters[0].TenantId = t, true, t
+	}
 	if who.Subject != "" {
 		id.Sub = ptr(who.Subject)
 	}
@@ -91,13 +100,14 @@ func (s *Server) GetIdentity(ctx context.Context, _ api.GetIdentityRequestObject
 }
 
 // identity fills the reference's standalone shape: one synthetic cluster,
-// "local", under the default tenant, served by this broker.
-func (s *Server) identity(user, role, mode string) api.Identity {
+// "local", under the request's tenant, served by this broker.
+func (s *Server) identity(ctx context.Context, user, role, mode string) api.Identity {
 	cell := s.cfg.ServerID
 	if cell == "" {
 		cell = "local"
 	}
 	admin := role == roleAdmin
+	t := tenantOf(ctx)
 	return api.Identity{
 		UserId:          user,
 		TenantSlug:      "local",
@@ -107,9 +117,7 @@ func (s *Server) identity(user, role, mode string) api.Identity {
 		ActingCluster:   api.IdentityClusterRef{Id: "local", Slug: "local"},
 		Clusters: []api.IdentityCluster{{
 			Id: "local", Slug: "local", Role: role, TenantSlug: "local",
-			// Every request resolves to the default tenant while native
-			// tenancy is off (TEN-1).
-			TenantId: broker.DefaultTenant, Status: "active", CellSlug: cell,
+			TenantId: t.name, Status: "active", CellSlug: cell,
 		}},
 		ActClusterHeader: actClusterHeader,
 		Role:             role,
@@ -117,6 +125,9 @@ func (s *Server) identity(user, role, mode string) api.Identity {
 		Auth:             mode,
 		Roles:            []string{},
 		Access:           []string{},
+		Tenancy:          s.cfg.Tenancy,
+		TenantId:         t.name,
+		TenantFromToken:  t.fromToken,
 	}
 }
 

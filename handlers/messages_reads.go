@@ -45,6 +45,7 @@ func (s *Server) ListMessages(ctx context.Context, req api.ListMessagesRequestOb
 		ns = deref(p.Namespace, "")
 	}
 	list := db.MessageListPageParams{
+		TenantID:      tenantID(ctx),
 		CreatedFrom:   pgtype.Timestamptz{Time: *from, Valid: true},
 		CreatedBefore: pgtype.Timestamptz{Time: before, Valid: true},
 		QueueName:     deref(p.Queue, ""), PartitionName: deref(p.Partition, ""),
@@ -66,7 +67,7 @@ func (s *Server) ListMessages(ctx context.Context, req api.ListMessagesRequestOb
 		rows = rows[:limit]
 	}
 	mode, err := s.aq().MessageModeSummary(ctx, db.MessageModeSummaryParams{
-		QueueName: list.QueueName, PartitionName: list.PartitionName, Namespace: list.Namespace, Task: list.Task,
+		TenantID: list.TenantID, QueueName: list.QueueName, PartitionName: list.PartitionName, Namespace: list.Namespace, Task: list.Task,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read consumer modes: %w", err)
@@ -100,7 +101,10 @@ func (s *Server) GetMessage(ctx context.Context, req api.GetMessageRequestObject
 	if err != nil {
 		return badRequest[api.GetMessage400JSONResponse]("partitionId must be a UUID"), nil
 	}
-	msg, err := s.rq().MessageGetByTransactionID(ctx, db.MessageGetByTransactionIDParams{PartitionID: pid, TransactionID: req.TransactionId})
+	tid := tenantID(ctx)
+	msg, err := s.rq().MessageGetByTransactionID(ctx, db.MessageGetByTransactionIDParams{
+		PartitionID: pid, TransactionID: req.TransactionId, TenantID: tid,
+	})
 	if errors.Is(pgerr.Translate(err), pgerr.ErrNotFound) {
 		return notFound, nil
 	}
@@ -108,14 +112,16 @@ func (s *Server) GetMessage(ctx context.Context, req api.GetMessageRequestObject
 		return nil, fmt.Errorf("read message: %w", err)
 	}
 	// The listing query is the one place that decides a message's status.
-	st, err := s.aq().MessageListPage(ctx, db.MessageListPageParams{PartitionID: &pid, TransactionID: req.TransactionId, RowLimit: 1})
+	st, err := s.aq().MessageListPage(ctx, db.MessageListPageParams{
+		TenantID: tid, PartitionID: &pid, TransactionID: req.TransactionId, RowLimit: 1,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read message status: %w", err)
 	}
 	if len(st) == 0 {
 		return notFound, nil // deleted meanwhile
 	}
-	q, err := s.rq().QueueGetByName(ctx, msg.QueueName)
+	q, err := s.rq().QueueGetByName(ctx, db.QueueGetByNameParams{TenantID: tid, Name: msg.QueueName})
 	if errors.Is(pgerr.Translate(err), pgerr.ErrNotFound) {
 		return notFound, nil
 	}

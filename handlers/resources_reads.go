@@ -52,7 +52,7 @@ func (c msgCounts) wire() api.MessageCounts {
 }
 
 // queueCounts sums the partitions of the given queues, per queue; nil reads
-// every queue. Queues without partitions are absent.
+// every queue of every tenant. Queues without partitions are absent.
 func (s *Server) queueCounts(ctx context.Context, queueIDs []uuid.UUID) (map[uuid.UUID]msgCounts, error) {
 	if queueIDs != nil && len(queueIDs) == 0 {
 		return map[uuid.UUID]msgCounts{}, nil
@@ -74,7 +74,8 @@ func (s *Server) queueCounts(ctx context.Context, queueIDs []uuid.UUID) (map[uui
 // ListQueues pages through queues, newest first, with their counts.
 func (s *Server) ListQueues(ctx context.Context, req api.ListQueuesRequestObject) (api.ListQueuesResponseObject, error) {
 	p := req.Params
-	filter := db.QueueListPageParams{Namespace: deref(p.Namespace, ""), Task: deref(p.Task, ""), RowOffset: int32(deref(p.Offset, 0))}
+	tid := tenantID(ctx)
+	filter := db.QueueListPageParams{TenantID: &tid, Namespace: deref(p.Namespace, ""), Task: deref(p.Task, ""), RowOffset: int32(deref(p.Offset, 0))}
 	if p.Limit != nil {
 		filter.RowLimit = ptr(int32(*p.Limit))
 	}
@@ -82,7 +83,7 @@ func (s *Server) ListQueues(ctx context.Context, req api.ListQueuesRequestObject
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
-	total, err := s.rq().QueueCountFiltered(ctx, db.QueueCountFilteredParams{Namespace: filter.Namespace, Task: filter.Task})
+	total, err := s.rq().QueueCountFiltered(ctx, db.QueueCountFilteredParams{TenantID: tid, Namespace: filter.Namespace, Task: filter.Task})
 	if err != nil {
 		return nil, fmt.Errorf("count queues: %w", err)
 	}
@@ -113,14 +114,19 @@ type tagGroup struct {
 	counts msgCounts
 }
 
-// groupByTag adds up every queue by a tag (namespace or task), leaving out
-// queues without one, ordered by the tag.
+// groupByTag adds up every queue of the request's tenant by a tag
+// (namespace or task), leaving out queues without one, ordered by the tag.
 func (s *Server) groupByTag(ctx context.Context, tag func(db.QueenQueue) string) ([]tagGroup, error) {
-	queues, err := s.rq().QueueListPage(ctx, db.QueueListPageParams{})
+	tid := tenantID(ctx)
+	queues, err := s.rq().QueueListPage(ctx, db.QueueListPageParams{TenantID: &tid})
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
-	counts, err := s.queueCounts(ctx, nil)
+	ids := make([]uuid.UUID, len(queues))
+	for i, q := range queues {
+		ids[i] = q.ID
+	}
+	counts, err := s.queueCounts(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -180,18 +186,21 @@ func (s *Server) ListPartitions(ctx context.Context, req api.ListPartitionsReque
 	p := req.Params
 	queue := deref(p.Queue, "")
 	limit, offset := deref(p.Limit, 100), deref(p.Offset, 0)
+	tid := tenantID(ctx)
 	if queue != "" {
-		if _, err := s.rq().QueueGetByName(ctx, queue); errors.Is(pgerr.Translate(err), pgerr.ErrNotFound) {
+		if _, err := s.rq().QueueGetByName(ctx, db.QueueGetByNameParams{TenantID: tid, Name: queue}); errors.Is(pgerr.Translate(err), pgerr.ErrNotFound) {
 			return api.ListPartitions404JSONResponse{NotFoundJSONResponse: api.NotFoundJSONResponse{Error: "Queue not found"}}, nil
 		} else if err != nil {
 			return nil, fmt.Errorf("read queue %q: %w", queue, err)
 		}
 	}
-	ids, err := s.rq().PartitionListPage(ctx, db.PartitionListPageParams{QueueName: queue, RowLimit: int32(limit), RowOffset: int32(offset)})
+	ids, err := s.rq().PartitionListPage(ctx, db.PartitionListPageParams{
+		TenantID: tid, QueueName: queue, RowLimit: int32(limit), RowOffset: int32(offset),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list partitions: %w", err)
 	}
-	total, err := s.rq().PartitionCountFiltered(ctx, queue)
+	total, err := s.rq().PartitionCountFiltered(ctx, db.PartitionCountFilteredParams{TenantID: &tid, QueueName: queue})
 	if err != nil {
 		return nil, fmt.Errorf("count partitions: %w", err)
 	}
@@ -228,26 +237,31 @@ func (s *Server) ListPartitions(ctx context.Context, req api.ListPartitionsReque
 // whole, as in PartitionCountsByQueue), and a queue it does not read pends
 // whole.
 func (s *Server) GetOverview(ctx context.Context, _ api.GetOverviewRequestObject) (api.GetOverviewResponseObject, error) {
-	queues, err := s.rq().QueueListPage(ctx, db.QueueListPageParams{})
+	tid := tenantID(ctx)
+	queues, err := s.rq().QueueListPage(ctx, db.QueueListPageParams{TenantID: &tid})
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
-	totals, err := s.aq().PartitionTotalsByQueue(ctx)
+	totals, err := s.aq().PartitionTotalsByQueue(ctx, tid)
 	if err != nil {
 		return nil, fmt.Errorf("count messages: %w", err)
 	}
-	lags, err := s.aq().ConsumerLagRows(ctx)
+	lags, err := s.aq().ConsumerLagRows(ctx, tid)
 	if err != nil {
 		return nil, fmt.Errorf("read consumer lag: %w", err)
 	}
-	leases, err := s.aq().PartitionConsumerLeasedList(ctx, queueModeGroup)
+	leases, err := s.aq().PartitionConsumerLeasedList(ctx, db.PartitionConsumerLeasedListParams{ConsumerGroup: queueModeGroup, TenantID: tid})
 	if err != nil {
 		return nil, fmt.Errorf("read leases: %w", err)
 	}
 	const window = 5 * time.Minute
 	now := time.Now()
 	since := pgtype.Timestamptz{Time: now.Add(-window), Valid: true}
-	recent, err := s.rq().MessageCountCreatedSince(ctx, since)
+	count := db.MessageCountCreatedSinceParams{Since: since}
+	if s.cfg.Tenancy {
+		count.TenantID = &tid // without tenancy every queue is the default tenant's
+	}
+	recent, err := s.aq().MessageCountCreatedSince(ctx, count)
 	if err != nil {
 		return nil, fmt.Errorf("count recent messages: %w", err)
 	}
@@ -367,7 +381,7 @@ func ageSeconds(now, t time.Time, valid bool) int {
 
 // GetQueue returns one queue with its options and counts.
 func (s *Server) GetQueue(ctx context.Context, req api.GetQueueRequestObject) (api.GetQueueResponseObject, error) {
-	q, err := s.rq().QueueGetByName(ctx, req.Queue)
+	q, err := s.rq().QueueGetByName(ctx, db.QueueGetByNameParams{TenantID: tenantID(ctx), Name: req.Queue})
 	if errors.Is(pgerr.Translate(err), pgerr.ErrNotFound) {
 		return api.GetQueue404JSONResponse{NotFoundJSONResponse: api.NotFoundJSONResponse{Error: "Queue not found"}}, nil
 	}

@@ -62,6 +62,11 @@ type Config struct {
 	// part of the process that exposes families (the mesh's counters) plugs
 	// in the same way.
 	Collectors []prometheus.Collector
+	// Tenancy (QUEEN_TENANCY_HEADER) reads each request's tenant from
+	// x-queen-tenant, or from the token's claim (Auth's TenantClaim); off,
+	// every request is the default tenant and the header is never read
+	// (tenant.go, docs/tenancy.md).
+	Tenancy bool
 }
 
 // ConfigDefault fills the zero fields of a Config.
@@ -107,8 +112,9 @@ func New(cfg Config) *Server {
 func (s *Server) Drain() { s.b.Drain() }
 
 // Handler returns the whole HTTP chain: authentication (when Config.Auth is
-// set), body limit, request validation against the spec, the generated
-// router and the strict handlers.
+// set), the request's tenant (when Config.Tenancy is on), body limit,
+// request validation against the spec, the generated router and the strict
+// handlers.
 func (s *Server) Handler() (http.Handler, error) {
 	validator, err := newRequestValidator()
 	if err != nil {
@@ -132,7 +138,7 @@ func (s *Server) Handler() (http.Handler, error) {
 		Middlewares:      []api.MiddlewareFunc{validator.middleware(s), withAuthorization},
 		ErrorHandlerFunc: s.requestError,
 	})
-	h := s.limitBody(mux)
+	h := s.withTenant(s.limitBody(mux))
 	if s.cfg.Auth != nil {
 		// Outermost: a request without a valid token learns nothing from
 		// the layers behind, not even that its body is too large.
@@ -163,10 +169,6 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	}
 	http.NotFound(w, r)
 }
-
-// tenant is the tenant of a request: the default one until native tenancy
-// reads it from a header.
-func tenant(context.Context) string { return broker.DefaultTenant }
 
 func ptr[T any](v T) *T { return &v }
 func deref[T any](p *T, def T) T {

@@ -21,11 +21,12 @@ func (s *Server) RefreshStats(ctx context.Context, _ api.RefreshStatsRequestObje
 		resp.System.Flushed = true
 	}
 	resp.System.RefreshedAt = ptr(fmtMillis(time.Now()))
+	// Cell-wide: the queues and partitions of every tenant (a NULL tenant).
 	queues, err := s.aq().QueueListPage(ctx, db.QueueListPageParams{})
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
-	partitions, err := s.aq().PartitionCountFiltered(ctx, "")
+	partitions, err := s.aq().PartitionCountFiltered(ctx, db.PartitionCountFilteredParams{})
 	if err != nil {
 		return nil, fmt.Errorf("count partitions: %w", err)
 	}

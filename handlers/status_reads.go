@@ -265,10 +265,11 @@ func (s *Server) ListStatusQueues(ctx context.Context, req api.ListStatusQueuesR
 	p := req.Params
 	limit, offset := deref(p.Limit, 100), deref(p.Offset, 0)
 	ns, task, queue := deref(p.Namespace, ""), deref(p.Task, ""), deref(p.Queue, "")
+	tid := tenantID(ctx)
 	var queues []db.QueenQueue
 	var total int64
 	if queue != "" {
-		q, err := s.aq().QueueGetByName(ctx, queue)
+		q, err := s.aq().QueueGetByName(ctx, db.QueueGetByNameParams{TenantID: tid, Name: queue})
 		if err != nil && !errors.Is(pgerr.Translate(err), pgerr.ErrNotFound) {
 			return nil, fmt.Errorf("read queue %q: %w", queue, err)
 		}
@@ -280,11 +281,13 @@ func (s *Server) ListStatusQueues(ctx context.Context, req api.ListStatusQueuesR
 		}
 	} else {
 		var err error
-		queues, err = s.aq().QueueListPage(ctx, db.QueueListPageParams{Namespace: ns, Task: task, RowLimit: ptr(int32(limit)), RowOffset: int32(offset)})
+		queues, err = s.aq().QueueListPage(ctx, db.QueueListPageParams{
+			TenantID: &tid, Namespace: ns, Task: task, RowLimit: ptr(int32(limit)), RowOffset: int32(offset),
+		})
 		if err != nil {
 			return nil, fmt.Errorf("list queues: %w", err)
 		}
-		if total, err = s.aq().QueueCountFiltered(ctx, db.QueueCountFilteredParams{Namespace: ns, Task: task}); err != nil {
+		if total, err = s.aq().QueueCountFiltered(ctx, db.QueueCountFilteredParams{TenantID: tid, Namespace: ns, Task: task}); err != nil {
 			return nil, fmt.Errorf("count queues: %w", err)
 		}
 	}
@@ -314,7 +317,8 @@ func (s *Server) ListStatusQueues(ctx context.Context, req api.ListStatusQueuesR
 func (s *Server) GetStatusQueue(ctx context.Context, req api.GetStatusQueueRequestObject) (api.GetStatusQueueResponseObject, error) {
 	p := req.Params
 	limit, offset := deref(p.Limit, 1000), deref(p.Offset, 0)
-	q, err := s.aq().QueueGetByName(ctx, req.Queue)
+	tid := tenantID(ctx)
+	q, err := s.aq().QueueGetByName(ctx, db.QueueGetByNameParams{TenantID: tid, Name: req.Queue})
 	if errors.Is(pgerr.Translate(err), pgerr.ErrNotFound) {
 		return api.GetStatusQueue404JSONResponse{NotFoundJSONResponse: api.NotFoundJSONResponse{Error: "Queue not found"}}, nil
 	}
@@ -325,7 +329,9 @@ func (s *Server) GetStatusQueue(ctx context.Context, req api.GetStatusQueueReque
 	if err != nil {
 		return nil, err
 	}
-	ids, err := s.aq().PartitionListPage(ctx, db.PartitionListPageParams{QueueName: q.Name, RowLimit: int32(limit), RowOffset: int32(offset)})
+	ids, err := s.aq().PartitionListPage(ctx, db.PartitionListPageParams{
+		TenantID: tid, QueueName: q.Name, RowLimit: int32(limit), RowOffset: int32(offset),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list partitions: %w", err)
 	}
@@ -389,13 +395,14 @@ func (s *Server) GetStatusQueue(ctx context.Context, req api.GetStatusQueueReque
 // ListStatusQueueMessages pages through a queue's messages, newest first.
 func (s *Server) ListStatusQueueMessages(ctx context.Context, req api.ListStatusQueueMessagesRequestObject) (api.ListStatusQueueMessagesResponseObject, error) {
 	p := req.Params
-	if _, err := s.aq().QueueGetByName(ctx, req.Queue); errors.Is(pgerr.Translate(err), pgerr.ErrNotFound) {
+	tid := tenantID(ctx)
+	if _, err := s.aq().QueueGetByName(ctx, db.QueueGetByNameParams{TenantID: tid, Name: req.Queue}); errors.Is(pgerr.Translate(err), pgerr.ErrNotFound) {
 		return api.ListStatusQueueMessages404JSONResponse{NotFoundJSONResponse: api.NotFoundJSONResponse{Error: "Queue not found"}}, nil
 	} else if err != nil {
 		return nil, fmt.Errorf("read queue %q: %w", req.Queue, err)
 	}
 	rows, err := s.aq().MessageListPage(ctx, db.MessageListPageParams{
-		QueueName: req.Queue, RowLimit: int32(deref(p.Limit, 50)), RowOffset: int32(deref(p.Offset, 0)),
+		TenantID: tid, QueueName: req.Queue, RowLimit: int32(deref(p.Limit, 50)), RowOffset: int32(deref(p.Offset, 0)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list messages: %w", err)

@@ -17,7 +17,9 @@ func (s *Server) GetMessageTraces(ctx context.Context, req api.GetMessageTracesR
 	if err != nil {
 		return badRequest[api.GetMessageTraces400JSONResponse]("partitionId must be a UUID"), nil
 	}
-	rows, err := s.rq().TraceListByMessage(ctx, db.TraceListByMessageParams{PartitionID: pid, TransactionID: req.TransactionId})
+	rows, err := s.rq().TraceListByMessage(ctx, db.TraceListByMessageParams{
+		PartitionID: pid, TransactionID: req.TransactionId, TenantID: tenantID(ctx),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list traces: %w", err)
 	}
@@ -36,11 +38,14 @@ func (s *Server) GetMessageTraces(ctx context.Context, req api.GetMessageTracesR
 // first.
 func (s *Server) ListTracesByName(ctx context.Context, req api.ListTracesByNameRequestObject) (api.ListTracesByNameResponseObject, error) {
 	limit, offset := deref(req.Params.Limit, 100), deref(req.Params.Offset, 0)
-	rows, err := s.rq().TraceListByName(ctx, db.TraceListByNameParams{TraceName: req.TraceName, RowLimit: int32(limit), RowOffset: int32(offset)})
+	tid := tenantID(ctx)
+	rows, err := s.rq().TraceListByName(ctx, db.TraceListByNameParams{
+		TraceName: req.TraceName, TenantID: tid, RowLimit: int32(limit), RowOffset: int32(offset),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list traces named %q: %w", req.TraceName, err)
 	}
-	total, err := s.rq().TraceCountByName(ctx, req.TraceName)
+	total, err := s.rq().TraceCountByName(ctx, db.TraceCountByNameParams{TraceName: req.TraceName, TenantID: tid})
 	if err != nil {
 		return nil, fmt.Errorf("count traces named %q: %w", req.TraceName, err)
 	}
@@ -64,11 +69,12 @@ func (s *Server) ListTracesByName(ctx context.Context, req api.ListTracesByNameR
 // ListTraceNames pages through trace names, most recently used first.
 func (s *Server) ListTraceNames(ctx context.Context, req api.ListTraceNamesRequestObject) (api.ListTraceNamesResponseObject, error) {
 	limit, offset := deref(req.Params.Limit, 50), deref(req.Params.Offset, 0)
-	rows, err := s.rq().TraceNameList(ctx, db.TraceNameListParams{RowLimit: int32(limit), RowOffset: int32(offset)})
+	tid := tenantID(ctx)
+	rows, err := s.rq().TraceNameList(ctx, db.TraceNameListParams{TenantID: tid, RowLimit: int32(limit), RowOffset: int32(offset)})
 	if err != nil {
 		return nil, fmt.Errorf("list trace names: %w", err)
 	}
-	total, err := s.rq().TraceNameCount(ctx)
+	total, err := s.rq().TraceNameCount(ctx, tid)
 	if err != nil {
 		return nil, fmt.Errorf("count trace names: %w", err)
 	}

@@ -149,7 +149,7 @@ func (b *bench) ack(ctx context.Context, base, group string, p *popResponse, res
 		}
 		body.Acknowledgments[i] = client.AckBatchItem{TransactionId: m.TransactionID, PartitionId: m.PartitionID, LeaseId: lease, Status: &completed}
 	}
-	res, err := b.apiAt(base).AckBatch(ctx, body)
+	res, err := b.apiAt(base).AckBatch(ctx, nil, body)
 	status, err := readAnswer(res, err, resp)
 	if err != nil {
 		return 0, fmt.Errorf("ack: %w", err)

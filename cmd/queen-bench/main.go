@@ -499,7 +499,7 @@ func (b *bench) cleanup() {
 	}
 	for _, q := range b.queues {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		resp, err := b.api.DeleteQueueWithResponse(ctx, q)
+		resp, err := b.api.DeleteQueueWithResponse(ctx, q, nil)
 		if err == nil && resp.StatusCode() != http.StatusOK {
 			err = errors.New(resp.HTTPResponse.Status)
 		}

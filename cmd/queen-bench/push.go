@@ -124,7 +124,7 @@ func appendPayload(buf []byte, t int64, pad string) []byte {
 func (b *bench) push(ctx context.Context, base string, body []byte, resp *bytes.Buffer) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	res, err := b.apiAt(base).PushMessagesWithBody(ctx, "application/json", bytes.NewReader(body))
+	res, err := b.apiAt(base).PushMessagesWithBody(ctx, nil, "application/json", bytes.NewReader(body))
 	status, err := readAnswer(res, err, resp)
 	if err != nil {
 		return 0, fmt.Errorf("push: %w", err)

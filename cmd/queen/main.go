@@ -62,7 +62,7 @@ func run() int {
 	for _, area := range config.SummaryAreas() {
 		logger.LogAttrs(context.Background(), slog.LevelInfo, "config: "+area, summary[area]...)
 	}
-	authn, err := newAuthenticator(cfg.Auth, logger)
+	authn, err := newAuthenticator(cfg.Auth, cfg.Tenancy, logger)
 	if err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
 			fmt.Fprintln(os.Stderr, "queen: invalid JWT auth configuration: "+line)
@@ -86,6 +86,7 @@ func run() int {
 	} else {
 		logger.Info("JWT auth disabled — API and dashboard are open (standalone); set JWT_ENABLED=true to require tokens")
 	}
+	logTenancy(cfg.Tenancy, logger)
 
 	cipher, err := newCipher(cfg.Encryption, logger)
 	if err != nil {
@@ -148,6 +149,7 @@ func run() int {
 		Migration:      bg.migration,
 		Dashboard:      web.New(),
 		Collectors:     []prometheus.Collector{timings},
+		Tenancy:        cfg.Tenancy.Header,
 	})
 	handler, err := srv.Handler()
 	if err != nil {
@@ -201,7 +203,8 @@ func run() int {
 
 // newAuthenticator builds the JWT authenticator, or nil when JWT_ENABLED is
 // off. Its error has one line per problem, each naming the variable (JWT-1).
-func newAuthenticator(a config.Auth, logger *slog.Logger) (*auth.Authenticator, error) {
+// t gives the tenant claim (QUEEN_TENANT_CLAIM).
+func newAuthenticator(a config.Auth, t config.Tenancy, logger *slog.Logger) (*auth.Authenticator, error) {
 	if !a.Enabled {
 		return nil, nil
 	}
@@ -222,9 +225,25 @@ func newAuthenticator(a config.Auth, logger *slog.Logger) (*auth.Authenticator, 
 		RoleReadWrite:       a.RoleReadWrite,
 		RoleReadOnly:        a.RoleReadOnly,
 		RoleWriteOnly:       a.RoleWriteOnly,
+		TenantClaim:         t.Claim,
 		Logger:              logger,
 		HTTPClient:          jwksClient(),
 	})
+}
+
+// logTenancy says in one line when native tenancy is on (TEN-2), and what
+// decides a request's tenant then.
+func logTenancy(t config.Tenancy, logger *slog.Logger) {
+	if !t.Header {
+		return
+	}
+	if t.Claim != "" {
+		logger.Info("QUEEN_TENANCY_HEADER on — native tenant scoping ENABLED",
+			"tenant_from", "x-queen-tenant, fixed by the token claim when present", "tenant_claim", t.Claim)
+		return
+	}
+	logger.Info("QUEEN_TENANCY_HEADER on — native tenant scoping ENABLED",
+		"tenant_from", "x-queen-tenant, trusted from the proxy in front")
 }
 
 // newCipher loads the payload encryption key (ENC-1), or returns nil when

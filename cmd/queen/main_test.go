@@ -22,7 +22,7 @@ func loadEnv(t *testing.T, m map[string]string) config.Config {
 // Off means no authenticator at all (JWT-14).
 func TestNewAuthenticatorOff(t *testing.T) {
 	t.Parallel()
-	a, err := newAuthenticator(loadEnv(t, map[string]string{"JWT_SECRET": "s"}).Auth, slog.New(slog.DiscardHandler))
+	a, err := newAuthenticator(loadEnv(t, map[string]string{"JWT_SECRET": "s"}).Auth, config.Tenancy{}, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.Nil(t, a)
 }
@@ -34,7 +34,7 @@ func TestNewAuthenticatorWiring(t *testing.T) {
 		"JWT_ENABLED": "true", "JWT_SECRET": "wiring-secret", "JWT_ISSUER": "https://idp", "JWT_AUDIENCE": "queen",
 		"JWT_ROLES_ARRAY_CLAIM": "groups", "JWT_ROLE_WRITE_ONLY": "producers",
 	})
-	a, err := newAuthenticator(c.Auth, slog.New(slog.DiscardHandler))
+	a, err := newAuthenticator(c.Auth, c.Tenancy, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.NotNil(t, a)
 	sign := func(claims jwt.MapClaims) string {
@@ -62,7 +62,7 @@ func TestNewAuthenticatorRefusesBadConfig(t *testing.T) {
 		{map[string]string{"JWT_ENABLED": "1", "JWT_ALGORITHM": "RS256"}, "JWT_PUBLIC_KEY: no key material"},
 		{map[string]string{"JWT_ENABLED": "1", "JWT_ALGORITHM": "RS256", "JWT_PUBLIC_KEY": "x"}, "JWT_PUBLIC_KEY: "},
 	} {
-		_, err := newAuthenticator(loadEnv(t, tc.env).Auth, slog.New(slog.DiscardHandler))
+		_, err := newAuthenticator(loadEnv(t, tc.env).Auth, config.Tenancy{}, slog.New(slog.DiscardHandler))
 		require.Error(t, err)
 		for _, line := range strings.Split(err.Error(), "\n") {
 			require.True(t, strings.HasPrefix(line, "JWT_"), line)

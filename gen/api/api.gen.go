@@ -788,8 +788,17 @@ type Identity struct {
 	Standalone bool `json:"standalone"`
 
 	// Sub the token's sub; null with JWT off or when the token has none
-	Sub        *string `json:"sub"`
-	TenantSlug string  `json:"tenant_slug"`
+	Sub *string `json:"sub"`
+
+	// Tenancy true when the broker reads x-queen-tenant (QUEEN_TENANCY_HEADER)
+	Tenancy bool `json:"tenancy"`
+
+	// TenantFromToken true when the token's tenant claim (QUEEN_TENANT_CLAIM) fixes the tenant
+	TenantFromToken bool `json:"tenant_from_token"`
+
+	// TenantId the tenant this request acts for; the default tenant with tenancy off
+	TenantId   string `json:"tenant_id"`
+	TenantSlug string `json:"tenant_slug"`
 
 	// UserId `standalone` with JWT off, else the token's sub (empty without one)
 	UserId string `json:"user_id"`
@@ -806,7 +815,7 @@ type IdentityCluster struct {
 	Slug   string       `json:"slug"`
 	Status string       `json:"status"`
 
-	// TenantId the default tenant
+	// TenantId the tenant this request acts for
 	TenantId   string `json:"tenant_id"`
 	TenantSlug string `json:"tenant_slug"`
 }
@@ -2112,6 +2121,27 @@ type TaskSummary struct {
 	Task       string        `json:"task"`
 }
 
+// TenantList defines model for TenantList.
+type TenantList struct {
+	// Default the default tenant, 00000000-0000-0000-0000-000000000001
+	Default string `json:"default"`
+
+	// Tenancy true when the broker reads x-queen-tenant (QUEEN_TENANCY_HEADER)
+	Tenancy bool            `json:"tenancy"`
+	Tenants []TenantSummary `json:"tenants"`
+}
+
+// TenantSummary defines model for TenantSummary.
+type TenantSummary struct {
+	Id string `json:"id"`
+
+	// Queues the queues it owns
+	Queues int `json:"queues"`
+
+	// StreamQueries the stream queries it owns
+	StreamQueries int `json:"streamQueries"`
+}
+
 // TimeRange defines model for TimeRange.
 type TimeRange struct {
 	From string `json:"from"`
@@ -2346,6 +2376,9 @@ type SubscriptionFrom = string
 // SubscriptionMode defines model for SubscriptionMode.
 type SubscriptionMode string
 
+// TenantHeader defines model for TenantHeader.
+type TenantHeader = string
+
 // Timeout defines model for Timeout.
 type Timeout = int
 
@@ -2366,6 +2399,34 @@ type ServerError = Error
 
 // Unavailable defines model for Unavailable.
 type Unavailable = Error
+
+// AckMessageParams defines parameters for AckMessage.
+type AckMessageParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// AckBatchParams defines parameters for AckBatch.
+type AckBatchParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
 
 // GetQueueLagParams defines parameters for GetQueueLag.
 type GetQueueLagParams struct {
@@ -2411,22 +2472,111 @@ type GetWorkerMetricsParams struct {
 	WorkerId *int       `form:"workerId,omitempty" json:"workerId,omitempty"`
 }
 
+// ConfigureQueueParams defines parameters for ConfigureQueue.
+type ConfigureQueueParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// ListConsumerGroupsParams defines parameters for ListConsumerGroups.
+type ListConsumerGroupsParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
 // ListLaggingPartitionsParams defines parameters for ListLaggingPartitions.
 type ListLaggingPartitionsParams struct {
 	// MinLagSeconds seconds (default 3600)
 	MinLagSeconds *int `form:"minLagSeconds,omitempty" json:"minLagSeconds,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // DeleteConsumerGroupParams defines parameters for DeleteConsumerGroup.
 type DeleteConsumerGroupParams struct {
 	// DeleteMetadata also delete the group's subscription start points (default true)
 	DeleteMetadata *DeleteMetadata `form:"deleteMetadata,omitempty" json:"deleteMetadata,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// GetConsumerGroupParams defines parameters for GetConsumerGroup.
+type GetConsumerGroupParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // DeleteConsumerGroupForQueueParams defines parameters for DeleteConsumerGroupForQueue.
 type DeleteConsumerGroupForQueueParams struct {
 	// DeleteMetadata also delete the group's subscription start points (default true)
 	DeleteMetadata *DeleteMetadata `form:"deleteMetadata,omitempty" json:"deleteMetadata,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// SeekConsumerGroupPartitionParams defines parameters for SeekConsumerGroupPartition.
+type SeekConsumerGroupPartitionParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // SeekConsumerGroupJSONBody defines parameters for SeekConsumerGroup.
@@ -2437,6 +2587,20 @@ type SeekConsumerGroupJSONBody struct {
 	ToEnd     *bool      `json:"toEnd,omitempty"`
 }
 
+// SeekConsumerGroupParams defines parameters for SeekConsumerGroup.
+type SeekConsumerGroupParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
 // UpdateConsumerGroupSubscriptionJSONBody defines parameters for UpdateConsumerGroupSubscription.
 type UpdateConsumerGroupSubscriptionJSONBody struct {
 	// SubscriptionTimestamp ISO-8601 / RFC 3339, with or without fractional seconds; without a zone it means UTC
@@ -2444,10 +2608,35 @@ type UpdateConsumerGroupSubscriptionJSONBody struct {
 	SubscriptionTimestamp Timestamp `json:"subscriptionTimestamp"`
 }
 
+// UpdateConsumerGroupSubscriptionParams defines parameters for UpdateConsumerGroupSubscription.
+type UpdateConsumerGroupSubscriptionParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
 // PurgeDeadLettersParams defines parameters for PurgeDeadLetters.
 type PurgeDeadLettersParams struct {
 	Queue         Name  `form:"queue" json:"queue"`
 	ConsumerGroup *Name `form:"consumerGroup,omitempty" json:"consumerGroup,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListDeadLettersParams defines parameters for ListDeadLetters.
@@ -2463,6 +2652,45 @@ type ListDeadLettersParams struct {
 	To     *Timestamp `form:"to,omitempty" json:"to,omitempty"`
 	Limit  *int       `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset *int       `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// ReplayDeadLetterParams defines parameters for ReplayDeadLetter.
+type ReplayDeadLetterParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// ExtendLeaseParams defines parameters for ExtendLease.
+type ExtendLeaseParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListMessagesParams defines parameters for ListMessages.
@@ -2484,10 +2712,77 @@ type ListMessagesParams struct {
 	ConsumerGroup *string `form:"consumerGroup,omitempty" json:"consumerGroup,omitempty"`
 	Limit         *int    `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset        *int    `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListMessagesParamsStatus defines parameters for ListMessages.
 type ListMessagesParamsStatus string
+
+// DeleteMessageParams defines parameters for DeleteMessage.
+type DeleteMessageParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// GetMessageParams defines parameters for GetMessage.
+type GetMessageParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// MoveMessageToDLQParams defines parameters for MoveMessageToDLQ.
+type MoveMessageToDLQParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// RetryMessageParams defines parameters for RetryMessage.
+type RetryMessageParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
 
 // PopNamespaceTaskParams defines parameters for PopNamespaceTask.
 type PopNamespaceTaskParams struct {
@@ -2518,6 +2813,17 @@ type PopNamespaceTaskParams struct {
 
 	// Partitions claim up to this many partitions in one pop (default 1)
 	Partitions *Partitions `form:"partitions,omitempty" json:"partitions,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // PopNamespaceTaskParamsSubscriptionMode defines parameters for PopNamespaceTask.
@@ -2549,6 +2855,17 @@ type PopQueueParams struct {
 
 	// Partitions claim up to this many partitions in one pop (default 1)
 	Partitions *Partitions `form:"partitions,omitempty" json:"partitions,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // PopQueueParamsSubscriptionMode defines parameters for PopQueue.
@@ -2577,15 +2894,79 @@ type PopPartitionParams struct {
 
 	// SubscriptionFrom `now` or a Timestamp; wins over subscriptionMode
 	SubscriptionFrom *SubscriptionFrom `form:"subscriptionFrom,omitempty" json:"subscriptionFrom,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // PopPartitionParamsSubscriptionMode defines parameters for PopPartition.
 type PopPartitionParamsSubscriptionMode string
 
+// PushMessagesParams defines parameters for PushMessages.
+type PushMessagesParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
 // ClearQueueParams defines parameters for ClearQueue.
 type ClearQueueParams struct {
 	// Partition clear only this partition
 	Partition *Name `form:"partition,omitempty" json:"partition,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// ListNamespacesParams defines parameters for ListNamespaces.
+type ListNamespacesParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// GetOverviewParams defines parameters for GetOverview.
+type GetOverviewParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListPartitionsParams defines parameters for ListPartitions.
@@ -2593,6 +2974,17 @@ type ListPartitionsParams struct {
 	Queue  *Name `form:"queue,omitempty" json:"queue,omitempty"`
 	Limit  *int  `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset *int  `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListQueuesParams defines parameters for ListQueues.
@@ -2601,6 +2993,59 @@ type ListQueuesParams struct {
 	Task      *string `form:"task,omitempty" json:"task,omitempty"`
 	Limit     *int    `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset    *int    `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// DeleteQueueParams defines parameters for DeleteQueue.
+type DeleteQueueParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// GetQueueParams defines parameters for GetQueue.
+type GetQueueParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// ListTasksParams defines parameters for ListTasks.
+type ListTasksParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // GetStatusParams defines parameters for GetStatus.
@@ -2634,6 +3079,17 @@ type ListStatusQueuesParams struct {
 	To        *string `form:"to,omitempty" json:"to,omitempty"`
 	Limit     *int    `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset    *int    `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // GetStatusQueueParams defines parameters for GetStatusQueue.
@@ -2641,28 +3097,170 @@ type GetStatusQueueParams struct {
 	IncludePartitions *bool `form:"includePartitions,omitempty" json:"includePartitions,omitempty"`
 	Limit             *int  `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset            *int  `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListStatusQueueMessagesParams defines parameters for ListStatusQueueMessages.
 type ListStatusQueueMessagesParams struct {
 	Limit  *int `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset *int `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// RecordTraceParams defines parameters for RecordTrace.
+type RecordTraceParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListTracesByNameParams defines parameters for ListTracesByName.
 type ListTracesByNameParams struct {
 	Limit  *int `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset *int `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListTraceNamesParams defines parameters for ListTraceNames.
 type ListTraceNamesParams struct {
 	Limit  *int `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset *int `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// GetMessageTracesParams defines parameters for GetMessageTraces.
+type GetMessageTracesParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// ExecuteTransactionParams defines parameters for ExecuteTransaction.
+type ExecuteTransactionParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // EndSession200JSONResponseBodyOk defines parameters for EndSession.
 type EndSession200JSONResponseBodyOk bool
+
+// GetIdentityParams defines parameters for GetIdentity.
+type GetIdentityParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// CommitStreamCycleParams defines parameters for CommitStreamCycle.
+type CommitStreamCycleParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// RegisterStreamQueryParams defines parameters for RegisterStreamQuery.
+type RegisterStreamQueryParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// GetStreamStateParams defines parameters for GetStreamState.
+type GetStreamStateParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
 
 // AckMessageJSONRequestBody defines body for AckMessage for application/json ContentType.
 type AckMessageJSONRequestBody = AckRequest
@@ -2728,10 +3326,10 @@ type GetStreamStateJSONRequestBody = StreamStateRequest
 type ServerInterface interface {
 	// AckMessage Acknowledge one message.
 	// (POST /api/v1/ack)
-	AckMessage(w http.ResponseWriter, r *http.Request)
+	AckMessage(w http.ResponseWriter, r *http.Request, params AckMessageParams)
 	// AckBatch Acknowledge many messages in one transaction.
 	// (POST /api/v1/ack/batch)
-	AckBatch(w http.ResponseWriter, r *http.Request)
+	AckBatch(w http.ResponseWriter, r *http.Request, params AckBatchParams)
 	// GetPostgresStats A snapshot of PostgreSQL's statistics for the queen schema.
 	// (GET /api/v1/analytics/postgres-stats)
 	GetPostgresStats(w http.ResponseWriter, r *http.Request)
@@ -2755,10 +3353,10 @@ type ServerInterface interface {
 	GetWorkerMetrics(w http.ResponseWriter, r *http.Request, params GetWorkerMetricsParams)
 	// ConfigureQueue Create a queue or replace its options.
 	// (POST /api/v1/configure)
-	ConfigureQueue(w http.ResponseWriter, r *http.Request)
+	ConfigureQueue(w http.ResponseWriter, r *http.Request, params ConfigureQueueParams)
 	// ListConsumerGroups One row per (consumer group, queue) with its lag, by group then queue.
 	// (GET /api/v1/consumer-groups)
-	ListConsumerGroups(w http.ResponseWriter, r *http.Request)
+	ListConsumerGroups(w http.ResponseWriter, r *http.Request, params ListConsumerGroupsParams)
 	// ListLaggingPartitions (group, partition) pairs whose oldest unconsumed message is older than minLagSeconds, worst first.
 	// (GET /api/v1/consumer-groups/lagging)
 	ListLaggingPartitions(w http.ResponseWriter, r *http.Request, params ListLaggingPartitionsParams)
@@ -2767,19 +3365,19 @@ type ServerInterface interface {
 	DeleteConsumerGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params DeleteConsumerGroupParams)
 	// GetConsumerGroup A group's cursors and lag per partition, keyed by queue name.
 	// (GET /api/v1/consumer-groups/{group})
-	GetConsumerGroup(w http.ResponseWriter, r *http.Request, group GroupPath)
+	GetConsumerGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params GetConsumerGroupParams)
 	// DeleteConsumerGroupForQueue Delete a consumer group's cursors on one queue.
 	// (DELETE /api/v1/consumer-groups/{group}/queues/{queue})
 	DeleteConsumerGroupForQueue(w http.ResponseWriter, r *http.Request, group GroupPath, queue QueuePath, params DeleteConsumerGroupForQueueParams)
 	// SeekConsumerGroupPartition Move the group's cursor on one partition past every stored message.
 	// (POST /api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek)
-	SeekConsumerGroupPartition(w http.ResponseWriter, r *http.Request, group GroupPath, queue QueuePath, partition PartitionPath)
+	SeekConsumerGroupPartition(w http.ResponseWriter, r *http.Request, group GroupPath, queue QueuePath, partition PartitionPath, params SeekConsumerGroupPartitionParams)
 	// SeekConsumerGroup Move the group's cursor on every partition of a queue.
 	// (POST /api/v1/consumer-groups/{group}/queues/{queue}/seek)
-	SeekConsumerGroup(w http.ResponseWriter, r *http.Request, group GroupPath, queue QueuePath)
+	SeekConsumerGroup(w http.ResponseWriter, r *http.Request, group GroupPath, queue QueuePath, params SeekConsumerGroupParams)
 	// UpdateConsumerGroupSubscription Change where the group starts on partitions it has not read yet.
 	// (POST /api/v1/consumer-groups/{group}/subscription)
-	UpdateConsumerGroupSubscription(w http.ResponseWriter, r *http.Request, group GroupPath)
+	UpdateConsumerGroupSubscription(w http.ResponseWriter, r *http.Request, group GroupPath, params UpdateConsumerGroupSubscriptionParams)
 	// PurgeDeadLetters Delete the dead-letter rows of a queue (of one consumer group when given).
 	// (DELETE /api/v1/dlq)
 	PurgeDeadLetters(w http.ResponseWriter, r *http.Request, params PurgeDeadLettersParams)
@@ -2788,25 +3386,25 @@ type ServerInterface interface {
 	ListDeadLetters(w http.ResponseWriter, r *http.Request, params ListDeadLettersParams)
 	// ReplayDeadLetter Replay one dead-letter row as a new push, to its own queue and partition or elsewhere.
 	// (POST /api/v1/dlq/{id}/replay)
-	ReplayDeadLetter(w http.ResponseWriter, r *http.Request, id UUID)
+	ReplayDeadLetter(w http.ResponseWriter, r *http.Request, id UUID, params ReplayDeadLetterParams)
 	// ExtendLease Extend every live lease with this id.
 	// (POST /api/v1/lease/{leaseId}/extend)
-	ExtendLease(w http.ResponseWriter, r *http.Request, leaseId string)
+	ExtendLease(w http.ResponseWriter, r *http.Request, leaseId string, params ExtendLeaseParams)
 	// ListMessages Stored messages with their status, newest first (no payloads).
 	// (GET /api/v1/messages)
 	ListMessages(w http.ResponseWriter, r *http.Request, params ListMessagesParams)
 	// DeleteMessage Delete a stored message with its dead-letter and trace rows.
 	// (DELETE /api/v1/messages/{partitionId}/{transactionId})
-	DeleteMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string)
+	DeleteMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string, params DeleteMessageParams)
 	// GetMessage One message with its payload, status, queue options and consumers.
 	// (GET /api/v1/messages/{partitionId}/{transactionId})
-	GetMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string)
+	GetMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string, params GetMessageParams)
 	// MoveMessageToDLQ Dead-letter a message for one consumer group and move the group past it.
 	// (POST /api/v1/messages/{partitionId}/{transactionId}/dlq)
-	MoveMessageToDLQ(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string)
+	MoveMessageToDLQ(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string, params MoveMessageToDLQParams)
 	// RetryMessage Replay a dead-lettered message as a new push to its queue and partition.
 	// (POST /api/v1/messages/{partitionId}/{transactionId}/retry)
-	RetryMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string)
+	RetryMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string, params RetryMessageParams)
 	// MigrationReset Forget the last migration's outcome.
 	// (POST /api/v1/migration/reset)
 	MigrationReset(w http.ResponseWriter, r *http.Request)
@@ -2833,16 +3431,16 @@ type ServerInterface interface {
 	PopPartition(w http.ResponseWriter, r *http.Request, queue QueuePath, partition PartitionPath, params PopPartitionParams)
 	// PushMessages Push messages to one or more queues and partitions.
 	// (POST /api/v1/push)
-	PushMessages(w http.ResponseWriter, r *http.Request)
+	PushMessages(w http.ResponseWriter, r *http.Request, params PushMessagesParams)
 	// ClearQueue Delete every partition of a queue, or one, and keep the queue.
 	// (DELETE /api/v1/queues/{queue}/clear)
 	ClearQueue(w http.ResponseWriter, r *http.Request, queue QueuePath, params ClearQueueParams)
 	// ListNamespaces Non-empty queue namespaces with their queue, partition and message counts.
 	// (GET /api/v1/resources/namespaces)
-	ListNamespaces(w http.ResponseWriter, r *http.Request)
+	ListNamespaces(w http.ResponseWriter, r *http.Request, params ListNamespacesParams)
 	// GetOverview System-wide counts, computed live from the tables.
 	// (GET /api/v1/resources/overview)
-	GetOverview(w http.ResponseWriter, r *http.Request)
+	GetOverview(w http.ResponseWriter, r *http.Request, params GetOverviewParams)
 	// ListPartitions Partitions with live counts, by queue then partition name.
 	// (GET /api/v1/resources/partitions)
 	ListPartitions(w http.ResponseWriter, r *http.Request, params ListPartitionsParams)
@@ -2851,13 +3449,13 @@ type ServerInterface interface {
 	ListQueues(w http.ResponseWriter, r *http.Request, params ListQueuesParams)
 	// DeleteQueue Delete a queue with its partitions, messages, cursors and dead letters.
 	// (DELETE /api/v1/resources/queues/{queue})
-	DeleteQueue(w http.ResponseWriter, r *http.Request, queue QueuePath)
+	DeleteQueue(w http.ResponseWriter, r *http.Request, queue QueuePath, params DeleteQueueParams)
 	// GetQueue One queue with its options and counts.
 	// (GET /api/v1/resources/queues/{queue})
-	GetQueue(w http.ResponseWriter, r *http.Request, queue QueuePath)
+	GetQueue(w http.ResponseWriter, r *http.Request, queue QueuePath, params GetQueueParams)
 	// ListTasks Non-empty queue tasks with their queue, partition and message counts.
 	// (GET /api/v1/resources/tasks)
-	ListTasks(w http.ResponseWriter, r *http.Request)
+	ListTasks(w http.ResponseWriter, r *http.Request, params ListTasksParams)
 	// RefreshStats Write this broker's in-memory metrics to the database now.
 	// (POST /api/v1/stats/refresh)
 	RefreshStats(w http.ResponseWriter, r *http.Request)
@@ -2891,9 +3489,12 @@ type ServerInterface interface {
 	// SetPopMaintenance Turn pop maintenance on or off.
 	// (POST /api/v1/system/maintenance/pop)
 	SetPopMaintenance(w http.ResponseWriter, r *http.Request)
+	// ListTenants The tenants that own queues or stream queries on this broker's database.
+	// (GET /api/v1/tenants)
+	ListTenants(w http.ResponseWriter, r *http.Request)
 	// RecordTrace Record a processing event on a message.
 	// (POST /api/v1/traces)
-	RecordTrace(w http.ResponseWriter, r *http.Request)
+	RecordTrace(w http.ResponseWriter, r *http.Request, params RecordTraceParams)
 	// ListTracesByName Events carrying a trace name, oldest first; `total` counts them all.
 	// (GET /api/v1/traces/by-name/{traceName})
 	ListTracesByName(w http.ResponseWriter, r *http.Request, traceName string, params ListTracesByNameParams)
@@ -2902,10 +3503,10 @@ type ServerInterface interface {
 	ListTraceNames(w http.ResponseWriter, r *http.Request, params ListTraceNamesParams)
 	// GetMessageTraces Events recorded on one message, oldest first (empty for an unknown message).
 	// (GET /api/v1/traces/{partitionId}/{transactionId})
-	GetMessageTraces(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string)
+	GetMessageTraces(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string, params GetMessageTracesParams)
 	// ExecuteTransaction Apply acks and pushes atomically.
 	// (POST /api/v1/transaction)
-	ExecuteTransaction(w http.ResponseWriter, r *http.Request)
+	ExecuteTransaction(w http.ResponseWriter, r *http.Request, params ExecuteTransactionParams)
 	// GetLoginPage Where the dashboard sends a signed-out user.
 	// (GET /auth/login)
 	GetLoginPage(w http.ResponseWriter, r *http.Request)
@@ -2914,7 +3515,7 @@ type ServerInterface interface {
 	EndSession(w http.ResponseWriter, r *http.Request)
 	// GetIdentity Who the caller is, for the dashboard.
 	// (GET /auth/me)
-	GetIdentity(w http.ResponseWriter, r *http.Request)
+	GetIdentity(w http.ResponseWriter, r *http.Request, params GetIdentityParams)
 	// GetHealth Liveness and readiness; 503 when PostgreSQL is unreachable or the broker is draining.
 	// (GET /health)
 	GetHealth(w http.ResponseWriter, r *http.Request)
@@ -2926,13 +3527,13 @@ type ServerInterface interface {
 	GetPrometheusMetrics(w http.ResponseWriter, r *http.Request)
 	// CommitStreamCycle Commit one streaming cycle (state, sink pushes, source ack) atomically.
 	// (POST /streams/v1/cycle)
-	CommitStreamCycle(w http.ResponseWriter, r *http.Request)
+	CommitStreamCycle(w http.ResponseWriter, r *http.Request, params CommitStreamCycleParams)
 	// RegisterStreamQuery Register a streaming query, or resume it.
 	// (POST /streams/v1/queries)
-	RegisterStreamQuery(w http.ResponseWriter, r *http.Request)
+	RegisterStreamQuery(w http.ResponseWriter, r *http.Request, params RegisterStreamQueryParams)
 	// GetStreamState Read the state rows of one (query, source partition) shard.
 	// (POST /streams/v1/state/get)
-	GetStreamState(w http.ResponseWriter, r *http.Request)
+	GetStreamState(w http.ResponseWriter, r *http.Request, params GetStreamStateParams)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -2947,8 +3548,35 @@ type MiddlewareFunc func(http.Handler) http.Handler
 // AckMessage operation middleware
 func (siw *ServerInterfaceWrapper) AckMessage(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AckMessageParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.AckMessage(w, r)
+		siw.Handler.AckMessage(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2961,8 +3589,35 @@ func (siw *ServerInterfaceWrapper) AckMessage(w http.ResponseWriter, r *http.Req
 // AckBatch operation middleware
 func (siw *ServerInterfaceWrapper) AckBatch(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AckBatchParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.AckBatch(w, r)
+		siw.Handler.AckBatch(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3369,8 +4024,35 @@ func (siw *ServerInterfaceWrapper) GetWorkerMetrics(w http.ResponseWriter, r *ht
 // ConfigureQueue operation middleware
 func (siw *ServerInterfaceWrapper) ConfigureQueue(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ConfigureQueueParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ConfigureQueue(w, r)
+		siw.Handler.ConfigureQueue(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3383,8 +4065,35 @@ func (siw *ServerInterfaceWrapper) ConfigureQueue(w http.ResponseWriter, r *http
 // ListConsumerGroups operation middleware
 func (siw *ServerInterfaceWrapper) ListConsumerGroups(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListConsumerGroupsParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListConsumerGroups(w, r)
+		siw.Handler.ListConsumerGroups(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3414,6 +4123,27 @@ func (siw *ServerInterfaceWrapper) ListLaggingPartitions(w http.ResponseWriter, 
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "minLagSeconds", Err: err})
 		}
 		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
 	}
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -3458,6 +4188,27 @@ func (siw *ServerInterfaceWrapper) DeleteConsumerGroup(w http.ResponseWriter, r 
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.DeleteConsumerGroup(w, r, group, params)
 	}))
@@ -3484,8 +4235,32 @@ func (siw *ServerInterfaceWrapper) GetConsumerGroup(w http.ResponseWriter, r *ht
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetConsumerGroupParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetConsumerGroup(w, r, group)
+		siw.Handler.GetConsumerGroup(w, r, group, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3535,6 +4310,27 @@ func (siw *ServerInterfaceWrapper) DeleteConsumerGroupForQueue(w http.ResponseWr
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.DeleteConsumerGroupForQueue(w, r, group, queue, params)
 	}))
@@ -3579,8 +4375,32 @@ func (siw *ServerInterfaceWrapper) SeekConsumerGroupPartition(w http.ResponseWri
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SeekConsumerGroupPartitionParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.SeekConsumerGroupPartition(w, r, group, queue, partition)
+		siw.Handler.SeekConsumerGroupPartition(w, r, group, queue, partition, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3614,8 +4434,32 @@ func (siw *ServerInterfaceWrapper) SeekConsumerGroup(w http.ResponseWriter, r *h
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SeekConsumerGroupParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.SeekConsumerGroup(w, r, group, queue)
+		siw.Handler.SeekConsumerGroup(w, r, group, queue, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3640,8 +4484,32 @@ func (siw *ServerInterfaceWrapper) UpdateConsumerGroupSubscription(w http.Respon
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params UpdateConsumerGroupSubscriptionParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.UpdateConsumerGroupSubscription(w, r, group)
+		siw.Handler.UpdateConsumerGroupSubscription(w, r, group, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3684,6 +4552,27 @@ func (siw *ServerInterfaceWrapper) PurgeDeadLetters(w http.ResponseWriter, r *ht
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "consumerGroup", Err: err})
 		}
 		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
 	}
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -3797,6 +4686,27 @@ func (siw *ServerInterfaceWrapper) ListDeadLetters(w http.ResponseWriter, r *htt
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListDeadLetters(w, r, params)
 	}))
@@ -3823,8 +4733,32 @@ func (siw *ServerInterfaceWrapper) ReplayDeadLetter(w http.ResponseWriter, r *ht
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReplayDeadLetterParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ReplayDeadLetter(w, r, id)
+		siw.Handler.ReplayDeadLetter(w, r, id, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3849,8 +4783,32 @@ func (siw *ServerInterfaceWrapper) ExtendLease(w http.ResponseWriter, r *http.Re
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ExtendLeaseParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ExtendLease(w, r, leaseId)
+		siw.Handler.ExtendLease(w, r, leaseId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4012,6 +4970,27 @@ func (siw *ServerInterfaceWrapper) ListMessages(w http.ResponseWriter, r *http.R
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListMessages(w, r, params)
 	}))
@@ -4047,8 +5026,32 @@ func (siw *ServerInterfaceWrapper) DeleteMessage(w http.ResponseWriter, r *http.
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeleteMessageParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.DeleteMessage(w, r, partitionId, transactionId)
+		siw.Handler.DeleteMessage(w, r, partitionId, transactionId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4082,8 +5085,32 @@ func (siw *ServerInterfaceWrapper) GetMessage(w http.ResponseWriter, r *http.Req
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetMessageParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetMessage(w, r, partitionId, transactionId)
+		siw.Handler.GetMessage(w, r, partitionId, transactionId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4117,8 +5144,32 @@ func (siw *ServerInterfaceWrapper) MoveMessageToDLQ(w http.ResponseWriter, r *ht
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params MoveMessageToDLQParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.MoveMessageToDLQ(w, r, partitionId, transactionId)
+		siw.Handler.MoveMessageToDLQ(w, r, partitionId, transactionId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4152,8 +5203,32 @@ func (siw *ServerInterfaceWrapper) RetryMessage(w http.ResponseWriter, r *http.R
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RetryMessageParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.RetryMessage(w, r, partitionId, transactionId)
+		siw.Handler.RetryMessage(w, r, partitionId, transactionId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4372,6 +5447,27 @@ func (siw *ServerInterfaceWrapper) PopNamespaceTask(w http.ResponseWriter, r *ht
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.PopNamespaceTask(w, r, params)
 	}))
@@ -4505,6 +5601,27 @@ func (siw *ServerInterfaceWrapper) PopQueue(w http.ResponseWriter, r *http.Reque
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.PopQueue(w, r, queue, params)
 	}))
@@ -4634,6 +5751,27 @@ func (siw *ServerInterfaceWrapper) PopPartition(w http.ResponseWriter, r *http.R
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.PopPartition(w, r, queue, partition, params)
 	}))
@@ -4648,8 +5786,35 @@ func (siw *ServerInterfaceWrapper) PopPartition(w http.ResponseWriter, r *http.R
 // PushMessages operation middleware
 func (siw *ServerInterfaceWrapper) PushMessages(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PushMessagesParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.PushMessages(w, r)
+		siw.Handler.PushMessages(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4690,6 +5855,27 @@ func (siw *ServerInterfaceWrapper) ClearQueue(w http.ResponseWriter, r *http.Req
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ClearQueue(w, r, queue, params)
 	}))
@@ -4704,8 +5890,35 @@ func (siw *ServerInterfaceWrapper) ClearQueue(w http.ResponseWriter, r *http.Req
 // ListNamespaces operation middleware
 func (siw *ServerInterfaceWrapper) ListNamespaces(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListNamespacesParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListNamespaces(w, r)
+		siw.Handler.ListNamespaces(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4718,8 +5931,35 @@ func (siw *ServerInterfaceWrapper) ListNamespaces(w http.ResponseWriter, r *http
 // GetOverview operation middleware
 func (siw *ServerInterfaceWrapper) GetOverview(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetOverviewParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetOverview(w, r)
+		siw.Handler.GetOverview(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4775,6 +6015,27 @@ func (siw *ServerInterfaceWrapper) ListPartitions(w http.ResponseWriter, r *http
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "offset", Err: err})
 		}
 		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
 	}
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -4849,6 +6110,27 @@ func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Req
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListQueues(w, r, params)
 	}))
@@ -4875,8 +6157,32 @@ func (siw *ServerInterfaceWrapper) DeleteQueue(w http.ResponseWriter, r *http.Re
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeleteQueueParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.DeleteQueue(w, r, queue)
+		siw.Handler.DeleteQueue(w, r, queue, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4901,8 +6207,32 @@ func (siw *ServerInterfaceWrapper) GetQueue(w http.ResponseWriter, r *http.Reque
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetQueueParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetQueue(w, r, queue)
+		siw.Handler.GetQueue(w, r, queue, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4915,8 +6245,35 @@ func (siw *ServerInterfaceWrapper) GetQueue(w http.ResponseWriter, r *http.Reque
 // ListTasks operation middleware
 func (siw *ServerInterfaceWrapper) ListTasks(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListTasksParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListTasks(w, r)
+		siw.Handler.ListTasks(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5237,6 +6594,27 @@ func (siw *ServerInterfaceWrapper) ListStatusQueues(w http.ResponseWriter, r *ht
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListStatusQueues(w, r, params)
 	}))
@@ -5305,6 +6683,27 @@ func (siw *ServerInterfaceWrapper) GetStatusQueue(w http.ResponseWriter, r *http
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetStatusQueue(w, r, queue, params)
 	}))
@@ -5358,6 +6757,27 @@ func (siw *ServerInterfaceWrapper) ListStatusQueueMessages(w http.ResponseWriter
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "offset", Err: err})
 		}
 		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
 	}
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -5427,11 +6847,52 @@ func (siw *ServerInterfaceWrapper) SetPopMaintenance(w http.ResponseWriter, r *h
 	handler.ServeHTTP(w, r)
 }
 
+// ListTenants operation middleware
+func (siw *ServerInterfaceWrapper) ListTenants(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListTenants(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // RecordTrace operation middleware
 func (siw *ServerInterfaceWrapper) RecordTrace(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RecordTraceParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.RecordTrace(w, r)
+		siw.Handler.RecordTrace(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5485,6 +6946,27 @@ func (siw *ServerInterfaceWrapper) ListTracesByName(w http.ResponseWriter, r *ht
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListTracesByName(w, r, traceName, params)
 	}))
@@ -5531,6 +7013,27 @@ func (siw *ServerInterfaceWrapper) ListTraceNames(w http.ResponseWriter, r *http
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListTraceNames(w, r, params)
 	}))
@@ -5566,8 +7069,32 @@ func (siw *ServerInterfaceWrapper) GetMessageTraces(w http.ResponseWriter, r *ht
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetMessageTracesParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetMessageTraces(w, r, partitionId, transactionId)
+		siw.Handler.GetMessageTraces(w, r, partitionId, transactionId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5580,8 +7107,35 @@ func (siw *ServerInterfaceWrapper) GetMessageTraces(w http.ResponseWriter, r *ht
 // ExecuteTransaction operation middleware
 func (siw *ServerInterfaceWrapper) ExecuteTransaction(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ExecuteTransactionParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ExecuteTransaction(w, r)
+		siw.Handler.ExecuteTransaction(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5622,8 +7176,35 @@ func (siw *ServerInterfaceWrapper) EndSession(w http.ResponseWriter, r *http.Req
 // GetIdentity operation middleware
 func (siw *ServerInterfaceWrapper) GetIdentity(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetIdentityParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetIdentity(w, r)
+		siw.Handler.GetIdentity(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5678,8 +7259,35 @@ func (siw *ServerInterfaceWrapper) GetPrometheusMetrics(w http.ResponseWriter, r
 // CommitStreamCycle operation middleware
 func (siw *ServerInterfaceWrapper) CommitStreamCycle(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CommitStreamCycleParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.CommitStreamCycle(w, r)
+		siw.Handler.CommitStreamCycle(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5692,8 +7300,35 @@ func (siw *ServerInterfaceWrapper) CommitStreamCycle(w http.ResponseWriter, r *h
 // RegisterStreamQuery operation middleware
 func (siw *ServerInterfaceWrapper) RegisterStreamQuery(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RegisterStreamQueryParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.RegisterStreamQuery(w, r)
+		siw.Handler.RegisterStreamQuery(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5706,8 +7341,35 @@ func (siw *ServerInterfaceWrapper) RegisterStreamQuery(w http.ResponseWriter, r 
 // GetStreamState operation middleware
 func (siw *ServerInterfaceWrapper) GetStreamState(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetStreamStateParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "x-queen-tenant" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("x-queen-tenant")]; found {
+		var XQueenTenant TenantHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "x-queen-tenant", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "x-queen-tenant", valueList[0], &XQueenTenant, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "x-queen-tenant", Err: err})
+			return
+		}
+
+		params.XQueenTenant = &XQueenTenant
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetStreamState(w, r)
+		siw.Handler.GetStreamState(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5874,6 +7536,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/traces/by-name/{traceName}", wrapper.ListTracesByName)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/traces/{partitionId}/{transactionId}", wrapper.GetMessageTraces)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/auth/me", wrapper.GetIdentity)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/tenants", wrapper.ListTenants)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/auth/login", wrapper.GetLoginPage)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/auth/logout", wrapper.EndSession)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/metrics", wrapper.GetMetrics)
@@ -5921,7 +7584,8 @@ type ServerErrorJSONResponse Error
 type UnavailableJSONResponse Error
 
 type AckMessageRequestObject struct {
-	Body *AckMessageJSONRequestBody
+	Params AckMessageParams
+	Body   *AckMessageJSONRequestBody
 }
 
 type AckMessageResponseObject interface {
@@ -5985,7 +7649,8 @@ func (response AckMessage503JSONResponse) VisitAckMessageResponse(w http.Respons
 }
 
 type AckBatchRequestObject struct {
-	Body *AckBatchJSONRequestBody
+	Params AckBatchParams
+	Body   *AckBatchJSONRequestBody
 }
 
 type AckBatchResponseObject interface {
@@ -6384,7 +8049,8 @@ func (response GetWorkerMetrics500JSONResponse) VisitGetWorkerMetricsResponse(w 
 }
 
 type ConfigureQueueRequestObject struct {
-	Body *ConfigureQueueJSONRequestBody
+	Params ConfigureQueueParams
+	Body   *ConfigureQueueJSONRequestBody
 }
 
 type ConfigureQueueResponseObject interface {
@@ -6448,6 +8114,7 @@ func (response ConfigureQueue503JSONResponse) VisitConfigureQueueResponse(w http
 }
 
 type ListConsumerGroupsRequestObject struct {
+	Params ListConsumerGroupsParams
 }
 
 type ListConsumerGroupsResponseObject interface {
@@ -6584,7 +8251,8 @@ func (response DeleteConsumerGroup500JSONResponse) VisitDeleteConsumerGroupRespo
 }
 
 type GetConsumerGroupRequestObject struct {
-	Group GroupPath `json:"group"`
+	Group  GroupPath `json:"group"`
+	Params GetConsumerGroupParams
 }
 
 type GetConsumerGroupResponseObject interface {
@@ -6689,6 +8357,7 @@ type SeekConsumerGroupPartitionRequestObject struct {
 	Group     GroupPath     `json:"group"`
 	Queue     QueuePath     `json:"queue"`
 	Partition PartitionPath `json:"partition"`
+	Params    SeekConsumerGroupPartitionParams
 }
 
 type SeekConsumerGroupPartitionResponseObject interface {
@@ -6759,9 +8428,10 @@ func (response SeekConsumerGroupPartition500JSONResponse) VisitSeekConsumerGroup
 }
 
 type SeekConsumerGroupRequestObject struct {
-	Group GroupPath `json:"group"`
-	Queue QueuePath `json:"queue"`
-	Body  *SeekConsumerGroupJSONRequestBody
+	Group  GroupPath `json:"group"`
+	Queue  QueuePath `json:"queue"`
+	Params SeekConsumerGroupParams
+	Body   *SeekConsumerGroupJSONRequestBody
 }
 
 type SeekConsumerGroupResponseObject interface {
@@ -6832,8 +8502,9 @@ func (response SeekConsumerGroup500JSONResponse) VisitSeekConsumerGroupResponse(
 }
 
 type UpdateConsumerGroupSubscriptionRequestObject struct {
-	Group GroupPath `json:"group"`
-	Body  *UpdateConsumerGroupSubscriptionJSONRequestBody
+	Group  GroupPath `json:"group"`
+	Params UpdateConsumerGroupSubscriptionParams
+	Body   *UpdateConsumerGroupSubscriptionJSONRequestBody
 }
 
 type UpdateConsumerGroupSubscriptionResponseObject interface {
@@ -7002,8 +8673,9 @@ func (response ListDeadLetters500JSONResponse) VisitListDeadLettersResponse(w ht
 }
 
 type ReplayDeadLetterRequestObject struct {
-	Id   UUID `json:"id"`
-	Body *ReplayDeadLetterJSONRequestBody
+	Id     UUID `json:"id"`
+	Params ReplayDeadLetterParams
+	Body   *ReplayDeadLetterJSONRequestBody
 }
 
 type ReplayDeadLetterResponseObject interface {
@@ -7082,6 +8754,7 @@ func (response ReplayDeadLetter503JSONResponse) VisitReplayDeadLetterResponse(w 
 
 type ExtendLeaseRequestObject struct {
 	LeaseId string `json:"leaseId"`
+	Params  ExtendLeaseParams
 	Body    *ExtendLeaseJSONRequestBody
 }
 
@@ -7198,6 +8871,7 @@ func (response ListMessages500JSONResponse) VisitListMessagesResponse(w http.Res
 type DeleteMessageRequestObject struct {
 	PartitionId   UUID   `json:"partitionId"`
 	TransactionId string `json:"transactionId"`
+	Params        DeleteMessageParams
 }
 
 type DeleteMessageResponseObject interface {
@@ -7249,6 +8923,7 @@ func (response DeleteMessage500JSONResponse) VisitDeleteMessageResponse(w http.R
 type GetMessageRequestObject struct {
 	PartitionId   UUID   `json:"partitionId"`
 	TransactionId string `json:"transactionId"`
+	Params        GetMessageParams
 }
 
 type GetMessageResponseObject interface {
@@ -7314,6 +8989,7 @@ func (response GetMessage500JSONResponse) VisitGetMessageResponse(w http.Respons
 type MoveMessageToDLQRequestObject struct {
 	PartitionId   UUID   `json:"partitionId"`
 	TransactionId string `json:"transactionId"`
+	Params        MoveMessageToDLQParams
 	Body          *MoveMessageToDLQJSONRequestBody
 }
 
@@ -7394,6 +9070,7 @@ func (response MoveMessageToDLQ500JSONResponse) VisitMoveMessageToDLQResponse(w 
 type RetryMessageRequestObject struct {
 	PartitionId   UUID   `json:"partitionId"`
 	TransactionId string `json:"transactionId"`
+	Params        RetryMessageParams
 	Body          *RetryMessageJSONRequestBody
 }
 
@@ -7897,7 +9574,8 @@ func (response PopPartition503JSONResponse) VisitPopPartitionResponse(w http.Res
 }
 
 type PushMessagesRequestObject struct {
-	Body *PushMessagesJSONRequestBody
+	Params PushMessagesParams
+	Body   *PushMessagesJSONRequestBody
 }
 
 type PushMessagesResponseObject interface {
@@ -8026,6 +9704,7 @@ func (response ClearQueue500JSONResponse) VisitClearQueueResponse(w http.Respons
 }
 
 type ListNamespacesRequestObject struct {
+	Params ListNamespacesParams
 }
 
 type ListNamespacesResponseObject interface {
@@ -8061,6 +9740,7 @@ func (response ListNamespaces500JSONResponse) VisitListNamespacesResponse(w http
 }
 
 type GetOverviewRequestObject struct {
+	Params GetOverviewParams
 }
 
 type GetOverviewResponseObject interface {
@@ -8210,7 +9890,8 @@ func (response ListQueues500JSONResponse) VisitListQueuesResponse(w http.Respons
 }
 
 type DeleteQueueRequestObject struct {
-	Queue QueuePath `json:"queue"`
+	Queue  QueuePath `json:"queue"`
+	Params DeleteQueueParams
 }
 
 type DeleteQueueResponseObject interface {
@@ -8260,7 +9941,8 @@ func (response DeleteQueue500JSONResponse) VisitDeleteQueueResponse(w http.Respo
 }
 
 type GetQueueRequestObject struct {
-	Queue QueuePath `json:"queue"`
+	Queue  QueuePath `json:"queue"`
+	Params GetQueueParams
 }
 
 type GetQueueResponseObject interface {
@@ -8324,6 +10006,7 @@ func (response GetQueue500JSONResponse) VisitGetQueueResponse(w http.ResponseWri
 }
 
 type ListTasksRequestObject struct {
+	Params ListTasksParams
 }
 
 type ListTasksResponseObject interface {
@@ -8878,8 +10561,58 @@ func (response SetPopMaintenance500JSONResponse) VisitSetPopMaintenanceResponse(
 	return err
 }
 
+type ListTenantsRequestObject struct {
+}
+
+type ListTenantsResponseObject interface {
+	VisitListTenantsResponse(w http.ResponseWriter) error
+}
+
+type ListTenants200JSONResponse TenantList
+
+func (response ListTenants200JSONResponse) VisitListTenantsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTenants500JSONResponse struct{ ServerErrorJSONResponse }
+
+func (response ListTenants500JSONResponse) VisitListTenantsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTenants503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response ListTenants503JSONResponse) VisitListTenantsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RecordTraceRequestObject struct {
-	Body *RecordTraceJSONRequestBody
+	Params RecordTraceParams
+	Body   *RecordTraceJSONRequestBody
 }
 
 type RecordTraceResponseObject interface {
@@ -9049,6 +10782,7 @@ func (response ListTraceNames500JSONResponse) VisitListTraceNamesResponse(w http
 type GetMessageTracesRequestObject struct {
 	PartitionId   UUID   `json:"partitionId"`
 	TransactionId string `json:"transactionId"`
+	Params        GetMessageTracesParams
 }
 
 type GetMessageTracesResponseObject interface {
@@ -9098,7 +10832,8 @@ func (response GetMessageTraces500JSONResponse) VisitGetMessageTracesResponse(w 
 }
 
 type ExecuteTransactionRequestObject struct {
-	Body *ExecuteTransactionJSONRequestBody
+	Params ExecuteTransactionParams
+	Body   *ExecuteTransactionJSONRequestBody
 }
 
 type ExecuteTransactionResponseObject interface {
@@ -9226,6 +10961,7 @@ func (response EndSession200JSONResponse) VisitEndSessionResponse(w http.Respons
 }
 
 type GetIdentityRequestObject struct {
+	Params GetIdentityParams
 }
 
 type GetIdentityResponseObject interface {
@@ -9349,7 +11085,8 @@ func (response GetPrometheusMetrics200TextResponse) VisitGetPrometheusMetricsRes
 }
 
 type CommitStreamCycleRequestObject struct {
-	Body *CommitStreamCycleJSONRequestBody
+	Params CommitStreamCycleParams
+	Body   *CommitStreamCycleJSONRequestBody
 }
 
 type CommitStreamCycleResponseObject interface {
@@ -9427,7 +11164,8 @@ func (response CommitStreamCycle503JSONResponse) VisitCommitStreamCycleResponse(
 }
 
 type RegisterStreamQueryRequestObject struct {
-	Body *RegisterStreamQueryJSONRequestBody
+	Params RegisterStreamQueryParams
+	Body   *RegisterStreamQueryJSONRequestBody
 }
 
 type RegisterStreamQueryResponseObject interface {
@@ -9505,7 +11243,8 @@ func (response RegisterStreamQuery503JSONResponse) VisitRegisterStreamQueryRespo
 }
 
 type GetStreamStateRequestObject struct {
-	Body *GetStreamStateJSONRequestBody
+	Params GetStreamStateParams
+	Body   *GetStreamStateJSONRequestBody
 }
 
 type GetStreamStateResponseObject interface {
@@ -9749,6 +11488,9 @@ type StrictServerInterface interface {
 	// SetPopMaintenance Turn pop maintenance on or off.
 	// (POST /api/v1/system/maintenance/pop)
 	SetPopMaintenance(ctx context.Context, request SetPopMaintenanceRequestObject) (SetPopMaintenanceResponseObject, error)
+	// ListTenants The tenants that own queues or stream queries on this broker's database.
+	// (GET /api/v1/tenants)
+	ListTenants(ctx context.Context, request ListTenantsRequestObject) (ListTenantsResponseObject, error)
 	// RecordTrace Record a processing event on a message.
 	// (POST /api/v1/traces)
 	RecordTrace(ctx context.Context, request RecordTraceRequestObject) (RecordTraceResponseObject, error)
@@ -9833,8 +11575,10 @@ type strictHandler struct {
 }
 
 // AckMessage operation middleware
-func (sh *strictHandler) AckMessage(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) AckMessage(w http.ResponseWriter, r *http.Request, params AckMessageParams) {
 	var request AckMessageRequestObject
+
+	request.Params = params
 
 	var body AckMessageJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -9864,8 +11608,10 @@ func (sh *strictHandler) AckMessage(w http.ResponseWriter, r *http.Request) {
 }
 
 // AckBatch operation middleware
-func (sh *strictHandler) AckBatch(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) AckBatch(w http.ResponseWriter, r *http.Request, params AckBatchParams) {
 	var request AckBatchRequestObject
+
+	request.Params = params
 
 	var body AckBatchJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -10075,8 +11821,10 @@ func (sh *strictHandler) GetWorkerMetrics(w http.ResponseWriter, r *http.Request
 }
 
 // ConfigureQueue operation middleware
-func (sh *strictHandler) ConfigureQueue(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) ConfigureQueue(w http.ResponseWriter, r *http.Request, params ConfigureQueueParams) {
 	var request ConfigureQueueRequestObject
+
+	request.Params = params
 
 	var body ConfigureQueueJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -10106,8 +11854,10 @@ func (sh *strictHandler) ConfigureQueue(w http.ResponseWriter, r *http.Request) 
 }
 
 // ListConsumerGroups operation middleware
-func (sh *strictHandler) ListConsumerGroups(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) ListConsumerGroups(w http.ResponseWriter, r *http.Request, params ListConsumerGroupsParams) {
 	var request ListConsumerGroupsRequestObject
+
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.ListConsumerGroups(ctx, request.(ListConsumerGroupsRequestObject))
@@ -10183,10 +11933,11 @@ func (sh *strictHandler) DeleteConsumerGroup(w http.ResponseWriter, r *http.Requ
 }
 
 // GetConsumerGroup operation middleware
-func (sh *strictHandler) GetConsumerGroup(w http.ResponseWriter, r *http.Request, group GroupPath) {
+func (sh *strictHandler) GetConsumerGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params GetConsumerGroupParams) {
 	var request GetConsumerGroupRequestObject
 
 	request.Group = group
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.GetConsumerGroup(ctx, request.(GetConsumerGroupRequestObject))
@@ -10237,12 +11988,13 @@ func (sh *strictHandler) DeleteConsumerGroupForQueue(w http.ResponseWriter, r *h
 }
 
 // SeekConsumerGroupPartition operation middleware
-func (sh *strictHandler) SeekConsumerGroupPartition(w http.ResponseWriter, r *http.Request, group GroupPath, queue QueuePath, partition PartitionPath) {
+func (sh *strictHandler) SeekConsumerGroupPartition(w http.ResponseWriter, r *http.Request, group GroupPath, queue QueuePath, partition PartitionPath, params SeekConsumerGroupPartitionParams) {
 	var request SeekConsumerGroupPartitionRequestObject
 
 	request.Group = group
 	request.Queue = queue
 	request.Partition = partition
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.SeekConsumerGroupPartition(ctx, request.(SeekConsumerGroupPartitionRequestObject))
@@ -10265,11 +12017,12 @@ func (sh *strictHandler) SeekConsumerGroupPartition(w http.ResponseWriter, r *ht
 }
 
 // SeekConsumerGroup operation middleware
-func (sh *strictHandler) SeekConsumerGroup(w http.ResponseWriter, r *http.Request, group GroupPath, queue QueuePath) {
+func (sh *strictHandler) SeekConsumerGroup(w http.ResponseWriter, r *http.Request, group GroupPath, queue QueuePath, params SeekConsumerGroupParams) {
 	var request SeekConsumerGroupRequestObject
 
 	request.Group = group
 	request.Queue = queue
+	request.Params = params
 
 	var body SeekConsumerGroupJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -10299,10 +12052,11 @@ func (sh *strictHandler) SeekConsumerGroup(w http.ResponseWriter, r *http.Reques
 }
 
 // UpdateConsumerGroupSubscription operation middleware
-func (sh *strictHandler) UpdateConsumerGroupSubscription(w http.ResponseWriter, r *http.Request, group GroupPath) {
+func (sh *strictHandler) UpdateConsumerGroupSubscription(w http.ResponseWriter, r *http.Request, group GroupPath, params UpdateConsumerGroupSubscriptionParams) {
 	var request UpdateConsumerGroupSubscriptionRequestObject
 
 	request.Group = group
+	request.Params = params
 
 	var body UpdateConsumerGroupSubscriptionJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -10384,10 +12138,11 @@ func (sh *strictHandler) ListDeadLetters(w http.ResponseWriter, r *http.Request,
 }
 
 // ReplayDeadLetter operation middleware
-func (sh *strictHandler) ReplayDeadLetter(w http.ResponseWriter, r *http.Request, id UUID) {
+func (sh *strictHandler) ReplayDeadLetter(w http.ResponseWriter, r *http.Request, id UUID, params ReplayDeadLetterParams) {
 	var request ReplayDeadLetterRequestObject
 
 	request.Id = id
+	request.Params = params
 
 	var body ReplayDeadLetterJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -10420,10 +12175,11 @@ func (sh *strictHandler) ReplayDeadLetter(w http.ResponseWriter, r *http.Request
 }
 
 // ExtendLease operation middleware
-func (sh *strictHandler) ExtendLease(w http.ResponseWriter, r *http.Request, leaseId string) {
+func (sh *strictHandler) ExtendLease(w http.ResponseWriter, r *http.Request, leaseId string, params ExtendLeaseParams) {
 	var request ExtendLeaseRequestObject
 
 	request.LeaseId = leaseId
+	request.Params = params
 
 	var body ExtendLeaseJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -10482,11 +12238,12 @@ func (sh *strictHandler) ListMessages(w http.ResponseWriter, r *http.Request, pa
 }
 
 // DeleteMessage operation middleware
-func (sh *strictHandler) DeleteMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string) {
+func (sh *strictHandler) DeleteMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string, params DeleteMessageParams) {
 	var request DeleteMessageRequestObject
 
 	request.PartitionId = partitionId
 	request.TransactionId = transactionId
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.DeleteMessage(ctx, request.(DeleteMessageRequestObject))
@@ -10509,11 +12266,12 @@ func (sh *strictHandler) DeleteMessage(w http.ResponseWriter, r *http.Request, p
 }
 
 // GetMessage operation middleware
-func (sh *strictHandler) GetMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string) {
+func (sh *strictHandler) GetMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string, params GetMessageParams) {
 	var request GetMessageRequestObject
 
 	request.PartitionId = partitionId
 	request.TransactionId = transactionId
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.GetMessage(ctx, request.(GetMessageRequestObject))
@@ -10536,11 +12294,12 @@ func (sh *strictHandler) GetMessage(w http.ResponseWriter, r *http.Request, part
 }
 
 // MoveMessageToDLQ operation middleware
-func (sh *strictHandler) MoveMessageToDLQ(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string) {
+func (sh *strictHandler) MoveMessageToDLQ(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string, params MoveMessageToDLQParams) {
 	var request MoveMessageToDLQRequestObject
 
 	request.PartitionId = partitionId
 	request.TransactionId = transactionId
+	request.Params = params
 
 	var body MoveMessageToDLQJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -10573,11 +12332,12 @@ func (sh *strictHandler) MoveMessageToDLQ(w http.ResponseWriter, r *http.Request
 }
 
 // RetryMessage operation middleware
-func (sh *strictHandler) RetryMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string) {
+func (sh *strictHandler) RetryMessage(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string, params RetryMessageParams) {
 	var request RetryMessageRequestObject
 
 	request.PartitionId = partitionId
 	request.TransactionId = transactionId
+	request.Params = params
 
 	var body RetryMessageJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -10832,8 +12592,10 @@ func (sh *strictHandler) PopPartition(w http.ResponseWriter, r *http.Request, qu
 }
 
 // PushMessages operation middleware
-func (sh *strictHandler) PushMessages(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) PushMessages(w http.ResponseWriter, r *http.Request, params PushMessagesParams) {
 	var request PushMessagesRequestObject
+
+	request.Params = params
 
 	var body PushMessagesJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -10890,8 +12652,10 @@ func (sh *strictHandler) ClearQueue(w http.ResponseWriter, r *http.Request, queu
 }
 
 // ListNamespaces operation middleware
-func (sh *strictHandler) ListNamespaces(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) ListNamespaces(w http.ResponseWriter, r *http.Request, params ListNamespacesParams) {
 	var request ListNamespacesRequestObject
+
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.ListNamespaces(ctx, request.(ListNamespacesRequestObject))
@@ -10914,8 +12678,10 @@ func (sh *strictHandler) ListNamespaces(w http.ResponseWriter, r *http.Request) 
 }
 
 // GetOverview operation middleware
-func (sh *strictHandler) GetOverview(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) GetOverview(w http.ResponseWriter, r *http.Request, params GetOverviewParams) {
 	var request GetOverviewRequestObject
+
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.GetOverview(ctx, request.(GetOverviewRequestObject))
@@ -10990,10 +12756,11 @@ func (sh *strictHandler) ListQueues(w http.ResponseWriter, r *http.Request, para
 }
 
 // DeleteQueue operation middleware
-func (sh *strictHandler) DeleteQueue(w http.ResponseWriter, r *http.Request, queue QueuePath) {
+func (sh *strictHandler) DeleteQueue(w http.ResponseWriter, r *http.Request, queue QueuePath, params DeleteQueueParams) {
 	var request DeleteQueueRequestObject
 
 	request.Queue = queue
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.DeleteQueue(ctx, request.(DeleteQueueRequestObject))
@@ -11016,10 +12783,11 @@ func (sh *strictHandler) DeleteQueue(w http.ResponseWriter, r *http.Request, que
 }
 
 // GetQueue operation middleware
-func (sh *strictHandler) GetQueue(w http.ResponseWriter, r *http.Request, queue QueuePath) {
+func (sh *strictHandler) GetQueue(w http.ResponseWriter, r *http.Request, queue QueuePath, params GetQueueParams) {
 	var request GetQueueRequestObject
 
 	request.Queue = queue
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.GetQueue(ctx, request.(GetQueueRequestObject))
@@ -11042,8 +12810,10 @@ func (sh *strictHandler) GetQueue(w http.ResponseWriter, r *http.Request, queue 
 }
 
 // ListTasks operation middleware
-func (sh *strictHandler) ListTasks(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) ListTasks(w http.ResponseWriter, r *http.Request, params ListTasksParams) {
 	var request ListTasksRequestObject
+
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.ListTasks(ctx, request.(ListTasksRequestObject))
@@ -11355,9 +13125,35 @@ func (sh *strictHandler) SetPopMaintenance(w http.ResponseWriter, r *http.Reques
 	}
 }
 
+// ListTenants operation middleware
+func (sh *strictHandler) ListTenants(w http.ResponseWriter, r *http.Request) {
+	var request ListTenantsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListTenants(ctx, request.(ListTenantsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListTenants")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListTenantsResponseObject); ok {
+		if err := validResponse.VisitListTenantsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // RecordTrace operation middleware
-func (sh *strictHandler) RecordTrace(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) RecordTrace(w http.ResponseWriter, r *http.Request, params RecordTraceParams) {
 	var request RecordTraceRequestObject
+
+	request.Params = params
 
 	var body RecordTraceJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -11440,11 +13236,12 @@ func (sh *strictHandler) ListTraceNames(w http.ResponseWriter, r *http.Request, 
 }
 
 // GetMessageTraces operation middleware
-func (sh *strictHandler) GetMessageTraces(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string) {
+func (sh *strictHandler) GetMessageTraces(w http.ResponseWriter, r *http.Request, partitionId UUID, transactionId string, params GetMessageTracesParams) {
 	var request GetMessageTracesRequestObject
 
 	request.PartitionId = partitionId
 	request.TransactionId = transactionId
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.GetMessageTraces(ctx, request.(GetMessageTracesRequestObject))
@@ -11467,8 +13264,10 @@ func (sh *strictHandler) GetMessageTraces(w http.ResponseWriter, r *http.Request
 }
 
 // ExecuteTransaction operation middleware
-func (sh *strictHandler) ExecuteTransaction(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) ExecuteTransaction(w http.ResponseWriter, r *http.Request, params ExecuteTransactionParams) {
 	var request ExecuteTransactionRequestObject
+
+	request.Params = params
 
 	var body ExecuteTransactionJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -11546,8 +13345,10 @@ func (sh *strictHandler) EndSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // GetIdentity operation middleware
-func (sh *strictHandler) GetIdentity(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) GetIdentity(w http.ResponseWriter, r *http.Request, params GetIdentityParams) {
 	var request GetIdentityRequestObject
+
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.GetIdentity(ctx, request.(GetIdentityRequestObject))
@@ -11642,8 +13443,10 @@ func (sh *strictHandler) GetPrometheusMetrics(w http.ResponseWriter, r *http.Req
 }
 
 // CommitStreamCycle operation middleware
-func (sh *strictHandler) CommitStreamCycle(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) CommitStreamCycle(w http.ResponseWriter, r *http.Request, params CommitStreamCycleParams) {
 	var request CommitStreamCycleRequestObject
+
+	request.Params = params
 
 	var body CommitStreamCycleJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -11673,8 +13476,10 @@ func (sh *strictHandler) CommitStreamCycle(w http.ResponseWriter, r *http.Reques
 }
 
 // RegisterStreamQuery operation middleware
-func (sh *strictHandler) RegisterStreamQuery(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) RegisterStreamQuery(w http.ResponseWriter, r *http.Request, params RegisterStreamQueryParams) {
 	var request RegisterStreamQueryRequestObject
+
+	request.Params = params
 
 	var body RegisterStreamQueryJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -11704,8 +13509,10 @@ func (sh *strictHandler) RegisterStreamQuery(w http.ResponseWriter, r *http.Requ
 }
 
 // GetStreamState operation middleware
-func (sh *strictHandler) GetStreamState(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) GetStreamState(w http.ResponseWriter, r *http.Request, params GetStreamStateParams) {
 	var request GetStreamStateRequestObject
+
+	request.Params = params
 
 	var body GetStreamStateJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -11739,443 +13546,459 @@ func (sh *strictHandler) GetStreamState(w http.ResponseWriter, r *http.Request) 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37c9s4sj/6r6B0v1Wx91C27DxmYtepW54ks5vZZJKJnTN1zirXhEhI4poCOARoWZtv/vdb6AZIkAQp",
-	"yo9kZs/sDzuxSOLRaDQa/fj051EkVpngjCs5Ovk8Yjd0laUM/n0WXf1AVbT8wH4rmFT6J1msVjTfjE5G",
-	"gjOyYlLSBSNLyuOUxQHRP85pAv+ei5xQwumKxWSRiyIbBaNrmhZMt0OjKy7WKYsXK+z5H59HKaOSvY5H",
-	"J6PJ0fPj+VH0fDyhR0fj79jTp2N6NDseR4/jJ+zp/Bn9bvb9KBhlNFeJSgSHj57OJ9ExfcLGj2ffxeMn",
-	"7Pho/Jx+H42P4mP2eP6EPp09i0bBSCqqCjk6gXmnTLF4FIxUTrmkUdmWyGOWj48mk6PRl+DziOW5yPUn",
-	"NI9JzKI04fDZVx4xUrZvuMejL5+CUSS4LFYs/ytQ/WQ0S9I04YvRly+Bs6aySHHJqzVVS1y+ImckZzA7",
-	"SfSP8E+zojmLWZpcs3xTLeg/Po/i9LfRyZymkgWWXrxI02CU8JjdjE4mhlwfsN24fLmkyc90xTSRC6nE",
-	"iuXjJ8ejYPRbwQpmnsA0paZIEUVMytGJygu2dfW2jeyoNTJs9gEHptcJF8O7tzTJM5FlLG5uMXcP/U73",
-	"i52X5q/6tGiWpQmLT4GlZpoLSSKJbTcgUjjMlkjLgvEd+ezBV/MIV/OF4PNkUeTMu6aUQB9knagloUSt",
-	"xXiV8EKZ+QZknlwzQpViq0zJgDAe5ZtMsZhkdJMKGkt37bVYlRmN9HjlUmjZKjI9MhTi+G0i+CtOZ2lF",
-	"BOjqItHTPDqeBKOcqXzzJlklanTy9Ishg0sCReVVQ4I405SZ4JK1eVcqkbOYmBEFJGZzqqUNSXiUFnGd",
-	"jSPbXjnK/smVfPiBKcb1z+csEjyWsPYxo/EbphTLf8G5GFaJWUo3LH6fC72kei7wdvrb2Vyx/C29+cBU",
-	"nuhzz/LWUBqu6M158i8G7a3oza80UfqpO6gsT0SeqA38kdthl+2aHnPffGCFXurBj06OJpPmmgUjpdLR",
-	"yeNn+sk64bFY/1DM5ywfnUy+NHf889kxexI/m4+P6ONorCXD+Lne+4/nT+l30XN2NDuORx4mgB+ghcf6",
-	"rfl3dHw8e6JlxrP5+Ht6FI2fxt+x5/Mj+nj2NPJzzctyXd7TBWurEnrdSAovEDEHOQDdjlciZm39wYhF",
-	"VBya593l5S8fX318dfn23ctXl5ejYBTljCoWn6nRyeh4cvxsfHQ8nhxfHE1Onj4/Of7+4PjZd/8zCkYx",
-	"VVQ3DhPX89WSOhgpoWg6Ovn+C/CLK3Dp+Dh+Mhl/N/v++/HzJ+zpGEVt9DyesKORkU9vcaijk5FhMcJu",
-	"lrSQKEnxTG+N7Ohk8uRkcnzw9OhYjyxxOv1+/GyuO42Pj8ffR49n41LER89jV8q3hNyt5H+Wi7iIWH5e",
-	"zKykbTEIsOQLUXDDkjmNagfT9+PvZpPJ+LvocTz+nj2Zj5/SZ7Pvou/j52wy367PZHSRcIpT+jxKkfWP",
-	"NMeL+VwyhbxululIc9sbvUdf3SjGY/8BuxZkJXJGUARLMs/FinCxdnlM2m14dDxpNeoTfZqPo5QmK8Lg",
-	"rbqcYzdZkjPpW+ojhwl3PtXhg0vT+iXd0jxn61fDBpIzztZaPB01TkJNi/ci66aB2ZwBnmwxUWLrft66",
-	"hXcmy71LiOfPnnUJiaOS+46fHuhzNGkw/9Hx+Ds6ORo/nx1HY2ec0Z0uEd9mg0+cDY6v9ypG9z9e+5F8",
-	"ofea4dDWkNssW8hlpzDAz/TJA5vYjDIgCYcfqik4PJsotkL26psh6G5bGaatePXfaXbusX6O+bq7R5Fd",
-	"kbvrkpnkUhk1MQDhgMIWrpcZo0qvBLV6ZL0v9zJQ6fxmu7/eYeOZTy532awDeBnbG8jMfl2rdRGxdzB4",
-	"Gtv1gp62bsHaQxxcg5mqe7CXiv3qhp+Kd1ZRHpKKcZGlSUQVqxHyHji/j9Tmyn9RveC/JkZXhHKUR4Ty",
-	"mGSFXJIE7k7XIolYQKgSqySiabpxpZHIWE7NJel3a0wLRmqTMZwmst5uMpSu8AzSUjOoS1RHqhlK+cSo",
-	"eVQdTmY8mspGcNVWyKfizIRakorcJBKrVaJUXdvLrehrmCwqiXVHk0OblH27+Pn4KHp8NP6Ofvfd+PvH",
-	"8ZOxsyEnrdX/jh7Fj2dP5+Mn0fds/GT++Hj8/ex5PK7W/ru4scscmrel1ZZZ1RaluSRbv3ZmeDwZfzd/",
-	"9mw8O44ejx3B/Xz05QvehumKKU3pk8+js0KJs+hK/zNmMsqTzHDfSlwzOJOiIpciJ4ITa/GEHanoFSNc",
-	"GDvVHlXjlZBqLHjE9vVdjePUwT7KkTrU9BWMZLRkK1AgzTRnQqSMcrgkg2W2PSA9Ft2FVayl1qhzpoqc",
-	"kz1jWyFHXX2Doa3W84reJKtiZQ0Kq4SbP0vaJ1yxBcutvcfVnX2DA3WerJdClkTThEIC0ZyRQrL4lLBV",
-	"pjZEP5xJxvV0KJckrCvjYcc06iq8O53/k7P56GT0/xxWnoxDfCoP38EwaQpcinYILabeMkWtIl+fDk2l",
-	"0MvNFPIATO2RJLKYla8RqWiuSCYSrmS1Apo9uxYhrne7hQ9gju+pAl6A5jL9R9mavT7l7LcicQxnw2hS",
-	"0uK93fQ9Xbma7311J9tkx2tzkeFdMZFkRfmmUrtlqYiLbADLV9/dge/BfthDGTxt7kyVc4exfszFqk2b",
-	"kIt1CNuGXCQrJhVdZadknXBJxDXLa6z5VsSsgyiy2VGDNG8YX+jJPntSkkOq3NrvzpudtIa5XrKc1T1+",
-	"uFGklqC0WkySKLKkUotQIyzmIj8hIU3TkOyBb4AtEs4TvtgnIp/ykLN1SPa4WJ8S/e+x4OkmJInUmhJN",
-	"Eyr3D8hFea2IWZRI3Q/6q+xIkuhKHkz5AOoYIlbUYVyzyT9Go2BE0xStKPj/MJTRJx/F9FqJQrUJlQq+",
-	"GGciTcHomSacae5eJWmaGJNTxeKPJ5PJpIvNlenBy+PP9Jcul0+8XP4rTXqHWHCVpISWfiia58k1k5od",
-	"Q9N/SDIqJRz9vlGudQ+9Au+L3kSoaYFo+IG6VrtIcMU4/BMcSBGoXYf/lGgOHLbdXoGnCLpqHPY0nYtc",
-	"c6zItYpN0yQmCc8KdUq4UMuEL8iaShItKV+wePQlGP0s1I+i4PHDD44LIotoSXImRZFHbISWt3d/H9C1",
-	"68gXnJVWaP9Q7NuHrmFPD2jYDOpftYlsbXFakLD8muU45QcnYMHZTcYixWLr10bnIxjmSRITOO5pljGa",
-	"wxkD0icXVywnqVjo8X7k9JomKZ2l7OHH+15ItcjZ+S9vtHQreM5otNRda+50xpZIIpeFUpo7Y7HmpwQs",
-	"dM6K1QI4XisG50qW62uLSpj02FybMiBZcJFbb60S2Thl1ywlta8IunRhYZldUl6khlxGYa+LRsfiWTt3",
-	"jp8+DbZ/W7uo9FP548fXL/Un9j7yWQvvd3O4kvV9dxZdneMn+vaxdUSN+0h7TquE27+PfAdFpUD8Y9Q0",
-	"dbnTrU4ZMfsni9SoFs5Rysv6IrcCbco791YiVKzzBTybr/E7VJ7s5TPP6UY/bzHTMFrX9fPt5G6Qqzm7",
-	"DhJ1UucrjfrPzfGtNkcVhlJfeDDJtFWRXRbK2Fs+t7SqVgCKr59GOMqA/hxry4C3S6OJr/PWqvTTHWca",
-	"tOhv+7BUc8fYnGGTKOBL71q185Iprebt2herbsuAON2W8VJ5lPFgdMY3P52/+9lz3ecbop8QMNwF1uNA",
-	"eWwMLCwms43C2Df9j1Gb6W/GCzE2XWo94OADXVt1S/ddKBDPSM22BMK7lJ0oLdTysiT+pz5R0r9odkmg",
-	"Ax+dfwBV4oPe6s1BLYVU3HBaW8gksZ/rM5Er/5O1yK/QUvvZdwdxh112bdrD/pwmvFOBkJeKaxp7ffY3",
-	"RlO13Pg3Q5zThL+nRedWNVzmnRkXqoNKjMcQZfR5pO8X4JZPuHr2ZBR0EqiDeHmirPbpsRW5xLOdujuj",
-	"nHzZi4+CL2i0ZB+0LuthUf3sb4kqH5cTikWhB1a2x4vVDAdtv5H+OcVU0RmVftLFibz6wGjc8W1T7joy",
-	"r3nFdM6hBgU7Nk3VtTuFoEGCTgJeCEVT2U3BLmr0T3i5C+kHTmjZOxdPIGN9Qk6E3i3UFCeYb5jSAaa4",
-	"d+arHr2jmoJxBQ2xwdlwtZ0n0iA1drmFnpU/qaWIlkGQPhlUI3gfQYeS8QOTIr1Gg0ZDbfRrHt1POr6y",
-	"VO2nmjPxqrn6kILS1FpRwTRfTb2D7pV2j4b/3hWoXwXacglaiOtm7PZ2XRkjP3bYsZ41ZW4X5a1BvkoX",
-	"avpH2qNtD20r0X6xK1+nVVYjQXmfrL+UUqlMYxBXNfTucxap5Jr5yYbxfm/ookMDqXzIPoZMVuwNXZTR",
-	"tb4WIEbGjnq7MrObhHB9KWUrQZNQzUG4s25Nok4z33rWL+pdIxqwgc6tA7y50Ct6c4Gj6toQ+mjqIHi3",
-	"mlkO7ddELTsb37KRFFU19focFYFg9IYuFqgqvWTUr2i7LoEXVXzgoMtX21my00eln2fQl0pkSVTfiu13",
-	"GvYa4LEOqjaYxKjjppf6Jc+urW+9nE4Cl0nssgRep4uXCl2L4WPaKtL8NkI+che6fQQYn3GvhcTcNatw",
-	"cZ/LPGY0Hpt491ysH0mSmJy59+/OL8ghzZLD66PDOP3t8HMSfznMWZbSzajrPuiY97eySxVy7plh0jFe",
-	"6/+By1j3Zu3fyh2aQi0CdaglxNuSG6fqFe82zPHzLUxXW4wkxg7xOvZYSvzqjHseNI/v2qrWJma4sE42",
-	"l3GdFe7fHzYToyHOy8DpgaZiZ8N5BE09eL+hImAov2+lbGT/VumEbZQfeI9ADHxtsnUu1pKsqIrAyYdh",
-	"qaky8bD9nZY0so3X5rmF6kW+2EUP3cqocaVo1ifYkDGS5GwlrlnsNUF0b6rbaKN2TBWz1+fVT6IPIOyc",
-	"2yeN4wRN7u8dYpWpXTWLHlklUmYsVeSKbTCNcF5IFpOcqiXLiVpSTlCcwrpjcoJZ0UeSiDUn5Q71q71D",
-	"L5Y73EK/DCBIwxXZsmh/EOsPZoX7bdutJV5Vx4dHploTulWiVlTzDac8Yh2K01CGwRH5mKF0ENdnuZPx",
-	"09cuWsM85HMsUpXRmXNwHo/ARlP96Z00+LU7tdC6OXtZ2uQKXv0bLJH6G1/71yyXXQcsXiYukyEGVjMY",
-	"xwbnI9PrmHEFGYtNoXKhlRcqlzNB8xjUFnyTxCIqVowrG4rD0liaiK5QKspjmgrOQogH1DsuZ3OWMx6x",
-	"KUev9iNJqveIXNKMkT1w0P9WMMbHWS5uNo/k/ikJaaGWYUBCWcz0f3KRMhmC1T6kwHvYjShyE/LTdIpa",
-	"/mwrOjdj7A3fIeD0xiT4iKYpy02wC5kxmcRMkqyYpUl0QnItbAVPNwFZ54li5t/wM/wQEBqvEog/Gqyl",
-	"00hdRmkhFcsvl4zGHQymNQ2+sG9uEzh2bV/g6x/YHNoolCf0NBTzOcSehf9cq9Cn+jmdDjPm+br/1JLi",
-	"6ZpuJNFnHxFuWEZA1sskWhLYbhhDhu0QMYcwebHmowEGQvPVcC2nMWzfarEVTdJhvkN5iQHkKMwaXJgX",
-	"BmvB8IvHDmI+vmQ2h/hz31tpp0FF75zdl+6D/qq9aJj6nQu+YFIR3TRZsjQ2jI/ReZDtw2vbwrtz7OA6",
-	"dqmJg4E3TIDKFeNkRTMIjt6DLPuffr0gYj43/e+7O2/4LNvLXAkp/9qdIHPGZLapxewoydJ5oFlWMikh",
-	"qlUJIpeQddpeGom3ofbcYaoYknyKO8Sdrd6sa03iiioYbMnZaIjDXp/r6lKmxcIragpZHjQNSeHK+Dr5",
-	"WSoZaYyc7GE0uH5TFIoIDrHT/ce67dxutfpw69vKs0maO6IlOB2x4JW9Zr9UQq/GDEaG4spZ7g3sYdN3",
-	"yr6oZGjjMsDStFyLJickklQHJ2gfHbfzxH/ttnt/l73QyReVjtPFUkmnJcSEz8Nro5150ncPN/xgVqvO",
-	"JNVwgkoZqgg9YJ28PvMOIu866L7uP5gFa154HGF4grIu2C5gAy0otFRAacEFCmyDvVCJU9+CvKGLc0WV",
-	"x+hPrxcDPcQrejP0TRYnlA99OeG38ZPqcZc9YSs4RN96GNvxe/c66L/EXy46DY0pXVwutYI6cGIplerS",
-	"tBtDmv8APQONIpdpl/VcpDGT6rLguzZcz9Pss/lddlr44Xbc/VglK6ZHfin7HDa1q0+nDnnqHsSxAMVR",
-	"kZxFIo8JNiFHuzp8G4tcm1CLAA2SuQOvLZNn3i6vdCyZhz28jOuFxaizrkPtOjkR00KrLFysyX84aTrm",
-	"k9NKlFu0h0eSVHA5QZWc8P2zJwMycPrH32VAGx7B5yBy7BaY6X9Ww+AY0GAdimPAByUih28jDDe62Im4",
-	"kXS26caoXBp5ZunjsbeVccjhsYauaDSykKwKqciMEYpReGbIp4TyDeZegO5IuVyzXJInkwmx35I98/I+",
-	"2vhwfmHrru/ckAZ5bb70z+mcqW7Wm0EcWm+0Gb7C4reOlX1AgJhjcrMOxXbb3Va8pvm60ZpnWEFjMlXr",
-	"Wxa9KwpvMG1KzaJvuc4zIVJ884GJmons7fb3thLY08wgqrs08VIePz0DX5ObmTTMbtpv+t3muLvPIONK",
-	"FtWdZU1Xmo1r7WVHlyjDg/+Hh/y3va7te03OqIRcYcTCwwt5wyVD9jDZXJCXb37ZxxPShqA9mTx/5lNB",
-	"umYL3kFf+GvNH+4JmqkiVZvZZ4psmLIZP6U9o4njFJCUSUmyClrPt9mcx15yFXxMoyuAO8wB/kVf0d2+",
-	"EI7U23aHg8+Qvsya35OMlZ51m1MnD6vIhf3tnr/S3VeG2tbm7RC7hzG3xaL90fbkgL34kiljHO3ZhH3h",
-	"ZFE7KMuZWIqa4S7aVMfFwx/8ElXRWI2utsdc3XNQSb/kASA7vZ+0PgfJ0DWBM8QE2HGjS+QrC0l6b2uw",
-	"Msdp39TNVOHI3BoJe8dAlAppZuBi3F/oCjzBSGFPoESFOeoV4SW+qO+pCyHa+fxNdygGIIxuj8Nw7nlO",
-	"i7XusS1nvJ+6Qrct7sKWCJ974n33GlWqrwN40mbCdQY7P3zE0YBIo/cIW+GLOvIEVJcmUbsZyngjVwBU",
-	"E+uLQ+oLYmpIi/oGMJIhaB4PPQeM1cybtw6Jn/YEhVnZ/sOmOoQ8WRhUQjR0900Bf6mc/JbgMyDncjPL",
-	"YcXAE/Npm3Gp1l3QnIf5uocc9xTbZRndxP56zrZbiPC+kLAllW9FznyoTDmrVDkI2yJ0riCgJ5EkQxbz",
-	"nEr3H2MWlKPcIdqsHDqgDLRGPCDSzGyJgQFndRHlsGWH5upmWGrBeZk21dhKUDW4wrfruswA1WbrCcDv",
-	"3od+E6xurf6pjyL9WljSY9mrKTXtq0vzkmIvezVJO0QdfTC95n61FHs41ykBjw7dOXd83auswCvntzuE",
-	"/zy77dntUjFwtmP3sV1fmvoxPuDGY4h6kRsG3tkdZvoztvM735GuGVeX9kAeutcRCxToulsyRc0JtZsT",
-	"CaMZquGW2lbLu+Q6jBxq1Ye9bW3eJD5LGLSws1KAi70txci07R+YypNInnOayaXwWeiywuOg2kgDZ9M4",
-	"YJMoF5XPrC1aCsnynT/zRKDojYZj8E3KDSRtRgikWr/lLOrJHgS7NpST8Ho7aaISvjAmzSEnZNle0Oq/",
-	"3ZxvPiu2Er4zHlYbE+9lp+914l0IdqNYzn1KUu9nS0azC79y9VdB9FMiZoomnMWkvAq+O+9s66P0Bc3b",
-	"phJOCsm8H+dyCOVzMJxVg3Y6dUgQ1AnpX4FKaa+vQW6y2waED2zTSrNCLlkc2LJDlMcEzLHDLaIwmM4L",
-	"vewO4x+QtAy3Hk2fFmJWxnLUvwIiEx4xMhPCCSKqRpE7e8ZPxXbDBpS81vDtaa1JDAS21CXlmO5O5CJT",
-	"xjzUsIEbREEfcTqFHLbl0Cxw7yGlhCuFQwCSulxpr6xPFoiXXEmgLmye2/mqeu3e3cHznRbvXpu2ncy5",
-	"ornqdDC5R8FOuEdaPkChpAutSLw0uk95NjfbatPJBetqqytLgaPdcUwZlXIt8iaM09Hk+InvbYMG0wxW",
-	"078T3CsBoRJQ/vU3CHCKDyr8y6dPHh/v65s3ZyY+uQK4fPr08dP+GJKgNlAPokNG9R1XD+z/+8dk/PzT",
-	"X/5P+9ryaSvCT4U70sy/wklAQsGo3tvZ+H/o+F+Xn8w/JuPnl58+T4Jnx1/+j+/mJGXq52yr1NwFVwv4",
-	"obavodXtnO8DNOrdo11Bol05KkM3od/UUOQ54+pcsQ48h2KVvStUVvivHCylmWSxAxcwQPR3y66cgTuy",
-	"p8N2mpDW2EY4UDTSYCN1g03pE99qU6yiXR3KtCbaS+sLmi/Y/Yq6P6XRPUsj6XOFy3QlYvafhh1MhoDu",
-	"FSOs4kTSGkv/DkTMf9E0iTvMxDRN31qw/F0SHfu945oEfT7oVXeXGEzQl3regUCln+g91flpUxM06+R2",
-	"WG8jMOPcGQ3EEse7KuKaXYiXb365C4LOXeIaPGmoJpeZpjmj8ebSsVp35Wg+SGyEGdm2IIlmhn/f2WYB",
-	"TZriytx0Kih1kZeAvGMEOud0xU7I0fj46VMSLWlOI2UqW4WOrnEw/hQGhN1ELFNTHh6Y5MmDA0Rg35CI",
-	"ci4wNDOOcyYli/WVmJKPH96QjKrl/pTX45U8MsERaHtO5+NP9ZH85f/+4+DT1ucHjV//Y9+rKf1szaJ+",
-	"U1dpNR1u7ipb7PSCeWJGTB9di1trr9dNN8AQZyK/hjsRZI/tXQ5EhLGmZ/NRUC+6UM7AR4B3WVesGsV6",
-	"LAMUrUxkQ98s5PI2KSHwHXYUwMD8U3HCAj0bVv8OmTaY7TY3MN5GofBsoAfeMv+vd8+8u2b5dcLWPhAv",
-	"TzRK5TftY84yScjkcgx/v3nioTGiB+Cj20JWeTX9yItbYiP7oD+duMlt0Y49EYt3Czd0nbYV5Gd/DGJd",
-	"AvaAqO0sJfAKI88WrEsFkldduGvLXBSLpbkaNezmkE/M4vcsxzvK0I2PlNr1wxb4cbN3b8teZctF8RoA",
-	"HtmSos5SWerVLHEmYaiindunsxq+wb3/9rg8Tv2hhRdl0B1hb/mJ6s0WAw864suR9AS6dG5ZreoVPKId",
-	"gZHdkHtVLEfVwNa4jtZQ2zKvP9p0i8jrioOoASc2jrlFmTeK2WnEiKuqEvDEZplyv0slpVLZqP0dMxC3",
-	"wS/fNqg94eN5miyWyq1av7uk746lGHoGJJ2YYa6PvkbAYIc49draejmulrrSZW3rvdvdJofGmzHTd2lq",
-	"1KTe9XLq5Pc1Eh9LoAJS1fHrutvuIHPA0+YYbtrIaXeLZW6VSf784LBfPi6t34qr5MOO+7D0lnjuWG+H",
-	"gHfFeqyv+ceLF7ji/vCAWwem9EWZbVvI/+XYik17ShXJtBUPsc6CLnNahu1mS2fafiaEik0SHfgf/axo",
-	"8/x+2Kguzdm+0oj9cFL5sUv/YZdHjKt3cwChd17pUGlNU41Og8YwW+32Tb8LDgJwiX8pWJ70GlbjIi8V",
-	"vfpG/NvfTt6+PTk/P1itVl7k0aRbsOUbf7wmlgk8nkwcA5nX6WbRg9uAazRRr65NHbCt3F6+fWEC0naE",
-	"jUZoUUuiCj7XFtqrt++Obkhykj7TrmlUFKvqaO9YJv0q5TTd/KvP0l012POSVkAuClugzq8QnpUNDRMq",
-	"w2o8WAN6o4fakNqTCNqTH0Jc3FJdaT1ySfV2q4Ko2izovmFlQ52jZ2a3bsP9q/Xla9k3n1ldrHmjtVA/",
-	"2ksU4YzFkmSLS/wMCk4Mht3ySVJfLp1utPPuA8VBthtO3WodNcfP4I98TIUVMHEA20IDvYqEfljK8K1D",
-	"wQIerb3UJWIZjd+jQDeLOcCE8gC7VH/yXzu8nlyzvhHcveaLaSEoBUNNDjj9B00a1ibTIsYQ8bAU6mMW",
-	"U9W7cuVLOy9fvfl7IZ65WfY0u428te9rYwy8Ux1CR9h15c4ZJG7qW6hl7NGDvfcGtZjtW2mYRqcGWD7t",
-	"USP7vMxmAP1P+9rWC9fdgn3a2ULHOVw122rEHXVrjA5BRi3iDGGaHcyzrlXViWGoy+wa19R4snFqNURM",
-	"bQfUNWaPdtbQKepHdI3PvPp6ITuqwdZchx2VYCVjpCzY07qb3rJ2pjdmDqAxw5f4R3gvudld1W3pFeNV",
-	"vLgLUQlF6W9dTWooDZ17c9N7+PHj65eV93DUGzG094/J+Dkdz8/GP376/P2Xsfvnk13+PDr+0uEmbN3a",
-	"fWCOcZEh8DqXSczqeXCnZME4y/W9HO3BqDqKnNCZZNznD71tzS3N6J2Bubhl3iICYYPoUcQyZSLgzaJV",
-	"ivBbOfyLUsYP037txtxaa7dpG4E3u0mwa4x1T1lTY6EbaOMxbw/KijJBbaZivDHpvX55zukV28EGNiwD",
-	"a2t+Y285oXqEJryP13MsBu7aUSqn7KegK9usCxVVL+sjSYxwQJzfgHB2zexmCXALJYosaTwc33eL5a32",
-	"hhfcsb5WF057dr06ysfWsxNNAaGSCj4OxtyPlNF8K1aObJdb6yoM1iZ2FU9F5RWLyVzkhrqAj0plb82b",
-	"/q4f2MBedh60KNFNUZtN44u/8eVE0ehKErWkipQBB4Ra557XK2bqK3ckGznAHB1etSrwwjOSnGUih9r3",
-	"1Jb197vmwEHQwRGQ79QzRgMetVdubElMUkY8ACbKNF+OIRjZbKpazeLOJdqGEBX3FRdkN4nsfNjnp+vi",
-	"1WZR0VZxF9tjz3w64J9uk5PfCRn7oFUyu9PEO6q+bgVe2xJoc2cfdj9W2jYO9sUpVN7k3iAjn/vGAGl5",
-	"stZdT41do5KqnRz1hi7ei4QrLwb1G7p4OzRlY1ZEV0w1wJVquVS7tJaJrMfq3ade+FRbW0rdNhpUk3NG",
-	"VptDN8G88bCDynM12A9KDoD6fs3yDbKdPiWr03MQ1NJ9hhJVQWmDtG0gyJBYHw/ExW1rhpUhXgMBXIwc",
-	"kl1cHl392BOdSKOrXePlaHTVl1gOL5y3dBb3+W02nt8Ynv7Ws4vg1rjr7HbdxzS/YnE5iGFfoMAsP9q+",
-	"BZxABxSC206Kfi1XZK/AUND11MXH9b6wc4hlIZdbGi3k8jat9nNi/zXNucEMMUQaPqzfS2pjaEy0TkuH",
-	"7vU9VNswgbNhHf5uDNbHEX5lv8FtXQdDnfyNNW5IidbGqu+CPhnVB4mtifs24UWnXdkju7cirsh2RMEA",
-	"nc7I0g5b8AfKF1utfBfliz4bMT4JGrMuh9ubIV8rct8OQoOjFtUjkrK5IqJQYLyUUPaqyijoCID/wBTj",
-	"EDdahXGW2YqToDc4/pfGvcC5TsQspRsWv+9B97UQBOWNkaypHvKMzUXOSMzSBCa3N9kfBdvGlP52Nldg",
-	"u/vAlOUBzxUIkQoTwV/1Vciq4Wr6R733eDLZ76tdMPFDi9/4vfV7k31ztQygBgXjc5FHeH/f1uKvNAEd",
-	"b/AKurig7WEsk8XSomdIqJdn6lZhfMxsQ0pl/VCr6iQTmXQpcTSB/zkjH5c/eWFGkQF7VyTfmU3r8KaN",
-	"27wke3pI+6eG6FvJXAdDbRDt8X7/9L0tGvjULu56tsvo1gmPxRojJPo2WmXQsgUWfisSpm6x5b5skVTl",
-	"Dbk79cYnee5T2nxdKdG714du21tA+N5y73w1OOA2c24zMFRgc8Owgy2dLYpwk2O86+7jmcZQPYQLerjX",
-	"sxo+TvIufee5/x4UrTupUTkDQ+VwpegHKIdkyn8OULB8I/Iqa0shVaeN7hYXq6TzvpOr29wPEEnvdXzb",
-	"u0E5PzOEwIRolu1uV5y/lf5ZMkknJ94yrajDVHunTOZb2Hi32lR7xWyHiXc3c2bmB9Ecnh5dSpwzTtON",
-	"SiJ5K3mw4xWp7PVe70iudXxQ75YDbsPcPSbjZvsDtJW3ctFBWYDr7LNPXSdRfwv59k5gMl2Pm1CDteaC",
-	"rsk0Rub2UZtULwE7zJE9x8EfmrTlAfB1aJxv7pLCFqe/dTj14/S3D2L9gSFmir9adJ4sEk7Ti60RAv3R",
-	"GH0ZRBmoYmddoY+9YSfbK012vHAPMR2fgt3jJLrCIJzptBqp6xlmaJ+8aJZdaDj9g75NzEGJb+PNQW2k",
-	"SyELdnFTjQeaXOmbJ9R5Q7Ppj0nqR3joFBZzmqTimuV9DjkhJx3VRCwWLdnjgvwizscTgoE9CV/sd7tW",
-	"y/DXAQXoUDb8cBtYgsiaj6s+q/aaU3fn2UnljhSueNZbsy/OacLf00J2BiNUN9ZmeKPU3ZI4yVmkRL4h",
-	"iawiI2MvFBkGT3Qs2G8FzSlXiP+rmYUknOAXhz1BJiVfba036PJh5Z9vX2W6F3ydJ2WEdqN2DU0lI+tl",
-	"kjJCM920hLGfkHmRaiLJq4AU3DZQUc1Dp+ZF2x1nnYaBs7x1enjZRHPIBzbPGQQWdh1TehB4QPnxfmGq",
-	"QU8uEVbrzdmc5YxHzMT7oJ0bMC2I6YMsWc4CCLyEanGwKSSkITWgBjzwJ9uwoYZiIPlplXUXh+6/o3SH",
-	"YXT6vdtdoE0Xo8qHXHPr7/sPHCo7Dnx5lTTirFxcvBKtvT7CedoRgFWva79CiHiyZjmD4uWKca9kyJEt",
-	"O+6njenazr03c3MHbCDkd0HXtJIa9HtbI2J8Kci+eg5IvKDcU127spA9d8WYKgpaey+0Ya8X95apEr3X",
-	"3Ob1cp6LVUdEsmL5dS1oyQ2+GhCvVhHAac30CE1003VLcc17w5faAQf/94Nt8gAoVlvAq3BR+irv91qp",
-	"oiKXGPfeuL1SFS2ZfNGuMdmcbd8rvlm/qApHNjvxza8TfUeqs0gl18Z0NTT4frte42HyXusbVNZzMDe2",
-	"jgQRgXb5Qg4qAO0beI+hzjXFOUgj2FfJGA1KN0ffnH83h/YGvWb3Db3VQKDyFE6r1IgBRdO2VT+rOuvV",
-	"fIbbHpu72nM6dCg6UUdm/UM4H7e7AdGAfmdf4B/A23eH4p81OrVJf2+V227rQfhmHgLDy501Bb8uvOUd",
-	"T5AdgtsfTu/wQkptB0fbHVXTm5bo61Ruj/t1DpAhIdvDcRE9cXZf0cO3s6ZxJz/fvezT27nvBuNG3jE+",
-	"3OGTbgy026zo3QDHBtaO7LHD71a88avXXayqaJTE7V6eO0V0eLSSRg7AfM4ixeL3W3aDqffRJUyzV3ku",
-	"8v7i+90euY5M4gbh8bXAtDR43/QFl/uuW05Utp104COTO23fYFhJkZ2yLuJZRUpvWNoO8ynbaoWOv+0T",
-	"P6CKdUKxbcsv+DVRyzdlCx0n75nNEu1ygeiLbpca3JilGVbHGFoN1kawGxQ4XL9fzedJlDAebbZJmhKk",
-	"3vVgt29XaTJnKlkxcosc2Zp21tGskyqb8IXcKVm2PrbBWbNd5qU0uWan5E7Jh9sUO7dI39DF6cjVKiff",
-	"yOgdXmvvltphrWxek+m8F2aR9MY8bNXb7vkCdDvVanf72LZbUkt57rWctQIYHSj6vpKI1DgbSEqlIutc",
-	"KGa9DgEZH1W41ZDtSOLEbyqtA9jvYPW4KD+858ArjEYcboT5Fd4fWuOkLyDLYegGOn2p47og9lbUt+N5",
-	"7RTK83gLpr2fojunTl4vAD3zjRDZLimDO6Y/btEVZu+FSM/KQ7vdYIcd1e1AN/E6Tu/WgD3Ib9NAbxqn",
-	"razQ//QWeZ63Wr0d80NXCf8xZ+w8FWqH1PD7T8C0lSh6DSm7UxFKVr7IivONfB+pWy6/beSjZPkdW/kg",
-	"5dvZLRu4pfOyZE+Xys3Uz4HVQdqJl95szbbk8fFzg/mCnptCGf7TWInWAtfI3JA+NUlSkwp+GZwzunqx",
-	"iVJ2htWcWqBl/qtlBw6L1i0j3VqlcZb1GI9uk49VXlh96GWlsk0w4AEqNpkYojj9bQjCkoPl3gQzG+T6",
-	"KmR3JVlX97SBf+5vVdBeB8xMDxDUXco71hvbzhYVLNlA5uhEGOpw01zmDP7bFZVyizBIG3HXaL8byMeZ",
-	"cicSnSl41q8m1jbUlyrm8nJhI4HvBXqxAcZHVoxyScLLy18+vvr46vLtu5evLi/DIVugGZI7bHgfP75+",
-	"6RmW3phY7NJJayylAsQIGVER0RUDJEcLInB5Xxh8k85Juw7KfGPmu32WmsmQkeD/PfnePCbOzOEtrEih",
-	"f6XRVSUF9Xj2vUFRABR/KbJdPLGa2bQezd5lt6BD26aNRGnwxNbt0mU1pdHVZRX7PHzbGIHTLf7Xyw3h",
-	"QgGsy5pKLWlXiVL6tDEigEDc4v4ouEUIOjAjjns3dqzG3cdv/SHvndsJgXv2sBZweczS6ErujwYeVsBd",
-	"lzTL0qRLB70lzJ2Xb3ydNqgbuDzSzWe/6B5eCD5Pk2gnfMxOq0rvgtyRCMZK0qzz7Z1U51mD/uXLJcV6",
-	"mDvW2+ad3HT+8u+PJIHRvo631oT1FfZlHgUQ6y2RaEn5gsXEGXxA1kmGyLLADZUkbO5QVxQm/Oqy9E09",
-	"4Hk5FIgT9+DlDtDCngDkUaOdoLbIWxmlJ9PI5ZTW2CHU1s8MwAYoQdE9hvbhRJ/OaepdmtvtqA62qbhC",
-	"j0EzyoAR3M/udKlmaWTH2b0U9qxtLcIV2zS26dOj46ALGqdKBCoyySApGWEavcr/NU132QglqLZXOcMO",
-	"WUyg1VO7HUQOoLVodpck/PwlPLX4yHpJzPBaVwmsYaNnv4VonYLuim0us5zNkxsfAbfuzCu22YJGtLNy",
-	"2FQQhiiIOyuUScYuqboU+SXCfHiUykxES7JK0jSpSprtbFG5s45nVq9L+uRifSuF9YNYex0Bt0l500PY",
-	"NgGx7ty0LY4pMLXikvojMcr9OGgXNoat+7RN1HryTgBSCv5KC59nRHBGFvoREYAzTdCyT/bo9YKsWbJY",
-	"GoEu6SpLGaiJLexNT/0xDKv1PljRG//vCd9eyEz3hq9iQ6afLfO+yJln7hdLO3eVM6hnqqmBBAhIRqEC",
-	"vnFmEGrsUiJNIQtLGsdRosie5h2bqkJmm6m+VbDcepmuWS4hDHdFNySieb4h9jnl0ZLJ/VMDq5kyOieJ",
-	"JJQ4Yz+AqvuN0zor2tMxtdvIDTmaTAJS8Jjl9bSqRxLxnVrtYdbJ5fZgHJeXNI9Llu/61ZctZZIakW9C",
-	"pJdVIMMOY4MvE+MK2fU7aTwgd5rViq2ED1Yjl/JyZnNGdxjZdZKrgqa3+PaLN71rkcgSKakxQkdS36kT",
-	"tcwZjTVJfWmmw5p/L0QKXch6dtluX/pGV2QqWbFLWUVT336yBiPf/PhPKfjBB7p2ar3i52/Rz3ynILFt",
-	"0QMG8WX7G/0lqPoQfXbH51EQAr8FYch44XdYCZDsmi3geOqrVXo7l5DbblCOb0g0ggdyqKO/AeBCDvW+",
-	"AbZQyS4N3uqNA+g+kp1t6Zf3O0tfY/66H7F9QeWVPwy7TAkdpKfqdgbHVnQkkeJoOgGabo21tC3ipwpA",
-	"um2gtQnpKcM/hkdTX7jM20gh7koYHZIT2p/7eeHKh7pi9fr83fj7Z5Mjckg+/PiCPH78+HmAhnmRw39F",
-	"ocg8R2cYTYk5T07LZ5T8S2uWiTUYfbx4MeV77zdqKfgjSUKtvuv9dpBIgXezvf1Q66OUcJpcM6If7h+Q",
-	"M6LfJDTVrWFTiZJklcQcMjs/XrxAbdG5AD97UjfHTTzX34ucRmA7Lgvc+mFoKu9TV2HtrtvOjjWzATXn",
-	"0po5dsxLuLxF3bCt1vzyhT7TVcG6H2PVG1S/d8I93go6Yw+KYaWQtkTHey3wznKUpbcbPOEOosYNNcK0",
-	"CNletDqlvDu1xq3vvVkQt02Y6YgsBQJIvLzZKgBm/B1V0Xc4Juqbb+tJga0Pzhkpm38gQnXM38Ppg4hw",
-	"ruhAGlzaq+yuhIAu2lm4VKpLyRjvFS3RlmL421/gg0qBOO/WW24OJXAG3jnrPv9QHV/sll6SrQbW28h/",
-	"Wzp955CaRr7SEEuqsszhq/YHWx28PiRNpNIHs+U9wZmh17ZRDRf5n7ZeJR8wkKeZGgUL18FY9rN3Geuq",
-	"5R9mhVyGBrQ+BAqEZC9Nrhg51I/2NVm1NjNPqYIKeGQvhAMjDEhYDgX/gAMiDKY8rI1ZPzRF88L9UxLS",
-	"6Mr2iNVaWBpLvWiHNLryWtO+1i4oXcxb33yoSpJ3i1WrpQkOJ82tduTuStxOJVursLuB/rDoymYgfhpW",
-	"czHqqJr5jQu4bqm22nYu6m2KIRYev6LPk7dFWnQeRsKKkZ3UhrYQ8myCVcLt3+0dYSdQJcENqPYaDBbn",
-	"DRI5s9xKqC4bYXeoyq4BR/XuOuKOetxpO2fjNk+bJubkEKp4y9t2BofuIHQH1sG9XYL0ADjSXWKIBtV1",
-	"9V+gO1BKzf3O9ulbBxDOcGsoZdg9ijCvAMMcJWM2v3VhtP4sjG9UOe22KUe7ZqHQ68VPYlZDqrn/3KYZ",
-	"ja7EfL5DB/HsheCcVUW77p5B1Zt89E8xky8F70iITumi59s7pBjdgvR/0MQkkfVviW9VOu6Wrp/eAnCu",
-	"TGmXjnMo0SwQV3LhrpXahmYK1QSEJ3HI3XRt2dBm2frW7spjKrdPMzdpSzU83ylTE/kP6indmme9oxD8",
-	"A1SOHZRI3eVvMvnx/ZvYwjX0Hcn2nWEtbdne+q2XvQcDvlLTEJtP32+TiPatAYN5v1XQla/1teYDKXhf",
-	"F0qtoXtI6+vNMx0PuZu0ba2tQ9mgxRxeTrtdQRF/7MD21Paa2tjpo//2CfPV/NwM+NJ3avdjt7Ds9BDf",
-	"Vs38OurcfEe1pTco5Z+7K1opleq80+Z/W53PbID3WxK1d4+h2aGK1YCYkqEKxbxHffhnQ3doTd0LnCdZ",
-	"VOSJ2pzrbWUOc0Zzlp8VCBWGf/1oaf3TrxejZhj6r4lakvCnXy8uX/189sObVy//U9/qQ2KrphorC+Lz",
-	"JBJAbLJiliYRgMVLEurORJ78C947IT9An1M+LSaTx5ESVwz/yUKyB/2cvfnruw+vL/72Njwhf3t79iIg",
-	"H87PiMjJq/jl+dkpuWIbCbmIOKzzVy8+vLoIA/zr/ccf3rx+cfn3V/8dTrnI8ceffv37+eXHD2/CfcS/",
-	"h04fSZKLlGEZx4xKtGKXE3okSXgzhtTtMQXVKiQpu2ZpMOUslYw8mTw+IGdklQB6jR5fwq9pmsTYPKFc",
-	"rlkuyZPJ0QEBKv706wUR8znZw4RoSKzZh16XjMaaJoksw/gpjw2NozRhXJEllViwAEeDBnYQmGCvAKpW",
-	"22SpVDb68gWsLXPRNradkTgX2TjhBMqGRGyl+5gLjGT9RU+bvP3FhNYekItlIqHyg15iSARJ+CIt093E",
-	"nKi8UEvdwJTjsHNRKBYQg9ij/4EKJswM54AEJXtNQp8YDtIf0XgseLoJplCggeEf+Dv8EBAarxK+r8do",
-	"yqzmRKpiJsu+CSwLsik1yZ8wukPsb8qx8EPCyYLxQ6jXumBcMwKLkdMSdTDlU/5C8GtEhjWAVEuRQlV+",
-	"4sz5ZMrHBE9yaCr8PEXj2HR0Qqajg4OD6ehLeEDe0lRLORaTn87f/Rz4OAl9KgG6wTBy/Pjp0yknJFrS",
-	"nEZKM5jIiSiUTGJGwn+cjf+Hjv81GT+/PBh/CmG6BhwbPz+aTCbg/5GGQcmTyQRew3Qw3bZJ1jRxMBAw",
-	"bGGtSq5+enNDpDCoXMCgkgAi7SlJUA4wjHOXSao5y1i7DjRtyhAgpE8Z9pNw8vHiBTHpaWmiWE5TEv5P",
-	"eEoykZGwRAUMYTOskigXJgYI2n1P1ZJkNKcrBoTRjX/88GYcs0jELIZ3Xt2onFa8CLJkRTdkxgiNYxYj",
-	"lbSicFrOC7ckKfgVF2sO3+DuU4lK9WbD7aLZ4K9iFIxMIProZDQ5ODqYAMB0xjjNktHJ6PHB5OAxuP/U",
-	"EiTyIc2Sw+ujQ5Ovngnpyb0KSyiCkOxpsWboGe6Tlbg2HjiIEHkkCSJuEyXgV1sZeg9XRCsca5rHcl+v",
-	"+pSbZGlsAXOhBY8wB3C91AIyExmkemk2gqj56IrFByREHISQeFoAMaDJXJbDLbhK0grNTEvXCs041M0W",
-	"ksWkyAL9EndmZceP05lyF0kC02w190IWgdT7lIRx+lvoAk5IQhVM6tR06hvzwZSfkUVyzTgJje8uLEv8",
-	"NqibM64CUnB2k2k9wDRA3rN8DK5VUahIrEzl54RPuf7+eDIhMxFvkHXKc0ZrGaPqGlFhnP0g4o3xmioT",
-	"LQZ5uRF8dvhPUzOE3WDCSAuz2Kdf25cPq9sHKgqgd2/1Abof1fQgrRKgVwS2FQzmeDLZcfiOU2X74NGJ",
-	"Uhv7oKtFLWO9ca34EniydvLy7Sc4I1/r5cwPf6BxSaRg9HTIJ+dwaMGJgd883v7NR06vaYJ+li+uKUHz",
-	"EhfrlMULRjB+ERjrAODfFhKRIcHHWD91Ryej6lQdVU+zXNzodo33HnpzZNYhyIVuyfUaz5ocai+lCYu1",
-	"mK/QJkQeszwgWAyg3OtQJl2fP6WQgX1lj5UpN4VxyGyjTwqqZYErInEXzlFToSsX3iLh1a8RTdMTFAG6",
-	"iSmH7+wRZ2XsCSY/42GayEqqsbiCjcBxaoKjIqJENgbtZsrDWtxDaOggtUBDrUH3ekDOOJZoIsCN1Sj+",
-	"8SnsEBmA3XkngbFKboYJC+jqVhKj8eW3FRtmMPj+1xMeJGM5rHKg2S/hWaGQ8f+YUmVF+aaChkk4iBnH",
-	"S/owosZWYTrUcmaRMzkuq5ksfOnqHzTHoOQxGXswXNixxyRmUbKiqTwgIZYe/KhnA4qIWy+N7CXK3GOz",
-	"xSW+GdFoyfYPWjvyr0y9N0M7N7VPbsHZwzZWvSMP84GM4zSTS3FLlqkvf9mYFqum9/Nf3jzCsnGJ1CtT",
-	"Xh9hNQmOtcYMZSWtTpbQ1zsPRyClzbDaLIEIuSlddHLDG7qwV1d9wEDMvz1tAKUlUQBrgMruKQmtTR9Y",
-	"wk3QtYzvZQCsLUAXGN9nLiIQ9JRgHUUGZQXRtmYzJYYteZU48QWiHD3tKXGfrVnci2ENGiCNT3dk+kFi",
-	"2FK5w97csRvQ8Pu1JG5t+7wXGUnpAs6B6s5iM6Cx8pHNCAfdJyBUEkpmoDfpWd3PNtLPereQAbTybqHQ",
-	"qbwf2s2Eg34kCb1mud5MaJ/VGwxfJ6ngi3EmUpC1VXbSC7zMh1NuSks6dZRmG4Q4AbtismJuiKp8yYyS",
-	"Z4Eu7FtoV6tenHLY5QiGERu6Q2dlzjZV5XVUM/3+qdNRNU/A2tjjYsqtEMRj5Yplat+nm1lB8C6TfwqC",
-	"Bzj9LHFLn/XvccuzfIwsV9nILaezvNz75uKDF56vs8dxX47d3GSz3/1c/B7e/1Dlpv7J0A/C0JbOv2Oe",
-	"bkr06kAL7PEFBxt6DR6ancsybX0sXFapq8q4/snB98/BHjL/DhnYxkyUSsFsQ0ouMi63BO6w305II/DG",
-	"2IFo8Gpj7zgjjKt8gyNFCJw9644OSCZyFZAsiffxypsoiVoS0r8xKfKKRksE6QEvZPiZXi8Cskp4QFb0",
-	"JoASDl9C4x0p9b5u+KIDEkZZcWCAa0L0NcBPJQZOiN6zBpyOwf+JqVzOBM1jwm4yFinZoWfV0D7+HXa2",
-	"E1BQtbklmaSrLScIwdvW4zbo3YMKCT80y+9UeTNbykDO496QlXvwq9g1cAG3yoKwCmwK7W0S9vUpCU2Y",
-	"Uwg3Fti5MC/jv8bKRWiURzu4VOSp3veFYvJ0yjFJUIaV687aSIxjHL/LKV9oHcCxC5aWFEPWkNi6QVMe",
-	"pYWEUrlQuJHshY2YNrh2pck167pe1cLO/tz2Q7Z9D3L/g256f5Tx73DTv6SKjrOUcmMlAMdxqc22BEBA",
-	"9Kc2YsDsqgeUCoiBWiD4pN/XdoYBQiai56SM0QKFJmVzRUSh97wqcg7+J60UmECkA4IWGVntdHR4KTnl",
-	"4Ut8KXQcaWA1NTErByQsy0yFh6Gi8iokJYi6MLZ05FvvSf7CTs7WJ7q9TwscK9u9QWWPu3u1PJ8+gFur",
-	"XO94l7mU2+sWk9myNaHGG7HDKnNA/xj+K2RuQg1ni9zuEtgDuEVqu7fabju7r9DMAmFpzR0MfuAxhJJ0",
-	"H+dnGGsCQW6yHLL1UmilWf9qonwEut/EHCbiGFFFDlFSdMplMSubBx9Nok69hQX1qdssSnFAzhrFIfDV",
-	"JZVTzoUzDCxdCBYuUA3WS5Y7oTNkLYo0JlLRXOlfc0b29JBrowPBagIsQVlhi4TzhC/0hWLFVjNQZUwv",
-	"2LWsWYehwiVdhC4lMKBsyq2/J9NKDoCMQgMBCUEPgc8gBhSq8YPB3hXxVYsBCVf0Rp/q+hsM79ENJ9xi",
-	"UtngA3PJKnhZYceGY5AQsLRB0wnf0MUi4YuQ0Jm4ZuTxZDLlpqWAADHCc4hRDElZUgCJCjFdtnH77ktG",
-	"Y2/QwJtEqhduNMKdnZSD/DW1Lruj+ltixwZVru/hdNf35Vys4ba8Z3ciEjHAjeBclFO6AGUWaQwBafBK",
-	"Q0DUdvOdTQCNBg9TZIpO45ZeTMM4tfK7DV3YX6GxBPZ//Gwy2YdyW21FcpXwN3RxXuJZfyVtchBPNWc+",
-	"1A1oqOrs5m+jbe4Z1ivHsU8ymuSSrJdC9ggOLS/0Q3BfaQXMWaKArEXuM1Q9OK9+hv9+wbMMwOdb7Ip+",
-	"u5ooaDOrj5rVK4fwFRQQ13efLS9jh2+ZogCu86CXnNq0sONt+pQJEv1Gdx0YotYiapKwDB6W+kBH8WtK",
-	"2Zi7QO24lvu7MhkqRVtUpsCvFp3TFYhwSagkHYwYgHwv9xRE1dm4bRTmZVzd5y+htTZOeQndbW97sWBd",
-	"Jsd7Y+G7MiSN4wTxf97XctEGMypettrYrG2GnVk+4PRbsexZi0U1S9qoinLJA3LFNmiLrkb8LWQhelvl",
-	"4Wf4766i8UdRlup9QBFp/I5/ytOvIk/1Pe1WauQgqbkzRx5WKtDh5/LfXw4lY7VMlDqvnjN2VVudSgP7",
-	"/bBqOab7EbRbYOzaIL2w5m/FNYsvxCBIpJL8P/fC3nZjG/UBGJm6JTuW5KwfcjXkg9pgq/abE/804GC5",
-	"+859Mnmy/ZOfhfpRFDy+Dx+yvqF70q3MBq9sJWBmQB3K2M48qRiDT6M7Gpu6ZEBzszcdS+IVj08Ipvxi",
-	"TlbntE5JWMK62JdNDhq4lewFhirIzMVKSlDXxYQN14w90HNI1gmXaPOYCbXE1MzkmvED8pEDvGWt8Eow",
-	"5Y7dp2asMgmJmpYwNqKECFCFwEww3bQtPevT/FqC76vJu0+7msO7JFcNoGegwyoYwUp0CA/P/r4PO/jt",
-	"RW+1/B9bUm8g5ksw0pviomvW29DiaL5gqoZyvxtS+DAZXA2x3aWPCv/rZDFKKCfRbG4t6d9U/LrX524l",
-	"C1etYTZ1PrzrpfM+hIk7k4tbCJYW2/ua+/Q7FDGcrS96kM6wxF2v9LldjfS6MKiNot7n19nrd9y6LwBu",
-	"oOUkAvcQ3JacgzxB9AsuFJ7fG6a+yiY2WKfVtb2RYcZQyXEz0sE+JXi6OXGT1yFLamOCZRLXlUT2GETe",
-	"1eQXhODRVI95U3qrVvsmib4KWMSBgaKzQl1GKpERuRTrhC8IlSTUY7vEsYWQ4m6ciaZiin5MTJZ8QERu",
-	"jWVBaSc7nkzQLxLGNvFi4lOP3hf5gr1kNH6DrQ0LyvnNcfdXO3rHuNaOMJjmjvndxMpWVAKibTNsAEsZ",
-	"4v9xHO7GIoJQN839UZ7FZM9Ug6zbTVDjB0W/ZmLWG/LuZuW2G+3WfPvN+bSjzcwxyuzaXjOLOd1Y9BcE",
-	"0sgJnUPw3jLBkOIO7+FdAu62j8FcH7cN4n6j9NJklahag8aNCgDoAOuFbtESDt386fGSdnSBwQf+Ptwm",
-	"78/xWgue4mX9mt6II0eE0cUu4UatD71p85kpwPEtDLmlrKosG7LM0bQwSC0Pa5dk2smTEKe/HX5O4i+H",
-	"EJu06bHLJHGZgZmLNdQ2S397HYcGF+2vry6I02h4QF63svRPXPUBQiMgRj8r5LKOvPNIElMkoizSC3WZ",
-	"RL6ipgY5yahakj3JaMriMoSfSWUKBU15ifrDeJRvYB6vuD424pBQeSX3iRLEVCQ5dAqSGP3IbAHZADV6",
-	"JKdaWzkltETPwmMlqYrkQyKtnhUGIJkoD4cQJImBfCeISAeENIh0AZECw3twRSpgK2P6Uuskgrgf6jod",
-	"m4gfiWuLMtSe8hlLBV/oRsQB+cDmAIAEg3s6eRxYFC6DyxUHZL1MUoYzWVG96TnlEcYDcKKVxiotH/CU",
-	"eK5JB8hme9ROAEe/EJVtLk7kFZGZEKk32PoDfFdt247zUTNAJcQAAvF2Oh3WJbnLNXWY+MF5ORGcXx42",
-	"Oyrf9Ol5uDq31u+M3eVexmqlYmuMXDQ1OQt/k0i9hwzAGLtJpNL8ai8wdm761M60whvv31EnfRBWqKuy",
-	"rdn79x3cmTr33Wm5iddU2o3cOHCwcxDOTeqC5OJsDXs+sPHaYs1ruGcVkhJE/8GFevDJtOuNGMzjh58N",
-	"QNqXQ3ajGJpJ/QfVOVMo+wAqbaM1f2bw4Cx4WpTSZAVRrZpQFfbaHigCrmtfC1mRTTl8wWI4MrhYk/8g",
-	"oQlrCwNS8JRJMBlY/sOOJGI8nRDKCYxa6haNMF+KXP8y5dRiuf1qLshly2SPC8BvCyB0ZD8gcDDh6BOJ",
-	"bcYYeKCXyRx4U44z0splSPaeTYi0IZyIlzrZDxCTNFkxnCAOIdZTmIscgaEMraoL+pQj0l4XWNUpCTlb",
-	"v8Kpn1V4DYzmaaI1Gc1XuCg+qf8KZgOVegYJfFvtqk/q71Y87dNdcgDUWjh49b2aLMwRp7t7JoD34y93",
-	"j/23zLTb6HeO/fd//buwFd7Z/oDTMtImTa4tNKV7ZLliEp7eD1SVWy3an6+HpYjCGgzRSd1Yh1KCtg4F",
-	"8HWa5J1TImqa55SDeRSuy7MNRD7FZG9WyH1iw+NclDzA+UQCNfwngKapJRBGlE+5TdALT4lQS5avE8lq",
-	"bZVh6U5OQbux0GRTQqy7/mTKES2WroQp91poyl85dy8kEqyg0zYsl413t4ND6L11wmOtXyeShPo6FJK9",
-	"BDIOk2sWlFlJ+nRZiiIndCH2rS6sOcZE7mMKpP4rVCIs46WnnIs1JCOImIUE13VmLkxW7S/D/xvO6HmS",
-	"QlaZZCmL1IHJO9CyGS8ZFXaOi64GzKpvxBCuaBIu9X00J62wxT1IjdAHKazrlK8AtdWkXkSUO7iuSCfE",
-	"vLEVXQ+WVL4VOQuJYmkKR5VebtBDbhSMYspBw5Nd+QVuuZava0i7P6NXmczWYVXictc8zUapuzShwCQh",
-	"l2FXH84Y7pwSaqrE37kdU0PNbamsX4ibEKt+mk0OfiuLSauPlVK+eWsc/t4Td4fVK9zJxHvLdegxRB7/",
-	"YQ2Rw9bEyJffp/nwvBYRJUt82CQnuHWCWn4+XCqMca0eTL9yqrvczahoW3JiPPXN7XOtrOGXPj/nGQJi",
-	"Hk8mpxXweOuAKNEUaemtakMk2hhii3W9/WZRL5N8J5tS4O2gWSnzXi8wD7sH/kiB0fVYwSrVztVvoThD",
-	"TiP0ee62HQZZMoJOmKg/WfK+WFLRJO1ixVVVW/0PEF32rkJPr/jVSOuglOcW5A/VfKikYa8B31Kg2+AV",
-	"v13uR5G3vBRlSmgzBXz/hMDukp7rqJ5vWathyptxeBYuqsx6fqfvpniBualCgptJ4jmLmL7w6QvLjE25",
-	"7iHGCBculPGEOOG9JiXelq+o371OnCvrk8nz0rMy5cYiS/bKbPqIct2BvEoyFzzf3rpWSRynbB/q/tho",
-	"ZrQy1upSsLiEQq4nnVXBNAgMHpLQfH/p6MbMn7z9Vlzbk/NCvHzzy/8CWXX/DiBDwLNaifQH9v7ohYMV",
-	"6zupa+zzO3AD1QhVCVWvW0gW0bIu259/DXeUqoX+ugIF3DI1IQCAUmBXv98gAUfxnUPgcSuUyUpIRxxA",
-	"SF+iHkDB2f2YgII43QfFBb1qRQOYG0zzKNgT89aZ4sRxBcSEFgCiUBlRIKpyHD6v1g7Oeviyimmgql4r",
-	"KBfrwFesgKAHLjH2R2myjI1rv/SvxAVyMAsPyFmFJWIDKX0no63/9sTvV1f55n+P1vnvIcn/SH78XQR4",
-	"k3dRe0mkK9T/9Ne7/vrafnfutTWfvXXZewTbA8v+ZIGiRi8N3nj9iSZv7YsfGBr7Hk4Jsj2dK5pDJLNv",
-	"9+hBfC0FgpKSTFDWqYDcw8Zy/yjyBVNOEqP95JG0hpXaUtrHO4Upz1IRXbG4YwkhJaL7hP5Q8NIrNKPR",
-	"lVYxeEz2MpGmxNuaKuT+CdT/xPtqzsaRg/2HhCPC1K3D7DJTlk+qnNGVJGG2uIyLVUbGY6zU+59RIZVY",
-	"hSThSsDjnIHJJzwgF3pvSeOOTPiUh+wmSouYwYOXVNGQ7EHgIiXz5IbFJE2k2idXjGXGeBqzecJRI5gV",
-	"iugl4QKtROTMDFEPF2MqQHShR+wRBsyUdSyhfheG2u09mUz2D8jTyRGqKXZKIifV8E1J2ylPuFQ0xRpf",
-	"bgfem1qN10cPdP7VOtkJivD4q+5qaR/d8kj8hqJAn2BHD999H+eRkvGaCVQi27SqLekTh5r9UDE9KNG2",
-	"k//r9PEVRJcquitMuNyDbsWvcvzorjpBLqlqRpK8z8UiZ1JWkQGWVQxnNyXCAxNVManGUVkevAcOdoDf",
-	"xoQtmLYIQAd7/DYl+S4YIAjavh9YtF0AIz9E0ueg7quJlvVG793DUmO1i3yjd7BZkNpmrpTWh+YvUy2b",
-	"DdAa/8u++u/NB/9V1g/v4gD9Nc0TeVdI3K85blodEBFY3fVpM2MErkOe40bPEE0jBn/VyEM8fxQqeXVR",
-	"+EhWfUDZd8PND8PCmcg6Q+7OIeRKujD2CLRYhtkQ9ltBU+kiWZM9x34FE8BvFJVX5vUpN2jXezVTF1Vg",
-	"bVQWmxcU6bUgM6Zvl5aFjVI9Y0t6zSSxeCYmW2a8TmKovo1uFJqmrezhgCyTxbIsKpflicgTtakV9TC3",
-	"yymPaJ4naH+zmTbeRF6R/WwpcIFhQwPiuL55tNIWBASslTvgxV9pooa8d5GsmCgGvVpHjRnwwVmhxFl0",
-	"NeRVFxbirYjZrt/8mIvVTohashNOq1/cvRfZu79rSXeMNq6WMR/sLkoQU1z5jxNp/F5khEa5kLKGmFmW",
-	"hsai8pWcoTw+FDkIEVcOaum1swGoQwwiypMLPegVii9SmqwkKTJIvqvESlgPXKUIOu6U9rAA2nV3bwAY",
-	"SnBbNikMs03NCRrDC6JQRiQmuQlCJVhZ95SEUE08JBHNZB1AASk85VoM4terA3KWpsRkg7hDlkvoh5sw",
-	"4ddxh5y7HcLiTkh0f8qdP+XOA8odtJrxDWFpskhmqePx3JP7HaBHt5I0vkSHlqSpICVdRMlO+VM5F1uw",
-	"mf5QDkwKK1+uZ4dl9vP9KUezJtY5MeLNSJZKoBgQg6YUOyCvQIpjzRJztbPevCk/njxB0W7SwU5KfOGy",
-	"soSDRYvTWLIUZCHlEIlSTiAocxVQ/hEaKUhSsGxpeFIvflCVXYRcMVGoAJRDx8fRIeZuj9B5F9DNP2Xj",
-	"3WTjn9KuJe3KuDHYyyj8apibDyPlCrnsNrL9gpfJmnMPwSQtAIHgJthbN2QuZZXU0toh3skqyTTlK8GF",
-	"EjyJiNRU51GZHJRwqa+FmhQJlyyHZB/HdR8QWa7uhkAxJEBDEKtVAsCbMcvBZ+J6+8tcWROla9xJxvTk",
-	"JOC2oyFAGKKnSOTJIuE0raLmTMyeHpGA8MGcZYwqdxIYb4GshRW8kVjrhMv9gyl/IXhU5DnjysaPAG1h",
-	"OgrAExZoycSCCubJ/ikyRiGX6Pitx3xMeZjlIi4ilp8Xs1B/xEzVGqjlUuh7uYIJ6h6uGIekOq2fgqB+",
-	"ixUtyz/pDdTXm3JfTsjBlE/5r1CDxgFbIHvhj6/fvLr84eOPP776cPny9YdwPyBQ+gJmiKRmZR8sxhTk",
-	"irZkw9T+lIPdodOlHZC4yKHeRcMfDp5w+BarSVjcjyoex8FSJWuaKMsVOHyrzSMom8nw17yQcPKUSLKH",
-	"YGXK5gUiAgdNlNw/AXbZwOdzueERq+KAoO0S28eSAaFJDHNCHrdNs8auAzfRosbZGPIDu6ABE89uaKTS",
-	"DWRBHkz5r3agOAQA+mCxWUkTFgpSw8aWWQ8NZ0E1QbtBnk4enxAIrZry8iIIrF4bnSR7sYjkIfR5sIr3",
-	"/chqcukk1T14ZTTd3+6p0PWvBthpj3YcPUbMDh0+vlsf/qC6MtXnQyrKaMGCAwP20j0AxyU807dcTfA/",
-	"0BELIsKeQkqg8TInK70Zf/Odc7XzVh+TvgMXdk1XdLsRw7UDtwFRHaWM5n35SUAFULC5aKXEnpJEVVBJ",
-	"hYGk++mcnMWrhJMoTRhXjyQJoRs4zVG2gyG2LEP8yNpM5QG8GJKIpqmDE+FAFnmgZ6uaiomccpMeZaSW",
-	"+6nA8HgKhmN9TNtC1U4JNrg0uQpDYJN9O4oPVCjXWhdJVGALO9bgH22Kw6mvAGSt6h/ZM9kOQaMaDKBc",
-	"YhI2pgubGCjqmYaJOIEEcLqgCTfUaOg7Ep2s+gQT1/rG5CZYmKx2BAVNVHmAJ3mj6B0WnUNcqo3JMdC3",
-	"ZgjUcorFuPc1wX3jhrTyheDshNDoSg8rQVQwqEozB2JvSCqkMkgi+vC/qKeC63MP7Xb2SDUHFB7B+pGB",
-	"9JQCS0q4GhBhiT599JpoTUfaTEK7ppUambNy/Ei1gisW78PBT+FLEyUNHI1nrInyEXlTKQWMqwa9Pro3",
-	"Xxc+tIG7PHXfOyFPJk+a8Fb+oqDljrzjxbUuLnC2ZqclTs3EjuTdW6eVP2S6FUwQCNQXjrrWksRJyPyD",
-	"JF6ZpMFuCG/gNdC8NGPbOLG2pStnUhR5xO6nrErZ2mFpzJe91fl+rl57QFYoe9FddhRvqtxzd1+dnwUf",
-	"o3GsKrCEs3S1cLNO7t2xipJFB/LwldopP65aJn1iXCds3Q3EsioLjhufdj1NVZ5U4CJaiYD95K2cavGp",
-	"y1KcU8Shgi9QA6lgEcjePBXQD1VkAggcDi5KDQVF008zvr7PW79wBYAiT2sgLP+JBdXJmJhB639VvY7h",
-	"vMcY6lNEm8E/TAnTJk7vKQn1yaZbhvhXU75dH3wVGqsNisL63ojvuwc4JVNuV8TEnB6QMKVISPBo4/5u",
-	"FeN0KiK6mpMkFVI2At1IsicZ6yoFB0VEEK8yK9RBok8ZxeL3LMdqiTAOB5/bGD6QFPU6+OSQPIYgKkPM",
-	"Wis0uqrwXlg+NsAxNYLg4yn3NWsqwcqzBStRuvzFZE3ejW3Z3EbHR8YGgHfSNcVL6anrPrPcDZpHcs06",
-	"Ktu9s/vlAaVV2UdXLFX5/O5gDBup2ArDKJAAAQTqFApCjK9ZZfHB6JUHF0hO0dFOkVRiAlXSphKiRjPb",
-	"u2KZQguGVjt9Kl9gU5O0omgwgQBF/qAu0tDkQeF0beneJX1Qx3TSdWuyyC8CrU3HsK3ZYfpOuZfw8TxN",
-	"FsuySX0P4BATHmP0zEpr0IYWJ2amBtqPNkyhZU1sxzq2R6u4F6sDw90HwsFBfSibMeiwOZN4j0QlHu7y",
-	"eBVTRc719wVE5M2YVmhLA+i+yWlu1puWYsVQw22UmyaRnlrCY3ajhfMMdN/aAWBWpXUGdKBgnYJYNSVg",
-	"Q7igWBlSr0JtD4WSSBM0AGpxsY/XNsuqEIGf8IWsrsJ2YxIaxwRxbCVKPOdSh+c6CVVecLCe4mxyW798",
-	"hWDBllQWnwpK2ZY4V7ictdqdJl5pW1Kd1oD6aiE/NALVvyU++ED7X+X9exBgnq99B3nf2M+w9ewpUhYX",
-	"hetyxf/NWqMPcoigNrRdpz24peZKGorrlHdqro79C1g/rEVAQa4NCs+uzYresz9IiOGwHV/b4/9mmxyW",
-	"q+ua+W2Rt4wfttqrddW3jrv1lfaov/ZvnWqvY7bKhF6aU6fEDjgXDZI2pmyUGRuVYqFV/RxqEHUibd3Z",
-	"evbg3PRHwrByAjsRCqiKw65s8W51ate+fs92qW4oqz/CmveBRP1mq5L/QSCiGlxRR4L6KnYufZj1WyIv",
-	"4I0HXFfdQY/9EY7b+zc9wsR/H1ZHsOEc5myes75woReVIaZmigBfj/WJAKoxZyyGZGXdYMIXWFDO4PzO",
-	"UwdLBR07RuQsaLGozHLWcWSMUhBfU/o0TUr3UqyxhBxUVuIR20dXUM4ykStHdSxTecz9TF8YZyKGqihV",
-	"rIsH6QSmcK4J9JAsCB2YzvoxOuCVe0EC+jVPFGtkPCV8vGIrkW9KS52ttGLpx8Xa5UJgnTtnP7VybZt2",
-	"pdIWGoLOD6ELYg1xC7MiumIKN5IeZV1bQlNi+U6slmQu0tSwzZTnUMlxD+Nsj8jyhBwZhgvIM/3n04Ac",
-	"P4HfnwbkOxLTjTwhzyYGvvvxs8l+YJqXhKbJAqwtxhLLMhEtA3LFNpKE//3f//3f47dvxy9fXvztbydv",
-	"356cn/9PWF1CLL52WTVPFitzI7GrM+WOjdZunFPjiLflh6oMsEOT3QV+Y90aGFWpipZlrSH5yNmBe+ya",
-	"cTVOhcgC8uL9R4yXECIlkUiLFTeFIHE0YJncPyChtU03vBAlypAke6W9SRIDnhDvB45BGuzQXKxTFi/Q",
-	"yiYPiOPeQMsvGvCngIYO0c9C0VSSvZpFUIujEycOZMil0YgMlAIu1vmB62eAw/8AOn3bdLyU3gXHC5Hw",
-	"hQymPDRSLPRXEzSGRb2p/GbtMrt8wCXz9wM2/dC2qm97nf70wAdBIbddKYy8/DY3iuoI1iwvGSRmgqkV",
-	"dmTzdCh2V1BwF5ie62fEIeU03agk6j4tXmCsSOUAcKQmWMsriVcKCozLtNb22cYpVCtVkqZGTKLAUyy/",
-	"Nm6OENsNAxIuRZFXQKRawMV0ox+sGbsKyd7r83dE/1NCEEu4Elwtw9Mph9OB5jYsGht/ZGKHgs5z46UB",
-	"PMUsjJMK5UefVqLI5cGUv0WBRjkBe07ZuoSyFeTJZNIrdc5KUg8SP7Z1L8I+0mkUjPTYRsEopvpLTY9R",
-	"MAJa/CFR9f8UdHcTdBWLdUk6EC/fRtK9bTjYIUrWMLmJWyz/tpcWkxNqHYL3IAy9t7VCHmJofY/SXOpF",
-	"OYtEHksMhJ+LvAw8L0Mk5klqPLC/FTSnXCUcA/zMG4dajsWzvzGaquWm8tNB7PcjScC3ZihgbwqOfb2Z",
-	"LGDS5srb5L9YLlAJC7lQLCSSbvTdbdMhnn6AqT888E6tny4G1SS4B2a7qCNPlLkWNQ6CoIB7PU5v4ZBB",
-	"1rZeFmlwIUptnuwVHNAguizL+6daLe6P/Kn07gNbCAnMykrgdaAjV8Xrp8H128Vb8+8jwYceoE47z54M",
-	"H464h0b+F/udHc78gzimfA6pgNhBPuBp13ZKeeXV+3qkOsSmm/QKumJB6eot6wVoptonVBEK15lTE7cD",
-	"d/syzs/JJjsg7+upWOFgwQh3B3ilGiUepT5pRvYaUfcUEdHKUKNe1f0+Is/9On5jArVNZTbPTIiUUX7b",
-	"Ld/c8/++m/7f2pdUS7sJoNQjRnW5fI0BWrbg7P1ZEIaJkR2qXWIaMvo8wABNmlj1jZQSSBU52KaQdBcc",
-	"vPNW7dlkT//4x+qgfMg2oYfmRf6Bgr3Oyt1T+fHrxzPges/gDNFzfpDtBTeTQydHu3NL/SDUksh1oiKb",
-	"EA8pcODXQptdCJ0dYJuXAGuK6j+NRaYsNFN5XSJ7lMzTJDMYyhBEDqWxM5ZLiELBvPJYcLZ/Spo55yY/",
-	"embG4SRuV5n1U45esYMqo73lBADHjblpm9Q4J2Ne370NfAX0hEnn+iaEDdqrNRlwsyZ7UCfboMCYEGCI",
-	"CsZ2yVyzFmQnOtn0+9su5NL4emrX8g4t462z0A+JYll1s+UWXvKTOVHu71rOWvADpjeTOi+yKpurvuho",
-	"xFVs4BW+y2FaXd+DDsf8O35iE84MaATNMqzobt23vdgNuLnaoA2n6Ma0k4lzmgDG9JKlcc3pj7CbNdQz",
-	"m5ZA3s3naJ3Gz5FFpdMywq67DB7YqG+DBXlRrjABXmphdVrvPyrQcsrXeaIU4wCe5JEmphK0+VqiYIG6",
-	"+8oEY0AOsN7OPEpSBr7RfEOeEsD1eD23blpHetgu9xzZEos13ycVg6IzoZwEJL3gkO3nUz5zaoxVAwDR",
-	"5pK5bWajSM6yVo2RYk8nj7Ho2JT760ockJBxvVhxSFaFhMlQ8tP5u5+J0eSNs/vJZFK+SvbMs32gtwVM",
-	"8KJynrflxQPg7VY97ATl8DDCiqmtLjzDz1KzHRdrknwjK/dFkfO2iBMc0lTn83sTXr3aQi/+7a9QMg9w",
-	"T1DICbcq3ZNy89t6RvoctyWR6tKI7JVAZG7WzikkwlnEM3ajGJfV/aQCPZGYrrsW+VXCFx1H43uRfaXT",
-	"sd7TkAPyvg7EOnSbafzBj7mzIbKfbBH9iFTc5PeDKb+rECTbZKCHMf4dxeDuXPm7EYINtn5QGQi1gmU3",
-	"Tv0HuEpc5PTBWAXavnfYo6rvLNczUgl+bWo4+MyEwQiIoaf9ue01cEb1j7KV6pMqakDM/ski5Y+a1LT8",
-	"w0BI4NLri12VuwSxeYjrYuvROkxpmGkwZOCcUVXkpnAeQjw0mXZBFYvHImPcw7aHs82Y0xWDiowR+5mu",
-	"ajZ5Tww3fPbDBnxlQyoGlu0OLeZ3NDl+sq2a358eKK8M0GR+pfnrgdIf77gdYGiSRDTPodIlNXXW0aPj",
-	"3hSt98a1yawITdNd9spQk5fZCeDf3c77AHQyzPv87224HcSNv09GvCjZrpa3gaK5nawRIBBAziLGVboh",
-	"ULitlcJ3z+zYWzC3k03/ypStzm3Pg3/3oq4PZQRwyNjl04fUABBq31SgWq0I9NyqXnxdpJI9zFkywBIW",
-	"08C8u/9AnGyXva8+WEpKHrYQwbZEsmOBc8svixzgIkgsAJ+BRleATFHOqqqMLHLc4JRIRVODVUFykaam",
-	"TgaaPWe6icp2WtXIn3Jbs+yEgK0+PCDv0SoXs7jI4ApbAzHGiCm4lu6VUMMlcLuDWRzoqxIgEnOB6H0I",
-	"AlO1tn9QBvYdhnH6m4H5cXMPzJVZ33rtpnoDmEzgfxgaXPXqhkWF0rxertddIF5pdHXG4/cGsboXJ9Xp",
-	"cne0V+/H93RFdudT4jzvNp3SbHir+XQbHcvhAIKM5mUWIweXIL85o3euAvY1QV/PsizdIHdDrpKxeyux",
-	"SiKappuGdCq5dGdo9TrSa6GWh6lYJLzbYqkp+tOvF0TM5y7ecglhL5MFBy+hOCGPJ4/BWHVossHwQ36i",
-	"pQ9L52PNcjThLJ7yv128fYNxFNJWfTf5jcYWds3yZJ4wSWaM5pAkdcW4hLqzJc4QjayPj8eEi6kmsjSQ",
-	"qDiyccLJjKWCLyD/z6GFHvM8FxwwfRLVYQJ9o4nzHovDb9lEit2ow6VapfUjtnlk+8/QmyylHGFdgSh7",
-	"SLl9zVqPkbUaX1k/k01h2TOLtD8KRktGLcb0G4H7GrGbu7SO1iCBO1lU5InajE7+8amWbQlcUO9dMh5L",
-	"vcyQNjgWhdJKYq0IZxIzrnRzPp7NilmaRFtzLA2/iqKnmPYrHp8jG9zVYl03+4grJwtEE7Cy1zhhYjUb",
-	"j7gaZNSJBTfyoIPipoTo5+lIXE1HJ4Dk9KWWiYyZgMTwv2Z1xuOHoP6qOxziPbQCMYMQtGAqyriIxT/9",
-	"ejE+Oto/cXCgrcJhgqckVv/lUjEaEzGfcow9XBQUNDwAnHelC4olS4dEal2KVz5s4zqELCGsai0V5TFN",
-	"BWdTDnZOYmlj8k/1PE/IVN8tp6MQs7VLPOtHUNcqYwHJ0kLiy2FAQlnM9H9ykTKsSjDlIdI33K8Jw2DK",
-	"KYHinjXJVtLBgKOVgzrBtskeTaUgVJJQb6zLJA73A3fmumcIlFhB0S5RUQBGQVJ2zVKwTmdUAmbluvS2",
-	"wgiCUleEOg1aHFvlbMpBGm+CBkmfTI5I+Hk6YvoU1Iw5HWl6XNo9MB0FZDqKRMy8D78gcae8QguvuIEq",
-	"aF5zMrjKbHEKCHrRpASP7/4B+dmcReC3WLHVjOUsPsGcaO/ukB2y/rXdIg94qSr76DgIym0Kmsv9Fb0+",
-	"KxTUBQDJ5Om7JGjJNpbehnbIscAot7+3VeLts74oI//roWmB96VxyOABp7UfYLagxMkuT517lm9LCFzq",
-	"syxgaNND8ofpwbNCOLqNo2s+cIcFN11quSCXhYKor1isee9Z9Sa5ZhwAIqH4F40T/depCd7oK5JiKno4",
-	"ohzibBK+cBfarNJOy1xdzA0WRPcZhn6KcSoimp6Q0OwCeWCssZC6U8bJuiZa0NkD49GP4UpuP8bjoAK5",
-	"TaAughCK7IU5eHJt4tAhKTKVrNj+qa1zgCgRZd2SMuE3s+VmD6b8BeIIIMSqBQ3F2ovEzvgwywGxihXS",
-	"ORtNyiIexV1y8a2h2YPamqCLc04zuRSdpiZZPe9mwHr6WUkwpHqibLl4CCb96fzdz7UqyGaqtxcibXJv",
-	"4zUyp6sEogH20Mt/iTxwaXCHtVqBvxsn2uVfqp/i2WUmRAo/zZOUmRKewZTbb2h+xeJLfQO6hGAREzAe",
-	"7kNQqE0tL0l2SiwqhR3WlNtxmSeXf7kEbv0sI5Gx/5yOzO/6QA8gRR3j581X8MflX2y/FhoHg1EBTNpG",
-	"/VpkZUxwN1WM2jjQ5eShTH5eI0f622XMMq2SlRQof7ucbXAwdijlZ46r/HIlYnZpAyj2q9T7MqJPa6RS",
-	"ETafi1ydoEwrq09AHGVzXfVWxHA5xLY9IOFfLjOWX5qUe0OSKQd4ECqVzfG/pmkBQdCA8YGM3BWrU/Lb",
-	"4O0KF9YspQm/3Y1VyMQUNe/ejNWwiO7O+YzszUW+oopMDiYHT/YDmxV0PJnceUfWwxSkyhldSQAn30Qp",
-	"6zbFvuu0uOKNBXIo2KXIZGgjmWFv5ButjwdODRnQz6ECbjzle4jJIDJUsMgV01cNbvT3UB8cl5AFEJI9",
-	"k6Bty2JRaUypBnJaLdnqhHz8+Prl9XdTnmCANlslpspRUBllw5pVNgwI41G+ycoanTLhVxaoqwolM7U+",
-	"pxwer/FmAsHZpqJbeXiENLoqqWDgih3ArzQ1XwRorAYdfcr1jeKAvNDLAOhY+qoBVMJNwvKEpok01dqw",
-	"CzfBdk/kxNqjw32yEtcmhrRRasdYRxC4ufQG6IsPjMI1fGORs0SfxbDFyrh1g0st5nUQHmAhB6bVaKUV",
-	"+pC97oU5A2P7Jfy/k6inb+8YSmui9HhcYh+hid15mMgpv2KZAosW4lHjrBRNylT9TGQZmEAxMFdvI1P6",
-	"2USS5czUImROKbZgyiHazBnJTZYAsDklC6q0SIYVpammZNsY79rhS3KXik4Ay+NCbgMEd4IORmbYCMvz",
-	"kDNTnzs0paKr0DWgrbO8OeMqIAXHscZOfZ9XuGfGelInhJqVwhDyNEGwXPBjwqxhDxi2NSKp9KWsl0Ky",
-	"Crrcw2BaKbPVGuE+bcg8LySLbcUg6L+syofbSF/vYchTO4PAeWIlNqR+pELi7rHZEShGoNnAVuyxWwtC",
-	"y+EmXUgEkzL+O3SuiIKDgHrN8SInclIjYBiUHiK91GBUd/xDU95wEJX+IdJ0D526AqEGie8wITEwaKbM",
-	"g+UBpJi1S+D236OcJHHKEGxvv7zL15dO7/hoyaKrgyl/S1N9tADsQ1YosmddfSIj+mzTOwCpUMlAE4Jx",
-	"cHCwXyLKmOlWPrVK1MMLTwLsUu88lCKUb0pbhAnehOphNtvFlOvAHp7e3ODFAAw7toxUuZwhL9I0BPHi",
-	"HDuHtdNixSjHOhPewk3Q5DmcfiBxHyj6zunhGwVq1kbw7fxGXyG67s6OJmQKPHeBalD9C/bdHrBZgLsC",
-	"PVCB3WcgFPzuKKNe3SZkz37aFbO3Sm7svcpR4vQuTOoBpw3YLAorC2J+tgHBBh+TvOAcfcZwCTwgf2cb",
-	"tCkD2KCx9Z6//PsjSWCvv473T0zBNQ61WBNp6v2ymOyFkOmH5vhw/7S6pet3Sb3gaIiW8MsllcsQilWu",
-	"NHmLLKYKBGyIlL606Id6Fcwfp1CyFjKZuGq0tDaqhmTKDMRgf0mb8A+rChk+VR2ffIMVgUulEqaoWyR7",
-	"tcb2633DG2VFE3wzbB5FtTiCJ5PnB8S+iJEIWqLiJzE2eMVYZmwcwIFTTsvEw9I0fNCYOFj66W8F+/+5",
-	"u77XtmEg/K+IvDQBs8A2CnOfxrq9DAZLXzsSN1Eb4R/yLIXOjP7vQ3cn62wr7jrIAn1siS6KJJ/vTt99",
-	"35WziNAOvmjPOMeVfFAuaUXX8Z1QZadzj/ANZ3WPNIMpRlZcEgnhAR7RfwcafzjF9D/p6r5QWztBNNC0",
-	"AhjbjT9tndi/PztUmTSSOmy1FZnJUXLmTF7Zn8bOVxGvadMmYS+Esv/J7wasNHO78GwuqZIVd7xfiPnV",
-	"RXsfv13LXSo2uWxdXgsPaCJcUAMh7Z2RlfW9nrlsFwl8dF038l79cp44y2V1WxXKysa9cjDz3DSqluvM",
-	"rnWzxqDL2a71di9Kk6KcJNCRYggPBRQM1l0+Jxu1va02yGz2GWTDXOIckkD04SHcFAcD9M6LN2LlrELJ",
-	"jFGxuEx+ftda+ufiSpSKcsyODNGoErAd8ItHcjoUT1LM+f4oFYrbhhu3Ayf1UvANZ/VSNIPpjkO3w684",
-	"Rlv57v3u1d3VSubkFIYFF6o1vcg/DFCML3YPgxu92HUeLAvCbg9NMUtne2vrdLmE65W9Nja9vHz3FrQO",
-	"aNpDl1JEr5MCspaug8b6shDbhAR0jozJviYVusgXDAZ8MHGl2kyVjJKiq5axkbqODGRc0L5EUwaWFBqa",
-	"bfP40B4SbBIOGsUZR4xCOyh04+j6gsoQDKwPf45HYX5Megrh4x7ZcXSISXrSHEyfFEqIJIVA1oIEQGT9",
-	"UcpjIHONAayUKPs40KLuTZPLUUbMD9msPWUeGdgVPyODhv1MfQzyeJcJUXzkmO5YocRzLzDJc4/lpdbd",
-	"YLX7nrHdx7+4P2dkWAF28DtK0uxjkpvrr+aCwiz0TiCwAfXcYM47kLG1ca8t/83dQ8lMYZNibF6xa74E",
-	"G12dxXD1wBcMbxOOnAK25kgnA2C83g8jturnhjNCafaoB4rY8X5FJAy8cEGlH/tTiD4lum59eicrgW9V",
-	"xAFhBOyrUGw11AOGGbOnH09/AgAA//8=",
+	"7L17c9s4sjf8VVB6n6rY56FsObeZ2HXqLU/i2cmeZJKJnWdqzyqvBZGQhDUFaAjQsjZPvvtb6AZIkAQp",
+	"ypdkZs7sHzuxSOLSaDQaffn150EslyspmNBqcPx5wG7ocpUy+PdpfPUD1fHiA/stZ0qbn1S+XNJsMzge",
+	"SMHIkilF54wsqEhSlkTE/DijHP49kxmhRNAlS8g8k/lqEA2uaZoz0w6Nr4RcpyyZL7Hnf34epIwq9joZ",
+	"HA9GRy8ez47iF8MRPToafseePRvSo+njYfwkecqezZ7T76bfD6LBimaaay4FfPRsNoof06ds+GT6XTJ8",
+	"yh4fDV/Q7+PhUfKYPZk9pc+mz+NBNFCa6lwNjmHeKdMsGUQDnVGhaFy0JbOEZcOj0eho8CX6PGBZJjPz",
+	"Cc0SkrA45QI++8ojRsp2Dffx4MunaBBLofIly/4GVD8eTHmacjEffPkSeWuq8hSXvFxTvcDlyzNGMgaz",
+	"U8T8CP+0K5qxhKX8mmWbckH/+XmQpL8Njmc0VSxy9BJ5mkYDLhJ2MzgeWXJ9wHaT4uWCJj/TJTNEzpWW",
+	"S5YNnz4eRIPfcpYz+wSmqQxF8jhmSg2OdZazrau3bWRHjZFhsw84MLNOuBjBvWVIvpKrFUvqW8zfQ7/T",
+	"/eLmZfirOi26WqWcJSfAUlPDhYQr4tqNiJIes3HlWDC5I589+Goe4Wq+lGLG53nGgmtKCfRB1lwvCCV6",
+	"LYdLLnJt5xuRGb9mhGrNliutIsJEnG1WmiVkRTeppIny196IVbWisRmvWkgjW+XKjAyFOH7LpTgTdJqW",
+	"RICuLriZ5tHjUTTImM42b/iS68Hxsy+WDD4JNFVXNQniTVOtpFCsybtKy4wlxI4oIgmbUSNtCBdxmidV",
+	"No5de8UouydX8OEHppkwP5+zWIpEwdonjCZvmNYs+wXnYlklYSndsOR9Js2SmrnA2+lvpzPNsrf05gPT",
+	"GTfnnuOtvjRc0ptz/m8G7S3pza+Ua/PUH9Qq4zLjegN/ZG7YRbu2xyw0H1ihV2bwg+Oj0ai+ZtFA63Rw",
+	"/OS5ebLmIpHrH/LZjGWD49GX+o5/MX3MnibPZ8Mj+iQeGskwfGH2/pPZM/pd/IIdTR8ngwATwA/QwhPz",
+	"1uw7Onw8fWpkxvPZ8Ht6FA+fJd+xF7Mj+mT6LA5zzatiXd7TOWuqEmbdSAovEDkDOQDdDpcyYU39wYpF",
+	"VBzq593l5S8fzz6eXb599+rs8nIQDeKMUc2SUz04HjwePX4+PHo8HD2+OBodP3tx/Pj7g8fPv/vvQTRI",
+	"qKamcZi4ma+R1NFAS03TwfH3X4BffIFLh4+Tp6Phd9Pvvx++eMqeDVHUxi+SETsaWPn0Foc6OB5YFiPs",
+	"ZkFzhZIUz/TGyI6OR0+PR48Pnh09NiPjXqffD5/PTKfJ48fD7+Mn02Eh4uMXiS/lG0LuVvJ/lckkj1l2",
+	"nk+dpG0wCLDkS5kLy5IZjSsH0/fD76aj0fC7+Eky/J49nQ2f0efT7+LvkxdsNNuuz6zonAuKU/o8SJH1",
+	"jwzHy9lMMY28bpfpyHDbG7NHz240E0n4gF1LspQZIyiCFZllckmEXPs8ptw2PHo8ajQaEn2Gj+OU8iVh",
+	"8FZVzrGbFc+YCi31kceEO5/q8MGlbf2SbmlesPVZv4FkTLC1EU9HtZPQ0OK9XLXTwG7OCE+2hGi5dT9v",
+	"3cI7k+XeJcSL58/bhMRRwX2Pnx2Yc5TXmP/o8fA7Ojoavpg+jofeOOM7XSK+zQYfeRscX+9UjO5/vO4j",
+	"9dLsNcuhjSE3WTZXi1ZhgJ+Zkwc2sR1lRLiAH8opeDzLNVsie3XNEHS3rQzTVLy67zQ791g9x0Ld3aPI",
+	"LsnddsnkmdJWTYxAOKCwhevlilFtVoI6PbLal38ZKHV+u91f77Dx7CeXu2zWHryM7fVk5rCu1biIuDsY",
+	"PE3cekFPW7dg5SEOrsZM5T04SMVudSNMxTurKA9JxSRfpTymmlUIeQ+c30Vqe+W/KF8IXxPjK0IFyiNC",
+	"RUJWuVoQDnena8ljFhGq5ZLHNE03vjSSK5ZRe0n63RrTooHerBhOE1lvNxlKl3gGGakZVSWqJ9UspUJi",
+	"1D4qDyc7HkNlK7gqKxRScaZSL0hJbhLL5ZJrXdX2Mif6aiaLUmLd0eTQJGXXLn4xPIqfHA2/o999N/z+",
+	"SfJ06G3IUWP1v6NHyZPps9nwafw9Gz6dPXk8/H76IhmWa/9dUttlHs2b0mrLrCqLUl+SrV97M3w8Gn43",
+	"e/58OH0cPxl6gvvF4MsXvA3TJdOG0sefB6e5lqfxlflnwlSc8ZXlvqW8ZnAmxXmmZEakIM7iCTtS0ytG",
+	"hLR2qj2qh0up9FCKmO2bu5rAqYN9VCB1qO0rGqh4wZagQNppTqVMGRVwSQbLbHNAZiymC6dYK6NRZ0zn",
+	"mSB71rZCjtr6BkNbpeclveHLfOkMCksu7J8F7bnQbM4yZ+/xdefQ4ECdJ+uFVAXRDKGQQDRjJFcsOSFs",
+	"udIbYh5OFRNmOlQoMqkq45OWaVRVeH86/ytjs8Hx4P85LD0Zh/hUHb6DYdIUuBTtEEZMvWWaOkW+Oh2a",
+	"KmmWm2nkAZjaI0VUPi1eI0rTTJOV5EKrcgUMe7YtQlLtdgsfwBzfUw28AM2tzB9Fa+76lLHfcu4ZzvrR",
+	"pKDFe7fpO7ryNd/76k41yY7X5nyFd0WuyJKKTal2q0IRl6seLF9+dwe+B/thB2XwtLkzVc49xvoxk8sm",
+	"bSZCriewbcgFXzKl6XJ1QtZcKCKvWVZhzbcyYS1EUfWOaqR5w8TcTPb504IcSmfOfnde76QxzPWCZazq",
+	"8cONoowEpeViEq7JgiojQq2wmMnsmExomk7IHvgG2JwLwcV8n8hsLCaCrSdkT8j1CTH/HkqRbiaEK6Mp",
+	"0ZRTtX9ALoprRcJirkw/6K9yI+HxlToYix7UsUQsqcOEYZN/DgbRgKYpWlHw/2Eog08hil0wQYX+idGE",
+	"ZU1qmeFqeAPETIa6IKGxVjDuvUTG6hDeiDcHy2T/gHxgNCGmP7JeMIFOlExesYxkuVDgWBiLyS8fz85+",
+	"vrw4+/n055f/uPzp7PTV2Yf/NJw5OSFSL1i25ooRwQznpFJesYRQHYG8ZnDEuaFwdP3ZzTYWdrSTkf3f",
+	"MPB/9n9HkwNySj5+fP3K7Fuzk2M4KuGiR5fFzBk3AxqLNd3sR0TlWSZzkXAxJ+sF14yAE4DwuTDXwBN7",
+	"bETlOeK/hYdJYMQH5FRscOpELeiKESrU2tz2n45GZMLFNU15Qm6Gv+WMiaEd2gLWjewtc6XJ1PC1mc7+",
+	"ZCymbCYNo4uNXpihGuIfkF+5XhCf+BeXL9+cvn47iQglWl4xQWKaZRvzBegWIPBm/AY9rG6wx4S6rgVd",
+	"mpepwKEb6VcO/MkBweGuMnmzIYqZC4I29wSWzmAxM2b0GDUW2BtnQj9SB+QVi1MKzhlh17vQZE0DKpYr",
+	"ptBDB/0qOL9jlqbDNU8YNI0LMhZce/sJR11uqCo9Qyeev1f4kslcN7dJKsV8uJJpCg6ClAtmOGrJ05Rb",
+	"82x5HDwxrNd2JGjbQ/A8eA5c650Io+CJ8CvlnUPMheYpoYXPlmYZv2bKcOrE9j8hK6oUqMmhUa5ND53K",
+	"wRdz4OCtBI7RH6hv4Y6l4SP4JzhbY1jYw38pNJ33O5rOwKsKXdUUY5rOZGaku8yI2zdcrHJ9QgyXwsal",
+	"isQLKuYsGXyJBj9L/aPZ0w8/OCGJyuMFyZiSeRazAVqp3/1Xj679oBcpWOGxCQ/FvX3oG8HNgPrNoPpV",
+	"k8jObm0OXZZdswyn/OAEzAW7WbFYs8TFgKAYACcW4QkB1ZiuVoxmoI95B1Aq52a8HwW9pjyl05Q9/Hjf",
+	"S6XnGTv/5Y05qnKRMRovTNeGO72xcUXUItfacGci1+KEgDXbW7FKsNNrzUAHW2VGMGrOVMA/UZcBxRFl",
+	"+tVyNUzZNUtJ5SuC4Q+wsMwtqchTSy57ua2KRs87UNHRHj97Fm3/tnKp76ayOdzMJ+7u/tkoOu9mYL7o",
+	"+u40vjrHT8xNfeuIanf35pyWXLi/j0JKVals/3NQNwv70y01Mjn9F4v1oBL6VMjL6iI3gtIK+9RWIpSs",
+	"8wWiAF7jd3jRcIaaLKMb87zBTP1oXb3Lbid3jVz12bWQqJU6X2nUf22Ob7U5ypCt6sKD+bKpiuyyUNY2",
+	"+bmhVTWCtUL91EK3evTnWSZ7vF0YGEOdN1alm+4406hBf9eHo5o/xvoM60SBuJO2VTsvmNLdUn1bfNlt",
+	"ETxq2rIe3cDFNRqcis3fz9/9HDCNiQ0xTwgYuSPnncPLhs4zwRIy3WiMEzX/GDSZ/mY4l0PbpdEDDj7Q",
+	"tVO3TN+5BvGM1GxKILQ7uInSXC8uC+J/6hIl3YvmlgQ6CNH5B1AlPpitXh/UQiotLKc1hQxPwly/kpkO",
+	"P1nL7Aq9Gp9DdxB/2EXXtj3sz2siOBUIDyu5prbXpz8xmurFJrwZkoxy8Z7mrVvVcllwZkLqFioxuPSb",
+	"Z+Z+ASEsXOjnTwdRK4FaiJdx7bTPgF3VJ57r1N8ZxeSLXkIUfEnjBftgdNkAi5pnP3FdPC4mlMjcDKxo",
+	"T+TLKQ7afaPCc0qoplOqwqRLuLr6wGjS8m1d7noyr+02Hg3qFGzZNGXX/hSiGglaCXghNU1VOwXbqNE9",
+	"4cUupO85oUXnXAJBv9UJedGst1BTvMDXfkoHmK3f2a869I5yCtZt2sde7UI7d55IjdTY5RZ6lr7XhiJa",
+	"BAyHZFCF4F0E7UvGD0zJ9BoNGjW1Max5tD9p+cpRtZtq3sTL5qpDigq3REkF23w59Ra6l9o9Osk6V6B6",
+	"FWjKJWghqbp8mtt1aR1i2GHLelaUuV2Utxr5Sl2o7ktsjrY5tK1E+8WtfJVWqwoJivtk9aWUKm0bgxjE",
+	"vnef01jzaxYmG8bGvqHzFg2kjLcIMSRfsjd0XkSih1qAeDI36u3KzG4Swvc7Fq1EdULVB+HPujGJKs1C",
+	"61m9qLeNqMcGOnfBIvWFXtKbCxxV24YwR1MLwdvVzGJov3K9aG18y0bSVFfU63NUBKLBGzqfo6r0itGw",
+	"ou27z16WsbS9Ll9Nx+JOHxU+0V5farnicXUrNt+p2WuAx1qoWmMSq47bXqqXPLe2ofXyOol8JnHLEgUd",
+	"lEEqtC1GiGnLrIzbCPnYX+jmEWDjKzotJPauWaZWhMJLEkaToc0NyeT6kSLc5pe+f3d+QQ7pih9eHx0m",
+	"6W+Hn3ny5TBjq5RuBm33Qc+8v5VdyvSMwAx5y3id/wcuY+2btXsrt2gKlWjtvpaQYEt+THdQvLuQ4M+3",
+	"MF1tMZJYO8TrJGApCasz/nlQP74rq1qZmOXCKtl8xvVWuHt/uKylmjgvkgx6moq9DRcQNNVEl5qKgGkv",
+	"oZVyWTBbpRO2UXwQPAIxSLzO1plcK7KkOl44B/aMp9rGjnd3WtDINV6Z5xaq59l8Fz10K6MmpaJZnWBN",
+	"xijrP0+CJoj2TXUbbdSNqWT26ry6SfQBhJ13+6RJwtHk/t4jVpEGWbHokSVXasVSTa7YBlNuZ7liCcko",
+	"BB3oBRUExSmsOyby2BV9pIhcC1Ls0LDa2/diucMt9EsPgtRckQ2L9ge5/mBXuNu23VjiZXl8BGSqM6E7",
+	"JWpJOYZ2xKxFcerLMDiiEDMUDuLqLHcyfobaRWtYgHyeRao0OgsBzuMB2GjKP4OTBr92qxZaNWcvCptc",
+	"Lsp/gyXSfBNq/5plqu2AxcvEJe9jYLWD8WxwITK9TpjQkN0bCvJKqFpMJc0SUFvwTZLIOF8yoV3YGksT",
+	"ZaMfJ0pTkdBUCjaB2BsMD5uxjImYjQV6tR8pUr5nw5r2wEHvhQU9UvsnZEJzvZhEZKLyqflPJlOmJmC1",
+	"n1DgPexG5pkNj6s7RR1/NhUdF+OD7xBwemMMVkzTlGU22IVMmeIJU2SVT1MeH5PMCFsp0k1E1hnXzP4b",
+	"foYfIkKTJYfYot5aOo31ZZzmSrPsclFE3TU+M5qGmLs3twkct7Yv8fUPbAZt5DoQpj2RsxnEaU7+tdaT",
+	"kOrnddrPmBfq/lNDiqdrulHEnH1E+mEZEVkveLwgsN0w3hLbIXIGKSVyLQY9DIT2q/5aTm3YodViS8rT",
+	"fr5DdYkhajIQRmm+wThPyy8BO4j9+JK5fPvPXW+lrQYVs3N2X7oP5qvmoiFMQibFnClNTNNkwdLEMj5G",
+	"skJmnKhsi+DOcYNr2aUuSNS8YQNUrpggS7qCRII9QKT4+68XRM5mtv99f+f1n2VzmUshFV67Y2TOhEw3",
+	"lZgdiGOMDMsqphREgGtJ1AIytJtLo/A21Jw7TBXD909wh/izxRhSG0uLVMHAZMEGfRz2GJ3bwpWNIF1G",
+	"E1UPM90LhevuB+eIX1zOMrm8hLFu69fN3XaFEad7zRDV/TIMlRTRmq39t116i2Bm0CKr0cwnflyuexMW",
+	"wpLQLMagjcL6UqX5PCjMc1Uc5TVZ7J+iVQZnqWKkxhtkD2OKzZsy10QKtj/YZqJ0nTthVh1uVXAFxFBd",
+	"5jSOJk/wBk83K5HKY6Wy3ewphXvDyYfIHecl8/oLG2KyLo3nZXme1S5mLE2LVavzClekVGJAE2yxlPCw",
+	"CcTJ4V3kUisHlfpmG/PdhuF35+WQhcTykV3lKnP5i1aoqSXZe6xaMJqhheS7Drqr+w92+epXUe+YOsZT",
+	"KNp+9EVGhBt5jWJPSDxKLYJMedCFFuQNnZ9rqgPuGHo97+m7X9Kbvm+yhFPR92UubuPBNuMuesJWcIih",
+	"9bBW/ff+RT1sXrmct5qAUzq/XJirQ8+JpVTpS9tuAmAlPTRANFddpm1+DZkmTOnLXOzacDXbvMsae9nq",
+	"ewG7RftjzZfMjPxSdbnSKpfSVu3+xFcnEgkqvSYZi2WWEGxCDXZ1xdcWuTKhBgFqJPMHXlmmwLx9XmlZ",
+	"sgB7BBk3CO5TZV2P2lVyIjKPUSaFXJP/7SUb2k9OSj3FYdY8UqQE/YrKtJHvnz/tkUfYPf4202b/2EoP",
+	"V2i3kNnwswqSUI8Gq4BCPT4ocIVCG6G/OcxNxI9xdE3XRuXTKDDLEI+9Lc12Ho/VdEyryU1ImSQG8ZF2",
+	"yCdljhjonJW0M/st2bMv7xOrRpj5TRpWGO/u2suf9qV7TudMt7PeFCIEO+MA8RWWvPX8Hz1C9zxjqHP1",
+	"Nttut6/WHQu11gLDimqTKVvfsuht8ZG9aVNoFl3Ldb6SMsU3H5ioK7l6u/29rQQONNOL6j5NgpTHT0/B",
+	"C+jnjPWzaHcb5be5VO8z/LuURVU3Zt3J6SKOO9nRJ0r/tIz+yRhNf3jzlpMxqgDxQNqk0YBDnuwhZIYk",
+	"r978so8npAsOfDp68TykgrTNFvy2ocDkSqRCIJypjCGu5wVqsmHa5WIVlqY6Gl1EUqYUWZUAoaHN5j0O",
+	"kisXQxpfAWhrBiBW5mrv94WgysG2W1yvlvQF9seeYqyIeXDZjuqwjCnZ3+6TLRyxRRB0Zd4esTsYc1uU",
+	"4B9tT/bYi6+Ytmbrjk3YFegXN8PlvImlqBnuok21XDzCYUlxGSdX62p7NNw9h/t0Sx6A4zT7yehzAOlQ",
+	"ETh9jLMtNzquzhyw8r2twdIep11Tt1OFI3NrjPIdQ4RKvKyei3F/QUXwBGO4AyEsJXJyUIQXKMmhpz4Q",
+	"cuvzN+1BMoCTvD1CxrvneS1Wuse2vPF+aguqd+gxW2Kv7on3/WtUob724EmXo9gahv7wsWA9YsDeI/hO",
+	"KB4sEOpemETdZigiwXwBUE6sK0KsK7ysJi2qG8BKhqh+PHQcME4zr986FH7aEa7nZPsPm/IQCuTHUAVx",
+	"6u03BfylDL9wBJ8CORebaQYrBj6yT9uMS5Xuovo87Ncd5LinqDvH6DYqO3C23UKEdwXrLah6KzMWwpbL",
+	"WKnKQUAdoTMNoVZckRWyWOBUuv/ov6gY5Q5xgMXQAf+hMeIeMYB2S/QMBayKKI8tWzRXP/fVCM7LtK7G",
+	"loKqxhWhXddmBig3W0dqRPs+DJtgTWvVT0MU6dbCeIdlr6LUNK8u9UuKu+xVJG0fdfTB9Jr71VLc4Vyl",
+	"BDw69Ofc8nWnsgKvnN/uEP7r7HZnt0/FyNuO7cd2dWmqx3iPG48l6kVmGXhnd5jtz9rO73xHumZCX7oD",
+	"ue9eR0RjoOtuaS4VJ9RuTiSMgiiHW2hbDe+S7zDyqFUd9ra1ecNDljBoYWelABd7W/KXbTs8MJ3xWJ0L",
+	"ulILGbLQrfKAg2qjLNBQ7YDlcSZLn1lTtOQqBCe45bNA5IrZaDiG0KT8EN96hEBq9FvB4o68TrBrQ1Gc",
+	"oLeTcs3F3Jo0+5yQRXtRo/9mc6H5LNlShs54WG2ERFCtvtdRcCHYjWaZCClJnZ8tGF1dhJWrv0linhI5",
+	"1ZQLlpDiKvjuvLWtjyqUzuCa4oLkigU/zlQfymdgOCsH7XXqkSCqEjK8AqXSXl2DzOYd9ggf2KaVrnK1",
+	"YEnkiqdRkRAwx/a3iMJgWi/0qj3Bokc6Odx6DH0aWGYrlqH+FRHFRczIVEovCq8cRebtmTAVmw3b0gqV",
+	"hm9Pa0NiILCjLinGdHci5yttzUM1G7jFegwRp1XIYVsezSL/HlJIuEI4RCCpi5UOyno+R6zMUgK1oSbd",
+	"zlfVafduT2totXh32rTdZM41zXSrg8k/CnZCpDLyAcq9XRhF4pXVfYqzud5Wk04+jFpTXVlIHO2OY1pR",
+	"pdYyqwNsHY0ePw29bXF66sFq5neCeyUiVEGtEvMNwjTjgxKZ9NnTJ4/3zc1bMBs5XkKPPnv25Fl3DElU",
+	"GWgAa2NFzR3XDOz/++do+OLTf/yv5rXl01bspRIRpp4Zh5OAuOVBtbfT4X/T4b8vP9l/jIYvLj99HkXP",
+	"H3/5X6Gbk1JpmLOdUnMXxDPgh8q+hla3c34Iaqpzj7aFjLZlD/XdhGFTQ55lTOhzzVqQNvLl6l2uV3n4",
+	"ysFSulIs8YAceoj+dtmVMXBHdnTYTOAyGtsAB4pGGmykarApfOJbbYpltKtHmcZEO2l9QbM5u19R95c0",
+	"umdppEKucJUuZcL+07KDTXUwvWKEVcIVrbD070DE/B+a8qTFTEzT9K0r+bFLCmq3d9yQoMsHvWzvEoMJ",
+	"ukABWrDBzBOzp1o/rWuCdp38DqttRHacO+O0OOIEV0Veswv56s0vd8E2uktcQyBB2GaZ0zRjNNlcelbr",
+	"tuzZB4mNsCPbFiRRx17oOtsc1ExdXNmbTlkQQmYFVPIQyzUIumTH5Gj4+NkzEi9oRmNt6/NNPF3jYPhp",
+	"EhF2E7OVHovJgU1rPTjAOhIbElMhJIZmJknGlGIJVCQgHz+8ISuqF/tjUY1XCsgET6DteZ0PP1VH8h//",
+	"958Hn7Y+P6j9+r/3g5rSz84sGjZ1FVbT/uauosVWL1ggZsT20ba4lfY63XQ9DHE28qu/E0F12N5VT6we",
+	"Z3q2H0XV0jHFDEIEeLdqi1WjWFWqh6K1kqu+b+ZqcZuUEPgOO4pgYOGpeGGBgQ1rfodMG8ySm1mAdatQ",
+	"BDbQA2+Z/ze4Z95ds+yas3UIXi0QjVL6TbuYs0gSsrkc/d+vn3hojOiAXmm3kJVezTAm5pbYyC5QVi9u",
+	"clu0Y0fE4t3CDX2nbQnG2h2DWJWAHfB2O0sJvMKo0zlrU4HUVRsi3iKT+Xxhr0Y1uzlkerPkPcvwjtJ3",
+	"4yOldv2wAUtd7z3YclDZ8vHVesB6NqSot1SOehVLnE0YKmnn9+mtRmhw7789YpJXRW0exH/0R9hZGKR8",
+	"s8HAvY74YiQdgS6tW9aoermIaUtgZDsYYhnLUTawNa6jMdSmzOuONt0i8triICqQlrVjbl7kjWJ2GrHi",
+	"qqxnPnJZpiLsUkmp0i5qf8cMxG3A2LcNaudiOEv5fKEJF2CMTXrEte+CeNX3DOCtaG6+j75CwGiHOPXK",
+	"2gY5rpK60mZt67zb3SaHJpgx03VpqlXW3/Vy6uX31RIfC4ADUlYjbbvb7iBzwNPmGW6amHZ3i2VuFHv/",
+	"/OCAbCEurd6Ky+TDlvuwChaqb1lvj4B3ReGsrvnHi5e44uHwgFsHpnRFmW1byP/hqJd1e0oZybQVqbLK",
+	"gj5zOoZtZ0tv2mEmhFpaCh34H8Os6PL8ftjoNs3ZvVKL/fBS+bHL8GGXxUzodzMoD+C90qLS2qZqnUa1",
+	"YTba7Zp+GxwEIEb/krOMdxpWkzwrFL3qRvzpp+O3b4/Pzw+Wy2UQE5a3C7ZsE47XxGKnj0cjz0AWdLo5",
+	"XOcmFB7l+uzaVmjbyu3F2xc2IG1HQG8EfXUkKoGNXQnEavv+6PokJ5kz7ZrGeb4sj/aWZTKvUkHTzb+7",
+	"LN1lgx0vGQXkInelA8MK4WnRUD+h0q/6hjOg13qoDKk5iag5+T7ExS3VltajFtRstzKIqsmC/htONlQ5",
+	"emp36zZExkpfoZZD85lWxVowWgv1oz2uiWAsUWQ1v8TPoBRIb0C0kCQN5dKZRlvvPlC2Zbvh1K+jUnH8",
+	"9P4oxFRYmxQHsC00MKhImIeFDN86FCyt0thLbSKW0eQ9CnS7mD1MKA+wS80n/2eH1/k16xrB3avx2Bai",
+	"QjBU5IDXf1SnYWUyDWL0EQ8LqT+uEqo7V654aeflqzZ/L8SzN8uOZreRt/J9ZYxRcKp96Ai7rtg5vcRN",
+	"dQs1jD1msPfeoBGzXSsN02jVAIunHWpkl5fZDqD7aVfbZuHaW3BPW1toOYfLZhuN+KNujNEjyKBBnD5M",
+	"s4N51reqejEMVZld4ZoKT9ZOrZqIqeyAqsYc0M5qOkX1iK7wWVBfz1VLnd6K67ClRq9ijBSllBp301tW",
+	"NQ3GzAFo6eQV/jG5l9zstrrD9IqJMl7ch7YE3M9b1/nqS0Pv3lz3Hn78+PpV6T0cdEYM7f1zNHxBh7PT",
+	"4Y+fPn//Zej/+XSXP48ef2lxEzZu7aGCI0m+Qkh8oXjCqnlwJ2TOBMvMvRztwag6yozQqWIi5A+9bTU0",
+	"w+itgbm4Zd4iAmGN6HHMVtpGwNtFKxXht6r/F4WM76f9uo25tQpy3TYCb7aTYNcY646Cs9ZC19PGY9/u",
+	"lRVlg9psLX9r0nv96lzQK7aDDaxfBtbW/MbOQk/VCE14H6/nWKbdt6OUTtlPUVu2WRtGqlnWR4pY4YAI",
+	"zBER7Jq5zRLhFuKaLGjSH3l5i+Wt8kYQ3LG6Vhdee269Wgr7VrMTbWmnggohDsbcj5TRbCtWjmoWwmsr",
+	"2dYkdhlPRdUVS8hMZpa6gI9KVWc1ou6uH9jAXnQeNSjRTlGXTROKvwnlRNH4ShG9oJoUAQeEOude0Ctm",
+	"K1+3JBt5wBwtXrUy8CIwkoytZKa5mBNKzIvmIA265sBB0MIRkO/UMUYLHrVXbGxFbFJG0gMmyjZfjCEa",
+	"uGyqSjXp1iXahhCVdJV9ZDdctT7s8tO18Wq93Guj7I7rsWM+LfBPt8nJb4WMfdD6pe1p4i31eLcCr20J",
+	"tLmzD7sbK20bB4fiFEpvcmeQUch9Y4G0AlnrvqfGrVFB1VaOekPn7yUXOohB/YbO3/ZN2Zjm8RXTNXCl",
+	"Si7VLq2t5KrD6t2lXoRUW1fk3jUalZPzRlaZQzvBgvGwvQqn1dgPikGA+n7Nsg2ynTkly9OzF9TSfYYS",
+	"lUFpvbRtIEifWJ8AxMVtq7kVIV49AVysHFJtXB5f/dgRnUjjq13j5Wh81ZVYDi+cN3QW//ltNl7YGJ7+",
+	"1rGL4Na46+x23cc0u2JJMYh+X6DALD7avgW8QAcUgttOim4tV67OwFDQ9tTHxw2+sHOIZa4WWxrN1eI2",
+	"rXZzYvc1zbvB9DFEWj6s3ksqY6hNtEpLj+7VPVTZMJG3YT3+rg02xBFhZb/GbW0HQ5X8tTWuSYnGxqru",
+	"gi4Z1QWJbYj7lou81a4ckN1bEVdUM6Kgh05nZWmLLfgDFfOtVr6L4sWQjRifRLVZF8PtzJD39c5AEBoc",
+	"tagekZTNNJG5BuOlgoJkZUZBSwD8B6aZgLjRMoyzyFYcRZ3B8b/U7gXedSJhKd2w5H0Huq+DIChujGRN",
+	"zZCnbCYzRhKWcpjc3mh/EG0bU/rb6UyD7e4D044HAlcgRCrkUpx11S6r4GqGR733ZDTa76pdMApDi9+E",
+	"vfV7o317tYygBgUTM5nFeH/f1uKvlIOO13sFfVzQ5jAWfL5w6BkKKhnaimIYHzPdkEJZPzSqOlnJlfIp",
+	"cTSC/3kjHxY/BWFGkQE7VyTbmU2r8Ka127wie2ZI+yeW6FvJXAVDrRHtyX739IMtWvjUNu56vsvo1lwk",
+	"co0REl0brTRouQILv+Wc6VtsuS9bJFVxQ25PvQlJnvuUNl9XSnTu9b7b9hYQvrfcO18NDrjJnNsMDCXY",
+	"XD/sYEdnhyJc55jguod4pjbUAOGiDu4NrEaIk4JL33ruvwdF605qVMbAUNlfKfoByiHZwqw9FKzQiILK",
+	"2kIq3Wqju8XFirfedzJ9m/sBIum9Tm57NyjmZ4cQ2RDNot3tivO30j8LJmnlxFumFbWYau+UyXwLG+9W",
+	"m2qnmG0x8e5mzlyFQTT7p0cXEudU0HSjeaxuJQ92vCIVvd7rHcm3jvfq3XHAbZi7w2Rcb7+HtvJWzVso",
+	"C3CdXfapax53t5Bt7wQm0/a4DjVYaS5qm0xtZH4flUl1ErDFHNlxHPyhSVscAF+HxtnmLilsSfpbi1M/",
+	"SX/7INcfGGKmhOt4Z3zOBU0vtkYIdEdjdGUQrUAVO20LfewMO9leabLlhXuI6fgU7R4n0RYG4U2n0UhV",
+	"z7BD+xREs2xDw+ke9G1iDgp8m2AOai1dClmwjZsqPFDnytA8oc4bmk1/5GkY4aFVWMwoT+U1y7occlKN",
+	"WqqJOCxasick+UWeD0cEA3u4mO+3u1aL8NceBehQNvxwG1iC2JmPyz7L9upT9+fZSuWWFK5k2lmzL8ko",
+	"F+9prlqDEcobaz28UZluScIzFmuZbQhXZWRkEoQiw+CJlgX7LacZFRrxfw2zEC4IfnHYEWRS8NXWeoM+",
+	"H5b++eZVpn3B1xkvIrRrtWtoqhhZL3jKCF2ZphWM/ZjM8tQQSV1FJBeugZJqATrVL9r+OKs0jLzlrdIj",
+	"yCaGQz6wWcYgsLDtmDKDwAMqjPcLU406comwWm/GZixjImY23gft3IBpQWwfZMEyFkHgJVSLg02hIA2p",
+	"BjUQgD/Zhg3VFwMpTKtVe3Ho7jtKexhGq9+72QXadDGqvM81t/p++MChquXAV1e8Fmfl4+IVaO3VEc7S",
+	"lgCsapX7JULEkzXLGBQv10wEJUOGbNlyP61N13UevJnbO2ANIb8NuqaR1GDe2xoRE0pBDtVzQOJFxZ5q",
+	"25W56rgrJlRT0No7oQ07vbi3TJXovObWr5ezTC5bIpI1y64rQUt+8FWPeLWSAF5rtkdoop2uW4pr3hu+",
+	"1A44+L8fbJMHQLHaAl6Fi9JVeb/TShXnmcK499rtlep4wdTLZo3J+my7XgnN+mVZOLLeSWh+reg7Sp/G",
+	"ml9b01Xf4Pvtek2AyTutb1BZz8Pc2DoSRATa5QvVqwB0aOAdhjrfFOchjWBfBWPUKF0ffX3+7RzaGfS6",
+	"um/orRoCVaBwWqlG9Ciatq36WdlZp+bT3/ZY39WB06FF0YlbMusfwvm43Q2IBvQ7+wL/AN6+OxT/rNCp",
+	"Sfp7q9x2Ww/CN/MQWF5urSn4deEt73iC7BDc/nB6RxBSajs42u6omsG0xFCnanvcr3eA9AnZ7o+LGIiz",
+	"+4oevp01jTv5+e5ln97OfdcbN/KO8eEen7RjoN1mRe8GONazdmSHHX634o1fve5iWUWjIG778twpoiOg",
+	"ldRyAGYzFmuWvN+yG2y9jzZhujrLMpl1F99v98i1ZBLXCI+vRbal3vumK7g8dN3yorLdpKMQmfxphwbD",
+	"CorslHWRTEtSBsPSdphP0VYjdPxtl/gBVawVim1bfsGvXC/eFC20nLynLku0zQViLrptanBtlnZYLWNo",
+	"NFgZwW5Q4HD9PpvNeMyZiDfbJE0BUu97sJu3q5TPmOZLRm6RI1vRzlqa9VJluZirnZJlq2PrnTXbZl5K",
+	"+TU7IXdKPtym2PlF+vouTkuuVjH5WkZv/1p7t9QOK2Xz6kwXvDBL3hnzsFVvu+cL0O1Uq93tY9tuSQ3l",
+	"udNy1ghg9KDou0oiUutsIClVmqwzqZnzOkRkeFTiVkO2I0l42FRaBbDfwepxUXx4z4FXGI3Y3wjzK7zf",
+	"t8ZJV0CWx9A1dPpCx/VB7J2ob8bzuikU5/EWTPswRXdOnbyeA3rmGylXu6QM7pj+uEVXmL6XMj0tDu1m",
+	"gy12VL8D08TrJL1bA+4gv00DnWmcrrJC99Nb5HneavV2zA9dcvFjxth5KvUOqeH3n4DpKlF0GlJ2pyKU",
+	"rHy5ys836n2sb7n8rpGPimV3bOWDUm+nt2zgls7Lgj19KtdTP3tWB2kmXgazNZuSJ8TPNeaLOm4KRfhP",
+	"bSUaC1whc036VCRJRSqEZXDG6PLlJk7ZKVZzaoCWha+WLTgsRreMTWulxlnUYzy6TT5WcWENoZcVyjbB",
+	"gAeo2GRjiJL0tz4ISx6Wex3MrJfrK1ftlWR93dMF/vm/lUF7LTAzHUBQdynvWG1sO1uUsGQ9maMVYajF",
+	"TXOZMfhvW1TKLcIgXcRdrf12IB9vyq1IdLbgWbeaWNlQX8qYy8u5iwS+F+jFGhgfWTIqFJlcXv7y8ezj",
+	"2eXbd6/OLi8nfbZAPSS33/A+fnz9KjAsszGx2KWX1lhIBYgRsqIipksGSI4ORODyvjD4Rq2T9h2U2cbO",
+	"d/ssDZMhI8H/B/K9RUK8mcNbWJHC/Erjq1IKmvHsB4OiACj+Uq528cQaZjN6NHu3ugUdmjZtJEqNJ7Zu",
+	"lzarKY2vLsvY5/7bxgqcdvG/XmyIkBpgXdZUGUm75Fqb08aKAAJxi/uD6BYh6MCMOO7d2LEcdxe/dYe8",
+	"t24nBO7Zw1rAxTFL4yu1P+h5WAF3XdLVKuVtOugtYe6CfBPqtEbdyOeRdj77xfTwUopZyuOd8DFbrSqd",
+	"C3JHIlgrSb3Od3BSrWcN+pcvFxTrYe5Yb1u0ctP5q/96pAiM9nWytSZsqLAvCyiAWG+JxAsq5iwh3uAj",
+	"suYrRJYFbiglYX2H+qKQi6vLwjf1gOdlXyBO3IOXO0ALBwKQB7V2osoib2WUjkwjn1MaY4dQ2zAzABug",
+	"BEX3GNqHuTmd0zS4NLfbUS1sU3KFGYNhlB4juJ/d6VPN0ciNs30p3FnbWIQrtqlt02dHj6M2aJwyEShf",
+	"KQZJyQjTGFT+r2m6y0YoQLWDyhl2yBICrZ647SAzAK1Fs7sik89fJicOH9ksiR1e4yqBNWzM7LcQrVXQ",
+	"XbHN5SpjM34TIuDWnXnFNlvQiHZWDusKQh8FcWeFkq/YJdWXMrtEmI+AUrmS8YIseZrysqTZzhaVO+t4",
+	"dvXapE8m17dSWD/IddARcJuUNzOEbROQ69ZN2+CYHFMrLmk4EqPYj712YW3Ypk/XRKWn4AQgpeBvNA95",
+	"RqRgZG4eEQk40wQt+2SPXs/JmvH5wgp0RZerlIGa2MDeDNQfw7Da4IMlvQn/zsX2QmamN3wVG7L9bJn3",
+	"RcYCc79YuLnrjEE9U0MNJEBEVhQq4FtnBqHWLiXTFLKwlHUccU32DO+4VBUy3YzNrYJlzst0zTIFYbhL",
+	"uiExzbINcc+piBdM7Z9YWM2U0RnhilDijf0Aqu7XTutV3pyOrd1GbsjRaBSRXCQsq6ZVPVKI79RoD7NO",
+	"LrcH4/i8ZHhcsWzXr75sKZNUi3yTMr0sAxl2GBt8ya0rZNfvlPWA3GlWS7aUIViNTKnLqcsZ3WFk1zzT",
+	"OU1v8e2XYHrXnKsCKak2Qk9S36kTvcgYTQxJQ2mm/Zp/L2UKXahqdtluX4ZGl680X7JLVUZT336yFiPf",
+	"/vgvJcXBB7r2ar3i52/Rz3ynILFt0QMW8WX7G90lqLoQfXbH59EQAr8FYch64XdYCZDshi3geOqqVXo7",
+	"l5DfblSMr080QgByqKW/HuBCHvW+AbZQwS413uqMA2g/kr1tGZb3O0tfa/66H7F9QdVVOAy7SAntpaea",
+	"dnrHVrQkkeJoWgGabo21tC3ipwxAum2gtQ3pKcI/+kdTXzBBhQ6vgMM8bfHlWes4NBCRkf3fMPB/9n9H",
+	"waJHUH88VEk2yxkpbKdWvTMHnCI3Q/CmDrFvsvfLx7Ozny8vzn4+/fnlPy5/Ojt9dfYhbKbCL3ZgK3i/",
+	"N2PZuUSDEi7W9dhO/PZimx3GZ9VqHsoBsZbItQhHM6rCQsXbWsFXwNbEO1trraSPoUR+R8H5+5Kzlr/e",
+	"lq3cJyG5O/H4wj+cqpN/ff5u+P3z0RE5JB9+fEmePHnyIkKvkMzgvzLXZJahJ5amxCozJ8UzSv5trjXc",
+	"WSs/Xrwci733G72Q4pEiE3N3NML+gCuJhoG9/Ym5DFEiKL9mxDzcPyCnxLxJaGpaw6a4VmTJEwFpxR8v",
+	"XuJVxbO+PH9atQWPArvtIqMxOC6K6sphDKTS9dlW1b3tqr1jwXaAbLp0NrYdk2Iub1G0bqsrqXihy26a",
+	"s/bHWHIJ7347gW5vRTxyWkq/OlxbUjOC7h9vOYq67zWe8AdR4YYKYRqEbC5alVLBnVrh1vfBFJzbZmu1",
+	"hDUDARRaDlwJCjv+lpL8Oxwm1c239TTB1nsnLBXNPxChWuYf4PReRDjXtCcNLp0dZVdCQBfNFHCq9KVi",
+	"THSKlo7QGBzU1hdErzo03rvVlutDibyBt866yzlZBbe7pYtuq3X/NvLf1e3fOZ6rlizXx4yvHXOESk3C",
+	"VgeXI0m50uZgdrwnBbP02jaq/iL/01Y7xgNGkdXz8mDhWhjLffZuxTIarvM3WeVqMbEVEyZAgQnZS/kV",
+	"I4fm0b4hq9FmZinVUH6R7E3gwJhEZFIMBf+AA2ISjcWkMmbz0FZsnOyfkAmNr1yPWCqIpYkyi3ZI46ug",
+	"Kfdr7YIivmHrmw9VxvRugZKVHNX+pLnVjtxdidupXnAZ89nTGRtfufTXT/0KfsYtJVu/cfXgLaV+m55t",
+	"s00xvifg1A65kbdIi9bDSDoxspPa0BRCgU2w5ML93dwRbgJlBmaPUsNRb3FeI5E3y62EajNQt8dJ7Rrt",
+	"Vu2uJeitw5e7cyp4/bSpA572oUqwtnJrZPIOQrdnEebbZef3wMLdJYCtV1Hh8AW6BSLX3u9cn6F1AOEM",
+	"t4ZCht2jCAsKMEyQsz6bW1fl604B+kZl+26b77ZrChS9nv9dTiswSfefWDel8ZWczXboIJm+lEKwsmLc",
+	"3dP3OjPf/iWn6pUULdn4KZ13fHuH/LZbkP4PmhUnV91b4lvVLbyl37Gz+qAvU5p1Cz1K1KsTFly4a5nA",
+	"vmlqFQERyFrzN11TNjRZtrq125Loiu1TT4zbUooxdMpURP6Duum3JvnvKAT/AGWLe2Xxt/meLDhD9yZ2",
+	"WCFdR7J7p19LW7a3eetV58GAr1Q0xPrT99skonurx2DebxV0xWtdrYUQMt5XhVJj6AHShnoLTCdA7jpt",
+	"G2vrUTZqMEeQ025XzSYcuLIdV6GiNrYGiHx7tIZyfj78QukztR22C8tWb/Ft1cyvo87NdlRbOiOi/rW7",
+	"opVSpc9bbf631fnsBni/BSVg9wCuHUqo9Qho6qtQzDrUh3/VdIfG1IOojYrFecb15txsK3uYM5qx7DRH",
+	"nDr860dH67//ejGo50D8yvWCTP7+68Xl2c+nP7w5e/Wf5lY/Ia5kr7WyIDgUV4CgtMqnKY+hUoEiE9OZ",
+	"zPi/4b1j8gP0ORbjfDR6Emt5xfCfbEL2oJ/TN3979+H1xU9vJ8fkp7enLyPy4fyUyIycJa/OT0/IFdso",
+	"SITFYZ2fvfxwdjGJ8K/3H3948/rl5X+d/WMyFjLDH//+63+dX3788Gayj8UXoNNHimQyZVhDdEUVWrGL",
+	"CT1SZOIiXSioVhOSsmuWRmPBUsXI09GTA3JKlhygk8z4uLimKU+weUKFWrNMkaejowMCVPz7rxdEzmZk",
+	"z4vg2YdeF4wmhiZcFTkkVCSWxnHKmdBkQRVWy8DRoIEdBCbYK4Cq5TZZaL0afPkC1paZbBrbTkmSydWQ",
+	"CwI1a2K2NH3MJIZR/2KmTd7+YgN/DsjFgisoO2KWGIJUuJinRa6lnBGd5XphGhgLHHYmc80iYuGizD9Q",
+	"wYSZ4RyQoGSvTuhjy0ERRBwNpUg30RiqgzD8A3+HHyJCkyUX+2aMtsZvRpTOp6rom8CyIJtSm3kMozvE",
+	"/sYCq45wQeZMHEKx4DkThhFYgpzG9cFYjMVLKa4RltiioS1kmgDVvDkfj8WQ4EkOTU0+j9E4Nh4ck/Hg",
+	"4OBgPPgyOSBvaWqkHEvI38/f/RyFOAl9KhG6wTBt4fGzZ2NBSLygGY21YTCZEZlrxRNGJv88Hf43Hf57",
+	"NHxxeTD8NIHpWmR2/PxoNBqB/0dZBiVPRyN4DXMRTds2U9jGwUC0usNUK7j62c0NUdJCwgGDKgJwyCeE",
+	"oxxgmGSheGo4y1q7DgxtihAgpE8R9sMF+XjxktjcyJRrltGUTP57ckJWckUmBSTlBDbDkseZtDFA0O57",
+	"qhdkRTO6ZEAY0/jHD2+GCYtlwhJ45+xGZ7TkRZAlS7ohU0ZokrAEqWQUhZNiXrglSS6uhFwL+AZ3n+Y6",
+	"NZsNt4thg7/JQTSwWRCD48Ho4OhgBOjmKyboig+OB08ORgdPwP2nFyCRD+mKH14fHVqwhJVUgZi/SYGD",
+	"MSF7RqxZek72yVJeWw8cRIg8UgTh3omW8KsrS76HK2IUjjXNErVvVn0sbKY+toCJ+FLEmIC6XhgBuZIr",
+	"yDM0bAQpG/EVSw7IBEE4JiTQAogBQ+aiFnMuNE9LKD0jXUso7YlpNlcsIfkqMi8Jb1Zu/DidsfBhTDDH",
+	"23AvpLAos0/JJEl/m/hoJ4pQDZM6sZ2GxnwwFqdkzq+ZIBPru5sU9aVr1M2Y0BHJBbtZGT3ANkDes2wI",
+	"rlWZ61gubdlxLsbCfP94NCJTmWyQdYpzxmgZg/IagY5hy8Gt3rLyFRsj+RMcIOAzs0LvB5lsrNNV22Az",
+	"yCmPodfDf9l6N+wGk50aeNuhbt3Lh+XlBfUMUNu3uhD9jypqlNEo0KkCuxIG83g02nH4nk9m++DRB1MZ",
+	"e6+bSQVtoXYr+RIFMs6y4u2nOKNQ68XMD3+gSUGkaPCszyfncObBgYPfPNn+zUdBrylHN80X3xJhWFHI",
+	"dcqSOSMY/gh8eQDQhXOFqKbgoqwe2oPjQXkoD8qnq0zemHat8x9680TeIYiVdsH3Go+qDOqGpZwl5pQo",
+	"kVJklrAsIljIohAVUOLfHF+FjIJt6U6lsbBFnch0Yw4aakSJL2FxE89Q0aFLH5qFi/LXmKbpMUoQ08RY",
+	"wHfuhHQi+hgT9/Es5qoUiiwpIU9wnIbgqMdouRqCcjQWk0rYxMTSQRl5iEqH6fWAnAosL0aAG8tR/PPT",
+	"pEXiAO7st5Q3S37TT9bASG8lcGpfflupYweD73892UNWLAMmiQz3crHKNe6bP6ZQWlKxKVGRuAAp5flo",
+	"H0ZSuQJkh0ZMzTOmhkUhn3kIqeGD4RgUXDZZFYYLG/4xSVjMlzRVB2SCVTc/mtmAGuSXCiR7XNtb9Gp+",
+	"iW/GNF6w/YPGhv4b0+/t0M5t2Z9bcHa/jVXtKMB8ICIFXamFvCXLVJe/aMxIZdv7+S9vHmHFRK7MyhSX",
+	"V1hNgmOtMENRRK6VJczlMsARSGk7rCZLIDh0Suet3PCGzt3F2ZxPkHHgDitIsuEaED1Q1T4hE+dRAJbw",
+	"c9Md4wcZAMtq0HlTqHMsIcqgoiZa9lyeRr8lL9M2vkCMZaA9Le+zNQf50q9BiyHz6Y5M30sMOyq3WLtb",
+	"dgOanb+WxK1sn/dyRVI6h3OgvDG55H8s+uXAEEB1ighVhJIpqF1mVvezjcyzzi1ksdyCW2iyotmVrew6",
+	"cZsJB/1IEXrNMrOZ0DpsNhi+TlIp5sOVTEHWlol5L9GUMBkLW1XVKyE23SC6D1g1+ZL5AbLqFbM6osN4",
+	"cW+hVa98cSxglyMOTGLpDp0VcAVUF5dhw/T7J15H5TwBZmZPyLFwQhCPlSu20vsh1c4Jgncr9ZcgeIDT",
+	"zxG38Jj/Hrc8y4bIcqWF3nE6y4q9b+9NeF/6Onsc9+XQT8u3+z3Mxe/h/Q9lWvZfDP0gDO3o/Dvm6bpE",
+	"Lw+0yB1fcLChz+Kh2bmoUNjFwkWBxrKC8V8cfP8cHCDz75CBXcRGoRRMN6TgIuvw43CH/XZCGjFnhh46",
+	"SVAbeycYYUJnGxwpwgPsOWd4RFYy0xFZ8WQfr7xcK9SSkP61SZEzGi8Qnwp8oJPP9HoekSUXEVnSmwiq",
+	"l3yZWN9Mofe1I3cdkEm8yg8sZtMEPR3wUwH/NEHfXQ1JykJfJVQtppJmCWE3KxZr1aJnVYBu/gw72wtn",
+	"KNvcksrS1pYXAhFs60kT7/FBhUQYleh3qrzZLWWrLeDeUKVz8qvYNXABt8qCSRlWNXG3SdjXJ2Rig6wm",
+	"cGMpkUSs9xyLdqFNH83oSpNnZt/nmqmTscAURTUhHrqGdUeiWx6/y6iYGx3AswsWlhRL1glxJbPGIk5z",
+	"BVWioWYp2ZvUIurg2pXya9Z2vaoEvf217fts+46iFQ+66cMxzr/DTf+KajpcpVRYKwG4rQtttiEAImI+",
+	"dfEKdlc9oFRA+N8ccVfDrrpTDE+y8UTHRYQYKDQpm2kic7PndZ4JcF8ZpcCGQR0QtMiocqejv0yrsZi8",
+	"wpcmnh8OrKY2YuaATIoKa5PDiabqalIiJElrS0e+DZ7kL93kfikron4blxj4ZbY7k4oB7+4UC3z6AF6x",
+	"gl2SXeZS7M5bTGbLzobqiMQNq0hg/WO4v3BvEGo3hszcJoMthDussvnL3bqz9wutNBBTVxcA4IUeQhxM",
+	"uzZwioEyFivMDdk5OYzObX61IUoSvXdyBhPxbLAygxAvOhYqnxbNg4uH65NgSU5zaNfLuRyQ01pZFXx1",
+	"QdVYCOkNA4t+goEMNIv1gmVe3A9ZyzxNiNI00+bXjJE9M+TK6EAu2+hQ0HXYnAvBxdzcR5ZsOQVNyPaC",
+	"XauKcRlqw9L5xKcERsONhXMXrYyOBPC80EBEJqDGwGcQwDqbKabB3u+fEGWLEZks6Y1RCsw3GJtkGubC",
+	"AWq50Ad7R8tFUZvKBYOQCaDQg6I0eUPncy7mE0Kn8pqRJ6PRWNiWIgLEmJxDgOWkBJRDokJAmmvcvfuK",
+	"0SQYsvCGK/3Sj4VQ9yGpH9pbVBlxe0ZDQ2q5gNL1PegW5raeyTXc1ffcRsY1iHAfedf0lM5BlcYlgmA8",
+	"eKUmXyrC4M4GiFqDhynyVKtpzfCC5btK3eu7sEPUVkq1qMDx5PlotA918Zpq75KLN3R+XgDPfyXdtxcP",
+	"1inV12lpV8ETHt9GN96zrFqMY5+sKM8UWS+k6pBTRjyZh+BsM+qit0QRWcssZFZ7cN7+DP/9gkcnVIlo",
+	"sDd6GSui4+7MveV96OU91Ys+L+MA3zJNAbjoQa9wFTJgx9vUPRuA+41ucjBEo+RUJG0RmK2MvoHi3dao",
+	"sjedijah9ndlStTZtmh0UVhrO6dLOCIUoYq0MG4E50exByHk0MXE42FRBB1+/jJxttSxKDD53V02kazN",
+	"oPrNWP6uDEyThCMW0/tKXmBvxsarZxOkucngU8c3gn4rFj9tsLRhYRdjUrBIRK7YBi3z5Yi/haxF37M6",
+	"/Az/3VX0/iiz+zAM3LMItl7bv+T1V5HX5pp6KzW4l1TemYMPS5Xs8HPx7y+HirFKFlGVt88Zu6qsTqkR",
+	"/nFZu5jD/QjyLZCFTUBm4JG38polF7IX/FWxXD93Qhy341h1gVXZAkk71v6tHroVlIvKYMv26xP/1OPg",
+	"uvtOfzp6uv2Tn6X+UeYiuQ+PvbxmodQ6KxBK0xJYZVCns6bGQN5M79Pujra5NplRFw51N548E8kxwfRu",
+	"zL9rndYJmRQQPu5lm28ITjx3AaMasrCxZBsUkLJB2hXbGPQ8IWsuFJqIplIvMA2XXzNxQD4KgDKtVHiK",
+	"xsIzk1Vsezb51NASxka0lBGqKJj1Z5p2Na5DmmhDUP5u5ePO3oY2SVcBb+rpTowGsHItwiYgD+7DzXB7",
+	"UV2yy8eGlOyJBxQNzCa6aJv1NiRBms2ZrlRA2A1Fvp/MLofY7DJEhf9xshslmpdFOHOOim8qrv3rf7sS",
+	"h6tWMyt7H37tS/N9CB9/5he3EESNbRJq7tPvUCQJtr7oQM3DWp2d0uo2BUDrwqMyimqfX0c23HGrvwTo",
+	"iobPDrx1cHvzFAWOSCpCatQPNkx/lU1vcXNLs0MtX5ChEuWjG4A9Top0c+wDIUDO28aGPnHfs0f2GMRR",
+	"VuQdBFTS1Ix5UzgPl/sWkKEMP8WBgSK1RF1JabkiaiHXXMwJVWRixnaJY5sAXIL17drqO+YxsYgLEZGZ",
+	"Mw5GhV3w8WiEfqZJ4tJoRiH1632ezdkrRpM32NrdZVpXFHNVAuwY1dzSdn2H/W4ipUuqApG3GWaABe1i",
+	"/XHiJaxFB2GW6vupOOvJni2DW7X74A0ELh4VE7zZwHc3uzfdmF+Nz785X7e0ufKMULu2V895TzcOqQhB",
+	"XzJCZxDqueAYgN7ivb1LeOb2Mdjr77ZB3G9MZ8qXXFcaLCoKHgFWP71Bt3QB3W//DBWaC3eBsSbhPvwm",
+	"78/xXYmVE0Wtpc4AM0/k0fku0WWND4MgCytbLOZbGK4L2VZaZlSR0esguxoe7jZJtpOnJUl/O/zMky+H",
+	"EIq26bAr8aTI183kGurwpb+9TiYWw+9vZxfEa3RyQF43MB2OffUEQlkgo2OVq0UVJeqRIragSVHNHGqI",
+	"yWxJU7RhkRXVC7KnGE1ZUiR8MKVtUauxKBCqmIizDczjTJhjJpkQqq7UPtGS2Oo5h17xHKt/2S2gagBc",
+	"j9TYaEMnhBZIb3gMcUUsshmmXZtZYbyZjcrxCEF4AuQ7RvREIKRFT4yIkhjNhStSgrBZ051e8xjCvKjv",
+	"xK3Dy3DflmapPRZTlkoxN43IA/KBzQCsCwb3bPQkcohxFkMuich6wVOGM1lSs+kFFTHGYwhilNISxAGw",
+	"v0RmSAcofHvUTQBHP5elbTHh6oqolZRpMDT/A3xXbtt7Ok8Nw5RCD+A9b6czYs2du1yb+4krpIMX4Pvl",
+	"YXPvsk2XHomreWv90dqN7mWsToo2xihkXVN02ExcmT1nwfPYDVfa8Le7ULm5mVN+ZRTqZP+OOu+DsEJV",
+	"VW7MPrxP4Q7Xuk9Pik2/pspt/NoBhZ2DMK9TFySdYGuQEZHLBpBrUcH0K2G+IDgULvi9T7Jdb+jgDjj8",
+	"bMH/vhyyG83QzBs+2M6ZRlkJMIAbc7NgFuvQAQPGKeVLCHo2hCpxBfdAcfBDJYxQlquxgC9YAkeMkGvy",
+	"v8nEhiFOIpKLlCkwYTj+w44UApAdEyoIjFqZFq3wX8jM/DIW1OEU/mov7EXLZE9IwCaMIHRnPyJwkOHo",
+	"ucI2EwzkMMtkD8ixwBkZZXRC9p6PiHIRvogFPNqPEG+XLxlOEIeQmCnMZIaoZZZWpcFgLBBFsg1J7YRM",
+	"BFuf4dRPSzQQRrOUG83H8BUuSuiUOIPZQBWqBzkgXOW3rlNit0KCd0op0Wvp1W7o1JSBJkie3RNLgh9/",
+	"uXsqiWO+3Ua/cypJ+Ovfha3zzvYQnJaVTim/djCt/hHni1V4ej/AaX7Z/nD2KJblmlRAsY6rxkaUKrRx",
+	"iIAv2KaSnRBZ0WzHAsy7cB2fbiDyLCF701ztExfO6EM+AuYtEqjmLwJkWSOxMEFhLFy66OSESL1g2Zor",
+	"VmmryHLwUlSajU1sbi+kTphPxgKRk+lS2tLHuaH8lXe3QyLBCnptw3K59Ak3OMSRXHORGP2dKzIx160J",
+	"2eOQ/8qvWVTkyJnTaCHzjNC53He6tuEYmwiCCbnmr4mWkyIefiyEXENui0zYhOC6Tu2FzF0rimySmrN+",
+	"xlPIcVQsZbE+sGksRpbjJaZEcvKx/oBZzY0bwktt+q+572akEWa6B5k25uCFdR2LJSAY20yemAoP4xjp",
+	"hAhMrrrxwYKqtzJjE6JZmsLRZpYb9JYbDaMYC9AIVVu6il+66Pdt2Ls/I1yRitli5RJq1yzjWpnIlFNg",
+	"qolQk7Y+vDHcOaFZU3V1H+3Y+oN+S0XtT9y0WDHXCgXw0zlAZnMMFfIwWB/095523q/W504m51uuQ4dh",
+	"9PEf1jDab02sPPp9mjPPKxFmqgBH5hnBrRNV0CXg0mKNfdVkiaVXGeluRk7Xkhdja26GnyslQb90+XVP",
+	"Ec718Wh0UoL2Nw6UAguUFt62JsCni+G+D5z48M2lWpL8TjaucAf1qrT3ekF62D3zRwpkr8Zqlqmdvv4M",
+	"hVAyGqOPd7ft08uyErWCov3Fwt+KhTXlaRvr2mX/g0T3vStLE5T8bU+DqDgvHAQmXjugyo27lnzLA8MF",
+	"A4Xtij/KrOGVKVKQ6wgH+8cEdqMKXI/NfIs6KmNRj4N0YGpFUv87c1fGC9VNGcJdx0DIWMzMBdRcoKZs",
+	"LEwPCUYMCamt58cLx7aID660TPUueOxdoZ+OXhSepLGwFmWyV4BFxFSYDtQVX/mVKdwtcMmTJGX7UJPL",
+	"RZ+jlbRSM4YlBVB4NWmxDE5C2PwJmdjvLz3dm4WxCd7Ka3cyX8hXb375S7bdyX65k1g7tfXqv4q3yyw0",
+	"rHCXJlBht9+B26tCqFIIB91gKo8X1bPgxddwv+lKqLYvgMANVREaAM8GfoT7DaLwFPEZBIo3QsOcRPXE",
+	"B4RUcv0ACtTuxwoUt2o/WC7oVSNawt6o6kfHnpw1ziAvLi4iNvQC8LmKiAtZ1sYJefF2CGaAL8uYD6qr",
+	"db8yuY5CpT8Iehy5tZ8qm9VuQx8Kf1KSIwezyQE5LaF1XCBr6CR1tRyfhuMOdLb5S6v9c0v+P1Kcwy4C",
+	"v87rqB1x5R8Cf8Uz+PEMFfng3bMrMQ0upCEgCB/4rOBzFE1mafAGHk4keute/MDQWPlwSpPr6VzTDCLJ",
+	"Q7vHDOJrKRyUFGSCmmw55KLWlvtHmc2Z9pJa3SePlDP0VJbSPd4pTHyayviKJS1LCCks7Sf6h1wUXrAp",
+	"ja+MSiISsreSaUqCrelc7R9D7V+8D2dsGHvIm0g4Im3NSswetCU5lc4YXSoyWc0vk3y5IsMhVun+zzhX",
+	"Wi4nhAst4XHGwAQ1OSAXZm8p637lYiwm7CZO84TBg1dU0wnZg0BQSmb8hiUk5UrvkyvGVtb4m7AZF6hB",
+	"THNNzJIIiVYrcmqHaIaLMScgutAD+AgDiooatlB8D0MX956ORvsH5NnoCNUaNyWZkXL4tpz1WHChNE2x",
+	"QJ/fQfAmWOH1wQOdf5VOdkLyfPxVd7Vyj255JH5DUWBOsKOH776L80jBePWEN7naNGqdmROH2v1QMj0o",
+	"3a6T/+v18RVEl87b67v43INu0a9y/JiuWjFiqa5HzrzP5DxjSpWREI5VLGfXJcIDE1UzpYexFILF9Szh",
+	"3f1ONkzDtkUAuDvgdyrId8EAgNP1/cCi7QIY+SGSdHt1X060KBZ87x6fCqtdZBuzg+2CVDZzqbQ+NH/Z",
+	"Svmsh9b4f9yrf24+sNME1MwwB5ivacbVXRGlv+a4aXlAxGDVN6fNlBG4DgWOGzNDNKVY+GIrD/H80ajk",
+	"VUXhI1X2YTRNx80Pw8IruWoNMTyHEDPlF5FA4NAiTIiw33KaKh9Hnux59i6YAH6jqbqyr4+FxZrfq5jG",
+	"qAbrpHbQ1qBIryWZMnO7dCxsleopW9BrpojDt7HZR8M1T6DyPrppaJo2sr0jsuDzRVHScZVxmXG9qZTU",
+	"sbfLsYhplnG017nMpWDitVz97ChwgWFPDxC39s2js7ZMAgtj93jxV8p1n/cu+JLJvNerVdShHh+c5lqe",
+	"xld9XvVhQt7KhO36zY+ZXO6EyKZa4di6xeN7uXr3X0YyPkabWMNZAHYaLYmtpP7HicR+L1eExplUqoIA",
+	"W9SBBxniySUqkkOZgdDx5aaRdjsbjFrEJqKE+dCYQSH6MqV8qUi+guTHUgxNqoG9FDH+vUI8Dq++6n6O",
+	"AIMLbtc2JWS6qThlE3hB5tqKUJ7ZIF2CdbBPyGRq9umExHSlqgAZSOGxMGITv14ekNM0JTa7xh+yWkA/",
+	"woZRv05a5OLXQQDdCfnwLzn1l5x6QDmFVjmxISzlcz5NPQ/sntpvAc26lWQKJY40JFMJeeojnrbKq9LZ",
+	"2YB1DYeiYFJe8XI1O2/lPt8fCzSbYhUjKw6tJCoFkAWdqEu9A3IGUh8rEtmro/MujsXj0VM8Cmw63nGB",
+	"r10UfvGwlXEaC5aC7KQCImmKCURF7gfKS0JjDUkfji0tT5rFj8qiqpCrJ3MdgfLp+VBaxOLXQ5C9Cyjs",
+	"X7L0brL0L+nYkI5FnBzsfRSWFUzYh5GKuVq0G/1+wcttxdmIYKcOYEIKGzxvGrKXxFLKGe0T74ilJBuL",
+	"pRRSS8FjogzVRVwkZ3GhzDXVkIILxTJItvJCCSKiitXdEKhtBmgXcrnkAAybsAx8OH70QZHbbKOYrXvL",
+	"msK8hOlmNAcIT/RcyYzPuaBpGSVoYxTNiCSES2Zsxaj2J4HxIshaWM8fibXmQu0fjMVLKeI8y5jQLv4F",
+	"aAvT0QCOMUfLKhYssU/2T5AxcrVAR3Q1ZmUsJqtMJnnMsvN8OjEfMVuECkoz5XrBhIYJmh6umICkRqP/",
+	"gmB/i/Vtiz/pDVTbHItQjs3BWIzFr1BSygPTIHuTH1+/Obv84eOPP559uHz1+sNkPyJQWgZmiKRmRR8s",
+	"wZTxkrZkw/T+WIAdpNXFHpEkz6CeTM0/D555+BartThclzKeyMP6JWvKteMKHL67LSCon0VkMLzABXlG",
+	"FNlDsDvt8jIRYYVyrfaPgV028PlMbUTMyjgmaLvAbnJkQOgZy5yQd+/S4rHryE9cqXA2hizBLqiVSWA3",
+	"NNbpBrJQD8biVzdQHAIAubDErqQNgwWp4WLjnMdIsKicoNsgz0ZPjgmEho1FcdEEVq+MTpG9RMbqEPo8",
+	"WCb7YWQ+tbinpMavUSfRDHf3TPbqVz3Mzkc7jh4DjPsOH9+tDr9X2afy8z4Fn4xcwoEBd5oegGG5WJlL",
+	"eJb8oU5okDDuENMSbbEZWZq9/FvomKwc1+aUDZ3XsOnakgGsFK+c1zUE9jhlNOtKFwMqgD4vZCOj+YRw",
+	"XSJp5Rbh8O/n5DRZckHilDOhHykygW5AGcCjAezKRU3zR84ErA7gxQmJaZp6sCAeolUAKbks0MrVWNhs",
+	"NSv0/E8lZhNQsIObU95VvfcKMsIdzdc3Iper3VKLowRxN6oM15GrEltBH3UZISeharKVGqBkzyaHRLXi",
+	"SwCyijn0mO1tQ7poYBo2gAby9+mccmGpUVOXFPqMzQEor80Fzc9HsaAEiEnLdXH+86xWAhNLUCJs2cam",
+	"ZJhLOsSdebWZ/OuhFKFxAyrAXAp2TGh8ZYbFETQOikDNgNgbkkqlLXCM0R0uqpn85thEs6I7ke35hie4",
+	"eWQRZZXECiu+AkUYN4eXWROjKCmX2OnWtNRCM1aMH6mWC82SfdAbKHxpg8SBo/GItkFLMqvrtACBVqPX",
+	"R/+i7aPX1mDCx/57x+Tp6Gkd/SxcYbjYkV/5nlwVL0gduzO5V3G1Jff61qgAD5nNBhMEgnZF466N5PHy",
+	"af8geW02h7MdoR54ExQ9sxFcmFzTEJcxJfMsZvdTlaho7bDwTajO4pw/l6992yKt25gVBmlG3FJqrXRW",
+	"3n1xf5ZiiKa/shwaEsm/M9hl9m+6ZYwxut/7L/RO2YvlKpsD6pqzdTtsj5OmRUHjatKxOi6haIzOAtsx",
+	"WLbZobEXdYDHiHIGX6DCU4JikL1ZKqEfqskI8Fo8FJ0KZo6hn9k3Kb8uvOolXI46qUD2/CcB+BkyJHbQ",
+	"5l9lr0NQLzAC/QSxifAPWz+5jjJ9QibmIDUtQ/QwnzHEQIuvSmxgF1LGdMZjhejUe4BqMxZuRWzE7gGZ",
+	"pBQJCfEAKB4apXy9+qi+oqZIiQuPsEiK7CnG2go9QkkeRE9d5fqAm0NNs+Q9y7B2KozDQ6O3ZhokBURK",
+	"P7OQQYockicQgmaJWWmFxlclOhDLhhZmqEIQfDwWoWZtGWp1OmcFBly4krXNcnIt27vz8MhaLPAGvaZ4",
+	"hT7xnYmOu0HR4despW7lO7dffr/CrhhiWyBb8fzuSB4bpdkSY1iQfhFESeUa4ruvWWnewtChB5dnXgXj",
+	"VolWAFCVwqqUwVaP3LtiK43mGqMkhxTUyOWRGbXWAlBByYWDqkRE+w6Fs71xUyjogxqxl4tdEWVhCeoM",
+	"WJbr7QY1N+A9LoazlM8XRZPm1iIgID/B0KWl0fctLY7tTC3uJK3ZfYt6/p4pcI+WQUdOY4ebGsTig/JS",
+	"NGOhjjOm8NaLVw6wPODFUeeZMN/nEA45ZUb9Lqy9+zZhvV4rX8klQ328ViqfxGZqXCTsxsj2KWjqlfPD",
+	"rkrjCGmBXDsBqWzrSU/gOuVEULWCvjtTCiKN0NpppM0+XjIdq0L6AxdzVV7c3cYkNEkIgjIrFJjeFRTV",
+	"AjLRWS7AVIyzyXKGXS0R+dqRyoGhQV3sAlQNl7NS2NcGi23LgDQK1H0WYn9ouLM/JTh+T+tm6Rp9EBSo",
+	"r31jel/b/7BV3alTVB4GY0C5X+qFiB/k0EHla7sKfXBLRZnU9OSxaFWUPesesP6kEn4GiVEobNs2N7oW",
+	"/6TxoP0kREUm/MmEAixv2y3428LCWad2ubermnkVFO4r7elwIfEq1V4nbLmSZmlOvHpX4Km1MPKYj1Ok",
+	"45SKi7mJZFAQrBUG7qvbEh+c+/5IAGte1C7iTpVB+aUnwy+N73sn7tlK146z9mfkkS4EM1QQ/zj4ZTUu",
+	"qsKUfRUznzksu+24F/DG79eqYcbXYb0FbeD+DbdAt9+HzRYsYIcZm2WsKzTsZWnGqlhiwDHnHFiAIC4Y",
+	"SyBR3jTIxRyLT1pM7Vnq4f6gF85KuDnN56VR03n5rEkPYqkKB7SFE1jINZabhCppImb76LfL2Epm2tOE",
+	"izQyez019+WpTKDCURnXFEDlgSmcGwI9ZHoxdGA768aHgVfuBbXq14xrVsu242K4ZEuZbQo7p6ua5Ogn",
+	"5NrnQmCdO2feNfK862a1wpI8gSsMxJnINQSZTPP4imncSGaUVWUODbHFO4lekJlMU8s2Y5FB1dc9jME+",
+	"IotjcmQZLiLPzZ/PIvL4Kfz+LCLfkYRu1DF5PrJQ+U+ej/Yj27wiNOVzMDZZOzZbyXgRkSu2UWTyj3/8",
+	"4x/Dt2+Hr15d/PTT8du3x+fn/z0p71QOy76omKnypb1gudUZC8/C7TbOiY2acKXEyuzDQ5tZCE5+0xqY",
+	"pKmOF0XdMPXI24F77JoJPUylXEXk5fuPGNwiZUpimeZLYYvG4mjAMLt/QCbOsl/z4RSIWIrsFeY2RSxw",
+	"R7IfeeZ8sOILuU5ZMkcjozognnMI7ebo/hhD5QGIjJeaporsVQyiRhwde0E7fe7AVmSgFPDrChz4XhrQ",
+	"HQ6g07d1t1Xhm/F8OFzMVTQWEyvFJuFKotauajZV2ClQIBvUDs/fN1D7Q5vevu1t/9MDHwS52naDsfLy",
+	"21xgyiPYsLxikBQMlmbYkfXTId9dQcFdYHuunhGHVNB0o3ncflq8xMCe0v/hSU1wFpQSrxAUGIPrnA3T",
+	"jVfUWmmeplZMosDTLLu2Xp4JtjuJyGQh86wE2TUCLqEb82DN2NWE7L0+f0fMPxVEHE2WUujF5GQs4HSg",
+	"mQuBx8Yf2UCvqPXceGXBfDFD57hEmDKnlcwzdTAWb1GgUUHA3FS0rqBEDHk6GnVKndOC1L3Ej2s9WJ0C",
+	"6TSIBmZsg2iQUPOloccgGgAt/pAVKf4SdHcTdCWLtUk6EC/fRtK9rYUnQEizZXIbZFr87S4tNr/Y+UPv",
+	"QRgGb2u5OsQ0ig6ludCLMhbLLFGY9DCTWZFkUASYzHhqHdC/5TSjQnOB0Zj2jUMjx5LpT4ymerEp3ZQQ",
+	"5/9IEXAtWgq4m4LnLqgnhtiUyuI2+W+WSVTCJkJqNiGKbszdbdMinn6AqT886FOlnzYGNSS4B2a7qKKe",
+	"FHk1FQ6CmIh7PU5v4V9C1nZOI2UxSQptnuzlApBI2gzf+ydGLe6Omyr17gNXdAys3lridaAlLynodsL1",
+	"e0jn059H4vc9cL12nj/tPxx5D438D3a7e5z8B/GzhfxrEXGDfMDTseljC8q399U0BEg8sLkzdMmiwtNd",
+	"1M4wTLVPqCYUrj8nNswJbAFFVKWXaXhA3lfT9Ca9BSncNeCVcpR49IakH9mrpVRQRO8rIrM6Vf1vkVYQ",
+	"vkPUJlzZhHazTaVMGRW3FRF1GfHnFRJ/aldXJQcrgrKtGDTn7wOMf3PFpu/PQtFP7OxQuRZT2tGnAgZu",
+	"Uq/bUMsvgryhg20Kz/0VD73z1u7YlM/++Md2r2Ta5sL0Tar9A8XSnRa7rQxjqB7/gHE/hTPKzPlBtiPc",
+	"lA49fIDWLfiD1Aui1lzHDowB8ifBz4Y2xAl0doBtXgLEL15HaCJX2sGOFdc3skfJLOUriycOKQFQRn/F",
+	"MgVBO4hpkEjB9k9IHe/A5uZP7Tg80IAS1WEs0Et3UKIpNJwS4EiyN3+bV+mhNawp1xY6BXpCwANzM8MG",
+	"3VWf9Ljpkz2oqW8Ri2xENgRpY7tkZlgLUls9JIf9bQYCZX1PFTNBixbz1lvoh0R0LbvZYhUo+MmeQPdn",
+	"JmAN6Avbm4VtkKsyta+66GhU1qynSaHNgVuaE6KWQIF34thlH1rAErpaQQH+wp3ciRuCm6sJGHKCblU3",
+	"mSSjHPDWFyxNKkEICEFbQfRzWSLk3WyG1nL8HFlUeS1jCQKfwSMXhG9xUS+KFSbASw3cWheNgAq6Got1",
+	"xrVmAoC+AtLEVoG3XysULIRrgtELPMMEcrOdRcxTBr7abEOeEcCUeT1zbmNPergu9zzZksi12Cclg6Jz",
+	"o5gEpDDhkN3nYzH16vmVAwDR5pO5afajSM6izpOVYs9GT7DA31iEa6wckAkTZrGSCVnmCiZDyd/P3/1M",
+	"rOZvne9PR6PiVbJnn+0DvR3aRhCh9rwpLx4Ae7rsYScckIcRVkxvdSlaflaG7YRcE/6NrO4XeSaaIk4K",
+	"yFmeze5NeHVqC51Y0L9CeUrA3EEhJ/0KkE+Lze9qgZlz3JUTq0ojsleA5vlJVCeQ1ujQ+diNZkKV95kS",
+	"cEdh7vZaZldczFuOxvdy9ZVOx2pPfQ7I+zoQqzCDtvEHP+ZO+8h+skX0I2p3nd8PxuKuQpBsk4EBxvgz",
+	"isHdufJ3IwRrbP2gMhA60R1RFSxNIejrGBKFwOioiGsav0ZkHa60Q6a2PyOCz9oIsBKFlNpiUJCMmm0i",
+	"GyCFZlbXHtgwLRTOQq7JkoqNuX4YxSMqAFt8WCL8cixWPL6yyIDYFugW6YZQ8vHj61fHPuQZydicK20G",
+	"ARAzjWE7vdKoFka9SuEaF1k9tZjnkm7MPoXqUC4jA181EzYfIjwaLujGAqRN7J+F27OsrGIlCqbb12lt",
+	"yJO2Ob0u7HI+ZNg0dNHmiIDEbBwEpNDx5BvBeF2UAylW1GEayMwyofkh4131J/w95/bK3Tdd5kBQwoVS",
+	"PsD9/SJDd+BXRcrryQNmaPeOc1f2vcoMQTTHr20NopArIBoALQ3VPjc9id6o/lm0Un5SRh7J6b9YrMOR",
+	"12Yp/jAYQMg5hPoIJBDfi0Berl67z9TIi70hZmeM6jyzhV8Ro6fO83OqWTKUKyYCXH843QwFXTKoQByz",
+	"n+my4qcLiDT47IcN+M8fokJuMY6+xWuPRo+fbqte+5cXOygzDJnPDD8+UAb5HbcPDE2RmGYZVIKmBJjD",
+	"eoV9a5DzAPt21yWczDvsrb5mbbtzIEZk+14BaKqHiXj5cztzenHv75NxLwo2reSWoehvJpRFiNWSsZgJ",
+	"nW5QdW1kQd8z+3YWoG9l678xbX0cF9k9YML9GYukP5Qh0SN7l7oPTKa+qcB2WhrclUVhbquKbLKHeZgW",
+	"K8jB1Nh39x+I892yd9XbTEnB8w7iHvC+BfM9hF5jeK8UjCQSIHdofAVgQ8WsijwsgDlF0HalaWrhh0gm",
+	"09Te1vGKOzVNlP4XKP9pMfFdDdBjAv6+yQF5j5b9hCX5Cq5OFRB+jAIF09ZeAZVfFCrxMPcjwjUi6ps7",
+	"8owizrrf2v5BEax8OEnS3yzwm59PZc1u5kLtNtUbQOkDH2bfgNGzGxbn2vB6sV7fEKKcxlenInlvCzZ0",
+	"4nx7I94drTz48T1Z6fz5FGUOdptO4bm41Xza/R7FcABTzGwFluAGKDDuM0bvXJTza1o7TlerdIObA9I3",
+	"retNyyWPaZpuasKtYPKdK4tUkcpzvThM5ZyLdqeJoejff70gcjbzbW9FBRfF5wICFeQxeTJ6AvbyQ5sg",
+	"ix+KYyO8WDobGpajXLBkLH66ePsGQ78U3aCXxaZ8W+PZNcv4jDNFpoxmkDd6xYSCMvAF8hyNXZiBSIiQ",
+	"Y0NkZSG9cWRDLsiUpVLMISXao4UZ8yyTAlDeuG7xwrwxxAGVcesm0uxGHy70Mq2e0PUTP3wE36xSKhCW",
+	"HIiyh5TbN6z1BFmr9pWsmlDtF7PZ/iAaLECIwTjfSNzXWHugTWlpDBK4k8V5xvVmcPzPT5UEdOCCau+K",
+	"iUSZZYZM6qHMtdFJKzWxecKENs2FeHaVT1Meb007t/wqc91ufDsTyTmywV2tqFUrlrzyEuMMAUvzkxfZ",
+	"WjFZyateNqpECisPWihuK3p/Hg/k1XhwDNh+XyrgDJgcTSz/G1ZnInkI6i/bI7LeQysQFg1xU7YAm4+4",
+	"//dfL4ZHR/vHXh0Dp6/YeE+FxfiF0owmRM7GAsOr5zkFBRHqrfjSBcWSowNXRhUTZRiNjV6AxMkZv2GJ",
+	"UaNEQlMp2FiA1Zc42tiUfDPPYzI2V9nxYIIAFkU9hkdQNnLFIrJKc4UvTyIyUfnU/CeTKcOiPGMxQfpO",
+	"9ivCMBoLSqDWdkWyFXSwcJnFoI6xbbJHUyUJVWRiNtYlTyb7UcXZIFMGsVpLqIkpSwrAKEjKrlkKDrIV",
+	"VQCCvC4CPmAEUaFqQpkiI46dbjcWII2ts6ck6dPREZl8Hg+YOQUNY44Hhh6Xbg+MBxEZD2KZsODDL0jc",
+	"sSirXZTcQDU0bzgZfFKuNhPE3RlSgmNo/4D8XDh5SMaWbDllGUuOESYiuDsUVDMo3DcRwX9qQ1ObroR/",
+	"zzK5vATaWLiuqsxrenzGQsVyxZQbrIIQQ/T77P3y8ezs58uLs59Pf375j8ufzk5fnX3Yj8h6weNF6bri",
+	"xceExljcIEJ28ruDQRVeM6xtWunh4vLlm9PXb/ctz/OwCyt04r12guL3C/xTDLHlNC1kHah/R/fW72mu",
+	"oTgQiPdA3wVXFnvPLaVlQNz2sHi3vzuXZ8TnL9HnAQoRMzRzanypndSoJRgVEnZswPd6z4fEAgJQu6xB",
+	"GKL6kB5O20NghXB0G09hf+AOc2G7BJ/lItcQvZvIteg88N/wayYAdxkKjtKEm79ObBBeV6E1WxXMOw8h",
+	"XpKLub/QdpV2WubSOGIxhtoVAfRdDVMZ0/SYTJw0PLAWd5CxRX6Eb4aHi09kI7MSMIsUohSEYAk9z6E4",
+	"kpSa7E0yiMhxCamHJF9pvmT7J67YEaIPFbXPCiCJlSuhfzAWLxGfBpHLHRY31ocmbsaHqwyAGlmuPAXD",
+	"psKjPqPaIp0tzR7U3gddnAu6UgvZau5T5fN2BqymNRcEQ6pzjSgXEEqhILrJZy7HHrcXIk1yb+M1MqNL",
+	"DlFdexitdYk8cGmrAZhTHn+3jtXL/yh/SqaXKylT+GnGU2bLjEdj4b6h2RVLLs018hKC/myi0GQfgvsd",
+	"ZElBshPi0I7csMbCjcs+ufyPS+DWz6Ax/Od4YH83WlEE0CcYcWO/gj8u/8P16yDXMKkASjy47A1X7wCB",
+	"U2wlxGZ1hmLya5ldmeF45Eh/u0zYyui1BQWK3y6nGxyMG0rxmRfydLmUCbt0gXD7JaRLEZlt1HqlCZvN",
+	"ZPb/c3dtvW3jWPivEH2pvNA6QTfbRZ2nou0CRTEzmOZVA4uxmZqwTKmilEQY9L8P+J3Di2Q5vWGaYl4K",
+	"pBYpiuQ55Ll9X7cinRYoqJAPP11XJ4qU9kyQ8UtR/mvdqHbNUC48JYUB7JS0nceOuZVVj2IWYEfRRj6V",
+	"cxn22xeLK6z+ppLafJvZX1siWXpIGOOwhHtd0kxkN3V7kJ04X54vLxa5rx59dn7+3RI5znyhfBsLypBh",
+	"U6nT7vDfTnq9yexD7Zxa140tfUUKZKMd3AU8T4jkYOSApX9bmIywfuqGLlhir5y9ZtgIKt3BsUY1Vyky",
+	"Bv7w1JrSsjubmRy6nTqskE52+7/CaCq0UQfNVId5dIyXI894mQtlNu3QBF5wq83eA0DGlGDmFy8Mfr4j",
+	"8w5FNswKGw6PUm72YRaYBSABkqwqbpFzIpozdArjzLKleOWWAaiLzl7DLJGQqFbLSltmfKVXpMANWd0K",
+	"HxMoF+JQ33ItwIRvj11MxIcQIjLOesQo0uADEaU6K6OEiIX6I6Z7qG/G4G7YQgmaOd9KI6qdt5nLViHg",
+	"sca/SUF31/aKSiI429psA6YehTmSH7UtzF41HdyCRPNAX9VJHSBgmrpp4EemAgsnRmi99RnBrWI+Y5XQ",
+	"ueaFQdZwMpL7RoMvRIoPsnMqGSsqKzeTxwGRNBYSpjtcdHIsT8pkAWYLTUFhxduIOPrES7A4G1Hi77dJ",
+	"CjLmNlneVpkuF72hsW4Tkr83JDP/dh+1EpJXikqBKk2Y8og946shA7xtWSWFeNbdrrYqMoLMbDB3KfOM",
+	"z3BK8DTf9FZtPW0g3h+YfUmMdMdrU/gvyJNfvMZGCV9VW5IeX+VGagTd5p62z4sWSoTgjugtgRRyDJUC",
+	"XHVvoKDeGjLk6laMJrDMQ5TOLTUiE0mMrjCTIF2I0YlpiO4yVQgjpplkEwqG12TyJb8HaMa8c4fEP5NG",
+	"6G2lCMR1ERwi46VzEr/Zqc1+WZhfZOWOFsAJNX0nMh9urRvhzjYnATQLUQdyms1yuVwEpDL+3BjXjKoe",
+	"D1zk9EoneaRFpBmCQ4eT8EEh6qsWmUSL3vDf+3syDOAd81ySYTlL01dVCfWSHDtno9PioKQh9qdZ9kZ0",
+	"eYXTDxr350zoTAb4SPn6oxE8XuzuByRsfnewj/YUHduYNTCIQmwz7NKchIqigLkXU+iU+ZAg386+JQvU",
+	"Nz2VBnrQ994sS+6AnHf9AOi0xMrilLgeQtWAFW1vDIX9YUMuxTs1kF8fGLjsb796/e6pRXb38Ha7WDFp",
+	"qwEdvHb3Nauc/SmyEgXfFBIpF5fRyHfPijHneUnRiPVO2l0JwuuDm96+2coO+rmkmV57UF63CvzHJVjz",
+	"UdBquklPd3xTsarjgTAkpfW4MlhVFHpGcr52gG6Md1J8outRZKPOFuN344nAM0ZPltOTbJQKcnH+Yin8",
+	"g5RM4hQyNdlSh3ulGnaRYAcWRob68+CeX04+HNEW+bFXl65Hys5JJ+0zuvU9yjdUS6rjd04k/Gm1Kwb4",
+	"qNqVR/AQzjjNKFWu0A7/9tT3F3/H8F/V5qbSm+4BeJt2EKBJsX6zUpV1svXYL2oV4zTUnZB2Tzxyj6TU",
+	"/WYOqo7Rutshj2shdPeD1HbM3k+0NkT7jP1o83r7/4xn7u6aL399rbYrUe7V4KxqyHcu3JUKF+prq0zn",
+	"EQP2aljkeHTdtOpG3ztFLvfKFKbSnWrdiUV2b9nqRq1lt67bNV35XN9NvdmJg11RsRdAtsmAgPuGTAVn",
+	"TapWbwpTEl7nG1CJOrM9mqB0BMTLrugtSAsWS/He9QqHXQIYtleDyK6Hjv9zcSkOmi3cAPFr9QHpOfji",
+	"I448vs3yjffiJGCXW4YrtwI/s5LDAB9VyfEIHi57dxvkH3xDfO8hZMLFITh6MtYpU28RO8q+Sr1M0mC/",
+	"WrtMwpFzsUhMC23yvq2erJ7suq5ZnZ0hNrSrbbd6/vw/z7CpedhTjVTNxsJiajbHso4Z73GzitZzRjQC",
+	"3qEWoUwWSR55b+e586U+JLhIwdWXtKybmYYJQYL3Lx0itBc3lZv9fNNRLuCD+cSzieoznQKTAOVldfOU",
+	"fShJdQj+PG7Ftb+NR/bjx31uz8kmNh/RYyWU5/B/Mr0Q9xZ5cWbmn+i0cmH76/D/1ItVipikx4TY42Gm",
+	"DNcz3U8pHjwuLHewrT7ONJoW6I2T2I9XmVPST2zTbeLl8QBASXW0TwZn/IjYa3jPcb93XxD8TxAcY87E",
+	"n7PMBf5Kc/X6nX3KtzTSTiCtgjM6ducVyHFvx4AP6TcHoUy6okr5uXHNxShzQltwPca4STphFAo5sQuS",
+	"OSdMM6Rjjj6MKRw+1zxhWUhEPeKmH6/XDK+PZ/Mx9d14CLNSUjeDNy6VEXSqUiYYXaC9Cy2ZDf2Bbikn",
+	"PsgXYIMIeaOqSmRGdvqWf9kMie701dWf/vj0VwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

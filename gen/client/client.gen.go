@@ -781,8 +781,17 @@ type Identity struct {
 	Standalone bool `json:"standalone"`
 
 	// Sub the token's sub; null with JWT off or when the token has none
-	Sub        *string `json:"sub"`
-	TenantSlug string  `json:"tenant_slug"`
+	Sub *string `json:"sub"`
+
+	// Tenancy true when the broker reads x-queen-tenant (QUEEN_TENANCY_HEADER)
+	Tenancy bool `json:"tenancy"`
+
+	// TenantFromToken true when the token's tenant claim (QUEEN_TENANT_CLAIM) fixes the tenant
+	TenantFromToken bool `json:"tenant_from_token"`
+
+	// TenantId the tenant this request acts for; the default tenant with tenancy off
+	TenantId   string `json:"tenant_id"`
+	TenantSlug string `json:"tenant_slug"`
 
 	// UserId `standalone` with JWT off, else the token's sub (empty without one)
 	UserId string `json:"user_id"`
@@ -799,7 +808,7 @@ type IdentityCluster struct {
 	Slug   string       `json:"slug"`
 	Status string       `json:"status"`
 
-	// TenantId the default tenant
+	// TenantId the tenant this request acts for
 	TenantId   string `json:"tenant_id"`
 	TenantSlug string `json:"tenant_slug"`
 }
@@ -2105,6 +2114,27 @@ type TaskSummary struct {
 	Task       string        `json:"task"`
 }
 
+// TenantList defines model for TenantList.
+type TenantList struct {
+	// Default the default tenant, 00000000-0000-0000-0000-000000000001
+	Default string `json:"default"`
+
+	// Tenancy true when the broker reads x-queen-tenant (QUEEN_TENANCY_HEADER)
+	Tenancy bool            `json:"tenancy"`
+	Tenants []TenantSummary `json:"tenants"`
+}
+
+// TenantSummary defines model for TenantSummary.
+type TenantSummary struct {
+	Id string `json:"id"`
+
+	// Queues the queues it owns
+	Queues int `json:"queues"`
+
+	// StreamQueries the stream queries it owns
+	StreamQueries int `json:"streamQueries"`
+}
+
 // TimeRange defines model for TimeRange.
 type TimeRange struct {
 	From string `json:"from"`
@@ -2339,6 +2369,9 @@ type SubscriptionFrom = string
 // SubscriptionMode defines model for SubscriptionMode.
 type SubscriptionMode string
 
+// TenantHeader defines model for TenantHeader.
+type TenantHeader = string
+
 // Timeout defines model for Timeout.
 type Timeout = int
 
@@ -2359,6 +2392,34 @@ type ServerError = Error
 
 // Unavailable defines model for Unavailable.
 type Unavailable = Error
+
+// AckMessageParams defines parameters for AckMessage.
+type AckMessageParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// AckBatchParams defines parameters for AckBatch.
+type AckBatchParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
 
 // GetQueueLagParams defines parameters for GetQueueLag.
 type GetQueueLagParams struct {
@@ -2404,22 +2465,111 @@ type GetWorkerMetricsParams struct {
 	WorkerId *int       `form:"workerId,omitempty" json:"workerId,omitempty"`
 }
 
+// ConfigureQueueParams defines parameters for ConfigureQueue.
+type ConfigureQueueParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// ListConsumerGroupsParams defines parameters for ListConsumerGroups.
+type ListConsumerGroupsParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
 // ListLaggingPartitionsParams defines parameters for ListLaggingPartitions.
 type ListLaggingPartitionsParams struct {
 	// MinLagSeconds seconds (default 3600)
 	MinLagSeconds *int `form:"minLagSeconds,omitempty" json:"minLagSeconds,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // DeleteConsumerGroupParams defines parameters for DeleteConsumerGroup.
 type DeleteConsumerGroupParams struct {
 	// DeleteMetadata also delete the group's subscription start points (default true)
 	DeleteMetadata *DeleteMetadata `form:"deleteMetadata,omitempty" json:"deleteMetadata,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// GetConsumerGroupParams defines parameters for GetConsumerGroup.
+type GetConsumerGroupParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // DeleteConsumerGroupForQueueParams defines parameters for DeleteConsumerGroupForQueue.
 type DeleteConsumerGroupForQueueParams struct {
 	// DeleteMetadata also delete the group's subscription start points (default true)
 	DeleteMetadata *DeleteMetadata `form:"deleteMetadata,omitempty" json:"deleteMetadata,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// SeekConsumerGroupPartitionParams defines parameters for SeekConsumerGroupPartition.
+type SeekConsumerGroupPartitionParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // SeekConsumerGroupJSONBody defines parameters for SeekConsumerGroup.
@@ -2430,6 +2580,20 @@ type SeekConsumerGroupJSONBody struct {
 	ToEnd     *bool      `json:"toEnd,omitempty"`
 }
 
+// SeekConsumerGroupParams defines parameters for SeekConsumerGroup.
+type SeekConsumerGroupParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
 // UpdateConsumerGroupSubscriptionJSONBody defines parameters for UpdateConsumerGroupSubscription.
 type UpdateConsumerGroupSubscriptionJSONBody struct {
 	// SubscriptionTimestamp ISO-8601 / RFC 3339, with or without fractional seconds; without a zone it means UTC
@@ -2437,10 +2601,35 @@ type UpdateConsumerGroupSubscriptionJSONBody struct {
 	SubscriptionTimestamp Timestamp `json:"subscriptionTimestamp"`
 }
 
+// UpdateConsumerGroupSubscriptionParams defines parameters for UpdateConsumerGroupSubscription.
+type UpdateConsumerGroupSubscriptionParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
 // PurgeDeadLettersParams defines parameters for PurgeDeadLetters.
 type PurgeDeadLettersParams struct {
 	Queue         Name  `form:"queue" json:"queue"`
 	ConsumerGroup *Name `form:"consumerGroup,omitempty" json:"consumerGroup,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListDeadLettersParams defines parameters for ListDeadLetters.
@@ -2456,6 +2645,45 @@ type ListDeadLettersParams struct {
 	To     *Timestamp `form:"to,omitempty" json:"to,omitempty"`
 	Limit  *int       `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset *int       `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// ReplayDeadLetterParams defines parameters for ReplayDeadLetter.
+type ReplayDeadLetterParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// ExtendLeaseParams defines parameters for ExtendLease.
+type ExtendLeaseParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListMessagesParams defines parameters for ListMessages.
@@ -2477,10 +2705,77 @@ type ListMessagesParams struct {
 	ConsumerGroup *string `form:"consumerGroup,omitempty" json:"consumerGroup,omitempty"`
 	Limit         *int    `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset        *int    `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListMessagesParamsStatus defines parameters for ListMessages.
 type ListMessagesParamsStatus string
+
+// DeleteMessageParams defines parameters for DeleteMessage.
+type DeleteMessageParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// GetMessageParams defines parameters for GetMessage.
+type GetMessageParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// MoveMessageToDLQParams defines parameters for MoveMessageToDLQ.
+type MoveMessageToDLQParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// RetryMessageParams defines parameters for RetryMessage.
+type RetryMessageParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
 
 // PopNamespaceTaskParams defines parameters for PopNamespaceTask.
 type PopNamespaceTaskParams struct {
@@ -2511,6 +2806,17 @@ type PopNamespaceTaskParams struct {
 
 	// Partitions claim up to this many partitions in one pop (default 1)
 	Partitions *Partitions `form:"partitions,omitempty" json:"partitions,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // PopNamespaceTaskParamsSubscriptionMode defines parameters for PopNamespaceTask.
@@ -2542,6 +2848,17 @@ type PopQueueParams struct {
 
 	// Partitions claim up to this many partitions in one pop (default 1)
 	Partitions *Partitions `form:"partitions,omitempty" json:"partitions,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // PopQueueParamsSubscriptionMode defines parameters for PopQueue.
@@ -2570,15 +2887,79 @@ type PopPartitionParams struct {
 
 	// SubscriptionFrom `now` or a Timestamp; wins over subscriptionMode
 	SubscriptionFrom *SubscriptionFrom `form:"subscriptionFrom,omitempty" json:"subscriptionFrom,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // PopPartitionParamsSubscriptionMode defines parameters for PopPartition.
 type PopPartitionParamsSubscriptionMode string
 
+// PushMessagesParams defines parameters for PushMessages.
+type PushMessagesParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
 // ClearQueueParams defines parameters for ClearQueue.
 type ClearQueueParams struct {
 	// Partition clear only this partition
 	Partition *Name `form:"partition,omitempty" json:"partition,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// ListNamespacesParams defines parameters for ListNamespaces.
+type ListNamespacesParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// GetOverviewParams defines parameters for GetOverview.
+type GetOverviewParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListPartitionsParams defines parameters for ListPartitions.
@@ -2586,6 +2967,17 @@ type ListPartitionsParams struct {
 	Queue  *Name `form:"queue,omitempty" json:"queue,omitempty"`
 	Limit  *int  `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset *int  `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListQueuesParams defines parameters for ListQueues.
@@ -2594,6 +2986,59 @@ type ListQueuesParams struct {
 	Task      *string `form:"task,omitempty" json:"task,omitempty"`
 	Limit     *int    `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset    *int    `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// DeleteQueueParams defines parameters for DeleteQueue.
+type DeleteQueueParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// GetQueueParams defines parameters for GetQueue.
+type GetQueueParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// ListTasksParams defines parameters for ListTasks.
+type ListTasksParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // GetStatusParams defines parameters for GetStatus.
@@ -2627,6 +3072,17 @@ type ListStatusQueuesParams struct {
 	To        *string `form:"to,omitempty" json:"to,omitempty"`
 	Limit     *int    `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset    *int    `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // GetStatusQueueParams defines parameters for GetStatusQueue.
@@ -2634,28 +3090,170 @@ type GetStatusQueueParams struct {
 	IncludePartitions *bool `form:"includePartitions,omitempty" json:"includePartitions,omitempty"`
 	Limit             *int  `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset            *int  `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListStatusQueueMessagesParams defines parameters for ListStatusQueueMessages.
 type ListStatusQueueMessagesParams struct {
 	Limit  *int `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset *int `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// RecordTraceParams defines parameters for RecordTrace.
+type RecordTraceParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListTracesByNameParams defines parameters for ListTracesByName.
 type ListTracesByNameParams struct {
 	Limit  *int `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset *int `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // ListTraceNamesParams defines parameters for ListTraceNames.
 type ListTraceNamesParams struct {
 	Limit  *int `form:"limit,omitempty" json:"limit,omitempty"`
 	Offset *int `form:"offset,omitempty" json:"offset,omitempty"`
+
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// GetMessageTracesParams defines parameters for GetMessageTraces.
+type GetMessageTracesParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// ExecuteTransactionParams defines parameters for ExecuteTransaction.
+type ExecuteTransactionParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
 // EndSession200JSONResponseBodyOk defines parameters for EndSession.
 type EndSession200JSONResponseBodyOk bool
+
+// GetIdentityParams defines parameters for GetIdentity.
+type GetIdentityParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// CommitStreamCycleParams defines parameters for CommitStreamCycle.
+type CommitStreamCycleParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// RegisterStreamQueryParams defines parameters for RegisterStreamQuery.
+type RegisterStreamQueryParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
+// GetStreamStateParams defines parameters for GetStreamState.
+type GetStreamStateParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
 
 // AckMessageJSONRequestBody defines body for AckMessage for application/json ContentType.
 type AckMessageJSONRequestBody = AckRequest
@@ -2803,7 +3401,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/ack (the `AckMessage` operationId).
-	AckMessageWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	AckMessageWithBody(ctx context.Context, params *AckMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AckMessage Acknowledge one message.
 	//
@@ -2817,7 +3415,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/ack (the `AckMessage` operationId).
-	AckMessage(ctx context.Context, body AckMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	AckMessage(ctx context.Context, params *AckMessageParams, body AckMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AckBatchWithBody Acknowledge many messages in one transaction.
 	//
@@ -2829,7 +3427,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/ack/batch (the `AckBatch` operationId).
-	AckBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	AckBatchWithBody(ctx context.Context, params *AckBatchParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AckBatch Acknowledge many messages in one transaction.
 	//
@@ -2841,7 +3439,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/ack/batch (the `AckBatch` operationId).
-	AckBatch(ctx context.Context, body AckBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	AckBatch(ctx context.Context, params *AckBatchParams, body AckBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetPostgresStats A snapshot of PostgreSQL's statistics for the queen schema.
 	//
@@ -2903,7 +3501,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/configure (the `ConfigureQueue` operationId).
-	ConfigureQueueWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ConfigureQueueWithBody(ctx context.Context, params *ConfigureQueueParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ConfigureQueue Create a queue or replace its options.
 	//
@@ -2913,7 +3511,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/configure (the `ConfigureQueue` operationId).
-	ConfigureQueue(ctx context.Context, body ConfigureQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ConfigureQueue(ctx context.Context, params *ConfigureQueueParams, body ConfigureQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListConsumerGroups One row per (consumer group, queue) with its lag, by group then queue.
 	//
@@ -2926,7 +3524,7 @@ type ClientInterface interface {
 	// seconds, else `Stable` when the group ever consumed, else `Dead`.
 	//
 	// Corresponds with GET /api/v1/consumer-groups (the `ListConsumerGroups` operationId).
-	ListConsumerGroups(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ListConsumerGroups(ctx context.Context, params *ListConsumerGroupsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListLaggingPartitions (group, partition) pairs whose oldest unconsumed message is older than minLagSeconds, worst first.
 	//
@@ -2944,7 +3542,7 @@ type ClientInterface interface {
 	// reference broker does.
 	//
 	// Corresponds with GET /api/v1/consumer-groups/{group} (the `GetConsumerGroup` operationId).
-	GetConsumerGroup(ctx context.Context, group GroupPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetConsumerGroup(ctx context.Context, group GroupPath, params *GetConsumerGroupParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteConsumerGroupForQueue Delete a consumer group's cursors on one queue.
 	//
@@ -2954,7 +3552,7 @@ type ClientInterface interface {
 	// SeekConsumerGroupPartition Move the group's cursor on one partition past every stored message.
 	//
 	// Corresponds with POST /api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek (the `SeekConsumerGroupPartition` operationId).
-	SeekConsumerGroupPartition(ctx context.Context, group GroupPath, queue QueuePath, partition PartitionPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SeekConsumerGroupPartition(ctx context.Context, group GroupPath, queue QueuePath, partition PartitionPath, params *SeekConsumerGroupPartitionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SeekConsumerGroupWithBody Move the group's cursor on every partition of a queue.
 	//
@@ -2965,7 +3563,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/consumer-groups/{group}/queues/{queue}/seek (the `SeekConsumerGroup` operationId).
-	SeekConsumerGroupWithBody(ctx context.Context, group GroupPath, queue QueuePath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SeekConsumerGroupWithBody(ctx context.Context, group GroupPath, queue QueuePath, params *SeekConsumerGroupParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SeekConsumerGroup Move the group's cursor on every partition of a queue.
 	//
@@ -2976,21 +3574,21 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/consumer-groups/{group}/queues/{queue}/seek (the `SeekConsumerGroup` operationId).
-	SeekConsumerGroup(ctx context.Context, group GroupPath, queue QueuePath, body SeekConsumerGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SeekConsumerGroup(ctx context.Context, group GroupPath, queue QueuePath, params *SeekConsumerGroupParams, body SeekConsumerGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UpdateConsumerGroupSubscriptionWithBody Change where the group starts on partitions it has not read yet.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/consumer-groups/{group}/subscription (the `UpdateConsumerGroupSubscription` operationId).
-	UpdateConsumerGroupSubscriptionWithBody(ctx context.Context, group GroupPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	UpdateConsumerGroupSubscriptionWithBody(ctx context.Context, group GroupPath, params *UpdateConsumerGroupSubscriptionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UpdateConsumerGroupSubscription Change where the group starts on partitions it has not read yet.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/consumer-groups/{group}/subscription (the `UpdateConsumerGroupSubscription` operationId).
-	UpdateConsumerGroupSubscription(ctx context.Context, group GroupPath, body UpdateConsumerGroupSubscriptionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	UpdateConsumerGroupSubscription(ctx context.Context, group GroupPath, params *UpdateConsumerGroupSubscriptionParams, body UpdateConsumerGroupSubscriptionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PurgeDeadLetters Delete the dead-letter rows of a queue (of one consumer group when given).
 	//
@@ -3019,7 +3617,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/dlq/{id}/replay (the `ReplayDeadLetter` operationId).
-	ReplayDeadLetterWithBody(ctx context.Context, id UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ReplayDeadLetterWithBody(ctx context.Context, id UUID, params *ReplayDeadLetterParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReplayDeadLetter Replay one dead-letter row as a new push, to its own queue and partition or elsewhere.
 	//
@@ -3034,7 +3632,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/dlq/{id}/replay (the `ReplayDeadLetter` operationId).
-	ReplayDeadLetter(ctx context.Context, id UUID, body ReplayDeadLetterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ReplayDeadLetter(ctx context.Context, id UUID, params *ReplayDeadLetterParams, body ReplayDeadLetterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ExtendLeaseWithBody Extend every live lease with this id.
 	//
@@ -3047,7 +3645,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/lease/{leaseId}/extend (the `ExtendLease` operationId).
-	ExtendLeaseWithBody(ctx context.Context, leaseId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ExtendLeaseWithBody(ctx context.Context, leaseId string, params *ExtendLeaseParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ExtendLease Extend every live lease with this id.
 	//
@@ -3060,7 +3658,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/lease/{leaseId}/extend (the `ExtendLease` operationId).
-	ExtendLease(ctx context.Context, leaseId string, body ExtendLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ExtendLease(ctx context.Context, leaseId string, params *ExtendLeaseParams, body ExtendLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListMessages Stored messages with their status, newest first (no payloads).
 	//
@@ -3082,12 +3680,12 @@ type ClientInterface interface {
 	// Always 200; `success` tells whether a message was deleted.
 	//
 	// Corresponds with DELETE /api/v1/messages/{partitionId}/{transactionId} (the `DeleteMessage` operationId).
-	DeleteMessage(ctx context.Context, partitionId UUID, transactionId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	DeleteMessage(ctx context.Context, partitionId UUID, transactionId string, params *DeleteMessageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetMessage One message with its payload, status, queue options and consumers.
 	//
 	// Corresponds with GET /api/v1/messages/{partitionId}/{transactionId} (the `GetMessage` operationId).
-	GetMessage(ctx context.Context, partitionId UUID, transactionId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetMessage(ctx context.Context, partitionId UUID, transactionId string, params *GetMessageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// MoveMessageToDLQWithBody Dead-letter a message for one consumer group and move the group past it.
 	//
@@ -3100,7 +3698,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/messages/{partitionId}/{transactionId}/dlq (the `MoveMessageToDLQ` operationId).
-	MoveMessageToDLQWithBody(ctx context.Context, partitionId UUID, transactionId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	MoveMessageToDLQWithBody(ctx context.Context, partitionId UUID, transactionId string, params *MoveMessageToDLQParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// MoveMessageToDLQ Dead-letter a message for one consumer group and move the group past it.
 	//
@@ -3113,7 +3711,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/messages/{partitionId}/{transactionId}/dlq (the `MoveMessageToDLQ` operationId).
-	MoveMessageToDLQ(ctx context.Context, partitionId UUID, transactionId string, body MoveMessageToDLQJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	MoveMessageToDLQ(ctx context.Context, partitionId UUID, transactionId string, params *MoveMessageToDLQParams, body MoveMessageToDLQJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RetryMessageWithBody Replay a dead-lettered message as a new push to its queue and partition.
 	//
@@ -3125,7 +3723,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/messages/{partitionId}/{transactionId}/retry (the `RetryMessage` operationId).
-	RetryMessageWithBody(ctx context.Context, partitionId UUID, transactionId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RetryMessageWithBody(ctx context.Context, partitionId UUID, transactionId string, params *RetryMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RetryMessage Replay a dead-lettered message as a new push to its queue and partition.
 	//
@@ -3137,7 +3735,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/messages/{partitionId}/{transactionId}/retry (the `RetryMessage` operationId).
-	RetryMessage(ctx context.Context, partitionId UUID, transactionId string, body RetryMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RetryMessage(ctx context.Context, partitionId UUID, transactionId string, params *RetryMessageParams, body RetryMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// MigrationReset Forget the last migration's outcome.
 	//
@@ -3257,7 +3855,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/push (the `PushMessages` operationId).
-	PushMessagesWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PushMessagesWithBody(ctx context.Context, params *PushMessagesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PushMessages Push messages to one or more queues and partitions.
 	//
@@ -3280,7 +3878,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/push (the `PushMessages` operationId).
-	PushMessages(ctx context.Context, body PushMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PushMessages(ctx context.Context, params *PushMessagesParams, body PushMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ClearQueue Delete every partition of a queue, or one, and keep the queue.
 	//
@@ -3304,7 +3902,7 @@ type ClientInterface interface {
 	// ListNamespaces Non-empty queue namespaces with their queue, partition and message counts.
 	//
 	// Corresponds with GET /api/v1/resources/namespaces (the `ListNamespaces` operationId).
-	ListNamespaces(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ListNamespaces(ctx context.Context, params *ListNamespacesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetOverview System-wide counts, computed live from the tables.
 	//
@@ -3319,7 +3917,7 @@ type ClientInterface interface {
 	// when there was none; the message counts are live.
 	//
 	// Corresponds with GET /api/v1/resources/overview (the `GetOverview` operationId).
-	GetOverview(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetOverview(ctx context.Context, params *GetOverviewParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListPartitions Partitions with live counts, by queue then partition name.
 	//
@@ -3350,17 +3948,17 @@ type ClientInterface interface {
 	// Idempotent; `deleted` and `existed` tell whether something was removed.
 	//
 	// Corresponds with DELETE /api/v1/resources/queues/{queue} (the `DeleteQueue` operationId).
-	DeleteQueue(ctx context.Context, queue QueuePath, reqEditors ...RequestEditorFn) (*http.Response, error)
+	DeleteQueue(ctx context.Context, queue QueuePath, params *DeleteQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetQueue One queue with its options and counts.
 	//
 	// Corresponds with GET /api/v1/resources/queues/{queue} (the `GetQueue` operationId).
-	GetQueue(ctx context.Context, queue QueuePath, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetQueue(ctx context.Context, queue QueuePath, params *GetQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTasks Non-empty queue tasks with their queue, partition and message counts.
 	//
 	// Corresponds with GET /api/v1/resources/tasks (the `ListTasks` operationId).
-	ListTasks(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ListTasks(ctx context.Context, params *ListTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RefreshStats Write this broker's in-memory metrics to the database now.
 	//
@@ -3500,19 +4098,30 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/system/maintenance/pop (the `SetPopMaintenance` operationId).
 	SetPopMaintenance(ctx context.Context, body SetPopMaintenanceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListTenants The tenants that own queues or stream queries on this broker's database.
+	//
+	// Cell-wide: it ignores x-queen-tenant and lists every tenant that owns a queue or a stream
+	// query, the default tenant always, with how many of each, for the dashboard's tenant
+	// picker. A tenant is only a UUID: there is no registry, so a tenant that owns nothing is
+	// not listed, and any tenant may be used whether listed or not (docs/tenancy.md).
+	// `tenancy` says whether the broker reads x-queen-tenant at all.
+	//
+	// Corresponds with GET /api/v1/tenants (the `ListTenants` operationId).
+	ListTenants(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// RecordTraceWithBody Record a processing event on a message.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/traces (the `RecordTrace` operationId).
-	RecordTraceWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RecordTraceWithBody(ctx context.Context, params *RecordTraceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RecordTrace Record a processing event on a message.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/traces (the `RecordTrace` operationId).
-	RecordTrace(ctx context.Context, body RecordTraceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RecordTrace(ctx context.Context, params *RecordTraceParams, body RecordTraceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTracesByName Events carrying a trace name, oldest first; `total` counts them all.
 	//
@@ -3527,7 +4136,7 @@ type ClientInterface interface {
 	// GetMessageTraces Events recorded on one message, oldest first (empty for an unknown message).
 	//
 	// Corresponds with GET /api/v1/traces/{partitionId}/{transactionId} (the `GetMessageTraces` operationId).
-	GetMessageTraces(ctx context.Context, partitionId UUID, transactionId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetMessageTraces(ctx context.Context, partitionId UUID, transactionId string, params *GetMessageTracesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ExecuteTransactionWithBody Apply acks and pushes atomically.
 	//
@@ -3540,7 +4149,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/transaction (the `ExecuteTransaction` operationId).
-	ExecuteTransactionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ExecuteTransactionWithBody(ctx context.Context, params *ExecuteTransactionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ExecuteTransaction Apply acks and pushes atomically.
 	//
@@ -3553,7 +4162,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/transaction (the `ExecuteTransaction` operationId).
-	ExecuteTransaction(ctx context.Context, body ExecuteTransactionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ExecuteTransaction(ctx context.Context, params *ExecuteTransactionParams, body ExecuteTransactionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetLoginPage Where the dashboard sends a signed-out user.
 	//
@@ -3581,8 +4190,12 @@ type ClientInterface interface {
 	// reference answers that 401 to every request when JWT is on). Nothing is remembered: the
 	// broker has no sessions.
 	//
+	// `tenancy`, `tenant_id` and `tenant_from_token` tell the dashboard whether the broker
+	// scopes requests by tenant (QUEEN_TENANCY_HEADER), which tenant this request acts for, and
+	// whether the token's tenant claim (QUEEN_TENANT_CLAIM) fixed it (docs/tenancy.md).
+	//
 	// Corresponds with GET /auth/me (the `GetIdentity` operationId).
-	GetIdentity(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetIdentity(ctx context.Context, params *GetIdentityParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetHealth Liveness and readiness; 503 when PostgreSQL is unreachable or the broker is draining.
 	//
@@ -3640,7 +4253,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /streams/v1/cycle (the `CommitStreamCycle` operationId).
-	CommitStreamCycleWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CommitStreamCycleWithBody(ctx context.Context, params *CommitStreamCycleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CommitStreamCycle Commit one streaming cycle (state, sink pushes, source ack) atomically.
 	//
@@ -3671,7 +4284,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /streams/v1/cycle (the `CommitStreamCycle` operationId).
-	CommitStreamCycle(ctx context.Context, body CommitStreamCycleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CommitStreamCycle(ctx context.Context, params *CommitStreamCycleParams, body CommitStreamCycleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RegisterStreamQueryWithBody Register a streaming query, or resume it.
 	//
@@ -3685,7 +4298,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /streams/v1/queries (the `RegisterStreamQuery` operationId).
-	RegisterStreamQueryWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RegisterStreamQueryWithBody(ctx context.Context, params *RegisterStreamQueryParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RegisterStreamQuery Register a streaming query, or resume it.
 	//
@@ -3699,7 +4312,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /streams/v1/queries (the `RegisterStreamQuery` operationId).
-	RegisterStreamQuery(ctx context.Context, body RegisterStreamQueryJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RegisterStreamQuery(ctx context.Context, params *RegisterStreamQueryParams, body RegisterStreamQueryJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetStreamStateWithBody Read the state rows of one (query, source partition) shard.
 	//
@@ -3711,7 +4324,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /streams/v1/state/get (the `GetStreamState` operationId).
-	GetStreamStateWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetStreamStateWithBody(ctx context.Context, params *GetStreamStateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetStreamState Read the state rows of one (query, source partition) shard.
 	//
@@ -3723,7 +4336,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /streams/v1/state/get (the `GetStreamState` operationId).
-	GetStreamState(ctx context.Context, body GetStreamStateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetStreamState(ctx context.Context, params *GetStreamStateParams, body GetStreamStateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // AckMessageWithBody Acknowledge one message.
@@ -3738,8 +4351,8 @@ type ClientInterface interface {
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/ack (the `AckMessage` operationId).
-func (c *Client) AckMessageWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewAckMessageRequestWithBody(c.Server, contentType, body)
+func (c *Client) AckMessageWithBody(ctx context.Context, params *AckMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAckMessageRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3762,8 +4375,8 @@ func (c *Client) AckMessageWithBody(ctx context.Context, contentType string, bod
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/ack (the `AckMessage` operationId).
-func (c *Client) AckMessage(ctx context.Context, body AckMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewAckMessageRequest(c.Server, body)
+func (c *Client) AckMessage(ctx context.Context, params *AckMessageParams, body AckMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAckMessageRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3784,8 +4397,8 @@ func (c *Client) AckMessage(ctx context.Context, body AckMessageJSONRequestBody,
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/ack/batch (the `AckBatch` operationId).
-func (c *Client) AckBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewAckBatchRequestWithBody(c.Server, contentType, body)
+func (c *Client) AckBatchWithBody(ctx context.Context, params *AckBatchParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAckBatchRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3806,8 +4419,8 @@ func (c *Client) AckBatchWithBody(ctx context.Context, contentType string, body 
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/ack/batch (the `AckBatch` operationId).
-func (c *Client) AckBatch(ctx context.Context, body AckBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewAckBatchRequest(c.Server, body)
+func (c *Client) AckBatch(ctx context.Context, params *AckBatchParams, body AckBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAckBatchRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3948,8 +4561,8 @@ func (c *Client) GetWorkerMetrics(ctx context.Context, params *GetWorkerMetricsP
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/configure (the `ConfigureQueue` operationId).
-func (c *Client) ConfigureQueueWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewConfigureQueueRequestWithBody(c.Server, contentType, body)
+func (c *Client) ConfigureQueueWithBody(ctx context.Context, params *ConfigureQueueParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewConfigureQueueRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3968,8 +4581,8 @@ func (c *Client) ConfigureQueueWithBody(ctx context.Context, contentType string,
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/configure (the `ConfigureQueue` operationId).
-func (c *Client) ConfigureQueue(ctx context.Context, body ConfigureQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewConfigureQueueRequest(c.Server, body)
+func (c *Client) ConfigureQueue(ctx context.Context, params *ConfigureQueueParams, body ConfigureQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewConfigureQueueRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3991,8 +4604,8 @@ func (c *Client) ConfigureQueue(ctx context.Context, body ConfigureQueueJSONRequ
 // seconds, else `Stable` when the group ever consumed, else `Dead`.
 //
 // Corresponds with GET /api/v1/consumer-groups (the `ListConsumerGroups` operationId).
-func (c *Client) ListConsumerGroups(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListConsumerGroupsRequest(c.Server)
+func (c *Client) ListConsumerGroups(ctx context.Context, params *ListConsumerGroupsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListConsumerGroupsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4039,8 +4652,8 @@ func (c *Client) DeleteConsumerGroup(ctx context.Context, group GroupPath, param
 // reference broker does.
 //
 // Corresponds with GET /api/v1/consumer-groups/{group} (the `GetConsumerGroup` operationId).
-func (c *Client) GetConsumerGroup(ctx context.Context, group GroupPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetConsumerGroupRequest(c.Server, group)
+func (c *Client) GetConsumerGroup(ctx context.Context, group GroupPath, params *GetConsumerGroupParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetConsumerGroupRequest(c.Server, group, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4069,8 +4682,8 @@ func (c *Client) DeleteConsumerGroupForQueue(ctx context.Context, group GroupPat
 // SeekConsumerGroupPartition Move the group's cursor on one partition past every stored message.
 //
 // Corresponds with POST /api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek (the `SeekConsumerGroupPartition` operationId).
-func (c *Client) SeekConsumerGroupPartition(ctx context.Context, group GroupPath, queue QueuePath, partition PartitionPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewSeekConsumerGroupPartitionRequest(c.Server, group, queue, partition)
+func (c *Client) SeekConsumerGroupPartition(ctx context.Context, group GroupPath, queue QueuePath, partition PartitionPath, params *SeekConsumerGroupPartitionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSeekConsumerGroupPartitionRequest(c.Server, group, queue, partition, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4090,8 +4703,8 @@ func (c *Client) SeekConsumerGroupPartition(ctx context.Context, group GroupPath
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/consumer-groups/{group}/queues/{queue}/seek (the `SeekConsumerGroup` operationId).
-func (c *Client) SeekConsumerGroupWithBody(ctx context.Context, group GroupPath, queue QueuePath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewSeekConsumerGroupRequestWithBody(c.Server, group, queue, contentType, body)
+func (c *Client) SeekConsumerGroupWithBody(ctx context.Context, group GroupPath, queue QueuePath, params *SeekConsumerGroupParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSeekConsumerGroupRequestWithBody(c.Server, group, queue, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4111,8 +4724,8 @@ func (c *Client) SeekConsumerGroupWithBody(ctx context.Context, group GroupPath,
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/consumer-groups/{group}/queues/{queue}/seek (the `SeekConsumerGroup` operationId).
-func (c *Client) SeekConsumerGroup(ctx context.Context, group GroupPath, queue QueuePath, body SeekConsumerGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewSeekConsumerGroupRequest(c.Server, group, queue, body)
+func (c *Client) SeekConsumerGroup(ctx context.Context, group GroupPath, queue QueuePath, params *SeekConsumerGroupParams, body SeekConsumerGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSeekConsumerGroupRequest(c.Server, group, queue, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4128,8 +4741,8 @@ func (c *Client) SeekConsumerGroup(ctx context.Context, group GroupPath, queue Q
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/consumer-groups/{group}/subscription (the `UpdateConsumerGroupSubscription` operationId).
-func (c *Client) UpdateConsumerGroupSubscriptionWithBody(ctx context.Context, group GroupPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewUpdateConsumerGroupSubscriptionRequestWithBody(c.Server, group, contentType, body)
+func (c *Client) UpdateConsumerGroupSubscriptionWithBody(ctx context.Context, group GroupPath, params *UpdateConsumerGroupSubscriptionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateConsumerGroupSubscriptionRequestWithBody(c.Server, group, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4145,8 +4758,8 @@ func (c *Client) UpdateConsumerGroupSubscriptionWithBody(ctx context.Context, gr
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/consumer-groups/{group}/subscription (the `UpdateConsumerGroupSubscription` operationId).
-func (c *Client) UpdateConsumerGroupSubscription(ctx context.Context, group GroupPath, body UpdateConsumerGroupSubscriptionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewUpdateConsumerGroupSubscriptionRequest(c.Server, group, body)
+func (c *Client) UpdateConsumerGroupSubscription(ctx context.Context, group GroupPath, params *UpdateConsumerGroupSubscriptionParams, body UpdateConsumerGroupSubscriptionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateConsumerGroupSubscriptionRequest(c.Server, group, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4204,8 +4817,8 @@ func (c *Client) ListDeadLetters(ctx context.Context, params *ListDeadLettersPar
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/dlq/{id}/replay (the `ReplayDeadLetter` operationId).
-func (c *Client) ReplayDeadLetterWithBody(ctx context.Context, id UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewReplayDeadLetterRequestWithBody(c.Server, id, contentType, body)
+func (c *Client) ReplayDeadLetterWithBody(ctx context.Context, id UUID, params *ReplayDeadLetterParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplayDeadLetterRequestWithBody(c.Server, id, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4229,8 +4842,8 @@ func (c *Client) ReplayDeadLetterWithBody(ctx context.Context, id UUID, contentT
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/dlq/{id}/replay (the `ReplayDeadLetter` operationId).
-func (c *Client) ReplayDeadLetter(ctx context.Context, id UUID, body ReplayDeadLetterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewReplayDeadLetterRequest(c.Server, id, body)
+func (c *Client) ReplayDeadLetter(ctx context.Context, id UUID, params *ReplayDeadLetterParams, body ReplayDeadLetterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplayDeadLetterRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4252,8 +4865,8 @@ func (c *Client) ReplayDeadLetter(ctx context.Context, id UUID, body ReplayDeadL
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/lease/{leaseId}/extend (the `ExtendLease` operationId).
-func (c *Client) ExtendLeaseWithBody(ctx context.Context, leaseId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewExtendLeaseRequestWithBody(c.Server, leaseId, contentType, body)
+func (c *Client) ExtendLeaseWithBody(ctx context.Context, leaseId string, params *ExtendLeaseParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewExtendLeaseRequestWithBody(c.Server, leaseId, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4275,8 +4888,8 @@ func (c *Client) ExtendLeaseWithBody(ctx context.Context, leaseId string, conten
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/lease/{leaseId}/extend (the `ExtendLease` operationId).
-func (c *Client) ExtendLease(ctx context.Context, leaseId string, body ExtendLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewExtendLeaseRequest(c.Server, leaseId, body)
+func (c *Client) ExtendLease(ctx context.Context, leaseId string, params *ExtendLeaseParams, body ExtendLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewExtendLeaseRequest(c.Server, leaseId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4317,8 +4930,8 @@ func (c *Client) ListMessages(ctx context.Context, params *ListMessagesParams, r
 // Always 200; `success` tells whether a message was deleted.
 //
 // Corresponds with DELETE /api/v1/messages/{partitionId}/{transactionId} (the `DeleteMessage` operationId).
-func (c *Client) DeleteMessage(ctx context.Context, partitionId UUID, transactionId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewDeleteMessageRequest(c.Server, partitionId, transactionId)
+func (c *Client) DeleteMessage(ctx context.Context, partitionId UUID, transactionId string, params *DeleteMessageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteMessageRequest(c.Server, partitionId, transactionId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4332,8 +4945,8 @@ func (c *Client) DeleteMessage(ctx context.Context, partitionId UUID, transactio
 // GetMessage One message with its payload, status, queue options and consumers.
 //
 // Corresponds with GET /api/v1/messages/{partitionId}/{transactionId} (the `GetMessage` operationId).
-func (c *Client) GetMessage(ctx context.Context, partitionId UUID, transactionId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetMessageRequest(c.Server, partitionId, transactionId)
+func (c *Client) GetMessage(ctx context.Context, partitionId UUID, transactionId string, params *GetMessageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetMessageRequest(c.Server, partitionId, transactionId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4355,8 +4968,8 @@ func (c *Client) GetMessage(ctx context.Context, partitionId UUID, transactionId
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/messages/{partitionId}/{transactionId}/dlq (the `MoveMessageToDLQ` operationId).
-func (c *Client) MoveMessageToDLQWithBody(ctx context.Context, partitionId UUID, transactionId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewMoveMessageToDLQRequestWithBody(c.Server, partitionId, transactionId, contentType, body)
+func (c *Client) MoveMessageToDLQWithBody(ctx context.Context, partitionId UUID, transactionId string, params *MoveMessageToDLQParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMoveMessageToDLQRequestWithBody(c.Server, partitionId, transactionId, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4378,8 +4991,8 @@ func (c *Client) MoveMessageToDLQWithBody(ctx context.Context, partitionId UUID,
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/messages/{partitionId}/{transactionId}/dlq (the `MoveMessageToDLQ` operationId).
-func (c *Client) MoveMessageToDLQ(ctx context.Context, partitionId UUID, transactionId string, body MoveMessageToDLQJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewMoveMessageToDLQRequest(c.Server, partitionId, transactionId, body)
+func (c *Client) MoveMessageToDLQ(ctx context.Context, partitionId UUID, transactionId string, params *MoveMessageToDLQParams, body MoveMessageToDLQJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMoveMessageToDLQRequest(c.Server, partitionId, transactionId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4400,8 +5013,8 @@ func (c *Client) MoveMessageToDLQ(ctx context.Context, partitionId UUID, transac
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/messages/{partitionId}/{transactionId}/retry (the `RetryMessage` operationId).
-func (c *Client) RetryMessageWithBody(ctx context.Context, partitionId UUID, transactionId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRetryMessageRequestWithBody(c.Server, partitionId, transactionId, contentType, body)
+func (c *Client) RetryMessageWithBody(ctx context.Context, partitionId UUID, transactionId string, params *RetryMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRetryMessageRequestWithBody(c.Server, partitionId, transactionId, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4422,8 +5035,8 @@ func (c *Client) RetryMessageWithBody(ctx context.Context, partitionId UUID, tra
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/messages/{partitionId}/{transactionId}/retry (the `RetryMessage` operationId).
-func (c *Client) RetryMessage(ctx context.Context, partitionId UUID, transactionId string, body RetryMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRetryMessageRequest(c.Server, partitionId, transactionId, body)
+func (c *Client) RetryMessage(ctx context.Context, partitionId UUID, transactionId string, params *RetryMessageParams, body RetryMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRetryMessageRequest(c.Server, partitionId, transactionId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4662,8 +5275,8 @@ func (c *Client) PopPartition(ctx context.Context, queue QueuePath, partition Pa
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/push (the `PushMessages` operationId).
-func (c *Client) PushMessagesWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPushMessagesRequestWithBody(c.Server, contentType, body)
+func (c *Client) PushMessagesWithBody(ctx context.Context, params *PushMessagesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPushMessagesRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4695,8 +5308,8 @@ func (c *Client) PushMessagesWithBody(ctx context.Context, contentType string, b
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/push (the `PushMessages` operationId).
-func (c *Client) PushMessages(ctx context.Context, body PushMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPushMessagesRequest(c.Server, body)
+func (c *Client) PushMessages(ctx context.Context, params *PushMessagesParams, body PushMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPushMessagesRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4739,8 +5352,8 @@ func (c *Client) ClearQueue(ctx context.Context, queue QueuePath, params *ClearQ
 // ListNamespaces Non-empty queue namespaces with their queue, partition and message counts.
 //
 // Corresponds with GET /api/v1/resources/namespaces (the `ListNamespaces` operationId).
-func (c *Client) ListNamespaces(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListNamespacesRequest(c.Server)
+func (c *Client) ListNamespaces(ctx context.Context, params *ListNamespacesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListNamespacesRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4764,8 +5377,8 @@ func (c *Client) ListNamespaces(ctx context.Context, reqEditors ...RequestEditor
 // when there was none; the message counts are live.
 //
 // Corresponds with GET /api/v1/resources/overview (the `GetOverview` operationId).
-func (c *Client) GetOverview(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetOverviewRequest(c.Server)
+func (c *Client) GetOverview(ctx context.Context, params *GetOverviewParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetOverviewRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4825,8 +5438,8 @@ func (c *Client) ListQueues(ctx context.Context, params *ListQueuesParams, reqEd
 // Idempotent; `deleted` and `existed` tell whether something was removed.
 //
 // Corresponds with DELETE /api/v1/resources/queues/{queue} (the `DeleteQueue` operationId).
-func (c *Client) DeleteQueue(ctx context.Context, queue QueuePath, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewDeleteQueueRequest(c.Server, queue)
+func (c *Client) DeleteQueue(ctx context.Context, queue QueuePath, params *DeleteQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteQueueRequest(c.Server, queue, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4840,8 +5453,8 @@ func (c *Client) DeleteQueue(ctx context.Context, queue QueuePath, reqEditors ..
 // GetQueue One queue with its options and counts.
 //
 // Corresponds with GET /api/v1/resources/queues/{queue} (the `GetQueue` operationId).
-func (c *Client) GetQueue(ctx context.Context, queue QueuePath, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetQueueRequest(c.Server, queue)
+func (c *Client) GetQueue(ctx context.Context, queue QueuePath, params *GetQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetQueueRequest(c.Server, queue, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4855,8 +5468,8 @@ func (c *Client) GetQueue(ctx context.Context, queue QueuePath, reqEditors ...Re
 // ListTasks Non-empty queue tasks with their queue, partition and message counts.
 //
 // Corresponds with GET /api/v1/resources/tasks (the `ListTasks` operationId).
-func (c *Client) ListTasks(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListTasksRequest(c.Server)
+func (c *Client) ListTasks(ctx context.Context, params *ListTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTasksRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5135,13 +5748,34 @@ func (c *Client) SetPopMaintenance(ctx context.Context, body SetPopMaintenanceJS
 	return c.Client.Do(req)
 }
 
+// ListTenants The tenants that own queues or stream queries on this broker's database.
+//
+// Cell-wide: it ignores x-queen-tenant and lists every tenant that owns a queue or a stream
+// query, the default tenant always, with how many of each, for the dashboard's tenant
+// picker. A tenant is only a UUID: there is no registry, so a tenant that owns nothing is
+// not listed, and any tenant may be used whether listed or not (docs/tenancy.md).
+// `tenancy` says whether the broker reads x-queen-tenant at all.
+//
+// Corresponds with GET /api/v1/tenants (the `ListTenants` operationId).
+func (c *Client) ListTenants(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTenantsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // RecordTraceWithBody Record a processing event on a message.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/traces (the `RecordTrace` operationId).
-func (c *Client) RecordTraceWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRecordTraceRequestWithBody(c.Server, contentType, body)
+func (c *Client) RecordTraceWithBody(ctx context.Context, params *RecordTraceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRecordTraceRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5157,8 +5791,8 @@ func (c *Client) RecordTraceWithBody(ctx context.Context, contentType string, bo
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/traces (the `RecordTrace` operationId).
-func (c *Client) RecordTrace(ctx context.Context, body RecordTraceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRecordTraceRequest(c.Server, body)
+func (c *Client) RecordTrace(ctx context.Context, params *RecordTraceParams, body RecordTraceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRecordTraceRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5202,8 +5836,8 @@ func (c *Client) ListTraceNames(ctx context.Context, params *ListTraceNamesParam
 // GetMessageTraces Events recorded on one message, oldest first (empty for an unknown message).
 //
 // Corresponds with GET /api/v1/traces/{partitionId}/{transactionId} (the `GetMessageTraces` operationId).
-func (c *Client) GetMessageTraces(ctx context.Context, partitionId UUID, transactionId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetMessageTracesRequest(c.Server, partitionId, transactionId)
+func (c *Client) GetMessageTraces(ctx context.Context, partitionId UUID, transactionId string, params *GetMessageTracesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetMessageTracesRequest(c.Server, partitionId, transactionId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5225,8 +5859,8 @@ func (c *Client) GetMessageTraces(ctx context.Context, partitionId UUID, transac
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/transaction (the `ExecuteTransaction` operationId).
-func (c *Client) ExecuteTransactionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewExecuteTransactionRequestWithBody(c.Server, contentType, body)
+func (c *Client) ExecuteTransactionWithBody(ctx context.Context, params *ExecuteTransactionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewExecuteTransactionRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5248,8 +5882,8 @@ func (c *Client) ExecuteTransactionWithBody(ctx context.Context, contentType str
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/transaction (the `ExecuteTransaction` operationId).
-func (c *Client) ExecuteTransaction(ctx context.Context, body ExecuteTransactionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewExecuteTransactionRequest(c.Server, body)
+func (c *Client) ExecuteTransaction(ctx context.Context, params *ExecuteTransactionParams, body ExecuteTransactionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewExecuteTransactionRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5306,9 +5940,13 @@ func (c *Client) EndSession(ctx context.Context, reqEditors ...RequestEditorFn) 
 // reference answers that 401 to every request when JWT is on). Nothing is remembered: the
 // broker has no sessions.
 //
+// `tenancy`, `tenant_id` and `tenant_from_token` tell the dashboard whether the broker
+// scopes requests by tenant (QUEEN_TENANCY_HEADER), which tenant this request acts for, and
+// whether the token's tenant claim (QUEEN_TENANT_CLAIM) fixed it (docs/tenancy.md).
+//
 // Corresponds with GET /auth/me (the `GetIdentity` operationId).
-func (c *Client) GetIdentity(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetIdentityRequest(c.Server)
+func (c *Client) GetIdentity(ctx context.Context, params *GetIdentityParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetIdentityRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5405,8 +6043,8 @@ func (c *Client) GetPrometheusMetrics(ctx context.Context, reqEditors ...Request
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /streams/v1/cycle (the `CommitStreamCycle` operationId).
-func (c *Client) CommitStreamCycleWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCommitStreamCycleRequestWithBody(c.Server, contentType, body)
+func (c *Client) CommitStreamCycleWithBody(ctx context.Context, params *CommitStreamCycleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCommitStreamCycleRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5446,8 +6084,8 @@ func (c *Client) CommitStreamCycleWithBody(ctx context.Context, contentType stri
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /streams/v1/cycle (the `CommitStreamCycle` operationId).
-func (c *Client) CommitStreamCycle(ctx context.Context, body CommitStreamCycleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCommitStreamCycleRequest(c.Server, body)
+func (c *Client) CommitStreamCycle(ctx context.Context, params *CommitStreamCycleParams, body CommitStreamCycleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCommitStreamCycleRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5470,8 +6108,8 @@ func (c *Client) CommitStreamCycle(ctx context.Context, body CommitStreamCycleJS
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /streams/v1/queries (the `RegisterStreamQuery` operationId).
-func (c *Client) RegisterStreamQueryWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRegisterStreamQueryRequestWithBody(c.Server, contentType, body)
+func (c *Client) RegisterStreamQueryWithBody(ctx context.Context, params *RegisterStreamQueryParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRegisterStreamQueryRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5494,8 +6132,8 @@ func (c *Client) RegisterStreamQueryWithBody(ctx context.Context, contentType st
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /streams/v1/queries (the `RegisterStreamQuery` operationId).
-func (c *Client) RegisterStreamQuery(ctx context.Context, body RegisterStreamQueryJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRegisterStreamQueryRequest(c.Server, body)
+func (c *Client) RegisterStreamQuery(ctx context.Context, params *RegisterStreamQueryParams, body RegisterStreamQueryJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRegisterStreamQueryRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5516,8 +6154,8 @@ func (c *Client) RegisterStreamQuery(ctx context.Context, body RegisterStreamQue
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /streams/v1/state/get (the `GetStreamState` operationId).
-func (c *Client) GetStreamStateWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetStreamStateRequestWithBody(c.Server, contentType, body)
+func (c *Client) GetStreamStateWithBody(ctx context.Context, params *GetStreamStateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetStreamStateRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5538,8 +6176,8 @@ func (c *Client) GetStreamStateWithBody(ctx context.Context, contentType string,
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /streams/v1/state/get (the `GetStreamState` operationId).
-func (c *Client) GetStreamState(ctx context.Context, body GetStreamStateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetStreamStateRequest(c.Server, body)
+func (c *Client) GetStreamState(ctx context.Context, params *GetStreamStateParams, body GetStreamStateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetStreamStateRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5551,18 +6189,18 @@ func (c *Client) GetStreamState(ctx context.Context, body GetStreamStateJSONRequ
 }
 
 // NewAckMessageRequest calls the generic AckMessage builder with application/json body
-func NewAckMessageRequest(server string, body AckMessageJSONRequestBody) (*http.Request, error) {
+func NewAckMessageRequest(server string, params *AckMessageParams, body AckMessageJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewAckMessageRequestWithBody(server, "application/json", bodyReader)
+	return NewAckMessageRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewAckMessageRequestWithBody constructs an http.Request for the AckMessage method, with any body, and a specified content type
-func NewAckMessageRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewAckMessageRequestWithBody(server string, params *AckMessageParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -5587,22 +6225,37 @@ func NewAckMessageRequestWithBody(server string, contentType string, body io.Rea
 
 	req.Header.Add("Content-Type", contentType)
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewAckBatchRequest calls the generic AckBatch builder with application/json body
-func NewAckBatchRequest(server string, body AckBatchJSONRequestBody) (*http.Request, error) {
+func NewAckBatchRequest(server string, params *AckBatchParams, body AckBatchJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewAckBatchRequestWithBody(server, "application/json", bodyReader)
+	return NewAckBatchRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewAckBatchRequestWithBody constructs an http.Request for the AckBatch method, with any body, and a specified content type
-func NewAckBatchRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewAckBatchRequestWithBody(server string, params *AckBatchParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -5626,6 +6279,21 @@ func NewAckBatchRequestWithBody(server string, contentType string, body io.Reade
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -6150,18 +6818,18 @@ func NewGetWorkerMetricsRequest(server string, params *GetWorkerMetricsParams) (
 }
 
 // NewConfigureQueueRequest calls the generic ConfigureQueue builder with application/json body
-func NewConfigureQueueRequest(server string, body ConfigureQueueJSONRequestBody) (*http.Request, error) {
+func NewConfigureQueueRequest(server string, params *ConfigureQueueParams, body ConfigureQueueJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewConfigureQueueRequestWithBody(server, "application/json", bodyReader)
+	return NewConfigureQueueRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewConfigureQueueRequestWithBody constructs an http.Request for the ConfigureQueue method, with any body, and a specified content type
-func NewConfigureQueueRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewConfigureQueueRequestWithBody(server string, params *ConfigureQueueParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -6186,11 +6854,26 @@ func NewConfigureQueueRequestWithBody(server string, contentType string, body io
 
 	req.Header.Add("Content-Type", contentType)
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewListConsumerGroupsRequest constructs an http.Request for the ListConsumerGroups method
-func NewListConsumerGroupsRequest(server string) (*http.Request, error) {
+func NewListConsumerGroupsRequest(server string, params *ListConsumerGroupsParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -6211,6 +6894,21 @@ func NewListConsumerGroupsRequest(server string) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -6265,6 +6963,21 @@ func NewListLaggingPartitionsRequest(server string, params *ListLaggingPartition
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -6328,11 +7041,26 @@ func NewDeleteConsumerGroupRequest(server string, group GroupPath, params *Delet
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewGetConsumerGroupRequest constructs an http.Request for the GetConsumerGroup method
-func NewGetConsumerGroupRequest(server string, group GroupPath) (*http.Request, error) {
+func NewGetConsumerGroupRequest(server string, group GroupPath, params *GetConsumerGroupParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -6360,6 +7088,21 @@ func NewGetConsumerGroupRequest(server string, group GroupPath) (*http.Request, 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -6430,11 +7173,26 @@ func NewDeleteConsumerGroupForQueueRequest(server string, group GroupPath, queue
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewSeekConsumerGroupPartitionRequest constructs an http.Request for the SeekConsumerGroupPartition method
-func NewSeekConsumerGroupPartitionRequest(server string, group GroupPath, queue QueuePath, partition PartitionPath) (*http.Request, error) {
+func NewSeekConsumerGroupPartitionRequest(server string, group GroupPath, queue QueuePath, partition PartitionPath, params *SeekConsumerGroupPartitionParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -6478,22 +7236,37 @@ func NewSeekConsumerGroupPartitionRequest(server string, group GroupPath, queue 
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewSeekConsumerGroupRequest calls the generic SeekConsumerGroup builder with application/json body
-func NewSeekConsumerGroupRequest(server string, group GroupPath, queue QueuePath, body SeekConsumerGroupJSONRequestBody) (*http.Request, error) {
+func NewSeekConsumerGroupRequest(server string, group GroupPath, queue QueuePath, params *SeekConsumerGroupParams, body SeekConsumerGroupJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewSeekConsumerGroupRequestWithBody(server, group, queue, "application/json", bodyReader)
+	return NewSeekConsumerGroupRequestWithBody(server, group, queue, params, "application/json", bodyReader)
 }
 
 // NewSeekConsumerGroupRequestWithBody constructs an http.Request for the SeekConsumerGroup method, with any body, and a specified content type
-func NewSeekConsumerGroupRequestWithBody(server string, group GroupPath, queue QueuePath, contentType string, body io.Reader) (*http.Request, error) {
+func NewSeekConsumerGroupRequestWithBody(server string, group GroupPath, queue QueuePath, params *SeekConsumerGroupParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -6532,22 +7305,37 @@ func NewSeekConsumerGroupRequestWithBody(server string, group GroupPath, queue Q
 
 	req.Header.Add("Content-Type", contentType)
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewUpdateConsumerGroupSubscriptionRequest calls the generic UpdateConsumerGroupSubscription builder with application/json body
-func NewUpdateConsumerGroupSubscriptionRequest(server string, group GroupPath, body UpdateConsumerGroupSubscriptionJSONRequestBody) (*http.Request, error) {
+func NewUpdateConsumerGroupSubscriptionRequest(server string, group GroupPath, params *UpdateConsumerGroupSubscriptionParams, body UpdateConsumerGroupSubscriptionJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewUpdateConsumerGroupSubscriptionRequestWithBody(server, group, "application/json", bodyReader)
+	return NewUpdateConsumerGroupSubscriptionRequestWithBody(server, group, params, "application/json", bodyReader)
 }
 
 // NewUpdateConsumerGroupSubscriptionRequestWithBody constructs an http.Request for the UpdateConsumerGroupSubscription method, with any body, and a specified content type
-func NewUpdateConsumerGroupSubscriptionRequestWithBody(server string, group GroupPath, contentType string, body io.Reader) (*http.Request, error) {
+func NewUpdateConsumerGroupSubscriptionRequestWithBody(server string, group GroupPath, params *UpdateConsumerGroupSubscriptionParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -6578,6 +7366,21 @@ func NewUpdateConsumerGroupSubscriptionRequestWithBody(server string, group Grou
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -6639,6 +7442,21 @@ func NewPurgeDeadLettersRequest(server string, params *PurgeDeadLettersParams) (
 	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -6767,22 +7585,37 @@ func NewListDeadLettersRequest(server string, params *ListDeadLettersParams) (*h
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewReplayDeadLetterRequest calls the generic ReplayDeadLetter builder with application/json body
-func NewReplayDeadLetterRequest(server string, id UUID, body ReplayDeadLetterJSONRequestBody) (*http.Request, error) {
+func NewReplayDeadLetterRequest(server string, id UUID, params *ReplayDeadLetterParams, body ReplayDeadLetterJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewReplayDeadLetterRequestWithBody(server, id, "application/json", bodyReader)
+	return NewReplayDeadLetterRequestWithBody(server, id, params, "application/json", bodyReader)
 }
 
 // NewReplayDeadLetterRequestWithBody constructs an http.Request for the ReplayDeadLetter method, with any body, and a specified content type
-func NewReplayDeadLetterRequestWithBody(server string, id UUID, contentType string, body io.Reader) (*http.Request, error) {
+func NewReplayDeadLetterRequestWithBody(server string, id UUID, params *ReplayDeadLetterParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -6814,22 +7647,37 @@ func NewReplayDeadLetterRequestWithBody(server string, id UUID, contentType stri
 
 	req.Header.Add("Content-Type", contentType)
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewExtendLeaseRequest calls the generic ExtendLease builder with application/json body
-func NewExtendLeaseRequest(server string, leaseId string, body ExtendLeaseJSONRequestBody) (*http.Request, error) {
+func NewExtendLeaseRequest(server string, leaseId string, params *ExtendLeaseParams, body ExtendLeaseJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewExtendLeaseRequestWithBody(server, leaseId, "application/json", bodyReader)
+	return NewExtendLeaseRequestWithBody(server, leaseId, params, "application/json", bodyReader)
 }
 
 // NewExtendLeaseRequestWithBody constructs an http.Request for the ExtendLease method, with any body, and a specified content type
-func NewExtendLeaseRequestWithBody(server string, leaseId string, contentType string, body io.Reader) (*http.Request, error) {
+func NewExtendLeaseRequestWithBody(server string, leaseId string, params *ExtendLeaseParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -6860,6 +7708,21 @@ func NewExtendLeaseRequestWithBody(server string, leaseId string, contentType st
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -7035,11 +7898,26 @@ func NewListMessagesRequest(server string, params *ListMessagesParams) (*http.Re
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewDeleteMessageRequest constructs an http.Request for the DeleteMessage method
-func NewDeleteMessageRequest(server string, partitionId UUID, transactionId string) (*http.Request, error) {
+func NewDeleteMessageRequest(server string, partitionId UUID, transactionId string, params *DeleteMessageParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -7076,11 +7954,26 @@ func NewDeleteMessageRequest(server string, partitionId UUID, transactionId stri
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewGetMessageRequest constructs an http.Request for the GetMessage method
-func NewGetMessageRequest(server string, partitionId UUID, transactionId string) (*http.Request, error) {
+func NewGetMessageRequest(server string, partitionId UUID, transactionId string, params *GetMessageParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -7117,22 +8010,37 @@ func NewGetMessageRequest(server string, partitionId UUID, transactionId string)
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewMoveMessageToDLQRequest calls the generic MoveMessageToDLQ builder with application/json body
-func NewMoveMessageToDLQRequest(server string, partitionId UUID, transactionId string, body MoveMessageToDLQJSONRequestBody) (*http.Request, error) {
+func NewMoveMessageToDLQRequest(server string, partitionId UUID, transactionId string, params *MoveMessageToDLQParams, body MoveMessageToDLQJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewMoveMessageToDLQRequestWithBody(server, partitionId, transactionId, "application/json", bodyReader)
+	return NewMoveMessageToDLQRequestWithBody(server, partitionId, transactionId, params, "application/json", bodyReader)
 }
 
 // NewMoveMessageToDLQRequestWithBody constructs an http.Request for the MoveMessageToDLQ method, with any body, and a specified content type
-func NewMoveMessageToDLQRequestWithBody(server string, partitionId UUID, transactionId string, contentType string, body io.Reader) (*http.Request, error) {
+func NewMoveMessageToDLQRequestWithBody(server string, partitionId UUID, transactionId string, params *MoveMessageToDLQParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -7171,22 +8079,37 @@ func NewMoveMessageToDLQRequestWithBody(server string, partitionId UUID, transac
 
 	req.Header.Add("Content-Type", contentType)
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewRetryMessageRequest calls the generic RetryMessage builder with application/json body
-func NewRetryMessageRequest(server string, partitionId UUID, transactionId string, body RetryMessageJSONRequestBody) (*http.Request, error) {
+func NewRetryMessageRequest(server string, partitionId UUID, transactionId string, params *RetryMessageParams, body RetryMessageJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewRetryMessageRequestWithBody(server, partitionId, transactionId, "application/json", bodyReader)
+	return NewRetryMessageRequestWithBody(server, partitionId, transactionId, params, "application/json", bodyReader)
 }
 
 // NewRetryMessageRequestWithBody constructs an http.Request for the RetryMessage method, with any body, and a specified content type
-func NewRetryMessageRequestWithBody(server string, partitionId UUID, transactionId string, contentType string, body io.Reader) (*http.Request, error) {
+func NewRetryMessageRequestWithBody(server string, partitionId UUID, transactionId string, params *RetryMessageParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -7224,6 +8147,21 @@ func NewRetryMessageRequestWithBody(server string, partitionId UUID, transaction
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -7561,6 +8499,21 @@ func NewPopNamespaceTaskRequest(server string, params *PopNamespaceTaskParams) (
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
@@ -7706,6 +8659,21 @@ func NewPopQueueRequest(server string, queue QueuePath, params *PopQueueParams) 
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
@@ -7846,22 +8814,37 @@ func NewPopPartitionRequest(server string, queue QueuePath, partition PartitionP
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewPushMessagesRequest calls the generic PushMessages builder with application/json body
-func NewPushMessagesRequest(server string, body PushMessagesJSONRequestBody) (*http.Request, error) {
+func NewPushMessagesRequest(server string, params *PushMessagesParams, body PushMessagesJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewPushMessagesRequestWithBody(server, "application/json", bodyReader)
+	return NewPushMessagesRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewPushMessagesRequestWithBody constructs an http.Request for the PushMessages method, with any body, and a specified content type
-func NewPushMessagesRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewPushMessagesRequestWithBody(server string, params *PushMessagesParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -7885,6 +8868,21 @@ func NewPushMessagesRequestWithBody(server string, contentType string, body io.R
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -7947,11 +8945,26 @@ func NewClearQueueRequest(server string, queue QueuePath, params *ClearQueuePara
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewListNamespacesRequest constructs an http.Request for the ListNamespaces method
-func NewListNamespacesRequest(server string) (*http.Request, error) {
+func NewListNamespacesRequest(server string, params *ListNamespacesParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -7974,11 +8987,26 @@ func NewListNamespacesRequest(server string) (*http.Request, error) {
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewGetOverviewRequest constructs an http.Request for the GetOverview method
-func NewGetOverviewRequest(server string) (*http.Request, error) {
+func NewGetOverviewRequest(server string, params *GetOverviewParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -7999,6 +9027,21 @@ func NewGetOverviewRequest(server string) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -8077,6 +9120,21 @@ func NewListPartitionsRequest(server string, params *ListPartitionsParams) (*htt
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -8169,11 +9227,26 @@ func NewListQueuesRequest(server string, params *ListQueuesParams) (*http.Reques
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewDeleteQueueRequest constructs an http.Request for the DeleteQueue method
-func NewDeleteQueueRequest(server string, queue QueuePath) (*http.Request, error) {
+func NewDeleteQueueRequest(server string, queue QueuePath, params *DeleteQueueParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -8203,11 +9276,26 @@ func NewDeleteQueueRequest(server string, queue QueuePath) (*http.Request, error
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewGetQueueRequest constructs an http.Request for the GetQueue method
-func NewGetQueueRequest(server string, queue QueuePath) (*http.Request, error) {
+func NewGetQueueRequest(server string, queue QueuePath, params *GetQueueParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -8237,11 +9325,26 @@ func NewGetQueueRequest(server string, queue QueuePath) (*http.Request, error) {
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewListTasksRequest constructs an http.Request for the ListTasks method
-func NewListTasksRequest(server string) (*http.Request, error) {
+func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -8262,6 +9365,21 @@ func NewListTasksRequest(server string) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -8660,6 +9778,21 @@ func NewListStatusQueuesRequest(server string, params *ListStatusQueuesParams) (
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
@@ -8745,6 +9878,21 @@ func NewGetStatusQueueRequest(server string, queue QueuePath, params *GetStatusQ
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
@@ -8816,6 +9964,21 @@ func NewListStatusQueueMessagesRequest(server string, queue QueuePath, params *L
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -8955,19 +10118,46 @@ func NewSetPopMaintenanceRequestWithBody(server string, contentType string, body
 	return req, nil
 }
 
+// NewListTenantsRequest constructs an http.Request for the ListTenants method
+func NewListTenantsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/tenants")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewRecordTraceRequest calls the generic RecordTrace builder with application/json body
-func NewRecordTraceRequest(server string, body RecordTraceJSONRequestBody) (*http.Request, error) {
+func NewRecordTraceRequest(server string, params *RecordTraceParams, body RecordTraceJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewRecordTraceRequestWithBody(server, "application/json", bodyReader)
+	return NewRecordTraceRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewRecordTraceRequestWithBody constructs an http.Request for the RecordTrace method, with any body, and a specified content type
-func NewRecordTraceRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewRecordTraceRequestWithBody(server string, params *RecordTraceParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -8991,6 +10181,21 @@ func NewRecordTraceRequestWithBody(server string, contentType string, body io.Re
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -9065,6 +10270,21 @@ func NewListTracesByNameRequest(server string, traceName string, params *ListTra
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
@@ -9131,11 +10351,26 @@ func NewListTraceNamesRequest(server string, params *ListTraceNamesParams) (*htt
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewGetMessageTracesRequest constructs an http.Request for the GetMessageTraces method
-func NewGetMessageTracesRequest(server string, partitionId UUID, transactionId string) (*http.Request, error) {
+func NewGetMessageTracesRequest(server string, partitionId UUID, transactionId string, params *GetMessageTracesParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -9172,22 +10407,37 @@ func NewGetMessageTracesRequest(server string, partitionId UUID, transactionId s
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewExecuteTransactionRequest calls the generic ExecuteTransaction builder with application/json body
-func NewExecuteTransactionRequest(server string, body ExecuteTransactionJSONRequestBody) (*http.Request, error) {
+func NewExecuteTransactionRequest(server string, params *ExecuteTransactionParams, body ExecuteTransactionJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewExecuteTransactionRequestWithBody(server, "application/json", bodyReader)
+	return NewExecuteTransactionRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewExecuteTransactionRequestWithBody constructs an http.Request for the ExecuteTransaction method, with any body, and a specified content type
-func NewExecuteTransactionRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewExecuteTransactionRequestWithBody(server string, params *ExecuteTransactionParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -9211,6 +10461,21 @@ func NewExecuteTransactionRequestWithBody(server string, contentType string, bod
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -9270,7 +10535,7 @@ func NewEndSessionRequest(server string) (*http.Request, error) {
 }
 
 // NewGetIdentityRequest constructs an http.Request for the GetIdentity method
-func NewGetIdentityRequest(server string) (*http.Request, error) {
+func NewGetIdentityRequest(server string, params *GetIdentityParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -9291,6 +10556,21 @@ func NewGetIdentityRequest(server string) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -9378,18 +10658,18 @@ func NewGetPrometheusMetricsRequest(server string) (*http.Request, error) {
 }
 
 // NewCommitStreamCycleRequest calls the generic CommitStreamCycle builder with application/json body
-func NewCommitStreamCycleRequest(server string, body CommitStreamCycleJSONRequestBody) (*http.Request, error) {
+func NewCommitStreamCycleRequest(server string, params *CommitStreamCycleParams, body CommitStreamCycleJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCommitStreamCycleRequestWithBody(server, "application/json", bodyReader)
+	return NewCommitStreamCycleRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCommitStreamCycleRequestWithBody constructs an http.Request for the CommitStreamCycle method, with any body, and a specified content type
-func NewCommitStreamCycleRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCommitStreamCycleRequestWithBody(server string, params *CommitStreamCycleParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -9414,22 +10694,37 @@ func NewCommitStreamCycleRequestWithBody(server string, contentType string, body
 
 	req.Header.Add("Content-Type", contentType)
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewRegisterStreamQueryRequest calls the generic RegisterStreamQuery builder with application/json body
-func NewRegisterStreamQueryRequest(server string, body RegisterStreamQueryJSONRequestBody) (*http.Request, error) {
+func NewRegisterStreamQueryRequest(server string, params *RegisterStreamQueryParams, body RegisterStreamQueryJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewRegisterStreamQueryRequestWithBody(server, "application/json", bodyReader)
+	return NewRegisterStreamQueryRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewRegisterStreamQueryRequestWithBody constructs an http.Request for the RegisterStreamQuery method, with any body, and a specified content type
-func NewRegisterStreamQueryRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewRegisterStreamQueryRequestWithBody(server string, params *RegisterStreamQueryParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -9454,22 +10749,37 @@ func NewRegisterStreamQueryRequestWithBody(server string, contentType string, bo
 
 	req.Header.Add("Content-Type", contentType)
 
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewGetStreamStateRequest calls the generic GetStreamState builder with application/json body
-func NewGetStreamStateRequest(server string, body GetStreamStateJSONRequestBody) (*http.Request, error) {
+func NewGetStreamStateRequest(server string, params *GetStreamStateParams, body GetStreamStateJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewGetStreamStateRequestWithBody(server, "application/json", bodyReader)
+	return NewGetStreamStateRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewGetStreamStateRequestWithBody constructs an http.Request for the GetStreamState method, with any body, and a specified content type
-func NewGetStreamStateRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewGetStreamStateRequestWithBody(server string, params *GetStreamStateParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -9493,6 +10803,21 @@ func NewGetStreamStateRequestWithBody(server string, contentType string, body io
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -9553,7 +10878,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/ack (the `AckMessage` operationId).
-	AckMessageWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AckMessageResponse, error)
+	AckMessageWithBodyWithResponse(ctx context.Context, params *AckMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AckMessageResponse, error)
 
 	// AckMessageWithResponse Acknowledge one message.
 	//
@@ -9567,7 +10892,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/ack (the `AckMessage` operationId).
-	AckMessageWithResponse(ctx context.Context, body AckMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*AckMessageResponse, error)
+	AckMessageWithResponse(ctx context.Context, params *AckMessageParams, body AckMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*AckMessageResponse, error)
 
 	// AckBatchWithBodyWithResponse Acknowledge many messages in one transaction.
 	//
@@ -9579,7 +10904,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/ack/batch (the `AckBatch` operationId).
-	AckBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AckBatchResponse, error)
+	AckBatchWithBodyWithResponse(ctx context.Context, params *AckBatchParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AckBatchResponse, error)
 
 	// AckBatchWithResponse Acknowledge many messages in one transaction.
 	//
@@ -9591,7 +10916,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/ack/batch (the `AckBatch` operationId).
-	AckBatchWithResponse(ctx context.Context, body AckBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*AckBatchResponse, error)
+	AckBatchWithResponse(ctx context.Context, params *AckBatchParams, body AckBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*AckBatchResponse, error)
 
 	// GetPostgresStatsWithResponse A snapshot of PostgreSQL's statistics for the queen schema.
 	//
@@ -9667,7 +10992,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/configure (the `ConfigureQueue` operationId).
-	ConfigureQueueWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ConfigureQueueResponse, error)
+	ConfigureQueueWithBodyWithResponse(ctx context.Context, params *ConfigureQueueParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ConfigureQueueResponse, error)
 
 	// ConfigureQueueWithResponse Create a queue or replace its options.
 	//
@@ -9677,7 +11002,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/configure (the `ConfigureQueue` operationId).
-	ConfigureQueueWithResponse(ctx context.Context, body ConfigureQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*ConfigureQueueResponse, error)
+	ConfigureQueueWithResponse(ctx context.Context, params *ConfigureQueueParams, body ConfigureQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*ConfigureQueueResponse, error)
 
 	// ListConsumerGroupsWithResponse One row per (consumer group, queue) with its lag, by group then queue.
 	//
@@ -9692,7 +11017,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/consumer-groups (the `ListConsumerGroups` operationId).
-	ListConsumerGroupsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListConsumerGroupsResponse, error)
+	ListConsumerGroupsWithResponse(ctx context.Context, params *ListConsumerGroupsParams, reqEditors ...RequestEditorFn) (*ListConsumerGroupsResponse, error)
 
 	// ListLaggingPartitionsWithResponse (group, partition) pairs whose oldest unconsumed message is older than minLagSeconds, worst first.
 	//
@@ -9716,7 +11041,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/consumer-groups/{group} (the `GetConsumerGroup` operationId).
-	GetConsumerGroupWithResponse(ctx context.Context, group GroupPath, reqEditors ...RequestEditorFn) (*GetConsumerGroupResponse, error)
+	GetConsumerGroupWithResponse(ctx context.Context, group GroupPath, params *GetConsumerGroupParams, reqEditors ...RequestEditorFn) (*GetConsumerGroupResponse, error)
 
 	// DeleteConsumerGroupForQueueWithResponse Delete a consumer group's cursors on one queue.
 	//
@@ -9730,7 +11055,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek (the `SeekConsumerGroupPartition` operationId).
-	SeekConsumerGroupPartitionWithResponse(ctx context.Context, group GroupPath, queue QueuePath, partition PartitionPath, reqEditors ...RequestEditorFn) (*SeekConsumerGroupPartitionResponse, error)
+	SeekConsumerGroupPartitionWithResponse(ctx context.Context, group GroupPath, queue QueuePath, partition PartitionPath, params *SeekConsumerGroupPartitionParams, reqEditors ...RequestEditorFn) (*SeekConsumerGroupPartitionResponse, error)
 
 	// SeekConsumerGroupWithBodyWithResponse Move the group's cursor on every partition of a queue.
 	//
@@ -9741,7 +11066,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/consumer-groups/{group}/queues/{queue}/seek (the `SeekConsumerGroup` operationId).
-	SeekConsumerGroupWithBodyWithResponse(ctx context.Context, group GroupPath, queue QueuePath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SeekConsumerGroupResponse, error)
+	SeekConsumerGroupWithBodyWithResponse(ctx context.Context, group GroupPath, queue QueuePath, params *SeekConsumerGroupParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SeekConsumerGroupResponse, error)
 
 	// SeekConsumerGroupWithResponse Move the group's cursor on every partition of a queue.
 	//
@@ -9752,21 +11077,21 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/consumer-groups/{group}/queues/{queue}/seek (the `SeekConsumerGroup` operationId).
-	SeekConsumerGroupWithResponse(ctx context.Context, group GroupPath, queue QueuePath, body SeekConsumerGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*SeekConsumerGroupResponse, error)
+	SeekConsumerGroupWithResponse(ctx context.Context, group GroupPath, queue QueuePath, params *SeekConsumerGroupParams, body SeekConsumerGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*SeekConsumerGroupResponse, error)
 
 	// UpdateConsumerGroupSubscriptionWithBodyWithResponse Change where the group starts on partitions it has not read yet.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/consumer-groups/{group}/subscription (the `UpdateConsumerGroupSubscription` operationId).
-	UpdateConsumerGroupSubscriptionWithBodyWithResponse(ctx context.Context, group GroupPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateConsumerGroupSubscriptionResponse, error)
+	UpdateConsumerGroupSubscriptionWithBodyWithResponse(ctx context.Context, group GroupPath, params *UpdateConsumerGroupSubscriptionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateConsumerGroupSubscriptionResponse, error)
 
 	// UpdateConsumerGroupSubscriptionWithResponse Change where the group starts on partitions it has not read yet.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/consumer-groups/{group}/subscription (the `UpdateConsumerGroupSubscription` operationId).
-	UpdateConsumerGroupSubscriptionWithResponse(ctx context.Context, group GroupPath, body UpdateConsumerGroupSubscriptionJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateConsumerGroupSubscriptionResponse, error)
+	UpdateConsumerGroupSubscriptionWithResponse(ctx context.Context, group GroupPath, params *UpdateConsumerGroupSubscriptionParams, body UpdateConsumerGroupSubscriptionJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateConsumerGroupSubscriptionResponse, error)
 
 	// PurgeDeadLettersWithResponse Delete the dead-letter rows of a queue (of one consumer group when given).
 	//
@@ -9799,7 +11124,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/dlq/{id}/replay (the `ReplayDeadLetter` operationId).
-	ReplayDeadLetterWithBodyWithResponse(ctx context.Context, id UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayDeadLetterResponse, error)
+	ReplayDeadLetterWithBodyWithResponse(ctx context.Context, id UUID, params *ReplayDeadLetterParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayDeadLetterResponse, error)
 
 	// ReplayDeadLetterWithResponse Replay one dead-letter row as a new push, to its own queue and partition or elsewhere.
 	//
@@ -9814,7 +11139,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/dlq/{id}/replay (the `ReplayDeadLetter` operationId).
-	ReplayDeadLetterWithResponse(ctx context.Context, id UUID, body ReplayDeadLetterJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayDeadLetterResponse, error)
+	ReplayDeadLetterWithResponse(ctx context.Context, id UUID, params *ReplayDeadLetterParams, body ReplayDeadLetterJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayDeadLetterResponse, error)
 
 	// ExtendLeaseWithBodyWithResponse Extend every live lease with this id.
 	//
@@ -9827,7 +11152,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/lease/{leaseId}/extend (the `ExtendLease` operationId).
-	ExtendLeaseWithBodyWithResponse(ctx context.Context, leaseId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ExtendLeaseResponse, error)
+	ExtendLeaseWithBodyWithResponse(ctx context.Context, leaseId string, params *ExtendLeaseParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ExtendLeaseResponse, error)
 
 	// ExtendLeaseWithResponse Extend every live lease with this id.
 	//
@@ -9840,7 +11165,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/lease/{leaseId}/extend (the `ExtendLease` operationId).
-	ExtendLeaseWithResponse(ctx context.Context, leaseId string, body ExtendLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*ExtendLeaseResponse, error)
+	ExtendLeaseWithResponse(ctx context.Context, leaseId string, params *ExtendLeaseParams, body ExtendLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*ExtendLeaseResponse, error)
 
 	// ListMessagesWithResponse Stored messages with their status, newest first (no payloads).
 	//
@@ -9866,14 +11191,14 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /api/v1/messages/{partitionId}/{transactionId} (the `DeleteMessage` operationId).
-	DeleteMessageWithResponse(ctx context.Context, partitionId UUID, transactionId string, reqEditors ...RequestEditorFn) (*DeleteMessageResponse, error)
+	DeleteMessageWithResponse(ctx context.Context, partitionId UUID, transactionId string, params *DeleteMessageParams, reqEditors ...RequestEditorFn) (*DeleteMessageResponse, error)
 
 	// GetMessageWithResponse One message with its payload, status, queue options and consumers.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/messages/{partitionId}/{transactionId} (the `GetMessage` operationId).
-	GetMessageWithResponse(ctx context.Context, partitionId UUID, transactionId string, reqEditors ...RequestEditorFn) (*GetMessageResponse, error)
+	GetMessageWithResponse(ctx context.Context, partitionId UUID, transactionId string, params *GetMessageParams, reqEditors ...RequestEditorFn) (*GetMessageResponse, error)
 
 	// MoveMessageToDLQWithBodyWithResponse Dead-letter a message for one consumer group and move the group past it.
 	//
@@ -9886,7 +11211,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/messages/{partitionId}/{transactionId}/dlq (the `MoveMessageToDLQ` operationId).
-	MoveMessageToDLQWithBodyWithResponse(ctx context.Context, partitionId UUID, transactionId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MoveMessageToDLQResponse, error)
+	MoveMessageToDLQWithBodyWithResponse(ctx context.Context, partitionId UUID, transactionId string, params *MoveMessageToDLQParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MoveMessageToDLQResponse, error)
 
 	// MoveMessageToDLQWithResponse Dead-letter a message for one consumer group and move the group past it.
 	//
@@ -9899,7 +11224,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/messages/{partitionId}/{transactionId}/dlq (the `MoveMessageToDLQ` operationId).
-	MoveMessageToDLQWithResponse(ctx context.Context, partitionId UUID, transactionId string, body MoveMessageToDLQJSONRequestBody, reqEditors ...RequestEditorFn) (*MoveMessageToDLQResponse, error)
+	MoveMessageToDLQWithResponse(ctx context.Context, partitionId UUID, transactionId string, params *MoveMessageToDLQParams, body MoveMessageToDLQJSONRequestBody, reqEditors ...RequestEditorFn) (*MoveMessageToDLQResponse, error)
 
 	// RetryMessageWithBodyWithResponse Replay a dead-lettered message as a new push to its queue and partition.
 	//
@@ -9911,7 +11236,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/messages/{partitionId}/{transactionId}/retry (the `RetryMessage` operationId).
-	RetryMessageWithBodyWithResponse(ctx context.Context, partitionId UUID, transactionId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RetryMessageResponse, error)
+	RetryMessageWithBodyWithResponse(ctx context.Context, partitionId UUID, transactionId string, params *RetryMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RetryMessageResponse, error)
 
 	// RetryMessageWithResponse Replay a dead-lettered message as a new push to its queue and partition.
 	//
@@ -9923,7 +11248,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/messages/{partitionId}/{transactionId}/retry (the `RetryMessage` operationId).
-	RetryMessageWithResponse(ctx context.Context, partitionId UUID, transactionId string, body RetryMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*RetryMessageResponse, error)
+	RetryMessageWithResponse(ctx context.Context, partitionId UUID, transactionId string, params *RetryMessageParams, body RetryMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*RetryMessageResponse, error)
 
 	// MigrationResetWithResponse Forget the last migration's outcome.
 	//
@@ -10053,7 +11378,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/push (the `PushMessages` operationId).
-	PushMessagesWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PushMessagesResponse, error)
+	PushMessagesWithBodyWithResponse(ctx context.Context, params *PushMessagesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PushMessagesResponse, error)
 
 	// PushMessagesWithResponse Push messages to one or more queues and partitions.
 	//
@@ -10076,7 +11401,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/push (the `PushMessages` operationId).
-	PushMessagesWithResponse(ctx context.Context, body PushMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*PushMessagesResponse, error)
+	PushMessagesWithResponse(ctx context.Context, params *PushMessagesParams, body PushMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*PushMessagesResponse, error)
 
 	// ClearQueueWithResponse Delete every partition of a queue, or one, and keep the queue.
 	//
@@ -10104,7 +11429,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/resources/namespaces (the `ListNamespaces` operationId).
-	ListNamespacesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListNamespacesResponse, error)
+	ListNamespacesWithResponse(ctx context.Context, params *ListNamespacesParams, reqEditors ...RequestEditorFn) (*ListNamespacesResponse, error)
 
 	// GetOverviewWithResponse System-wide counts, computed live from the tables.
 	//
@@ -10121,7 +11446,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/resources/overview (the `GetOverview` operationId).
-	GetOverviewWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOverviewResponse, error)
+	GetOverviewWithResponse(ctx context.Context, params *GetOverviewParams, reqEditors ...RequestEditorFn) (*GetOverviewResponse, error)
 
 	// ListPartitionsWithResponse Partitions with live counts, by queue then partition name.
 	//
@@ -10158,21 +11483,21 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /api/v1/resources/queues/{queue} (the `DeleteQueue` operationId).
-	DeleteQueueWithResponse(ctx context.Context, queue QueuePath, reqEditors ...RequestEditorFn) (*DeleteQueueResponse, error)
+	DeleteQueueWithResponse(ctx context.Context, queue QueuePath, params *DeleteQueueParams, reqEditors ...RequestEditorFn) (*DeleteQueueResponse, error)
 
 	// GetQueueWithResponse One queue with its options and counts.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/resources/queues/{queue} (the `GetQueue` operationId).
-	GetQueueWithResponse(ctx context.Context, queue QueuePath, reqEditors ...RequestEditorFn) (*GetQueueResponse, error)
+	GetQueueWithResponse(ctx context.Context, queue QueuePath, params *GetQueueParams, reqEditors ...RequestEditorFn) (*GetQueueResponse, error)
 
 	// ListTasksWithResponse Non-empty queue tasks with their queue, partition and message counts.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/resources/tasks (the `ListTasks` operationId).
-	ListTasksWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListTasksResponse, error)
+	ListTasksWithResponse(ctx context.Context, params *ListTasksParams, reqEditors ...RequestEditorFn) (*ListTasksResponse, error)
 
 	// RefreshStatsWithResponse Write this broker's in-memory metrics to the database now.
 	//
@@ -10330,19 +11655,32 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/system/maintenance/pop (the `SetPopMaintenance` operationId).
 	SetPopMaintenanceWithResponse(ctx context.Context, body SetPopMaintenanceJSONRequestBody, reqEditors ...RequestEditorFn) (*SetPopMaintenanceResponse, error)
 
+	// ListTenantsWithResponse The tenants that own queues or stream queries on this broker's database.
+	//
+	// Cell-wide: it ignores x-queen-tenant and lists every tenant that owns a queue or a stream
+	// query, the default tenant always, with how many of each, for the dashboard's tenant
+	// picker. A tenant is only a UUID: there is no registry, so a tenant that owns nothing is
+	// not listed, and any tenant may be used whether listed or not (docs/tenancy.md).
+	// `tenancy` says whether the broker reads x-queen-tenant at all.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/tenants (the `ListTenants` operationId).
+	ListTenantsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListTenantsResponse, error)
+
 	// RecordTraceWithBodyWithResponse Record a processing event on a message.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/traces (the `RecordTrace` operationId).
-	RecordTraceWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RecordTraceResponse, error)
+	RecordTraceWithBodyWithResponse(ctx context.Context, params *RecordTraceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RecordTraceResponse, error)
 
 	// RecordTraceWithResponse Record a processing event on a message.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/traces (the `RecordTrace` operationId).
-	RecordTraceWithResponse(ctx context.Context, body RecordTraceJSONRequestBody, reqEditors ...RequestEditorFn) (*RecordTraceResponse, error)
+	RecordTraceWithResponse(ctx context.Context, params *RecordTraceParams, body RecordTraceJSONRequestBody, reqEditors ...RequestEditorFn) (*RecordTraceResponse, error)
 
 	// ListTracesByNameWithResponse Events carrying a trace name, oldest first; `total` counts them all.
 	//
@@ -10363,7 +11701,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/traces/{partitionId}/{transactionId} (the `GetMessageTraces` operationId).
-	GetMessageTracesWithResponse(ctx context.Context, partitionId UUID, transactionId string, reqEditors ...RequestEditorFn) (*GetMessageTracesResponse, error)
+	GetMessageTracesWithResponse(ctx context.Context, partitionId UUID, transactionId string, params *GetMessageTracesParams, reqEditors ...RequestEditorFn) (*GetMessageTracesResponse, error)
 
 	// ExecuteTransactionWithBodyWithResponse Apply acks and pushes atomically.
 	//
@@ -10376,7 +11714,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/transaction (the `ExecuteTransaction` operationId).
-	ExecuteTransactionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ExecuteTransactionResponse, error)
+	ExecuteTransactionWithBodyWithResponse(ctx context.Context, params *ExecuteTransactionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ExecuteTransactionResponse, error)
 
 	// ExecuteTransactionWithResponse Apply acks and pushes atomically.
 	//
@@ -10389,7 +11727,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/transaction (the `ExecuteTransaction` operationId).
-	ExecuteTransactionWithResponse(ctx context.Context, body ExecuteTransactionJSONRequestBody, reqEditors ...RequestEditorFn) (*ExecuteTransactionResponse, error)
+	ExecuteTransactionWithResponse(ctx context.Context, params *ExecuteTransactionParams, body ExecuteTransactionJSONRequestBody, reqEditors ...RequestEditorFn) (*ExecuteTransactionResponse, error)
 
 	// GetLoginPageWithResponse Where the dashboard sends a signed-out user.
 	//
@@ -10421,10 +11759,14 @@ type ClientWithResponsesInterface interface {
 	// reference answers that 401 to every request when JWT is on). Nothing is remembered: the
 	// broker has no sessions.
 	//
+	// `tenancy`, `tenant_id` and `tenant_from_token` tell the dashboard whether the broker
+	// scopes requests by tenant (QUEEN_TENANCY_HEADER), which tenant this request acts for, and
+	// whether the token's tenant claim (QUEEN_TENANT_CLAIM) fixed it (docs/tenancy.md).
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /auth/me (the `GetIdentity` operationId).
-	GetIdentityWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetIdentityResponse, error)
+	GetIdentityWithResponse(ctx context.Context, params *GetIdentityParams, reqEditors ...RequestEditorFn) (*GetIdentityResponse, error)
 
 	// GetHealthWithResponse Liveness and readiness; 503 when PostgreSQL is unreachable or the broker is draining.
 	//
@@ -10488,7 +11830,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /streams/v1/cycle (the `CommitStreamCycle` operationId).
-	CommitStreamCycleWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CommitStreamCycleResponse, error)
+	CommitStreamCycleWithBodyWithResponse(ctx context.Context, params *CommitStreamCycleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CommitStreamCycleResponse, error)
 
 	// CommitStreamCycleWithResponse Commit one streaming cycle (state, sink pushes, source ack) atomically.
 	//
@@ -10519,7 +11861,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /streams/v1/cycle (the `CommitStreamCycle` operationId).
-	CommitStreamCycleWithResponse(ctx context.Context, body CommitStreamCycleJSONRequestBody, reqEditors ...RequestEditorFn) (*CommitStreamCycleResponse, error)
+	CommitStreamCycleWithResponse(ctx context.Context, params *CommitStreamCycleParams, body CommitStreamCycleJSONRequestBody, reqEditors ...RequestEditorFn) (*CommitStreamCycleResponse, error)
 
 	// RegisterStreamQueryWithBodyWithResponse Register a streaming query, or resume it.
 	//
@@ -10533,7 +11875,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /streams/v1/queries (the `RegisterStreamQuery` operationId).
-	RegisterStreamQueryWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RegisterStreamQueryResponse, error)
+	RegisterStreamQueryWithBodyWithResponse(ctx context.Context, params *RegisterStreamQueryParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RegisterStreamQueryResponse, error)
 
 	// RegisterStreamQueryWithResponse Register a streaming query, or resume it.
 	//
@@ -10547,7 +11889,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /streams/v1/queries (the `RegisterStreamQuery` operationId).
-	RegisterStreamQueryWithResponse(ctx context.Context, body RegisterStreamQueryJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterStreamQueryResponse, error)
+	RegisterStreamQueryWithResponse(ctx context.Context, params *RegisterStreamQueryParams, body RegisterStreamQueryJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterStreamQueryResponse, error)
 
 	// GetStreamStateWithBodyWithResponse Read the state rows of one (query, source partition) shard.
 	//
@@ -10559,7 +11901,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /streams/v1/state/get (the `GetStreamState` operationId).
-	GetStreamStateWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*GetStreamStateResponse, error)
+	GetStreamStateWithBodyWithResponse(ctx context.Context, params *GetStreamStateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*GetStreamStateResponse, error)
 
 	// GetStreamStateWithResponse Read the state rows of one (query, source partition) shard.
 	//
@@ -10571,7 +11913,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /streams/v1/state/get (the `GetStreamState` operationId).
-	GetStreamStateWithResponse(ctx context.Context, body GetStreamStateJSONRequestBody, reqEditors ...RequestEditorFn) (*GetStreamStateResponse, error)
+	GetStreamStateWithResponse(ctx context.Context, params *GetStreamStateParams, body GetStreamStateJSONRequestBody, reqEditors ...RequestEditorFn) (*GetStreamStateResponse, error)
 }
 
 type AckMessageResponse struct {
@@ -13714,6 +15056,61 @@ func (r SetPopMaintenanceResponse) ContentType() string {
 	return ""
 }
 
+type ListTenantsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TenantList
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ServerError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTenantsResponse) GetJSON200() *TenantList {
+	return r.JSON200
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListTenantsResponse) GetJSON500() *ServerError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListTenantsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTenantsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTenantsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTenantsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTenantsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type RecordTraceResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -14492,8 +15889,8 @@ func (r GetStreamStateResponse) ContentType() string {
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/ack (the `AckMessage` operationId).
-func (c *ClientWithResponses) AckMessageWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AckMessageResponse, error) {
-	rsp, err := c.AckMessageWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) AckMessageWithBodyWithResponse(ctx context.Context, params *AckMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AckMessageResponse, error) {
+	rsp, err := c.AckMessageWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14512,8 +15909,8 @@ func (c *ClientWithResponses) AckMessageWithBodyWithResponse(ctx context.Context
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/ack (the `AckMessage` operationId).
-func (c *ClientWithResponses) AckMessageWithResponse(ctx context.Context, body AckMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*AckMessageResponse, error) {
-	rsp, err := c.AckMessage(ctx, body, reqEditors...)
+func (c *ClientWithResponses) AckMessageWithResponse(ctx context.Context, params *AckMessageParams, body AckMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*AckMessageResponse, error) {
+	rsp, err := c.AckMessage(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14530,8 +15927,8 @@ func (c *ClientWithResponses) AckMessageWithResponse(ctx context.Context, body A
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/ack/batch (the `AckBatch` operationId).
-func (c *ClientWithResponses) AckBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AckBatchResponse, error) {
-	rsp, err := c.AckBatchWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) AckBatchWithBodyWithResponse(ctx context.Context, params *AckBatchParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AckBatchResponse, error) {
+	rsp, err := c.AckBatchWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14548,8 +15945,8 @@ func (c *ClientWithResponses) AckBatchWithBodyWithResponse(ctx context.Context, 
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/ack/batch (the `AckBatch` operationId).
-func (c *ClientWithResponses) AckBatchWithResponse(ctx context.Context, body AckBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*AckBatchResponse, error) {
-	rsp, err := c.AckBatch(ctx, body, reqEditors...)
+func (c *ClientWithResponses) AckBatchWithResponse(ctx context.Context, params *AckBatchParams, body AckBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*AckBatchResponse, error) {
+	rsp, err := c.AckBatch(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14672,8 +16069,8 @@ func (c *ClientWithResponses) GetWorkerMetricsWithResponse(ctx context.Context, 
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/configure (the `ConfigureQueue` operationId).
-func (c *ClientWithResponses) ConfigureQueueWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ConfigureQueueResponse, error) {
-	rsp, err := c.ConfigureQueueWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) ConfigureQueueWithBodyWithResponse(ctx context.Context, params *ConfigureQueueParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ConfigureQueueResponse, error) {
+	rsp, err := c.ConfigureQueueWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14688,8 +16085,8 @@ func (c *ClientWithResponses) ConfigureQueueWithBodyWithResponse(ctx context.Con
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/configure (the `ConfigureQueue` operationId).
-func (c *ClientWithResponses) ConfigureQueueWithResponse(ctx context.Context, body ConfigureQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*ConfigureQueueResponse, error) {
-	rsp, err := c.ConfigureQueue(ctx, body, reqEditors...)
+func (c *ClientWithResponses) ConfigureQueueWithResponse(ctx context.Context, params *ConfigureQueueParams, body ConfigureQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*ConfigureQueueResponse, error) {
+	rsp, err := c.ConfigureQueue(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14709,8 +16106,8 @@ func (c *ClientWithResponses) ConfigureQueueWithResponse(ctx context.Context, bo
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/consumer-groups (the `ListConsumerGroups` operationId).
-func (c *ClientWithResponses) ListConsumerGroupsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListConsumerGroupsResponse, error) {
-	rsp, err := c.ListConsumerGroups(ctx, reqEditors...)
+func (c *ClientWithResponses) ListConsumerGroupsWithResponse(ctx context.Context, params *ListConsumerGroupsParams, reqEditors ...RequestEditorFn) (*ListConsumerGroupsResponse, error) {
+	rsp, err := c.ListConsumerGroups(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14751,8 +16148,8 @@ func (c *ClientWithResponses) DeleteConsumerGroupWithResponse(ctx context.Contex
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/consumer-groups/{group} (the `GetConsumerGroup` operationId).
-func (c *ClientWithResponses) GetConsumerGroupWithResponse(ctx context.Context, group GroupPath, reqEditors ...RequestEditorFn) (*GetConsumerGroupResponse, error) {
-	rsp, err := c.GetConsumerGroup(ctx, group, reqEditors...)
+func (c *ClientWithResponses) GetConsumerGroupWithResponse(ctx context.Context, group GroupPath, params *GetConsumerGroupParams, reqEditors ...RequestEditorFn) (*GetConsumerGroupResponse, error) {
+	rsp, err := c.GetConsumerGroup(ctx, group, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14777,8 +16174,8 @@ func (c *ClientWithResponses) DeleteConsumerGroupForQueueWithResponse(ctx contex
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek (the `SeekConsumerGroupPartition` operationId).
-func (c *ClientWithResponses) SeekConsumerGroupPartitionWithResponse(ctx context.Context, group GroupPath, queue QueuePath, partition PartitionPath, reqEditors ...RequestEditorFn) (*SeekConsumerGroupPartitionResponse, error) {
-	rsp, err := c.SeekConsumerGroupPartition(ctx, group, queue, partition, reqEditors...)
+func (c *ClientWithResponses) SeekConsumerGroupPartitionWithResponse(ctx context.Context, group GroupPath, queue QueuePath, partition PartitionPath, params *SeekConsumerGroupPartitionParams, reqEditors ...RequestEditorFn) (*SeekConsumerGroupPartitionResponse, error) {
+	rsp, err := c.SeekConsumerGroupPartition(ctx, group, queue, partition, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14794,8 +16191,8 @@ func (c *ClientWithResponses) SeekConsumerGroupPartitionWithResponse(ctx context
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/consumer-groups/{group}/queues/{queue}/seek (the `SeekConsumerGroup` operationId).
-func (c *ClientWithResponses) SeekConsumerGroupWithBodyWithResponse(ctx context.Context, group GroupPath, queue QueuePath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SeekConsumerGroupResponse, error) {
-	rsp, err := c.SeekConsumerGroupWithBody(ctx, group, queue, contentType, body, reqEditors...)
+func (c *ClientWithResponses) SeekConsumerGroupWithBodyWithResponse(ctx context.Context, group GroupPath, queue QueuePath, params *SeekConsumerGroupParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SeekConsumerGroupResponse, error) {
+	rsp, err := c.SeekConsumerGroupWithBody(ctx, group, queue, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14811,8 +16208,8 @@ func (c *ClientWithResponses) SeekConsumerGroupWithBodyWithResponse(ctx context.
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/consumer-groups/{group}/queues/{queue}/seek (the `SeekConsumerGroup` operationId).
-func (c *ClientWithResponses) SeekConsumerGroupWithResponse(ctx context.Context, group GroupPath, queue QueuePath, body SeekConsumerGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*SeekConsumerGroupResponse, error) {
-	rsp, err := c.SeekConsumerGroup(ctx, group, queue, body, reqEditors...)
+func (c *ClientWithResponses) SeekConsumerGroupWithResponse(ctx context.Context, group GroupPath, queue QueuePath, params *SeekConsumerGroupParams, body SeekConsumerGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*SeekConsumerGroupResponse, error) {
+	rsp, err := c.SeekConsumerGroup(ctx, group, queue, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14824,8 +16221,8 @@ func (c *ClientWithResponses) SeekConsumerGroupWithResponse(ctx context.Context,
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/consumer-groups/{group}/subscription (the `UpdateConsumerGroupSubscription` operationId).
-func (c *ClientWithResponses) UpdateConsumerGroupSubscriptionWithBodyWithResponse(ctx context.Context, group GroupPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateConsumerGroupSubscriptionResponse, error) {
-	rsp, err := c.UpdateConsumerGroupSubscriptionWithBody(ctx, group, contentType, body, reqEditors...)
+func (c *ClientWithResponses) UpdateConsumerGroupSubscriptionWithBodyWithResponse(ctx context.Context, group GroupPath, params *UpdateConsumerGroupSubscriptionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateConsumerGroupSubscriptionResponse, error) {
+	rsp, err := c.UpdateConsumerGroupSubscriptionWithBody(ctx, group, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14837,8 +16234,8 @@ func (c *ClientWithResponses) UpdateConsumerGroupSubscriptionWithBodyWithRespons
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/consumer-groups/{group}/subscription (the `UpdateConsumerGroupSubscription` operationId).
-func (c *ClientWithResponses) UpdateConsumerGroupSubscriptionWithResponse(ctx context.Context, group GroupPath, body UpdateConsumerGroupSubscriptionJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateConsumerGroupSubscriptionResponse, error) {
-	rsp, err := c.UpdateConsumerGroupSubscription(ctx, group, body, reqEditors...)
+func (c *ClientWithResponses) UpdateConsumerGroupSubscriptionWithResponse(ctx context.Context, group GroupPath, params *UpdateConsumerGroupSubscriptionParams, body UpdateConsumerGroupSubscriptionJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateConsumerGroupSubscriptionResponse, error) {
+	rsp, err := c.UpdateConsumerGroupSubscription(ctx, group, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14888,8 +16285,8 @@ func (c *ClientWithResponses) ListDeadLettersWithResponse(ctx context.Context, p
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/dlq/{id}/replay (the `ReplayDeadLetter` operationId).
-func (c *ClientWithResponses) ReplayDeadLetterWithBodyWithResponse(ctx context.Context, id UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayDeadLetterResponse, error) {
-	rsp, err := c.ReplayDeadLetterWithBody(ctx, id, contentType, body, reqEditors...)
+func (c *ClientWithResponses) ReplayDeadLetterWithBodyWithResponse(ctx context.Context, id UUID, params *ReplayDeadLetterParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayDeadLetterResponse, error) {
+	rsp, err := c.ReplayDeadLetterWithBody(ctx, id, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14909,8 +16306,8 @@ func (c *ClientWithResponses) ReplayDeadLetterWithBodyWithResponse(ctx context.C
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/dlq/{id}/replay (the `ReplayDeadLetter` operationId).
-func (c *ClientWithResponses) ReplayDeadLetterWithResponse(ctx context.Context, id UUID, body ReplayDeadLetterJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayDeadLetterResponse, error) {
-	rsp, err := c.ReplayDeadLetter(ctx, id, body, reqEditors...)
+func (c *ClientWithResponses) ReplayDeadLetterWithResponse(ctx context.Context, id UUID, params *ReplayDeadLetterParams, body ReplayDeadLetterJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayDeadLetterResponse, error) {
+	rsp, err := c.ReplayDeadLetter(ctx, id, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14928,8 +16325,8 @@ func (c *ClientWithResponses) ReplayDeadLetterWithResponse(ctx context.Context, 
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/lease/{leaseId}/extend (the `ExtendLease` operationId).
-func (c *ClientWithResponses) ExtendLeaseWithBodyWithResponse(ctx context.Context, leaseId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ExtendLeaseResponse, error) {
-	rsp, err := c.ExtendLeaseWithBody(ctx, leaseId, contentType, body, reqEditors...)
+func (c *ClientWithResponses) ExtendLeaseWithBodyWithResponse(ctx context.Context, leaseId string, params *ExtendLeaseParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ExtendLeaseResponse, error) {
+	rsp, err := c.ExtendLeaseWithBody(ctx, leaseId, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14947,8 +16344,8 @@ func (c *ClientWithResponses) ExtendLeaseWithBodyWithResponse(ctx context.Contex
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/lease/{leaseId}/extend (the `ExtendLease` operationId).
-func (c *ClientWithResponses) ExtendLeaseWithResponse(ctx context.Context, leaseId string, body ExtendLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*ExtendLeaseResponse, error) {
-	rsp, err := c.ExtendLease(ctx, leaseId, body, reqEditors...)
+func (c *ClientWithResponses) ExtendLeaseWithResponse(ctx context.Context, leaseId string, params *ExtendLeaseParams, body ExtendLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*ExtendLeaseResponse, error) {
+	rsp, err := c.ExtendLease(ctx, leaseId, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14985,8 +16382,8 @@ func (c *ClientWithResponses) ListMessagesWithResponse(ctx context.Context, para
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /api/v1/messages/{partitionId}/{transactionId} (the `DeleteMessage` operationId).
-func (c *ClientWithResponses) DeleteMessageWithResponse(ctx context.Context, partitionId UUID, transactionId string, reqEditors ...RequestEditorFn) (*DeleteMessageResponse, error) {
-	rsp, err := c.DeleteMessage(ctx, partitionId, transactionId, reqEditors...)
+func (c *ClientWithResponses) DeleteMessageWithResponse(ctx context.Context, partitionId UUID, transactionId string, params *DeleteMessageParams, reqEditors ...RequestEditorFn) (*DeleteMessageResponse, error) {
+	rsp, err := c.DeleteMessage(ctx, partitionId, transactionId, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14998,8 +16395,8 @@ func (c *ClientWithResponses) DeleteMessageWithResponse(ctx context.Context, par
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/messages/{partitionId}/{transactionId} (the `GetMessage` operationId).
-func (c *ClientWithResponses) GetMessageWithResponse(ctx context.Context, partitionId UUID, transactionId string, reqEditors ...RequestEditorFn) (*GetMessageResponse, error) {
-	rsp, err := c.GetMessage(ctx, partitionId, transactionId, reqEditors...)
+func (c *ClientWithResponses) GetMessageWithResponse(ctx context.Context, partitionId UUID, transactionId string, params *GetMessageParams, reqEditors ...RequestEditorFn) (*GetMessageResponse, error) {
+	rsp, err := c.GetMessage(ctx, partitionId, transactionId, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15017,8 +16414,8 @@ func (c *ClientWithResponses) GetMessageWithResponse(ctx context.Context, partit
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/messages/{partitionId}/{transactionId}/dlq (the `MoveMessageToDLQ` operationId).
-func (c *ClientWithResponses) MoveMessageToDLQWithBodyWithResponse(ctx context.Context, partitionId UUID, transactionId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MoveMessageToDLQResponse, error) {
-	rsp, err := c.MoveMessageToDLQWithBody(ctx, partitionId, transactionId, contentType, body, reqEditors...)
+func (c *ClientWithResponses) MoveMessageToDLQWithBodyWithResponse(ctx context.Context, partitionId UUID, transactionId string, params *MoveMessageToDLQParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MoveMessageToDLQResponse, error) {
+	rsp, err := c.MoveMessageToDLQWithBody(ctx, partitionId, transactionId, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15036,8 +16433,8 @@ func (c *ClientWithResponses) MoveMessageToDLQWithBodyWithResponse(ctx context.C
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/messages/{partitionId}/{transactionId}/dlq (the `MoveMessageToDLQ` operationId).
-func (c *ClientWithResponses) MoveMessageToDLQWithResponse(ctx context.Context, partitionId UUID, transactionId string, body MoveMessageToDLQJSONRequestBody, reqEditors ...RequestEditorFn) (*MoveMessageToDLQResponse, error) {
-	rsp, err := c.MoveMessageToDLQ(ctx, partitionId, transactionId, body, reqEditors...)
+func (c *ClientWithResponses) MoveMessageToDLQWithResponse(ctx context.Context, partitionId UUID, transactionId string, params *MoveMessageToDLQParams, body MoveMessageToDLQJSONRequestBody, reqEditors ...RequestEditorFn) (*MoveMessageToDLQResponse, error) {
+	rsp, err := c.MoveMessageToDLQ(ctx, partitionId, transactionId, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15054,8 +16451,8 @@ func (c *ClientWithResponses) MoveMessageToDLQWithResponse(ctx context.Context, 
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/messages/{partitionId}/{transactionId}/retry (the `RetryMessage` operationId).
-func (c *ClientWithResponses) RetryMessageWithBodyWithResponse(ctx context.Context, partitionId UUID, transactionId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RetryMessageResponse, error) {
-	rsp, err := c.RetryMessageWithBody(ctx, partitionId, transactionId, contentType, body, reqEditors...)
+func (c *ClientWithResponses) RetryMessageWithBodyWithResponse(ctx context.Context, partitionId UUID, transactionId string, params *RetryMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RetryMessageResponse, error) {
+	rsp, err := c.RetryMessageWithBody(ctx, partitionId, transactionId, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15072,8 +16469,8 @@ func (c *ClientWithResponses) RetryMessageWithBodyWithResponse(ctx context.Conte
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/messages/{partitionId}/{transactionId}/retry (the `RetryMessage` operationId).
-func (c *ClientWithResponses) RetryMessageWithResponse(ctx context.Context, partitionId UUID, transactionId string, body RetryMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*RetryMessageResponse, error) {
-	rsp, err := c.RetryMessage(ctx, partitionId, transactionId, body, reqEditors...)
+func (c *ClientWithResponses) RetryMessageWithResponse(ctx context.Context, partitionId UUID, transactionId string, params *RetryMessageParams, body RetryMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*RetryMessageResponse, error) {
+	rsp, err := c.RetryMessage(ctx, partitionId, transactionId, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15274,8 +16671,8 @@ func (c *ClientWithResponses) PopPartitionWithResponse(ctx context.Context, queu
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/push (the `PushMessages` operationId).
-func (c *ClientWithResponses) PushMessagesWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PushMessagesResponse, error) {
-	rsp, err := c.PushMessagesWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) PushMessagesWithBodyWithResponse(ctx context.Context, params *PushMessagesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PushMessagesResponse, error) {
+	rsp, err := c.PushMessagesWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15303,8 +16700,8 @@ func (c *ClientWithResponses) PushMessagesWithBodyWithResponse(ctx context.Conte
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/push (the `PushMessages` operationId).
-func (c *ClientWithResponses) PushMessagesWithResponse(ctx context.Context, body PushMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*PushMessagesResponse, error) {
-	rsp, err := c.PushMessages(ctx, body, reqEditors...)
+func (c *ClientWithResponses) PushMessagesWithResponse(ctx context.Context, params *PushMessagesParams, body PushMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*PushMessagesResponse, error) {
+	rsp, err := c.PushMessages(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15343,8 +16740,8 @@ func (c *ClientWithResponses) ClearQueueWithResponse(ctx context.Context, queue 
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/resources/namespaces (the `ListNamespaces` operationId).
-func (c *ClientWithResponses) ListNamespacesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListNamespacesResponse, error) {
-	rsp, err := c.ListNamespaces(ctx, reqEditors...)
+func (c *ClientWithResponses) ListNamespacesWithResponse(ctx context.Context, params *ListNamespacesParams, reqEditors ...RequestEditorFn) (*ListNamespacesResponse, error) {
+	rsp, err := c.ListNamespaces(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15366,8 +16763,8 @@ func (c *ClientWithResponses) ListNamespacesWithResponse(ctx context.Context, re
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/resources/overview (the `GetOverview` operationId).
-func (c *ClientWithResponses) GetOverviewWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOverviewResponse, error) {
-	rsp, err := c.GetOverview(ctx, reqEditors...)
+func (c *ClientWithResponses) GetOverviewWithResponse(ctx context.Context, params *GetOverviewParams, reqEditors ...RequestEditorFn) (*GetOverviewResponse, error) {
+	rsp, err := c.GetOverview(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15421,8 +16818,8 @@ func (c *ClientWithResponses) ListQueuesWithResponse(ctx context.Context, params
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /api/v1/resources/queues/{queue} (the `DeleteQueue` operationId).
-func (c *ClientWithResponses) DeleteQueueWithResponse(ctx context.Context, queue QueuePath, reqEditors ...RequestEditorFn) (*DeleteQueueResponse, error) {
-	rsp, err := c.DeleteQueue(ctx, queue, reqEditors...)
+func (c *ClientWithResponses) DeleteQueueWithResponse(ctx context.Context, queue QueuePath, params *DeleteQueueParams, reqEditors ...RequestEditorFn) (*DeleteQueueResponse, error) {
+	rsp, err := c.DeleteQueue(ctx, queue, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15434,8 +16831,8 @@ func (c *ClientWithResponses) DeleteQueueWithResponse(ctx context.Context, queue
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/resources/queues/{queue} (the `GetQueue` operationId).
-func (c *ClientWithResponses) GetQueueWithResponse(ctx context.Context, queue QueuePath, reqEditors ...RequestEditorFn) (*GetQueueResponse, error) {
-	rsp, err := c.GetQueue(ctx, queue, reqEditors...)
+func (c *ClientWithResponses) GetQueueWithResponse(ctx context.Context, queue QueuePath, params *GetQueueParams, reqEditors ...RequestEditorFn) (*GetQueueResponse, error) {
+	rsp, err := c.GetQueue(ctx, queue, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15447,8 +16844,8 @@ func (c *ClientWithResponses) GetQueueWithResponse(ctx context.Context, queue Qu
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/resources/tasks (the `ListTasks` operationId).
-func (c *ClientWithResponses) ListTasksWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListTasksResponse, error) {
-	rsp, err := c.ListTasks(ctx, reqEditors...)
+func (c *ClientWithResponses) ListTasksWithResponse(ctx context.Context, params *ListTasksParams, reqEditors ...RequestEditorFn) (*ListTasksResponse, error) {
+	rsp, err := c.ListTasks(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15689,13 +17086,32 @@ func (c *ClientWithResponses) SetPopMaintenanceWithResponse(ctx context.Context,
 	return ParseSetPopMaintenanceResponse(rsp)
 }
 
+// ListTenantsWithResponse The tenants that own queues or stream queries on this broker's database.
+//
+// Cell-wide: it ignores x-queen-tenant and lists every tenant that owns a queue or a stream
+// query, the default tenant always, with how many of each, for the dashboard's tenant
+// picker. A tenant is only a UUID: there is no registry, so a tenant that owns nothing is
+// not listed, and any tenant may be used whether listed or not (docs/tenancy.md).
+// `tenancy` says whether the broker reads x-queen-tenant at all.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/tenants (the `ListTenants` operationId).
+func (c *ClientWithResponses) ListTenantsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListTenantsResponse, error) {
+	rsp, err := c.ListTenants(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTenantsResponse(rsp)
+}
+
 // RecordTraceWithBodyWithResponse Record a processing event on a message.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/traces (the `RecordTrace` operationId).
-func (c *ClientWithResponses) RecordTraceWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RecordTraceResponse, error) {
-	rsp, err := c.RecordTraceWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) RecordTraceWithBodyWithResponse(ctx context.Context, params *RecordTraceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RecordTraceResponse, error) {
+	rsp, err := c.RecordTraceWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15707,8 +17123,8 @@ func (c *ClientWithResponses) RecordTraceWithBodyWithResponse(ctx context.Contex
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/traces (the `RecordTrace` operationId).
-func (c *ClientWithResponses) RecordTraceWithResponse(ctx context.Context, body RecordTraceJSONRequestBody, reqEditors ...RequestEditorFn) (*RecordTraceResponse, error) {
-	rsp, err := c.RecordTrace(ctx, body, reqEditors...)
+func (c *ClientWithResponses) RecordTraceWithResponse(ctx context.Context, params *RecordTraceParams, body RecordTraceJSONRequestBody, reqEditors ...RequestEditorFn) (*RecordTraceResponse, error) {
+	rsp, err := c.RecordTrace(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15746,8 +17162,8 @@ func (c *ClientWithResponses) ListTraceNamesWithResponse(ctx context.Context, pa
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/traces/{partitionId}/{transactionId} (the `GetMessageTraces` operationId).
-func (c *ClientWithResponses) GetMessageTracesWithResponse(ctx context.Context, partitionId UUID, transactionId string, reqEditors ...RequestEditorFn) (*GetMessageTracesResponse, error) {
-	rsp, err := c.GetMessageTraces(ctx, partitionId, transactionId, reqEditors...)
+func (c *ClientWithResponses) GetMessageTracesWithResponse(ctx context.Context, partitionId UUID, transactionId string, params *GetMessageTracesParams, reqEditors ...RequestEditorFn) (*GetMessageTracesResponse, error) {
+	rsp, err := c.GetMessageTraces(ctx, partitionId, transactionId, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15765,8 +17181,8 @@ func (c *ClientWithResponses) GetMessageTracesWithResponse(ctx context.Context, 
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/transaction (the `ExecuteTransaction` operationId).
-func (c *ClientWithResponses) ExecuteTransactionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ExecuteTransactionResponse, error) {
-	rsp, err := c.ExecuteTransactionWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) ExecuteTransactionWithBodyWithResponse(ctx context.Context, params *ExecuteTransactionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ExecuteTransactionResponse, error) {
+	rsp, err := c.ExecuteTransactionWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15784,8 +17200,8 @@ func (c *ClientWithResponses) ExecuteTransactionWithBodyWithResponse(ctx context
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/transaction (the `ExecuteTransaction` operationId).
-func (c *ClientWithResponses) ExecuteTransactionWithResponse(ctx context.Context, body ExecuteTransactionJSONRequestBody, reqEditors ...RequestEditorFn) (*ExecuteTransactionResponse, error) {
-	rsp, err := c.ExecuteTransaction(ctx, body, reqEditors...)
+func (c *ClientWithResponses) ExecuteTransactionWithResponse(ctx context.Context, params *ExecuteTransactionParams, body ExecuteTransactionJSONRequestBody, reqEditors ...RequestEditorFn) (*ExecuteTransactionResponse, error) {
+	rsp, err := c.ExecuteTransaction(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15834,11 +17250,15 @@ func (c *ClientWithResponses) EndSessionWithResponse(ctx context.Context, reqEdi
 // reference answers that 401 to every request when JWT is on). Nothing is remembered: the
 // broker has no sessions.
 //
+// `tenancy`, `tenant_id` and `tenant_from_token` tell the dashboard whether the broker
+// scopes requests by tenant (QUEEN_TENANCY_HEADER), which tenant this request acts for, and
+// whether the token's tenant claim (QUEEN_TENANT_CLAIM) fixed it (docs/tenancy.md).
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /auth/me (the `GetIdentity` operationId).
-func (c *ClientWithResponses) GetIdentityWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetIdentityResponse, error) {
-	rsp, err := c.GetIdentity(ctx, reqEditors...)
+func (c *ClientWithResponses) GetIdentityWithResponse(ctx context.Context, params *GetIdentityParams, reqEditors ...RequestEditorFn) (*GetIdentityResponse, error) {
+	rsp, err := c.GetIdentity(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15925,8 +17345,8 @@ func (c *ClientWithResponses) GetPrometheusMetricsWithResponse(ctx context.Conte
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /streams/v1/cycle (the `CommitStreamCycle` operationId).
-func (c *ClientWithResponses) CommitStreamCycleWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CommitStreamCycleResponse, error) {
-	rsp, err := c.CommitStreamCycleWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CommitStreamCycleWithBodyWithResponse(ctx context.Context, params *CommitStreamCycleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CommitStreamCycleResponse, error) {
+	rsp, err := c.CommitStreamCycleWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15962,8 +17382,8 @@ func (c *ClientWithResponses) CommitStreamCycleWithBodyWithResponse(ctx context.
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /streams/v1/cycle (the `CommitStreamCycle` operationId).
-func (c *ClientWithResponses) CommitStreamCycleWithResponse(ctx context.Context, body CommitStreamCycleJSONRequestBody, reqEditors ...RequestEditorFn) (*CommitStreamCycleResponse, error) {
-	rsp, err := c.CommitStreamCycle(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CommitStreamCycleWithResponse(ctx context.Context, params *CommitStreamCycleParams, body CommitStreamCycleJSONRequestBody, reqEditors ...RequestEditorFn) (*CommitStreamCycleResponse, error) {
+	rsp, err := c.CommitStreamCycle(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -15982,8 +17402,8 @@ func (c *ClientWithResponses) CommitStreamCycleWithResponse(ctx context.Context,
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /streams/v1/queries (the `RegisterStreamQuery` operationId).
-func (c *ClientWithResponses) RegisterStreamQueryWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RegisterStreamQueryResponse, error) {
-	rsp, err := c.RegisterStreamQueryWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) RegisterStreamQueryWithBodyWithResponse(ctx context.Context, params *RegisterStreamQueryParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RegisterStreamQueryResponse, error) {
+	rsp, err := c.RegisterStreamQueryWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -16002,8 +17422,8 @@ func (c *ClientWithResponses) RegisterStreamQueryWithBodyWithResponse(ctx contex
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /streams/v1/queries (the `RegisterStreamQuery` operationId).
-func (c *ClientWithResponses) RegisterStreamQueryWithResponse(ctx context.Context, body RegisterStreamQueryJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterStreamQueryResponse, error) {
-	rsp, err := c.RegisterStreamQuery(ctx, body, reqEditors...)
+func (c *ClientWithResponses) RegisterStreamQueryWithResponse(ctx context.Context, params *RegisterStreamQueryParams, body RegisterStreamQueryJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterStreamQueryResponse, error) {
+	rsp, err := c.RegisterStreamQuery(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -16020,8 +17440,8 @@ func (c *ClientWithResponses) RegisterStreamQueryWithResponse(ctx context.Contex
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /streams/v1/state/get (the `GetStreamState` operationId).
-func (c *ClientWithResponses) GetStreamStateWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*GetStreamStateResponse, error) {
-	rsp, err := c.GetStreamStateWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) GetStreamStateWithBodyWithResponse(ctx context.Context, params *GetStreamStateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*GetStreamStateResponse, error) {
+	rsp, err := c.GetStreamStateWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -16038,8 +17458,8 @@ func (c *ClientWithResponses) GetStreamStateWithBodyWithResponse(ctx context.Con
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /streams/v1/state/get (the `GetStreamState` operationId).
-func (c *ClientWithResponses) GetStreamStateWithResponse(ctx context.Context, body GetStreamStateJSONRequestBody, reqEditors ...RequestEditorFn) (*GetStreamStateResponse, error) {
-	rsp, err := c.GetStreamState(ctx, body, reqEditors...)
+func (c *ClientWithResponses) GetStreamStateWithResponse(ctx context.Context, params *GetStreamStateParams, body GetStreamStateJSONRequestBody, reqEditors ...RequestEditorFn) (*GetStreamStateResponse, error) {
+	rsp, err := c.GetStreamState(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -18345,6 +19765,46 @@ func ParseSetPopMaintenanceResponse(rsp *http.Response) (*SetPopMaintenanceRespo
 			return nil, err
 		}
 		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListTenantsResponse parses an HTTP response from a ListTenantsWithResponse call
+func ParseListTenantsResponse(rsp *http.Response) (*ListTenantsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTenantsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TenantList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	}
 

@@ -8,15 +8,21 @@ package db
 import (
 	"context"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const subscriptionDeleteByGroup = `-- name: SubscriptionDeleteByGroup :execrows
-DELETE FROM queen.consumer_groups_metadata WHERE consumer_group = $1
+DELETE FROM queen.consumer_groups_metadata WHERE tenant_id = $1 AND consumer_group = $2
 `
 
-func (q *Queries) SubscriptionDeleteByGroup(ctx context.Context, consumerGroup string) (int64, error) {
-	result, err := q.db.Exec(ctx, subscriptionDeleteByGroup, consumerGroup)
+type SubscriptionDeleteByGroupParams struct {
+	TenantID      uuid.UUID
+	ConsumerGroup string
+}
+
+func (q *Queries) SubscriptionDeleteByGroup(ctx context.Context, arg SubscriptionDeleteByGroupParams) (int64, error) {
+	result, err := q.db.Exec(ctx, subscriptionDeleteByGroup, arg.TenantID, arg.ConsumerGroup)
 	if err != nil {
 		return 0, err
 	}
@@ -24,16 +30,18 @@ func (q *Queries) SubscriptionDeleteByGroup(ctx context.Context, consumerGroup s
 }
 
 const subscriptionDeleteByGroupAndQueue = `-- name: SubscriptionDeleteByGroupAndQueue :execrows
-DELETE FROM queen.consumer_groups_metadata WHERE consumer_group = $1 AND queue_name = $2
+DELETE FROM queen.consumer_groups_metadata
+WHERE tenant_id = $1 AND consumer_group = $2 AND queue_name = $3
 `
 
 type SubscriptionDeleteByGroupAndQueueParams struct {
+	TenantID      uuid.UUID
 	ConsumerGroup string
 	QueueName     string
 }
 
 func (q *Queries) SubscriptionDeleteByGroupAndQueue(ctx context.Context, arg SubscriptionDeleteByGroupAndQueueParams) (int64, error) {
-	result, err := q.db.Exec(ctx, subscriptionDeleteByGroupAndQueue, arg.ConsumerGroup, arg.QueueName)
+	result, err := q.db.Exec(ctx, subscriptionDeleteByGroupAndQueue, arg.TenantID, arg.ConsumerGroup, arg.QueueName)
 	if err != nil {
 		return 0, err
 	}
@@ -41,11 +49,16 @@ func (q *Queries) SubscriptionDeleteByGroupAndQueue(ctx context.Context, arg Sub
 }
 
 const subscriptionDeleteByQueue = `-- name: SubscriptionDeleteByQueue :execrows
-DELETE FROM queen.consumer_groups_metadata WHERE queue_name = $1
+DELETE FROM queen.consumer_groups_metadata WHERE tenant_id = $1 AND queue_name = $2
 `
 
-func (q *Queries) SubscriptionDeleteByQueue(ctx context.Context, queueName string) (int64, error) {
-	result, err := q.db.Exec(ctx, subscriptionDeleteByQueue, queueName)
+type SubscriptionDeleteByQueueParams struct {
+	TenantID  uuid.UUID
+	QueueName string
+}
+
+func (q *Queries) SubscriptionDeleteByQueue(ctx context.Context, arg SubscriptionDeleteByQueueParams) (int64, error) {
+	result, err := q.db.Exec(ctx, subscriptionDeleteByQueue, arg.TenantID, arg.QueueName)
 	if err != nil {
 		return 0, err
 	}
@@ -54,13 +67,14 @@ func (q *Queries) SubscriptionDeleteByQueue(ctx context.Context, queueName strin
 
 const subscriptionGet = `-- name: SubscriptionGet :one
 SELECT subscription_mode, subscription_timestamp FROM queen.consumer_groups_metadata
-WHERE consumer_group = $1 AND queue_name = $2
-  AND partition_name IN ($3::text, '')
+WHERE tenant_id = $1 AND consumer_group = $2 AND queue_name = $3
+  AND partition_name IN ($4::text, '')
 ORDER BY partition_name DESC
 LIMIT 1
 `
 
 type SubscriptionGetParams struct {
+	TenantID      uuid.UUID
 	ConsumerGroup string
 	QueueName     string
 	PartitionName string
@@ -72,21 +86,28 @@ type SubscriptionGetRow struct {
 }
 
 // The stored start point of a group on a partition: a partition-specific row
-// wins over the queue-wide row (partition_name ”).
+// wins over the queue-wide row (partition_name ”). Queue names are a
+// tenant's (migration 0010).
 func (q *Queries) SubscriptionGet(ctx context.Context, arg SubscriptionGetParams) (SubscriptionGetRow, error) {
-	row := q.db.QueryRow(ctx, subscriptionGet, arg.ConsumerGroup, arg.QueueName, arg.PartitionName)
+	row := q.db.QueryRow(ctx, subscriptionGet,
+		arg.TenantID,
+		arg.ConsumerGroup,
+		arg.QueueName,
+		arg.PartitionName,
+	)
 	var i SubscriptionGetRow
 	err := row.Scan(&i.SubscriptionMode, &i.SubscriptionTimestamp)
 	return i, err
 }
 
 const subscriptionInsert = `-- name: SubscriptionInsert :exec
-INSERT INTO queen.consumer_groups_metadata (consumer_group, queue_name, partition_name, subscription_mode, subscription_timestamp)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO queen.consumer_groups_metadata (tenant_id, consumer_group, queue_name, partition_name, subscription_mode, subscription_timestamp)
+VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT DO NOTHING
 `
 
 type SubscriptionInsertParams struct {
+	TenantID              uuid.UUID
 	ConsumerGroup         string
 	QueueName             string
 	PartitionName         string
@@ -97,6 +118,7 @@ type SubscriptionInsertParams struct {
 // The first decision sticks, as in the reference broker.
 func (q *Queries) SubscriptionInsert(ctx context.Context, arg SubscriptionInsertParams) error {
 	_, err := q.db.Exec(ctx, subscriptionInsert,
+		arg.TenantID,
 		arg.ConsumerGroup,
 		arg.QueueName,
 		arg.PartitionName,
@@ -108,16 +130,17 @@ func (q *Queries) SubscriptionInsert(ctx context.Context, arg SubscriptionInsert
 
 const subscriptionUpdateTimestamp = `-- name: SubscriptionUpdateTimestamp :execrows
 UPDATE queen.consumer_groups_metadata SET subscription_timestamp = $1
-WHERE consumer_group = $2
+WHERE tenant_id = $2 AND consumer_group = $3
 `
 
 type SubscriptionUpdateTimestampParams struct {
 	SubscriptionTimestamp pgtype.Timestamptz
+	TenantID              uuid.UUID
 	ConsumerGroup         string
 }
 
 func (q *Queries) SubscriptionUpdateTimestamp(ctx context.Context, arg SubscriptionUpdateTimestampParams) (int64, error) {
-	result, err := q.db.Exec(ctx, subscriptionUpdateTimestamp, arg.SubscriptionTimestamp, arg.ConsumerGroup)
+	result, err := q.db.Exec(ctx, subscriptionUpdateTimestamp, arg.SubscriptionTimestamp, arg.TenantID, arg.ConsumerGroup)
 	if err != nil {
 		return 0, err
 	}

@@ -26,12 +26,13 @@ FROM (
            min(l.oldest_unconsumed_at)::timestamptz AS oldest_unconsumed_at,
            bool_or(l.consumed)::boolean AS consumed
     FROM queen.consumer_lag l
+    WHERE l.tenant_id = $1
     GROUP BY l.consumer_group, l.queue_name
 ) g
 LEFT JOIN LATERAL (
     SELECT m.subscription_mode, m.subscription_timestamp, m.created_at
     FROM queen.consumer_groups_metadata m
-    WHERE m.consumer_group = g.consumer_group AND m.queue_name = g.queue_name
+    WHERE m.tenant_id = $1 AND m.consumer_group = g.consumer_group AND m.queue_name = g.queue_name
     ORDER BY m.partition_name <> '', m.partition_name
     LIMIT 1
 ) s ON true
@@ -57,8 +58,8 @@ type ConsumerLagByQueueRow struct {
 // unconsumed message, whether the group ever consumed there, and the
 // group's subscription to the queue (the queue-wide one, else the first
 // partition's by name; empty mode when none).
-func (q *Queries) ConsumerLagByQueue(ctx context.Context) ([]ConsumerLagByQueueRow, error) {
-	rows, err := q.db.Query(ctx, consumerLagByQueue)
+func (q *Queries) ConsumerLagByQueue(ctx context.Context, tenantID uuid.UUID) ([]ConsumerLagByQueueRow, error) {
+	rows, err := q.db.Query(ctx, consumerLagByQueue, tenantID)
 	if err != nil {
 		return nil, err
 	}
@@ -96,10 +97,15 @@ FROM (
     SELECT l.queue_name, l.partition_id::uuid AS partition_id, l.has_cursor, l.offset_lag, l.oldest_unconsumed_at,
            (SELECT p.name FROM queen.partitions p WHERE p.id = l.partition_id) AS partition_name
     FROM queen.consumer_lag l
-    WHERE l.consumer_group = $1 AND l.partition_id IS NOT NULL
+    WHERE l.tenant_id = $1 AND l.consumer_group = $2 AND l.partition_id IS NOT NULL
 ) x
 ORDER BY x.queue_name, x.partition_name
 `
+
+type ConsumerLagListParams struct {
+	TenantID      uuid.UUID
+	ConsumerGroup string
+}
 
 type ConsumerLagListRow struct {
 	QueueName          string
@@ -111,12 +117,13 @@ type ConsumerLagListRow struct {
 	ObservedAt         pgtype.Timestamptz
 }
 
-// One group's partitions that have a row in queen.consumer_lag (migration
-// 0008: something past the cursor, or no cursor), by queue then partition.
+// One group's partitions that have a row in queen.consumer_lag (migrations
+// 0008 and 0010: something past the cursor, or no cursor), in a tenant's
+// queues, by queue then partition. Every query here reads one tenant.
 // Here and below, observed_at is the database clock that time lags are
 // measured with.
-func (q *Queries) ConsumerLagList(ctx context.Context, consumerGroup string) ([]ConsumerLagListRow, error) {
-	rows, err := q.db.Query(ctx, consumerLagList, consumerGroup)
+func (q *Queries) ConsumerLagList(ctx context.Context, arg ConsumerLagListParams) ([]ConsumerLagListRow, error) {
+	rows, err := q.db.Query(ctx, consumerLagList, arg.TenantID, arg.ConsumerGroup)
 	if err != nil {
 		return nil, err
 	}
@@ -152,11 +159,16 @@ FROM (
            (SELECT c.last_consumed_at FROM queen.partition_consumers c
              WHERE c.partition_id = l.partition_id AND c.consumer_group = l.consumer_group)::timestamptz AS last_consumed_at
     FROM queen.consumer_lag l
-    WHERE l.oldest_unconsumed_at < now()
-      AND floor(extract(epoch FROM now() - l.oldest_unconsumed_at)) > $1::bigint
+    WHERE l.tenant_id = $1 AND l.oldest_unconsumed_at < now()
+      AND floor(extract(epoch FROM now() - l.oldest_unconsumed_at)) > $2::bigint
 ) x
 ORDER BY x.oldest_unconsumed_at, x.consumer_group, x.queue_name, x.partition_name
 `
+
+type ConsumerLagOlderThanParams struct {
+	TenantID      uuid.UUID
+	MinLagSeconds int64
+}
 
 type ConsumerLagOlderThanRow struct {
 	ConsumerGroup      string
@@ -173,8 +185,8 @@ type ConsumerLagOlderThanRow struct {
 // min_lag_seconds whole seconds old, oldest first. Names and cursor times
 // are looked up per row returned (subqueries, not joins, so the planner
 // does not hash every partition and cursor for them).
-func (q *Queries) ConsumerLagOlderThan(ctx context.Context, minLagSeconds int64) ([]ConsumerLagOlderThanRow, error) {
-	rows, err := q.db.Query(ctx, consumerLagOlderThan, minLagSeconds)
+func (q *Queries) ConsumerLagOlderThan(ctx context.Context, arg ConsumerLagOlderThanParams) ([]ConsumerLagOlderThanRow, error) {
+	rows, err := q.db.Query(ctx, consumerLagOlderThan, arg.TenantID, arg.MinLagSeconds)
 	if err != nil {
 		return nil, err
 	}
@@ -208,6 +220,7 @@ SELECT l.consumer_group, l.queue_id, (l.partition_id IS NULL)::boolean AS summar
        l.partitions, l.offset_lag, l.oldest_unconsumed_at,
        now()::timestamptz AS observed_at
 FROM queen.consumer_lag l
+WHERE l.tenant_id = $1
 `
 
 type ConsumerLagRowsRow struct {
@@ -224,8 +237,8 @@ type ConsumerLagRowsRow struct {
 // Every row, for the overview: a summary row (summary true, partition_id
 // the zero UUID) stands for the partitions of its queue, the others for one
 // partition each with its lag.
-func (q *Queries) ConsumerLagRows(ctx context.Context) ([]ConsumerLagRowsRow, error) {
-	rows, err := q.db.Query(ctx, consumerLagRows)
+func (q *Queries) ConsumerLagRows(ctx context.Context, tenantID uuid.UUID) ([]ConsumerLagRowsRow, error) {
+	rows, err := q.db.Query(ctx, consumerLagRows, tenantID)
 	if err != nil {
 		return nil, err
 	}

@@ -57,30 +57,37 @@ const consumerWatermarkResetGroup = `-- name: ConsumerWatermarkResetGroup :exec
 UPDATE queen.consumer_watermarks
 SET scan_from = '-infinity', reset_at = clock_timestamp(), updated_at = now()
 WHERE consumer_group = $1
+  AND queue_id IN (SELECT q.id FROM queen.queues q WHERE q.tenant_id = $2)
 `
 
-// The same for every queue the group has a watermark on.
-func (q *Queries) ConsumerWatermarkResetGroup(ctx context.Context, consumerGroup string) error {
-	_, err := q.db.Exec(ctx, consumerWatermarkResetGroup, consumerGroup)
+type ConsumerWatermarkResetGroupParams struct {
+	ConsumerGroup string
+	TenantID      uuid.UUID
+}
+
+// The same for every queue of a tenant the group has a watermark on.
+func (q *Queries) ConsumerWatermarkResetGroup(ctx context.Context, arg ConsumerWatermarkResetGroupParams) error {
+	_, err := q.db.Exec(ctx, consumerWatermarkResetGroup, arg.ConsumerGroup, arg.TenantID)
 	return err
 }
 
 const consumerWatermarkResetQueue = `-- name: ConsumerWatermarkResetQueue :exec
 INSERT INTO queen.consumer_watermarks AS w (queue_id, consumer_group, scan_from, reset_at)
 SELECT q.id, $1, '-infinity', clock_timestamp()
-FROM queen.queues q WHERE q.name = $2
+FROM queen.queues q WHERE q.tenant_id = $2 AND q.name = $3
 ON CONFLICT (queue_id, consumer_group) DO UPDATE
     SET scan_from = '-infinity', reset_at = clock_timestamp(), updated_at = now()
 `
 
 type ConsumerWatermarkResetQueueParams struct {
 	ConsumerGroup string
+	TenantID      uuid.UUID
 	QueueName     string
 }
 
 // Something may have made old partitions of the queue pending again for the
 // group (a seek, a deleted cursor): scan everything next time.
 func (q *Queries) ConsumerWatermarkResetQueue(ctx context.Context, arg ConsumerWatermarkResetQueueParams) error {
-	_, err := q.db.Exec(ctx, consumerWatermarkResetQueue, arg.ConsumerGroup, arg.QueueName)
+	_, err := q.db.Exec(ctx, consumerWatermarkResetQueue, arg.ConsumerGroup, arg.TenantID, arg.QueueName)
 	return err
 }

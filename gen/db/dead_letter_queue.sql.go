@@ -17,14 +17,16 @@ const deadLetterCount = `-- name: DeadLetterCount :one
 SELECT count(*) FROM queen.dead_letter_queue d
 JOIN queen.partitions p ON p.id = d.partition_id
 JOIN queen.queues q ON q.id = p.queue_id
-WHERE ($1::text = '' OR q.name = $1::text)
-  AND ($2::text = '' OR d.consumer_group = $2::text)
-  AND ($3::text = '' OR p.name = $3::text)
-  AND ($4::timestamptz IS NULL OR d.failed_at >= $4::timestamptz)
-  AND ($5::timestamptz IS NULL OR d.failed_at <= $5::timestamptz)
+WHERE q.tenant_id = $1
+  AND ($2::text = '' OR q.name = $2::text)
+  AND ($3::text = '' OR d.consumer_group = $3::text)
+  AND ($4::text = '' OR p.name = $4::text)
+  AND ($5::timestamptz IS NULL OR d.failed_at >= $5::timestamptz)
+  AND ($6::timestamptz IS NULL OR d.failed_at <= $6::timestamptz)
 `
 
 type DeadLetterCountParams struct {
+	TenantID      uuid.UUID
 	QueueName     string
 	ConsumerGroup string
 	PartitionName string
@@ -34,6 +36,7 @@ type DeadLetterCountParams struct {
 
 func (q *Queries) DeadLetterCount(ctx context.Context, arg DeadLetterCountParams) (int64, error) {
 	row := q.db.QueryRow(ctx, deadLetterCount,
+		arg.TenantID,
 		arg.QueueName,
 		arg.ConsumerGroup,
 		arg.PartitionName,
@@ -94,18 +97,19 @@ func (q *Queries) DeadLetterDeleteByID(ctx context.Context, id uuid.UUID) (int64
 const deadLetterDeleteByQueue = `-- name: DeadLetterDeleteByQueue :execrows
 DELETE FROM queen.dead_letter_queue d
 USING queen.partitions p, queen.queues q
-WHERE p.id = d.partition_id AND q.id = p.queue_id AND q.name = $1::text
-  AND ($2::text = '' OR d.consumer_group = $2::text)
+WHERE p.id = d.partition_id AND q.id = p.queue_id AND q.tenant_id = $1 AND q.name = $2::text
+  AND ($3::text = '' OR d.consumer_group = $3::text)
 `
 
 type DeadLetterDeleteByQueueParams struct {
+	TenantID      uuid.UUID
 	QueueName     string
 	ConsumerGroup string
 }
 
 // The bulk purge: every dead-letter row of a queue, or of one group in it.
 func (q *Queries) DeadLetterDeleteByQueue(ctx context.Context, arg DeadLetterDeleteByQueueParams) (int64, error) {
-	result, err := q.db.Exec(ctx, deadLetterDeleteByQueue, arg.QueueName, arg.ConsumerGroup)
+	result, err := q.db.Exec(ctx, deadLetterDeleteByQueue, arg.TenantID, arg.QueueName, arg.ConsumerGroup)
 	if err != nil {
 		return 0, err
 	}
@@ -136,8 +140,13 @@ FROM queen.dead_letter_queue d
 JOIN queen.messages m ON m.id = d.message_id
 JOIN queen.partitions p ON p.id = d.partition_id
 JOIN queen.queues q ON q.id = p.queue_id
-WHERE d.id = $1
+WHERE d.id = $1 AND q.tenant_id = $2
 `
+
+type DeadLetterGetByIDParams struct {
+	ID       uuid.UUID
+	TenantID uuid.UUID
+}
 
 type DeadLetterGetByIDRow struct {
 	DlqID         uuid.UUID
@@ -153,9 +162,9 @@ type DeadLetterGetByIDRow struct {
 	QueueName     string
 }
 
-// One dead-letter row, with what a replay pushes.
-func (q *Queries) DeadLetterGetByID(ctx context.Context, id uuid.UUID) (DeadLetterGetByIDRow, error) {
-	row := q.db.QueryRow(ctx, deadLetterGetByID, id)
+// One dead-letter row of a tenant, with what a replay pushes.
+func (q *Queries) DeadLetterGetByID(ctx context.Context, arg DeadLetterGetByIDParams) (DeadLetterGetByIDRow, error) {
+	row := q.db.QueryRow(ctx, deadLetterGetByID, arg.ID, arg.TenantID)
 	var i DeadLetterGetByIDRow
 	err := row.Scan(
 		&i.DlqID,
@@ -181,8 +190,8 @@ FROM queen.dead_letter_queue d
 JOIN queen.messages m ON m.id = d.message_id
 JOIN queen.partitions p ON p.id = d.partition_id
 JOIN queen.queues q ON q.id = p.queue_id
-WHERE d.partition_id = $1 AND m.transaction_id = $2
-  AND ($3::text = '' OR d.consumer_group = $3::text)
+WHERE d.partition_id = $1 AND m.transaction_id = $2 AND q.tenant_id = $3
+  AND ($4::text = '' OR d.consumer_group = $4::text)
 ORDER BY d.failed_at DESC, d.id
 LIMIT 1
 `
@@ -190,6 +199,7 @@ LIMIT 1
 type DeadLetterGetForReplayParams struct {
 	PartitionID   uuid.UUID
 	TransactionID string
+	TenantID      uuid.UUID
 	ConsumerGroup string
 }
 
@@ -210,7 +220,12 @@ type DeadLetterGetForReplayRow struct {
 // The newest dead-letter row of a message (of one group when given), with
 // what a replay pushes.
 func (q *Queries) DeadLetterGetForReplay(ctx context.Context, arg DeadLetterGetForReplayParams) (DeadLetterGetForReplayRow, error) {
-	row := q.db.QueryRow(ctx, deadLetterGetForReplay, arg.PartitionID, arg.TransactionID, arg.ConsumerGroup)
+	row := q.db.QueryRow(ctx, deadLetterGetForReplay,
+		arg.PartitionID,
+		arg.TransactionID,
+		arg.TenantID,
+		arg.ConsumerGroup,
+	)
 	var i DeadLetterGetForReplayRow
 	err := row.Scan(
 		&i.DlqID,
@@ -292,16 +307,18 @@ FROM queen.dead_letter_queue d
 JOIN queen.messages m ON m.id = d.message_id
 JOIN queen.partitions p ON p.id = d.partition_id
 JOIN queen.queues q ON q.id = p.queue_id
-WHERE ($1::text = '' OR q.name = $1::text)
-  AND ($2::text = '' OR d.consumer_group = $2::text)
-  AND ($3::text = '' OR p.name = $3::text)
-  AND ($4::timestamptz IS NULL OR d.failed_at >= $4::timestamptz)
-  AND ($5::timestamptz IS NULL OR d.failed_at <= $5::timestamptz)
+WHERE q.tenant_id = $1
+  AND ($2::text = '' OR q.name = $2::text)
+  AND ($3::text = '' OR d.consumer_group = $3::text)
+  AND ($4::text = '' OR p.name = $4::text)
+  AND ($5::timestamptz IS NULL OR d.failed_at >= $5::timestamptz)
+  AND ($6::timestamptz IS NULL OR d.failed_at <= $6::timestamptz)
 ORDER BY d.failed_at DESC, d.id
-LIMIT $7 OFFSET $6
+LIMIT $8 OFFSET $7
 `
 
 type DeadLetterListParams struct {
+	TenantID      uuid.UUID
 	QueueName     string
 	ConsumerGroup string
 	PartitionName string
@@ -332,6 +349,7 @@ type DeadLetterListRow struct {
 // Newest failure first, filtered by queue, group, partition and time window.
 func (q *Queries) DeadLetterList(ctx context.Context, arg DeadLetterListParams) ([]DeadLetterListRow, error) {
 	rows, err := q.db.Query(ctx, deadLetterList,
+		arg.TenantID,
 		arg.QueueName,
 		arg.ConsumerGroup,
 		arg.PartitionName,

@@ -14,11 +14,20 @@ import (
 )
 
 const traceCountByName = `-- name: TraceCountByName :one
-SELECT count(*) FROM queen.message_trace_names WHERE trace_name = $1
+SELECT count(*) FROM queen.message_trace_names n
+JOIN queen.message_traces t ON t.id = n.trace_id
+JOIN queen.partitions p ON p.id = t.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE n.trace_name = $1 AND q.tenant_id = $2
 `
 
-func (q *Queries) TraceCountByName(ctx context.Context, traceName string) (int64, error) {
-	row := q.db.QueryRow(ctx, traceCountByName, traceName)
+type TraceCountByNameParams struct {
+	TraceName string
+	TenantID  uuid.UUID
+}
+
+func (q *Queries) TraceCountByName(ctx context.Context, arg TraceCountByNameParams) (int64, error) {
+	row := q.db.QueryRow(ctx, traceCountByName, arg.TraceName, arg.TenantID)
 	var count int64
 	err := row.Scan(&count)
 	return count, err
@@ -61,12 +70,15 @@ SELECT t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at,
                  FROM queen.message_trace_names n WHERE n.trace_id = t.id), '{}')::text[] AS trace_names
 FROM queen.message_traces t
 WHERE t.partition_id = $1 AND t.transaction_id = $2
+  AND EXISTS (SELECT 1 FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+              WHERE p.id = $1 AND q.tenant_id = $3)
 ORDER BY t.created_at, t.id
 `
 
 type TraceListByMessageParams struct {
 	PartitionID   uuid.UUID
 	TransactionID string
+	TenantID      uuid.UUID
 }
 
 type TraceListByMessageRow struct {
@@ -79,9 +91,10 @@ type TraceListByMessageRow struct {
 	TraceNames    []string
 }
 
-// The events recorded on one message, oldest first, with their names.
+// The events recorded on one message of a tenant, oldest first, with their
+// names; a partition of another tenant has none.
 func (q *Queries) TraceListByMessage(ctx context.Context, arg TraceListByMessageParams) ([]TraceListByMessageRow, error) {
-	rows, err := q.db.Query(ctx, traceListByMessage, arg.PartitionID, arg.TransactionID)
+	rows, err := q.db.Query(ctx, traceListByMessage, arg.PartitionID, arg.TransactionID, arg.TenantID)
 	if err != nil {
 		return nil, err
 	}
@@ -118,13 +131,14 @@ JOIN queen.message_traces t ON t.id = n.trace_id
 JOIN queen.messages m ON m.id = t.message_id
 JOIN queen.partitions p ON p.id = m.partition_id
 JOIN queen.queues q ON q.id = p.queue_id
-WHERE n.trace_name = $1
+WHERE n.trace_name = $1 AND q.tenant_id = $2
 ORDER BY t.created_at, t.id
-LIMIT $3 OFFSET $2
+LIMIT $4 OFFSET $3
 `
 
 type TraceListByNameParams struct {
 	TraceName string
+	TenantID  uuid.UUID
 	RowOffset int32
 	RowLimit  int32
 }
@@ -148,7 +162,12 @@ type TraceListByNameRow struct {
 // One page of the events carrying a name, oldest first, with the message's
 // queue, partition and payload.
 func (q *Queries) TraceListByName(ctx context.Context, arg TraceListByNameParams) ([]TraceListByNameRow, error) {
-	rows, err := q.db.Query(ctx, traceListByName, arg.TraceName, arg.RowOffset, arg.RowLimit)
+	rows, err := q.db.Query(ctx, traceListByName,
+		arg.TraceName,
+		arg.TenantID,
+		arg.RowOffset,
+		arg.RowLimit,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -182,11 +201,15 @@ func (q *Queries) TraceListByName(ctx context.Context, arg TraceListByNameParams
 }
 
 const traceNameCount = `-- name: TraceNameCount :one
-SELECT count(DISTINCT trace_name) FROM queen.message_trace_names
+SELECT count(DISTINCT n.trace_name) FROM queen.message_trace_names n
+JOIN queen.message_traces t ON t.id = n.trace_id
+JOIN queen.partitions p ON p.id = t.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE q.tenant_id = $1
 `
 
-func (q *Queries) TraceNameCount(ctx context.Context) (int64, error) {
-	row := q.db.QueryRow(ctx, traceNameCount)
+func (q *Queries) TraceNameCount(ctx context.Context, tenantID uuid.UUID) (int64, error) {
+	row := q.db.QueryRow(ctx, traceNameCount, tenantID)
 	var count int64
 	err := row.Scan(&count)
 	return count, err
@@ -213,12 +236,16 @@ SELECT n.trace_name, count(*)::bigint AS trace_count, count(DISTINCT t.message_i
        max(t.created_at)::timestamptz AS last_seen
 FROM queen.message_trace_names n
 JOIN queen.message_traces t ON t.id = n.trace_id
+JOIN queen.partitions p ON p.id = t.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE q.tenant_id = $1
 GROUP BY n.trace_name
 ORDER BY last_seen DESC, n.trace_name
-LIMIT $2 OFFSET $1
+LIMIT $3 OFFSET $2
 `
 
 type TraceNameListParams struct {
+	TenantID  uuid.UUID
 	RowOffset int32
 	RowLimit  int32
 }
@@ -230,10 +257,10 @@ type TraceNameListRow struct {
 	LastSeen     pgtype.Timestamptz
 }
 
-// Trace names with how many events and messages carry them, most recently
-// used first.
+// A tenant's trace names with how many events and messages carry them, most
+// recently used first.
 func (q *Queries) TraceNameList(ctx context.Context, arg TraceNameListParams) ([]TraceNameListRow, error) {
-	rows, err := q.db.Query(ctx, traceNameList, arg.RowOffset, arg.RowLimit)
+	rows, err := q.db.Query(ctx, traceNameList, arg.TenantID, arg.RowOffset, arg.RowLimit)
 	if err != nil {
 		return nil, err
 	}

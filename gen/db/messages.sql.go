@@ -14,11 +14,24 @@ import (
 )
 
 const messageCountCreatedSince = `-- name: MessageCountCreatedSince :one
-SELECT count(*) FROM queen.messages WHERE created_at >= $1
+SELECT count(*) FROM queen.messages m
+WHERE m.created_at >= $1
+  AND ($2::uuid IS NULL OR EXISTS (
+      SELECT 1 FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+      WHERE p.id = m.partition_id AND q.tenant_id = $2::uuid))
 `
 
-func (q *Queries) MessageCountCreatedSince(ctx context.Context, since pgtype.Timestamptz) (int64, error) {
-	row := q.db.QueryRow(ctx, messageCountCreatedSince, since)
+type MessageCountCreatedSinceParams struct {
+	Since    pgtype.Timestamptz
+	TenantID *uuid.UUID
+}
+
+// Messages stored since a time (walked by the created_at index), of one
+// tenant, or of all when the tenant is NULL: a broker without tenancy
+// counts without the join (run it with custom plans, which drop the
+// EXISTS for a NULL tenant).
+func (q *Queries) MessageCountCreatedSince(ctx context.Context, arg MessageCountCreatedSinceParams) (int64, error) {
+	row := q.db.QueryRow(ctx, messageCountCreatedSince, arg.Since, arg.TenantID)
 	var count int64
 	err := row.Scan(&count)
 	return count, err
@@ -26,10 +39,13 @@ func (q *Queries) MessageCountCreatedSince(ctx context.Context, since pgtype.Tim
 
 const messageDeleteByTransactionID = `-- name: MessageDeleteByTransactionID :execrows
 WITH locked AS (
-    SELECT p.id FROM queen.partitions p WHERE p.id = $1 FOR NO KEY UPDATE
+    SELECT p.id FROM queen.partitions p
+    JOIN queen.queues q ON q.id = p.queue_id
+    WHERE p.id = $1 AND q.tenant_id = $2
+    FOR NO KEY UPDATE OF p
 ), gone AS (
     DELETE FROM queen.messages
-    WHERE partition_id = (SELECT locked.id FROM locked) AND transaction_id = $2
+    WHERE partition_id = (SELECT locked.id FROM locked) AND transaction_id = $3
     RETURNING partition_id
 )
 UPDATE queen.partitions p SET vacant_seqs = p.vacant_seqs + 1
@@ -38,15 +54,18 @@ FROM gone WHERE p.id = gone.partition_id
 
 type MessageDeleteByTransactionIDParams struct {
 	PartitionID   uuid.UUID
+	TenantID      uuid.UUID
 	TransactionID string
 }
 
-// Deletes a stored message; its dead-letter and trace rows go with it, and
-// its sequence number counts as vacant. The partition row is locked before
-// the message goes: a push holding that lock may be waiting on the message
-// (a duplicate transactionId), so taking it afterwards could deadlock.
+// Deletes a tenant's stored message; its dead-letter and trace rows go with
+// it, and its sequence number counts as vacant. A partition of another
+// tenant locks nothing and deletes nothing. The partition row is locked
+// before the message goes: a push holding that lock may be waiting on the
+// message (a duplicate transactionId), so taking it afterwards could
+// deadlock.
 func (q *Queries) MessageDeleteByTransactionID(ctx context.Context, arg MessageDeleteByTransactionIDParams) (int64, error) {
-	result, err := q.db.Exec(ctx, messageDeleteByTransactionID, arg.PartitionID, arg.TransactionID)
+	result, err := q.db.Exec(ctx, messageDeleteByTransactionID, arg.PartitionID, arg.TenantID, arg.TransactionID)
 	if err != nil {
 		return 0, err
 	}
@@ -247,12 +266,13 @@ SELECT m.id, m.partition_id, m.seq, m.transaction_id, m.trace_id, m.payload, m.i
 FROM queen.messages m
 JOIN queen.partitions p ON p.id = m.partition_id
 JOIN queen.queues q ON q.id = p.queue_id
-WHERE m.partition_id = $1 AND m.transaction_id = $2
+WHERE m.partition_id = $1 AND m.transaction_id = $2 AND q.tenant_id = $3
 `
 
 type MessageGetByTransactionIDParams struct {
 	PartitionID   uuid.UUID
 	TransactionID string
+	TenantID      uuid.UUID
 }
 
 type MessageGetByTransactionIDRow struct {
@@ -269,8 +289,9 @@ type MessageGetByTransactionIDRow struct {
 	QueueName     string
 }
 
+// A tenant's stored message; another tenant's is not found.
 func (q *Queries) MessageGetByTransactionID(ctx context.Context, arg MessageGetByTransactionIDParams) (MessageGetByTransactionIDRow, error) {
-	row := q.db.QueryRow(ctx, messageGetByTransactionID, arg.PartitionID, arg.TransactionID)
+	row := q.db.QueryRow(ctx, messageGetByTransactionID, arg.PartitionID, arg.TransactionID, arg.TenantID)
 	var i MessageGetByTransactionIDRow
 	err := row.Scan(
 		&i.ID,
@@ -348,16 +369,18 @@ func (q *Queries) MessageInsertMany(ctx context.Context, arg MessageInsertManyPa
 const messageListByTransactionIDs = `-- name: MessageListByTransactionIDs :many
 SELECT m.id, m.partition_id, m.transaction_id, m.seq, m.created_at,
        p.name AS partition_name, q.name AS queue_name
-FROM (SELECT unnest($1::uuid[]) AS partition_id, unnest($2::text[]) AS transaction_id) AS k
+FROM (SELECT unnest($1::uuid[]) AS tenant_id, unnest($2::uuid[]) AS partition_id,
+             unnest($3::text[]) AS transaction_id) AS k
 CROSS JOIN LATERAL (
     SELECT s.id, s.partition_id, s.transaction_id, s.seq, s.created_at FROM queen.messages s
     WHERE s.partition_id = k.partition_id AND s.transaction_id = k.transaction_id
 ) AS m
 JOIN queen.partitions p ON p.id = m.partition_id
-JOIN queen.queues q ON q.id = p.queue_id
+JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = k.tenant_id
 `
 
 type MessageListByTransactionIDsParams struct {
+	TenantIds      []uuid.UUID
 	PartitionIds   []uuid.UUID
 	TransactionIds []string
 }
@@ -372,12 +395,15 @@ type MessageListByTransactionIDsRow struct {
 	QueueName     string
 }
 
-// Finds stored messages by (partition, transactionId) pairs: duplicates on
-// push, and the messages acks refer to. LATERAL makes every key one probe of
-// the (partition_id, transaction_id) unique index whatever the table's
+// Finds stored messages by (tenant, partition, transactionId) keys: the
+// messages acks, transactions and stream cycles refer to. A key whose
+// partition belongs to another tenant finds nothing, so a tenant never acts
+// on another's message even knowing its ids; the check rides on the join
+// the names needed anyway. LATERAL makes every key one probe of the
+// (partition_id, transaction_id) unique index whatever the table's
 // statistics say; a plain join let stale statistics pick a full scan per ack.
 func (q *Queries) MessageListByTransactionIDs(ctx context.Context, arg MessageListByTransactionIDsParams) ([]MessageListByTransactionIDsRow, error) {
-	rows, err := q.db.Query(ctx, messageListByTransactionIDs, arg.PartitionIds, arg.TransactionIds)
+	rows, err := q.db.Query(ctx, messageListByTransactionIDs, arg.TenantIds, arg.PartitionIds, arg.TransactionIds)
 	if err != nil {
 		return nil, err
 	}
@@ -504,20 +530,22 @@ CROSS JOIN LATERAL (
            END AS status
     FROM (SELECT (SELECT count(*) FROM unnest(bus.seqs) AS b(seq) WHERE b.seq >= m.seq) AS consumed_by) x
 ) s
-WHERE ($1::timestamptz IS NULL OR m.created_at >= $1::timestamptz)
-  AND ($2::timestamptz IS NULL OR m.created_at < $2::timestamptz)
-  AND ($3::text = '' OR q.name = $3::text)
-  AND ($4::text = '' OR p.name = $4::text)
-  AND ($5::text = '' OR q.namespace = $5::text)
-  AND ($6::text = '' OR q.task = $6::text)
-  AND ($7::uuid IS NULL OR m.partition_id = $7::uuid)
-  AND ($8::text = '' OR m.transaction_id = $8::text)
-  AND ($9::text = '' OR s.status = $9::text)
+WHERE q.tenant_id = $1
+  AND ($2::timestamptz IS NULL OR m.created_at >= $2::timestamptz)
+  AND ($3::timestamptz IS NULL OR m.created_at < $3::timestamptz)
+  AND ($4::text = '' OR q.name = $4::text)
+  AND ($5::text = '' OR p.name = $5::text)
+  AND ($6::text = '' OR q.namespace = $6::text)
+  AND ($7::text = '' OR q.task = $7::text)
+  AND ($8::uuid IS NULL OR m.partition_id = $8::uuid)
+  AND ($9::text = '' OR m.transaction_id = $9::text)
+  AND ($10::text = '' OR s.status = $10::text)
 ORDER BY m.created_at DESC, m.id DESC
-LIMIT $11 OFFSET $10
+LIMIT $12 OFFSET $11
 `
 
 type MessageListPageParams struct {
+	TenantID      uuid.UUID
 	CreatedFrom   pgtype.Timestamptz
 	CreatedBefore pgtype.Timestamptz
 	QueueName     string
@@ -561,6 +589,7 @@ type MessageListPageRow struct {
 // stops once the page is full.
 func (q *Queries) MessageListPage(ctx context.Context, arg MessageListPageParams) ([]MessageListPageRow, error) {
 	rows, err := q.db.Query(ctx, messageListPage,
+		arg.TenantID,
 		arg.CreatedFrom,
 		arg.CreatedBefore,
 		arg.QueueName,
@@ -615,14 +644,16 @@ SELECT COALESCE(bool_or(c.consumer_group = '__QUEUE_MODE__'), false)::boolean AS
 FROM queen.partition_consumers c
 JOIN queen.partitions p ON p.id = c.partition_id
 JOIN queen.queues q ON q.id = p.queue_id
-WHERE ($1::text = '' OR q.name = $1::text)
-  AND ($2::text = '' OR p.name = $2::text)
-  AND ($3::text = '' OR q.namespace = $3::text)
-  AND ($4::text = '' OR q.task = $4::text)
-  AND ($5::uuid IS NULL OR p.id = $5::uuid)
+WHERE q.tenant_id = $1
+  AND ($2::text = '' OR q.name = $2::text)
+  AND ($3::text = '' OR p.name = $3::text)
+  AND ($4::text = '' OR q.namespace = $4::text)
+  AND ($5::text = '' OR q.task = $5::text)
+  AND ($6::uuid IS NULL OR p.id = $6::uuid)
 `
 
 type MessageModeSummaryParams struct {
+	TenantID      uuid.UUID
 	QueueName     string
 	PartitionName string
 	Namespace     string
@@ -639,6 +670,7 @@ type MessageModeSummaryRow struct {
 // whether the queue-mode group does, and how many named (bus) groups.
 func (q *Queries) MessageModeSummary(ctx context.Context, arg MessageModeSummaryParams) (MessageModeSummaryRow, error) {
 	row := q.db.QueryRow(ctx, messageModeSummary,
+		arg.TenantID,
 		arg.QueueName,
 		arg.PartitionName,
 		arg.Namespace,

@@ -18,6 +18,7 @@ type QueenConsumerGroupsMetadatum struct {
 	SubscriptionMode      string
 	SubscriptionTimestamp pgtype.Timestamptz
 	CreatedAt             pgtype.Timestamptz
+	TenantID              uuid.UUID
 }
 
 type QueenConsumerLag struct {
@@ -31,6 +32,7 @@ type QueenConsumerLag struct {
 	HasCursor          bool
 	OffsetLag          int64
 	OldestUnconsumedAt pgtype.Timestamptz
+	TenantID           uuid.UUID
 }
 
 type QueenConsumerWatermark struct {
@@ -130,6 +132,7 @@ type QueenQueue struct {
 	MaxWaitTimeSeconds        int32
 	CreatedAt                 pgtype.Timestamptz
 	UpdatedAt                 pgtype.Timestamptz
+	TenantID                  uuid.UUID
 }
 
 type QueenQueueLagMetric struct {

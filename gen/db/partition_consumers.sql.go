@@ -264,11 +264,20 @@ func (q *Queries) PartitionConsumerCursorTotals(ctx context.Context, partitionId
 }
 
 const partitionConsumerDeleteByGroup = `-- name: PartitionConsumerDeleteByGroup :execrows
-DELETE FROM queen.partition_consumers WHERE consumer_group = $1
+DELETE FROM queen.partition_consumers pc
+USING queen.partitions p, queen.queues q
+WHERE pc.partition_id = p.id AND p.queue_id = q.id
+  AND pc.consumer_group = $1 AND q.tenant_id = $2
 `
 
-func (q *Queries) PartitionConsumerDeleteByGroup(ctx context.Context, consumerGroup string) (int64, error) {
-	result, err := q.db.Exec(ctx, partitionConsumerDeleteByGroup, consumerGroup)
+type PartitionConsumerDeleteByGroupParams struct {
+	ConsumerGroup string
+	TenantID      uuid.UUID
+}
+
+// A group's cursors on every queue of a tenant.
+func (q *Queries) PartitionConsumerDeleteByGroup(ctx context.Context, arg PartitionConsumerDeleteByGroupParams) (int64, error) {
+	result, err := q.db.Exec(ctx, partitionConsumerDeleteByGroup, arg.ConsumerGroup, arg.TenantID)
 	if err != nil {
 		return 0, err
 	}
@@ -279,16 +288,17 @@ const partitionConsumerDeleteByGroupAndQueue = `-- name: PartitionConsumerDelete
 DELETE FROM queen.partition_consumers pc
 USING queen.partitions p, queen.queues q
 WHERE pc.partition_id = p.id AND p.queue_id = q.id
-  AND pc.consumer_group = $1 AND q.name = $2
+  AND pc.consumer_group = $1 AND q.tenant_id = $2 AND q.name = $3
 `
 
 type PartitionConsumerDeleteByGroupAndQueueParams struct {
 	ConsumerGroup string
+	TenantID      uuid.UUID
 	QueueName     string
 }
 
 func (q *Queries) PartitionConsumerDeleteByGroupAndQueue(ctx context.Context, arg PartitionConsumerDeleteByGroupAndQueueParams) (int64, error) {
-	result, err := q.db.Exec(ctx, partitionConsumerDeleteByGroupAndQueue, arg.ConsumerGroup, arg.QueueName)
+	result, err := q.db.Exec(ctx, partitionConsumerDeleteByGroupAndQueue, arg.ConsumerGroup, arg.TenantID, arg.QueueName)
 	if err != nil {
 		return 0, err
 	}
@@ -302,6 +312,7 @@ SET lease_expires_at = GREATEST(pc.lease_expires_at, now() + make_interval(secs 
 FROM queen.partitions p
 JOIN queen.queues q ON q.id = p.queue_id
 WHERE p.id = pc.partition_id AND pc.lease_id = $3 AND pc.lease_expires_at > now()
+  AND q.tenant_id = $4
 RETURNING pc.lease_expires_at
 `
 
@@ -309,13 +320,21 @@ type PartitionConsumerExtendLeaseParams struct {
 	Seconds        *int32
 	DefaultSeconds int32
 	LeaseID        *string
+	TenantID       uuid.UUID
 }
 
-// Moves the expiry of every live claim of a lease to now + seconds, never
-// earlier than it was; without seconds (NULL), each claim by its queue's
-// lease_time, or default_seconds where that is 0.
+// Moves the expiry of every live claim of a lease on the tenant's partitions
+// to now + seconds, never earlier than it was; without seconds (NULL), each
+// claim by its queue's lease_time, or default_seconds where that is 0. A lease
+// of another tenant is not found (and not extended): the lease index finds the
+// rows, the join checks their queue's tenant.
 func (q *Queries) PartitionConsumerExtendLease(ctx context.Context, arg PartitionConsumerExtendLeaseParams) ([]pgtype.Timestamptz, error) {
-	rows, err := q.db.Query(ctx, partitionConsumerExtendLease, arg.Seconds, arg.DefaultSeconds, arg.LeaseID)
+	rows, err := q.db.Query(ctx, partitionConsumerExtendLease,
+		arg.Seconds,
+		arg.DefaultSeconds,
+		arg.LeaseID,
+		arg.TenantID,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -335,11 +354,20 @@ func (q *Queries) PartitionConsumerExtendLease(ctx context.Context, arg Partitio
 }
 
 const partitionConsumerLeaseExists = `-- name: PartitionConsumerLeaseExists :one
-SELECT EXISTS (SELECT 1 FROM queen.partition_consumers WHERE lease_id = $1)::boolean
+SELECT EXISTS (
+    SELECT 1 FROM queen.partition_consumers pc
+    JOIN queen.partitions p ON p.id = pc.partition_id
+    JOIN queen.queues q ON q.id = p.queue_id
+    WHERE pc.lease_id = $1 AND q.tenant_id = $2)::boolean
 `
 
-func (q *Queries) PartitionConsumerLeaseExists(ctx context.Context, leaseID *string) (bool, error) {
-	row := q.db.QueryRow(ctx, partitionConsumerLeaseExists, leaseID)
+type PartitionConsumerLeaseExistsParams struct {
+	LeaseID  *string
+	TenantID uuid.UUID
+}
+
+func (q *Queries) PartitionConsumerLeaseExists(ctx context.Context, arg PartitionConsumerLeaseExistsParams) (bool, error) {
+	row := q.db.QueryRow(ctx, partitionConsumerLeaseExists, arg.LeaseID, arg.TenantID)
 	var column_1 bool
 	err := row.Scan(&column_1)
 	return column_1, err
@@ -375,20 +403,29 @@ func (q *Queries) PartitionConsumerLeaseSummary(ctx context.Context) (PartitionC
 }
 
 const partitionConsumerLeasedList = `-- name: PartitionConsumerLeasedList :many
-SELECT partition_id, GREATEST(batch_size - acked_count, 0)::bigint AS leased
-FROM queen.partition_consumers
-WHERE lease_id IS NOT NULL AND lease_expires_at > now() AND consumer_group = $1
+SELECT pc.partition_id, GREATEST(pc.batch_size - pc.acked_count, 0)::bigint AS leased
+FROM queen.partition_consumers pc
+JOIN queen.partitions p ON p.id = pc.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE pc.lease_id IS NOT NULL AND pc.lease_expires_at > now() AND pc.consumer_group = $1
+  AND q.tenant_id = $2
 `
+
+type PartitionConsumerLeasedListParams struct {
+	ConsumerGroup string
+	TenantID      uuid.UUID
+}
 
 type PartitionConsumerLeasedListRow struct {
 	PartitionID uuid.UUID
 	Leased      int64
 }
 
-// A group's live leases: per partition, the un-acked part of the batch.
-// Read through the lease index, so only leased cursors are visited.
-func (q *Queries) PartitionConsumerLeasedList(ctx context.Context, consumerGroup string) ([]PartitionConsumerLeasedListRow, error) {
-	rows, err := q.db.Query(ctx, partitionConsumerLeasedList, consumerGroup)
+// A group's live leases in a tenant: per partition, the un-acked part of
+// the batch. Read through the lease index, so only leased cursors are
+// visited.
+func (q *Queries) PartitionConsumerLeasedList(ctx context.Context, arg PartitionConsumerLeasedListParams) ([]PartitionConsumerLeasedListRow, error) {
+	rows, err := q.db.Query(ctx, partitionConsumerLeasedList, arg.ConsumerGroup, arg.TenantID)
 	if err != nil {
 		return nil, err
 	}
@@ -413,8 +450,13 @@ SELECT q.name AS queue_name, p.name AS partition_name, pc.partition_id, pc.last_
 FROM queen.partition_consumers pc
 JOIN queen.partitions p ON p.id = pc.partition_id
 JOIN queen.queues q ON q.id = p.queue_id
-WHERE pc.consumer_group = $1
+WHERE pc.consumer_group = $1 AND q.tenant_id = $2
 `
+
+type PartitionConsumerListByGroupParams struct {
+	ConsumerGroup string
+	TenantID      uuid.UUID
+}
 
 type PartitionConsumerListByGroupRow struct {
 	QueueName             string
@@ -425,9 +467,9 @@ type PartitionConsumerListByGroupRow struct {
 	LeaseActive           bool
 }
 
-// Every cursor of a group, with its queue and partition names.
-func (q *Queries) PartitionConsumerListByGroup(ctx context.Context, consumerGroup string) ([]PartitionConsumerListByGroupRow, error) {
-	rows, err := q.db.Query(ctx, partitionConsumerListByGroup, consumerGroup)
+// Every cursor of a group in a tenant, with its queue and partition names.
+func (q *Queries) PartitionConsumerListByGroup(ctx context.Context, arg PartitionConsumerListByGroupParams) ([]PartitionConsumerListByGroupRow, error) {
+	rows, err := q.db.Query(ctx, partitionConsumerListByGroup, arg.ConsumerGroup, arg.TenantID)
 	if err != nil {
 		return nil, err
 	}
@@ -659,7 +701,8 @@ SELECT p.id, $1,
                   WHERE m.partition_id = p.id AND m.created_at <= $3::timestamptz)
        END
 FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
-WHERE q.name = $4 AND ($5::text = '' OR p.name = $5::text)
+WHERE q.tenant_id = $4 AND q.name = $5
+  AND ($6::text = '' OR p.name = $6::text)
 ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
     last_seq = EXCLUDED.last_seq,
     lease_id = NULL, lease_acquired_at = NULL, lease_expires_at = NULL,
@@ -670,6 +713,7 @@ type PartitionConsumerSeekQueueParams struct {
 	ConsumerGroup string
 	ToEnd         bool
 	TargetTime    pgtype.Timestamptz
+	TenantID      uuid.UUID
 	QueueName     string
 	PartitionName string
 }
@@ -683,6 +727,7 @@ func (q *Queries) PartitionConsumerSeekQueue(ctx context.Context, arg PartitionC
 		arg.ConsumerGroup,
 		arg.ToEnd,
 		arg.TargetTime,
+		arg.TenantID,
 		arg.QueueName,
 		arg.PartitionName,
 	)

@@ -65,11 +65,18 @@ func (q *Queries) PartitionAllocateMany(ctx context.Context, arg PartitionAlloca
 const partitionCountFiltered = `-- name: PartitionCountFiltered :one
 SELECT count(*) FROM queen.partitions p
 JOIN queen.queues q ON q.id = p.queue_id
-WHERE ($1::text = '' OR q.name = $1::text)
+WHERE ($1::uuid IS NULL OR q.tenant_id = $1::uuid)
+  AND ($2::text = '' OR q.name = $2::text)
 `
 
-func (q *Queries) PartitionCountFiltered(ctx context.Context, queueName string) (int64, error) {
-	row := q.db.QueryRow(ctx, partitionCountFiltered, queueName)
+type PartitionCountFilteredParams struct {
+	TenantID  *uuid.UUID
+	QueueName string
+}
+
+// A NULL tenant counts in every tenant (the cell-wide stats refresh).
+func (q *Queries) PartitionCountFiltered(ctx context.Context, arg PartitionCountFilteredParams) (int64, error) {
+	row := q.db.QueryRow(ctx, partitionCountFiltered, arg.TenantID, arg.QueueName)
 	var count int64
 	err := row.Scan(&count)
 	return count, err
@@ -326,21 +333,28 @@ func (q *Queries) PartitionGetByQueueAndName(ctx context.Context, arg PartitionG
 const partitionListPage = `-- name: PartitionListPage :many
 SELECT p.id FROM queen.partitions p
 JOIN queen.queues q ON q.id = p.queue_id
-WHERE ($1::text = '' OR q.name = $1::text)
+WHERE q.tenant_id = $1
+  AND ($2::text = '' OR q.name = $2::text)
 ORDER BY q.name, p.name
-LIMIT $3 OFFSET $2
+LIMIT $4 OFFSET $3
 `
 
 type PartitionListPageParams struct {
+	TenantID  uuid.UUID
 	QueueName string
 	RowOffset int32
 	RowLimit  int32
 }
 
-// One page of partition ids, by queue then partition name; an empty queue
-// name matches every queue.
+// One page of a tenant's partition ids, by queue then partition name; an
+// empty queue name matches every queue.
 func (q *Queries) PartitionListPage(ctx context.Context, arg PartitionListPageParams) ([]uuid.UUID, error) {
-	rows, err := q.db.Query(ctx, partitionListPage, arg.QueueName, arg.RowOffset, arg.RowLimit)
+	rows, err := q.db.Query(ctx, partitionListPage,
+		arg.TenantID,
+		arg.QueueName,
+		arg.RowOffset,
+		arg.RowLimit,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -642,9 +656,11 @@ SELECT p.queue_id,
        sum(GREATEST(p.last_seq - p.vacant_seqs, 0))::bigint AS total,
        COALESCE(sum(d.n), 0)::bigint AS dead_letter
 FROM queen.partitions p
+JOIN queen.queues q ON q.id = p.queue_id
 LEFT JOIN (
     SELECT d.partition_id, count(*) AS n FROM queen.dead_letter_queue d GROUP BY d.partition_id
 ) d ON d.partition_id = p.id
+WHERE q.tenant_id = $1
 GROUP BY p.queue_id
 `
 
@@ -655,10 +671,10 @@ type PartitionTotalsByQueueRow struct {
 	DeadLetter int64
 }
 
-// Per queue: its partitions, the messages they store and their dead
-// letters. One scan of the partitions; no cursor is read.
-func (q *Queries) PartitionTotalsByQueue(ctx context.Context) ([]PartitionTotalsByQueueRow, error) {
-	rows, err := q.db.Query(ctx, partitionTotalsByQueue)
+// Per queue of a tenant: its partitions, the messages they store and their
+// dead letters. One scan of the partitions; no cursor is read.
+func (q *Queries) PartitionTotalsByQueue(ctx context.Context, tenantID uuid.UUID) ([]PartitionTotalsByQueueRow, error) {
+	rows, err := q.db.Query(ctx, partitionTotalsByQueue, tenantID)
 	if err != nil {
 		return nil, err
 	}

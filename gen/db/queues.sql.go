@@ -85,28 +85,35 @@ func (q *Queries) QueueConsumptionList(ctx context.Context, arg QueueConsumption
 
 const queueCountFiltered = `-- name: QueueCountFiltered :one
 SELECT count(*) FROM queen.queues
-WHERE ($1::text = '' OR namespace = $1::text)
-  AND ($2::text = '' OR task = $2::text)
+WHERE tenant_id = $1
+  AND ($2::text = '' OR namespace = $2::text)
+  AND ($3::text = '' OR task = $3::text)
 `
 
 type QueueCountFilteredParams struct {
+	TenantID  uuid.UUID
 	Namespace string
 	Task      string
 }
 
 func (q *Queries) QueueCountFiltered(ctx context.Context, arg QueueCountFilteredParams) (int64, error) {
-	row := q.db.QueryRow(ctx, queueCountFiltered, arg.Namespace, arg.Task)
+	row := q.db.QueryRow(ctx, queueCountFiltered, arg.TenantID, arg.Namespace, arg.Task)
 	var count int64
 	err := row.Scan(&count)
 	return count, err
 }
 
 const queueDeleteByName = `-- name: QueueDeleteByName :execrows
-DELETE FROM queen.queues WHERE name = $1
+DELETE FROM queen.queues WHERE tenant_id = $1 AND name = $2
 `
 
-func (q *Queries) QueueDeleteByName(ctx context.Context, name string) (int64, error) {
-	result, err := q.db.Exec(ctx, queueDeleteByName, name)
+type QueueDeleteByNameParams struct {
+	TenantID uuid.UUID
+	Name     string
+}
+
+func (q *Queries) QueueDeleteByName(ctx context.Context, arg QueueDeleteByNameParams) (int64, error) {
+	result, err := q.db.Exec(ctx, queueDeleteByName, arg.TenantID, arg.Name)
 	if err != nil {
 		return 0, err
 	}
@@ -114,11 +121,17 @@ func (q *Queries) QueueDeleteByName(ctx context.Context, name string) (int64, er
 }
 
 const queueGetByName = `-- name: QueueGetByName :one
-SELECT id, name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl, max_queue_size, dead_letter_queue, dlq_after_max_retries, delayed_processing, window_buffer, retention_seconds, completed_retention_seconds, retention_enabled, encryption_enabled, max_wait_time_seconds, created_at, updated_at FROM queen.queues WHERE name = $1
+SELECT id, name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl, max_queue_size, dead_letter_queue, dlq_after_max_retries, delayed_processing, window_buffer, retention_seconds, completed_retention_seconds, retention_enabled, encryption_enabled, max_wait_time_seconds, created_at, updated_at, tenant_id FROM queen.queues WHERE tenant_id = $1 AND name = $2
 `
 
-func (q *Queries) QueueGetByName(ctx context.Context, name string) (QueenQueue, error) {
-	row := q.db.QueryRow(ctx, queueGetByName, name)
+type QueueGetByNameParams struct {
+	TenantID uuid.UUID
+	Name     string
+}
+
+// A queue is named within its tenant (migration 0010).
+func (q *Queries) QueueGetByName(ctx context.Context, arg QueueGetByNameParams) (QueenQueue, error) {
+	row := q.db.QueryRow(ctx, queueGetByName, arg.TenantID, arg.Name)
 	var i QueenQueue
 	err := row.Scan(
 		&i.ID,
@@ -142,17 +155,19 @@ func (q *Queries) QueueGetByName(ctx context.Context, name string) (QueenQueue, 
 		&i.MaxWaitTimeSeconds,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.TenantID,
 	)
 	return i, err
 }
 
 const queueInsertMany = `-- name: QueueInsertMany :exec
-INSERT INTO queen.queues (name, namespace, task)
-SELECT n, ns, t FROM (SELECT unnest($1::text[]) AS n, unnest($2::text[]) AS ns, unnest($3::text[]) AS t) AS v
-ON CONFLICT (name) DO NOTHING
+INSERT INTO queen.queues (tenant_id, name, namespace, task)
+SELECT $1, n, ns, t FROM (SELECT unnest($2::text[]) AS n, unnest($3::text[]) AS ns, unnest($4::text[]) AS t) AS v
+ON CONFLICT (tenant_id, name) DO NOTHING
 `
 
 type QueueInsertManyParams struct {
+	TenantID   uuid.UUID
 	Names      []string
 	Namespaces []string
 	Tasks      []string
@@ -161,16 +176,26 @@ type QueueInsertManyParams struct {
 // Creates queues named by a push that do not exist yet, with default options
 // and tags derived from the name.
 func (q *Queries) QueueInsertMany(ctx context.Context, arg QueueInsertManyParams) error {
-	_, err := q.db.Exec(ctx, queueInsertMany, arg.Names, arg.Namespaces, arg.Tasks)
+	_, err := q.db.Exec(ctx, queueInsertMany,
+		arg.TenantID,
+		arg.Names,
+		arg.Namespaces,
+		arg.Tasks,
+	)
 	return err
 }
 
 const queueListByNames = `-- name: QueueListByNames :many
-SELECT id, name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl, max_queue_size, dead_letter_queue, dlq_after_max_retries, delayed_processing, window_buffer, retention_seconds, completed_retention_seconds, retention_enabled, encryption_enabled, max_wait_time_seconds, created_at, updated_at FROM queen.queues WHERE name = ANY($1::text[])
+SELECT id, name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl, max_queue_size, dead_letter_queue, dlq_after_max_retries, delayed_processing, window_buffer, retention_seconds, completed_retention_seconds, retention_enabled, encryption_enabled, max_wait_time_seconds, created_at, updated_at, tenant_id FROM queen.queues WHERE tenant_id = $1 AND name = ANY($2::text[])
 `
 
-func (q *Queries) QueueListByNames(ctx context.Context, names []string) ([]QueenQueue, error) {
-	rows, err := q.db.Query(ctx, queueListByNames, names)
+type QueueListByNamesParams struct {
+	TenantID uuid.UUID
+	Names    []string
+}
+
+func (q *Queries) QueueListByNames(ctx context.Context, arg QueueListByNamesParams) ([]QueenQueue, error) {
+	rows, err := q.db.Query(ctx, queueListByNames, arg.TenantID, arg.Names)
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +225,7 @@ func (q *Queries) QueueListByNames(ctx context.Context, names []string) ([]Queen
 			&i.MaxWaitTimeSeconds,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.TenantID,
 		); err != nil {
 			return nil, err
 		}
@@ -212,20 +238,23 @@ func (q *Queries) QueueListByNames(ctx context.Context, names []string) ([]Queen
 }
 
 const queueListByNamespaceTask = `-- name: QueueListByNamespaceTask :many
-SELECT id, name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl, max_queue_size, dead_letter_queue, dlq_after_max_retries, delayed_processing, window_buffer, retention_seconds, completed_retention_seconds, retention_enabled, encryption_enabled, max_wait_time_seconds, created_at, updated_at FROM queen.queues
-WHERE ($1::text = '' OR namespace = $1::text)
-  AND ($2::text = '' OR task = $2::text)
+SELECT id, name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl, max_queue_size, dead_letter_queue, dlq_after_max_retries, delayed_processing, window_buffer, retention_seconds, completed_retention_seconds, retention_enabled, encryption_enabled, max_wait_time_seconds, created_at, updated_at, tenant_id FROM queen.queues
+WHERE tenant_id = $1
+  AND ($2::text = '' OR namespace = $2::text)
+  AND ($3::text = '' OR task = $3::text)
 ORDER BY priority DESC, name
 `
 
 type QueueListByNamespaceTaskParams struct {
+	TenantID  uuid.UUID
 	Namespace string
 	Task      string
 }
 
-// Queues for a namespace/task pop; an empty argument matches any value.
+// A tenant's queues for a namespace/task pop; an empty argument matches any
+// value.
 func (q *Queries) QueueListByNamespaceTask(ctx context.Context, arg QueueListByNamespaceTaskParams) ([]QueenQueue, error) {
-	rows, err := q.db.Query(ctx, queueListByNamespaceTask, arg.Namespace, arg.Task)
+	rows, err := q.db.Query(ctx, queueListByNamespaceTask, arg.TenantID, arg.Namespace, arg.Task)
 	if err != nil {
 		return nil, err
 	}
@@ -255,6 +284,7 @@ func (q *Queries) QueueListByNamespaceTask(ctx context.Context, arg QueueListByN
 			&i.MaxWaitTimeSeconds,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.TenantID,
 		); err != nil {
 			return nil, err
 		}
@@ -267,7 +297,7 @@ func (q *Queries) QueueListByNamespaceTask(ctx context.Context, arg QueueListByN
 }
 
 const queueListExpiring = `-- name: QueueListExpiring :many
-SELECT id, name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl, max_queue_size, dead_letter_queue, dlq_after_max_retries, delayed_processing, window_buffer, retention_seconds, completed_retention_seconds, retention_enabled, encryption_enabled, max_wait_time_seconds, created_at, updated_at FROM queen.queues
+SELECT id, name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl, max_queue_size, dead_letter_queue, dlq_after_max_retries, delayed_processing, window_buffer, retention_seconds, completed_retention_seconds, retention_enabled, encryption_enabled, max_wait_time_seconds, created_at, updated_at, tenant_id FROM queen.queues
 WHERE (retention_enabled AND (retention_seconds > 0 OR completed_retention_seconds > 0))
    OR max_wait_time_seconds > 0
 ORDER BY name
@@ -305,6 +335,7 @@ func (q *Queries) QueueListExpiring(ctx context.Context) ([]QueenQueue, error) {
 			&i.MaxWaitTimeSeconds,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.TenantID,
 		); err != nil {
 			return nil, err
 		}
@@ -317,14 +348,16 @@ func (q *Queries) QueueListExpiring(ctx context.Context) ([]QueenQueue, error) {
 }
 
 const queueListPage = `-- name: QueueListPage :many
-SELECT id, name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl, max_queue_size, dead_letter_queue, dlq_after_max_retries, delayed_processing, window_buffer, retention_seconds, completed_retention_seconds, retention_enabled, encryption_enabled, max_wait_time_seconds, created_at, updated_at FROM queen.queues
-WHERE ($1::text = '' OR namespace = $1::text)
-  AND ($2::text = '' OR task = $2::text)
+SELECT id, name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl, max_queue_size, dead_letter_queue, dlq_after_max_retries, delayed_processing, window_buffer, retention_seconds, completed_retention_seconds, retention_enabled, encryption_enabled, max_wait_time_seconds, created_at, updated_at, tenant_id FROM queen.queues
+WHERE ($1::uuid IS NULL OR tenant_id = $1::uuid)
+  AND ($2::text = '' OR namespace = $2::text)
+  AND ($3::text = '' OR task = $3::text)
 ORDER BY created_at DESC, name
-LIMIT $4 OFFSET $3
+LIMIT $5 OFFSET $4
 `
 
 type QueueListPageParams struct {
+	TenantID  *uuid.UUID
 	Namespace string
 	Task      string
 	RowOffset int32
@@ -332,9 +365,11 @@ type QueueListPageParams struct {
 }
 
 // One page of queues for the resources listing, newest first; an empty
-// namespace or task matches any value.
+// namespace or task matches any value, a NULL tenant every tenant (the
+// cell-wide stats refresh).
 func (q *Queries) QueueListPage(ctx context.Context, arg QueueListPageParams) ([]QueenQueue, error) {
 	rows, err := q.db.Query(ctx, queueListPage,
+		arg.TenantID,
 		arg.Namespace,
 		arg.Task,
 		arg.RowOffset,
@@ -369,7 +404,44 @@ func (q *Queries) QueueListPage(ctx context.Context, arg QueueListPageParams) ([
 			&i.MaxWaitTimeSeconds,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.TenantID,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const queueListTenants = `-- name: QueueListTenants :many
+SELECT t.tenant_id,
+       (SELECT count(*) FROM queen.queues q WHERE q.tenant_id = t.tenant_id)::bigint AS queues,
+       (SELECT count(*) FROM queen_streams.queries s WHERE s.tenant_id = t.tenant_id)::bigint AS stream_queries
+FROM (SELECT q.tenant_id FROM queen.queues q UNION SELECT s.tenant_id FROM queen_streams.queries s) AS t
+ORDER BY t.tenant_id
+`
+
+type QueueListTenantsRow struct {
+	TenantID      uuid.UUID
+	Queues        int64
+	StreamQueries int64
+}
+
+// Every tenant that owns a queue or a stream query, with how many of each:
+// the tenants of a cell (there is no registry of them).
+func (q *Queries) QueueListTenants(ctx context.Context) ([]QueueListTenantsRow, error) {
+	rows, err := q.db.Query(ctx, queueListTenants)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []QueueListTenantsRow
+	for rows.Next() {
+		var i QueueListTenantsRow
+		if err := rows.Scan(&i.TenantID, &i.Queues, &i.StreamQueries); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -451,16 +523,16 @@ func (q *Queries) QueueStatsByName(ctx context.Context, id uuid.UUID) (QueueStat
 
 const queueUpsertConfig = `-- name: QueueUpsertConfig :one
 INSERT INTO queen.queues (
-    name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl, max_queue_size,
+    tenant_id, name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl, max_queue_size,
     dead_letter_queue, dlq_after_max_retries, delayed_processing, window_buffer,
     retention_seconds, completed_retention_seconds, retention_enabled, encryption_enabled,
     max_wait_time_seconds)
 VALUES (
-    $1, $2, $3, $4, $5, $6, $7, $8, $9,
-    $10, $11, $12, $13,
-    $14, $15, $16, $17,
-    $18)
-ON CONFLICT (name) DO UPDATE SET
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+    $11, $12, $13, $14,
+    $15, $16, $17, $18,
+    $19)
+ON CONFLICT (tenant_id, name) DO UPDATE SET
     namespace = EXCLUDED.namespace,
     task = EXCLUDED.task,
     priority = EXCLUDED.priority,
@@ -479,10 +551,11 @@ ON CONFLICT (name) DO UPDATE SET
     encryption_enabled = EXCLUDED.encryption_enabled,
     max_wait_time_seconds = EXCLUDED.max_wait_time_seconds,
     updated_at = now()
-RETURNING id, name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl, max_queue_size, dead_letter_queue, dlq_after_max_retries, delayed_processing, window_buffer, retention_seconds, completed_retention_seconds, retention_enabled, encryption_enabled, max_wait_time_seconds, created_at, updated_at
+RETURNING id, name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl, max_queue_size, dead_letter_queue, dlq_after_max_retries, delayed_processing, window_buffer, retention_seconds, completed_retention_seconds, retention_enabled, encryption_enabled, max_wait_time_seconds, created_at, updated_at, tenant_id
 `
 
 type QueueUpsertConfigParams struct {
+	TenantID                  uuid.UUID
 	Name                      string
 	Namespace                 string
 	Task                      string
@@ -506,6 +579,7 @@ type QueueUpsertConfigParams struct {
 // configure is a full replace of the options, as in the reference broker.
 func (q *Queries) QueueUpsertConfig(ctx context.Context, arg QueueUpsertConfigParams) (QueenQueue, error) {
 	row := q.db.QueryRow(ctx, queueUpsertConfig,
+		arg.TenantID,
 		arg.Name,
 		arg.Namespace,
 		arg.Task,
@@ -548,6 +622,7 @@ func (q *Queries) QueueUpsertConfig(ctx context.Context, arg QueueUpsertConfigPa
 		&i.MaxWaitTimeSeconds,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.TenantID,
 	)
 	return i, err
 }

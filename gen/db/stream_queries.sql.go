@@ -106,31 +106,29 @@ func (q *Queries) StreamQueryLockByName(ctx context.Context, arg StreamQueryLock
 }
 
 const streamQueryShareByID = `-- name: StreamQueryShareByID :one
-SELECT id, tenant_id, name, source_queue, sink_queue, config_hash, created_at, updated_at FROM queen_streams.queries WHERE tenant_id = $1 AND id = $2
-FOR KEY SHARE
+SELECT EXISTS (
+    SELECT 1 FROM queen.partitions p JOIN queen.queues qq ON qq.id = p.queue_id
+    WHERE p.id = $1 AND qq.tenant_id <> $2)::boolean AS partition_foreign
+FROM queen_streams.queries q WHERE q.tenant_id = $2 AND q.id = $3
+FOR KEY SHARE OF q
 `
 
 type StreamQueryShareByIDParams struct {
-	TenantID uuid.UUID
-	ID       uuid.UUID
+	PartitionID uuid.UUID
+	TenantID    uuid.UUID
+	ID          uuid.UUID
 }
 
 // The query a cycle writes state for, held FOR KEY SHARE until the cycle
-// commits: concurrent cycles do not block each other, a reset waits.
-func (q *Queries) StreamQueryShareByID(ctx context.Context, arg StreamQueryShareByIDParams) (QueenStreamsQuery, error) {
-	row := q.db.QueryRow(ctx, streamQueryShareByID, arg.TenantID, arg.ID)
-	var i QueenStreamsQuery
-	err := row.Scan(
-		&i.ID,
-		&i.TenantID,
-		&i.Name,
-		&i.SourceQueue,
-		&i.SinkQueue,
-		&i.ConfigHash,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-	)
-	return i, err
+// commits: concurrent cycles do not block each other, a reset waits. It
+// also tells whether the cycle's source partition belongs to another tenant
+// (a partition that no longer exists is nobody's: the state of a deleted
+// queue's partition can still be flushed).
+func (q *Queries) StreamQueryShareByID(ctx context.Context, arg StreamQueryShareByIDParams) (bool, error) {
+	row := q.db.QueryRow(ctx, streamQueryShareByID, arg.PartitionID, arg.TenantID, arg.ID)
+	var partition_foreign bool
+	err := row.Scan(&partition_foreign)
+	return partition_foreign, err
 }
 
 const streamQueryUpdate = `-- name: StreamQueryUpdate :exec

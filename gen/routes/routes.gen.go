@@ -65,6 +65,7 @@ var All = []Route{
 	{Method: "POST", Path: "/api/v1/system/maintenance", OperationID: "setMaintenance", Access: Admin, Proxy: ProxyOperator},
 	{Method: "GET", Path: "/api/v1/system/maintenance/pop", OperationID: "getPopMaintenance", Access: Admin, Proxy: ProxyOperator},
 	{Method: "POST", Path: "/api/v1/system/maintenance/pop", OperationID: "setPopMaintenance", Access: Admin, Proxy: ProxyOperator},
+	{Method: "GET", Path: "/api/v1/tenants", OperationID: "listTenants", Access: Admin, Proxy: ProxyOperator},
 	{Method: "POST", Path: "/api/v1/traces", OperationID: "recordTrace", Access: ReadWrite, Proxy: ProxyGatedOpen, Feature: "traces"},
 	{Method: "GET", Path: "/api/v1/traces/by-name/{traceName}", OperationID: "listTracesByName", Access: ReadOnly, Proxy: ProxyRead},
 	{Method: "GET", Path: "/api/v1/traces/names", OperationID: "listTraceNames", Access: ReadOnly, Proxy: ProxyRead},

@@ -72,6 +72,10 @@ type Config struct {
 	RoleReadWrite       string
 	RoleReadOnly        string
 	RoleWriteOnly       string
+	// TenantClaim (QUEEN_TENANT_CLAIM) names the claim that binds a token
+	// to a tenant (Identity.Tenant); "" reads none. What the tenant means
+	// is the adapter's business (docs/tenancy.md).
+	TenantClaim string
 
 	Logger *slog.Logger
 	// HTTPClient fetches the JWKS; its CheckRedirect is replaced so that

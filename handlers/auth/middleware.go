@@ -12,7 +12,8 @@ import (
 // its route is public (Classify), when JWT_SKIP_PATHS lets it through (with
 // no identity), or when its token verifies and grants the route's level; a
 // verified token's sub is then put in the request context with withSubject,
-// which is how pushes record producerSub (JWT-13). Every other request is
+// which is how pushes record producerSub (JWT-13), and its tenant claim
+// (Config.TenantClaim) for TenantFrom. Every other request is
 // answered here with JSON {"error": ...} (JWT-15): 401 without a valid token,
 // 403 "Insufficient permissions" with one that does not grant the level, 500
 // for a server-side key problem.
@@ -38,8 +39,21 @@ func (a *Authenticator) Middleware(next http.Handler, withSubject func(context.C
 		if id.Subject != "" && withSubject != nil {
 			r = r.WithContext(withSubject(r.Context(), id.Subject))
 		}
+		if id.Tenant != "" {
+			r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, id.Tenant))
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+type tenantKey struct{}
+
+// TenantFrom returns the tenant claim (Config.TenantClaim) of the token that
+// Middleware verified for this request, as the token has it; "" when the
+// token carries none, or the route was public or skipped.
+func TenantFrom(ctx context.Context) string {
+	t, _ := ctx.Value(tenantKey{}).(string)
+	return t
 }
 
 // refuse answers a request that may not go on.

@@ -50,6 +50,9 @@ var (
 type Identity struct {
 	Subject string // the sub claim; empty when absent
 	Grants  Grants // what the token's roles allow
+	// Tenant is the Config.TenantClaim claim as the token has it, not
+	// checked for shape; empty when absent or no claim is configured.
+	Tenant string
 }
 
 // Authenticate verifies the request's token and returns its identity. The
@@ -113,13 +116,22 @@ func (a *Authenticator) ParseToken(ctx context.Context, raw string) (Identity, e
 	if err := a.checkClaims(claims); err != nil {
 		return Identity{}, err
 	}
-	var sub string
+	var sub, tenant string
 	if v, present := claims["sub"]; present {
 		if sub, ok = v.(string); !ok {
 			return Identity{}, errClaims
 		}
 	}
-	return Identity{Subject: sub, Grants: a.roles.grants(claims)}, nil
+	if a.cfg.TenantClaim != "" {
+		if v, present := claims[a.cfg.TenantClaim]; present {
+			// A tenant binding that is not a string cannot be honoured, and
+			// ignoring it would unbind the token: refuse the token.
+			if tenant, ok = v.(string); !ok {
+				return Identity{}, errClaims
+			}
+		}
+	}
+	return Identity{Subject: sub, Grants: a.roles.grants(claims), Tenant: tenant}, nil
 }
 
 // readHeader decodes the JOSE header the way the JWT library does (strict

@@ -96,11 +96,16 @@ func applyAcks(ctx context.Context, q *db.Queries, items []AckItem, mode ackMode
 	for i, it := range items {
 		results[i] = AckResult{TransactionID: it.TransactionID}
 	}
+	// The lookup is the tenant check: a key whose partition is another
+	// tenant's finds nothing and is refused as not found (items of several
+	// tenants share a group commit).
 	look := db.MessageListByTransactionIDsParams{
+		TenantIds:      make([]uuid.UUID, len(items)),
 		PartitionIds:   make([]uuid.UUID, len(items)),
 		TransactionIds: make([]string, len(items)),
 	}
 	for i, it := range items {
+		look.TenantIds[i] = tenantUUID(it.tenant)
 		look.PartitionIds[i], look.TransactionIds[i] = it.PartitionID, it.TransactionID
 	}
 	msgs, err := q.MessageListByTransactionIDs(ctx, look)

@@ -258,16 +258,6 @@ func (b *Broker) Draining() bool { return b.draining.Load() }
 // Metrics is the registry the data plane records into.
 func (b *Broker) Metrics() *metrics.Registry { return b.rec }
 
-// tenantOf resolves a request's tenant. Native tenancy is not there yet:
-// only the default tenant is served, so that no queue name is ever read as
-// global by mistake.
-func tenantOf(t string) (string, error) {
-	if t == "" || t == DefaultTenant {
-		return DefaultTenant, nil
-	}
-	return "", invalid("unknown tenant " + t + ": native tenancy is not enabled")
-}
-
 // key is the QueueKey of queue in tenant.
 func key(tenant, queue string) QueueKey { return QueueKey{Tenant: tenant, Queue: queue} }
 

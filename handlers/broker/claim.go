@@ -32,7 +32,9 @@ func (b *Broker) popOnce(ctx context.Context, pr popPlan) (res *PopResult, err e
 	defer func() { b.timed.Pop(time.Since(start), res != nil) }()
 	var queues []db.QueenQueue
 	if pr.Namespace != "" || pr.Task != "" {
-		rows, err := b.q.QueueListByNamespaceTask(ctx, db.QueueListByNamespaceTaskParams{Namespace: pr.Namespace, Task: pr.Task})
+		rows, err := b.q.QueueListByNamespaceTask(ctx, db.QueueListByNamespaceTaskParams{
+			TenantID: tenantUUID(pr.Tenant), Namespace: pr.Namespace, Task: pr.Task,
+		})
 		if err != nil {
 			return nil, fmt.Errorf("list queues for namespace %q task %q: %w", pr.Namespace, pr.Task, err)
 		}
@@ -203,7 +205,8 @@ func (b *Broker) claim(ctx context.Context, pr popPlan, q db.QueenQueue, partID 
 // wins; otherwise the pop's own subscriptionFrom/new is stored, and the first
 // decision sticks. nil means the beginning of the partition.
 func (b *Broker) subscriptionStart(ctx context.Context, pr popPlan, queue, partition string, targeted bool) (*time.Time, error) {
-	get := db.SubscriptionGetParams{ConsumerGroup: pr.Group, QueueName: queue, PartitionName: partition}
+	tid := tenantUUID(pr.Tenant)
+	get := db.SubscriptionGetParams{TenantID: tid, ConsumerGroup: pr.Group, QueueName: queue, PartitionName: partition}
 	row, err := b.q.SubscriptionGet(ctx, get)
 	if err == nil {
 		return &row.SubscriptionTimestamp.Time, nil
@@ -211,7 +214,7 @@ func (b *Broker) subscriptionStart(ctx context.Context, pr popPlan, queue, parti
 	if !errors.Is(pgerr.Translate(err), pgerr.ErrNotFound) {
 		return nil, fmt.Errorf("read subscription of %q on %q: %w", pr.Group, queue, err)
 	}
-	ins := db.SubscriptionInsertParams{ConsumerGroup: pr.Group, QueueName: queue}
+	ins := db.SubscriptionInsertParams{TenantID: tid, ConsumerGroup: pr.Group, QueueName: queue}
 	switch {
 	case pr.subscribeFrom != nil:
 		ins.SubscriptionMode, ins.SubscriptionTimestamp = "timestamp", pgtype.Timestamptz{Time: *pr.subscribeFrom, Valid: true}

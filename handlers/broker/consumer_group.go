@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -13,30 +14,36 @@ import (
 	"github.com/queenforgo/queen/sql/pgerr"
 )
 
-// DeleteConsumerGroup removes a group's cursors, on every queue or on one
-// ("" for all), and with withMeta its subscription start points. It
+// DeleteConsumerGroup removes a group's cursors, on every queue of the
+// tenant or on one ("" for all), and with withMeta its subscription start
+// points. It
 // returns the number of cursors deleted. The group's next wildcard pops scan
 // every partition again (watermarks reset after the commit).
 func (b *Broker) DeleteConsumerGroup(ctx context.Context, tenant, group, queue string, withMeta bool) (int64, error) {
-	if _, err := tenantOf(tenant); err != nil {
+	tid, err := tenantID(tenant)
+	if err != nil {
 		return 0, err
 	}
 	var n int64
-	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 		qtx := b.q.WithTx(tx)
 		var err error
 		if queue == "" {
-			n, err = qtx.PartitionConsumerDeleteByGroup(ctx, group)
+			n, err = qtx.PartitionConsumerDeleteByGroup(ctx, db.PartitionConsumerDeleteByGroupParams{ConsumerGroup: group, TenantID: tid})
 		} else {
-			n, err = qtx.PartitionConsumerDeleteByGroupAndQueue(ctx, db.PartitionConsumerDeleteByGroupAndQueueParams{ConsumerGroup: group, QueueName: queue})
+			n, err = qtx.PartitionConsumerDeleteByGroupAndQueue(ctx, db.PartitionConsumerDeleteByGroupAndQueueParams{
+				ConsumerGroup: group, TenantID: tid, QueueName: queue,
+			})
 		}
 		if err != nil || !withMeta {
 			return err
 		}
 		if queue == "" {
-			_, err = qtx.SubscriptionDeleteByGroup(ctx, group)
+			_, err = qtx.SubscriptionDeleteByGroup(ctx, db.SubscriptionDeleteByGroupParams{TenantID: tid, ConsumerGroup: group})
 		} else {
-			_, err = qtx.SubscriptionDeleteByGroupAndQueue(ctx, db.SubscriptionDeleteByGroupAndQueueParams{ConsumerGroup: group, QueueName: queue})
+			_, err = qtx.SubscriptionDeleteByGroupAndQueue(ctx, db.SubscriptionDeleteByGroupAndQueueParams{
+				TenantID: tid, ConsumerGroup: group, QueueName: queue,
+			})
 		}
 		return err
 	})
@@ -44,9 +51,9 @@ func (b *Broker) DeleteConsumerGroup(ctx context.Context, tenant, group, queue s
 		return 0, pgerr.Translate(fmt.Errorf("delete consumer group %q: %w", group, err))
 	}
 	if queue == "" {
-		err = b.q.ConsumerWatermarkResetGroup(ctx, group)
+		err = b.q.ConsumerWatermarkResetGroup(ctx, db.ConsumerWatermarkResetGroupParams{ConsumerGroup: group, TenantID: tid})
 	} else {
-		err = b.resetWatermark(ctx, group, queue)
+		err = b.resetWatermark(ctx, tid, group, queue)
 	}
 	if err != nil {
 		return 0, pgerr.Translate(fmt.Errorf("reset watermarks of %q: %w", group, err))
@@ -54,19 +61,21 @@ func (b *Broker) DeleteConsumerGroup(ctx context.Context, tenant, group, queue s
 	return n, nil
 }
 
-// SetSubscriptionStart moves the stored start points of a group: where it
-// starts on partitions it has not read yet. It returns the rows updated.
+// SetSubscriptionStart moves the stored start points of a group in the
+// tenant: where it starts on partitions it has not read yet. It returns the
+// rows updated.
 func (b *Broker) SetSubscriptionStart(ctx context.Context, tenant, group string, at time.Time) (int64, error) {
-	if _, err := tenantOf(tenant); err != nil {
+	tid, err := tenantID(tenant)
+	if err != nil {
 		return 0, err
 	}
 	n, err := b.q.SubscriptionUpdateTimestamp(ctx, db.SubscriptionUpdateTimestampParams{
-		SubscriptionTimestamp: pgtype.Timestamptz{Time: at, Valid: true}, ConsumerGroup: group,
+		SubscriptionTimestamp: pgtype.Timestamptz{Time: at, Valid: true}, TenantID: tid, ConsumerGroup: group,
 	})
 	if err != nil {
 		return 0, pgerr.Translate(fmt.Errorf("update subscription of %q: %w", group, err))
 	}
-	if err := b.q.ConsumerWatermarkResetGroup(ctx, group); err != nil {
+	if err := b.q.ConsumerWatermarkResetGroup(ctx, db.ConsumerWatermarkResetGroupParams{ConsumerGroup: group, TenantID: tid}); err != nil {
 		return 0, pgerr.Translate(fmt.Errorf("reset watermarks of %q: %w", group, err))
 	}
 	return n, nil
@@ -88,7 +97,8 @@ func (b *Broker) SeekQueue(ctx context.Context, tenant, group, queue string, at 
 		}
 		return 0, ErrQueueNotFound
 	}
-	params := db.PartitionConsumerSeekQueueParams{ConsumerGroup: group, ToEnd: at == nil, QueueName: queue}
+	tid := tenantUUID(tenant)
+	params := db.PartitionConsumerSeekQueueParams{ConsumerGroup: group, ToEnd: at == nil, TenantID: tid, QueueName: queue}
 	if at != nil {
 		params.TargetTime = pgtype.Timestamptz{Time: *at, Valid: true}
 	}
@@ -96,7 +106,7 @@ func (b *Broker) SeekQueue(ctx context.Context, tenant, group, queue string, at 
 	if err != nil {
 		return 0, pgerr.Translate(fmt.Errorf("seek %q on %q: %w", group, queue, err))
 	}
-	if err := b.resetWatermark(ctx, group, queue); err != nil {
+	if err := b.resetWatermark(ctx, tid, group, queue); err != nil {
 		return 0, pgerr.Translate(err)
 	}
 	b.notify.QueuesReady([]QueueKey{k})
@@ -132,7 +142,7 @@ func (b *Broker) SeekPartitionToEnd(ctx context.Context, tenant, group, queue, p
 		return SoughtPartition{}, fmt.Errorf("read partition %q of %q: %w", partition, queue, err)
 	}
 	n, err := b.q.PartitionConsumerSeekQueue(ctx, db.PartitionConsumerSeekQueueParams{
-		ConsumerGroup: group, ToEnd: true, QueueName: queue, PartitionName: partition,
+		ConsumerGroup: group, ToEnd: true, TenantID: tenantUUID(tenant), QueueName: queue, PartitionName: partition,
 	})
 	if err != nil {
 		return SoughtPartition{}, pgerr.Translate(fmt.Errorf("seek %q on %q/%q: %w", group, queue, partition, err))
@@ -148,8 +158,8 @@ func (b *Broker) SeekPartitionToEnd(ctx context.Context, tenant, group, queue, p
 // partition again. It runs after the change that may have made old
 // partitions pending (a seek back, deleted cursors) has committed, so that a
 // scan still seeing the old state cannot advance the watermark past them.
-func (b *Broker) resetWatermark(ctx context.Context, group, queue string) error {
-	err := b.q.ConsumerWatermarkResetQueue(ctx, db.ConsumerWatermarkResetQueueParams{ConsumerGroup: group, QueueName: queue})
+func (b *Broker) resetWatermark(ctx context.Context, tenant uuid.UUID, group, queue string) error {
+	err := b.q.ConsumerWatermarkResetQueue(ctx, db.ConsumerWatermarkResetQueueParams{ConsumerGroup: group, TenantID: tenant, QueueName: queue})
 	if err != nil {
 		return fmt.Errorf("reset watermark of %q on %q: %w", group, queue, err)
 	}

@@ -52,9 +52,10 @@ type Replayed struct {
 // ways of finding one (by message, by row id) read these columns.
 type deadLetterSnapshot db.DeadLetterGetByIDRow
 
-// ReplayDeadLetter replays one dead-letter row, by its id, to its own queue
-// and partition or to the ones given. ErrNotFound when the row does not
-// exist (or was replayed or purged meanwhile), ErrMaintenance during push
+// ReplayDeadLetter replays one dead-letter row of the tenant, by its id, to
+// its own queue and partition or to the ones given (in the tenant).
+// ErrNotFound when the row does not exist in the tenant (or was replayed or
+// purged meanwhile), ErrMaintenance during push
 // maintenance: a replay is a push, and pushes go to the spool then.
 func (b *Broker) ReplayDeadLetter(ctx context.Context, tenant string, id uuid.UUID, queue, partition string) (Replayed, error) {
 	tenant, err := tenantOf(tenant)
@@ -64,7 +65,7 @@ func (b *Broker) ReplayDeadLetter(ctx context.Context, tenant string, id uuid.UU
 	if b.maint.push.Load() {
 		return Replayed{}, ErrMaintenance
 	}
-	row, err := b.q.DeadLetterGetByID(ctx, id)
+	row, err := b.q.DeadLetterGetByID(ctx, db.DeadLetterGetByIDParams{ID: id, TenantID: tenantUUID(tenant)})
 	if err != nil {
 		return Replayed{}, pgerr.Translate(fmt.Errorf("read dead letter %s: %w", id, err))
 	}
@@ -89,7 +90,7 @@ func (b *Broker) RetryMessage(ctx context.Context, tenant string, partitionID uu
 		return Replayed{}, ErrMaintenance
 	}
 	row, err := b.q.DeadLetterGetForReplay(ctx, db.DeadLetterGetForReplayParams{
-		PartitionID: partitionID, TransactionID: txID, ConsumerGroup: group,
+		PartitionID: partitionID, TransactionID: txID, TenantID: tenantUUID(tenant), ConsumerGroup: group,
 	})
 	if err != nil {
 		return Replayed{}, pgerr.Translate(fmt.Errorf("read dead letter: %w", err))
@@ -157,9 +158,10 @@ const operatorDeadLetter = "Moved to dead-letter queue by an operator"
 // and moves the group's cursor over it. A cursor is a position, so only the
 // group's next message can be passed, and not under a live lease
 // (ErrConflict). moved is false when the message was already dead-lettered
-// for the group. ErrNotFound: no such message.
+// for the group. ErrNotFound: no such message in the tenant.
 func (b *Broker) MoveToDLQ(ctx context.Context, tenant string, partitionID uuid.UUID, txID, group, reason string) (moved bool, err error) {
-	if _, err := tenantOf(tenant); err != nil {
+	tid, err := tenantID(tenant)
+	if err != nil {
 		return false, err
 	}
 	if group == "" {
@@ -168,7 +170,9 @@ func (b *Broker) MoveToDLQ(ctx context.Context, tenant string, partitionID uuid.
 	if reason == "" {
 		reason = operatorDeadLetter
 	}
-	msg, err := b.q.MessageGetByTransactionID(ctx, db.MessageGetByTransactionIDParams{PartitionID: partitionID, TransactionID: txID})
+	msg, err := b.q.MessageGetByTransactionID(ctx, db.MessageGetByTransactionIDParams{
+		PartitionID: partitionID, TransactionID: txID, TenantID: tid,
+	})
 	if err != nil {
 		return false, pgerr.Translate(fmt.Errorf("read message: %w", err))
 	}
@@ -207,10 +211,11 @@ func (b *Broker) MoveToDLQ(ctx context.Context, tenant string, partitionID uuid.
 // PurgeDeadLetters deletes the dead-letter rows of a queue, or of one group
 // in it. The messages stay: every cursor concerned is already past them.
 func (b *Broker) PurgeDeadLetters(ctx context.Context, tenant, queue, group string) (int64, error) {
-	if _, err := tenantOf(tenant); err != nil {
+	tid, err := tenantID(tenant)
+	if err != nil {
 		return 0, err
 	}
-	n, err := b.q.DeadLetterDeleteByQueue(ctx, db.DeadLetterDeleteByQueueParams{QueueName: queue, ConsumerGroup: group})
+	n, err := b.q.DeadLetterDeleteByQueue(ctx, db.DeadLetterDeleteByQueueParams{TenantID: tid, QueueName: queue, ConsumerGroup: group})
 	if err != nil {
 		return 0, pgerr.Translate(fmt.Errorf("purge dead letters of %q: %w", queue, err))
 	}

@@ -23,7 +23,8 @@ type Extended struct {
 // queue's lease time (defaultLeaseSeconds where that is 0), the time a pop
 // leases for.
 func (b *Broker) ExtendLease(ctx context.Context, tenant, leaseID string, d time.Duration) (Extended, error) {
-	if _, err := tenantOf(tenant); err != nil {
+	tid, err := tenantID(tenant)
+	if err != nil {
 		return Extended{}, err
 	}
 	var seconds *int32
@@ -31,13 +32,13 @@ func (b *Broker) ExtendLease(ctx context.Context, tenant, leaseID string, d time
 		seconds = new(int32(d / time.Second))
 	}
 	expiries, err := b.q.PartitionConsumerExtendLease(ctx, db.PartitionConsumerExtendLeaseParams{
-		Seconds: seconds, DefaultSeconds: defaultLeaseSeconds, LeaseID: &leaseID,
+		Seconds: seconds, DefaultSeconds: defaultLeaseSeconds, LeaseID: &leaseID, TenantID: tid,
 	})
 	if err != nil {
 		return Extended{}, pgerr.Translate(fmt.Errorf("extend lease: %w", err))
 	}
 	if len(expiries) == 0 {
-		exists, err := b.q.PartitionConsumerLeaseExists(ctx, &leaseID)
+		exists, err := b.q.PartitionConsumerLeaseExists(ctx, db.PartitionConsumerLeaseExistsParams{LeaseID: &leaseID, TenantID: tid})
 		if err != nil {
 			return Extended{}, pgerr.Translate(fmt.Errorf("read lease: %w", err))
 		}

@@ -12,14 +12,18 @@ import (
 	"github.com/queenforgo/queen/sql/pgerr"
 )
 
-// DeleteMessage deletes a stored message; its dead-letter and trace rows go
-// with it. It reports whether the message existed (deleting a missing one
-// is not an error: the CLI's DLQ drain deletes blindly).
+// DeleteMessage deletes a tenant's stored message; its dead-letter and trace
+// rows go with it. It reports whether the message existed (deleting a
+// missing one is not an error: the CLI's DLQ drain deletes blindly); another
+// tenant's message does not exist here.
 func (b *Broker) DeleteMessage(ctx context.Context, tenant string, partitionID uuid.UUID, txID string) (bool, error) {
-	if _, err := tenantOf(tenant); err != nil {
+	tid, err := tenantID(tenant)
+	if err != nil {
 		return false, err
 	}
-	n, err := b.q.MessageDeleteByTransactionID(ctx, db.MessageDeleteByTransactionIDParams{PartitionID: partitionID, TransactionID: txID})
+	n, err := b.q.MessageDeleteByTransactionID(ctx, db.MessageDeleteByTransactionIDParams{
+		PartitionID: partitionID, TenantID: tid, TransactionID: txID,
+	})
 	if err != nil {
 		return false, pgerr.Translate(fmt.Errorf("delete message: %w", err))
 	}
@@ -45,9 +49,10 @@ type Trace struct {
 }
 
 // RecordTrace stores a processing event on a message and returns its id.
-// ErrNotFound: no such message.
+// ErrNotFound: no such message in the tenant.
 func (b *Broker) RecordTrace(ctx context.Context, tenant string, t Trace) (uuid.UUID, error) {
-	if _, err := tenantOf(tenant); err != nil {
+	tid, err := tenantID(tenant)
+	if err != nil {
 		return uuid.UUID{}, err
 	}
 	if t.Group == "" {
@@ -56,7 +61,9 @@ func (b *Broker) RecordTrace(ctx context.Context, tenant string, t Trace) (uuid.
 	if t.EventType == "" {
 		t.EventType = "info"
 	}
-	msg, err := b.q.MessageGetByTransactionID(ctx, db.MessageGetByTransactionIDParams{PartitionID: t.PartitionID, TransactionID: t.TransactionID})
+	msg, err := b.q.MessageGetByTransactionID(ctx, db.MessageGetByTransactionIDParams{
+		PartitionID: t.PartitionID, TransactionID: t.TransactionID, TenantID: tid,
+	})
 	if err != nil {
 		return uuid.UUID{}, pgerr.Translate(fmt.Errorf("read traced message: %w", err))
 	}

@@ -78,11 +78,46 @@ func (b *Broker) ApplyQueuesReady(keys []QueueKey) {
 	}
 }
 
+// ApplyQueuesReadyEveryTenant is ApplyQueuesReady for an announcement that
+// names queues but no tenant (a NOTIFY sent from outside the brokers,
+// docs/mesh.md): the queues of these names are woken in every tenant that
+// has a pop parked on one here. Idempotent.
+func (b *Broker) ApplyQueuesReadyEveryTenant(queues []string) {
+	names := make(map[string]bool, len(queues))
+	for _, q := range queues {
+		names[q] = true
+	}
+	parked := b.wait.Keys(func(k waitKey) bool { return k.kind == 'q' && names[k.name] })
+	keys := make([]QueueKey, 0, len(parked)+len(queues))
+	seen := make(map[QueueKey]bool, len(parked)+len(queues))
+	for _, k := range parked {
+		keys = append(keys, key(k.tenant, k.name))
+		seen[key(k.tenant, k.name)] = true
+	}
+	// Pops parked on a namespace or task are woken through the queue cache;
+	// the default tenant's queues always count, as before tenancy.
+	for _, q := range queues {
+		if k := key(DefaultTenant, q); !seen[k] {
+			keys = append(keys, k)
+		}
+	}
+	b.ApplyQueuesReady(keys)
+}
+
 // ApplyQueueChanged drops this broker's cached rows of these queues, so the
 // next push or pop reads their options fresh. Idempotent.
 func (b *Broker) ApplyQueueChanged(keys []QueueKey) {
 	for _, k := range keys {
 		b.queues.invalidate(k)
+	}
+}
+
+// ApplyQueueChangedEveryTenant is ApplyQueueChanged for an announcement that
+// names queues but no tenant: the cached rows of these names are dropped in
+// every tenant. Idempotent.
+func (b *Broker) ApplyQueueChangedEveryTenant(queues []string) {
+	for _, q := range queues {
+		b.queues.invalidateName(q)
 	}
 }
 

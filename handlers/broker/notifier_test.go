@@ -89,3 +89,50 @@ func TestNotifierCarriesEveryAnnouncement(t *testing.T) {
 		t.Fatal("the announcement did not wake the parked pop")
 	}
 }
+
+// An announcement without a tenant (a NOTIFY from outside the brokers)
+// wakes the pops parked on queues of that name in every tenant, and no
+// other.
+func TestApplyQueuesReadyEveryTenant(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const other = "0a0a0a0a-0000-4000-8000-00000000000a"
+	def := b.b.wait.Register(queueWait(QueueKey{Tenant: DefaultTenant, Queue: "x"}))
+	defer def.Cancel()
+	ten := b.b.wait.Register(queueWait(QueueKey{Tenant: other, Queue: "x"}))
+	defer ten.Cancel()
+	elsewhere := b.b.wait.Register(queueWait(QueueKey{Tenant: other, Queue: "y"}))
+	defer elsewhere.Cancel()
+
+	b.b.ApplyQueuesReadyEveryTenant([]string{"x"})
+	for _, w := range []<-chan struct{}{def.C, ten.C} {
+		select {
+		case <-w:
+		default:
+			t.Fatal("a pop parked on x was not woken")
+		}
+	}
+	select {
+	case <-elsewhere.C:
+		t.Fatal("a pop parked on y was woken")
+	default:
+	}
+}
+
+// Likewise a configuration change without a tenant drops the cached rows of
+// that name in every tenant.
+func TestApplyQueueChangedEveryTenant(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const other = "0a0a0a0a-0000-4000-8000-00000000000a"
+	for _, tenant := range []string{DefaultTenant, other} {
+		_, err := b.b.Push(t.Context(), tenant, []PushItem{{Queue: "x", Partition: "Default", TransactionID: "t", Payload: []byte("1")}})
+		require.NoError(t, err)
+		_, err = b.b.Push(t.Context(), tenant, []PushItem{{Queue: "y", Partition: "Default", TransactionID: "t", Payload: []byte("1")}})
+		require.NoError(t, err)
+	}
+	b.b.ApplyQueueChangedEveryTenant([]string{"x"})
+	require.False(t, b.b.KnownQueue(QueueKey{Tenant: DefaultTenant, Queue: "x"}))
+	require.False(t, b.b.KnownQueue(QueueKey{Tenant: other, Queue: "x"}))
+	require.True(t, b.b.KnownQueue(QueueKey{Tenant: other, Queue: "y"}))
+}

@@ -72,7 +72,7 @@ func (b *Broker) Configure(ctx context.Context, tenant, name, namespace, task st
 		return Queue{}, uuid.UUID{}, err
 	}
 	params := db.QueueUpsertConfigParams{
-		Name: name, Namespace: namespace, Task: task,
+		TenantID: tenantUUID(tenant), Name: name, Namespace: namespace, Task: task,
 		Priority: int32(o.Priority), LeaseTime: int32(o.LeaseTime), RetryLimit: int32(o.RetryLimit),
 		RetryDelay: int32(o.RetryDelay), Ttl: int32(o.TTL), MaxQueueSize: int32(o.MaxSize),
 		DeadLetterQueue: o.DeadLetterQueue, DlqAfterMaxRetries: o.DlqAfterMaxRetries,
@@ -112,13 +112,14 @@ func (b *Broker) DeleteQueue(ctx context.Context, tenant, name string) (bool, er
 		return false, err
 	}
 	var n int64
+	tid := tenantUUID(tenant)
 	err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 		qtx := b.q.WithTx(tx)
 		var err error
-		if n, err = qtx.QueueDeleteByName(ctx, name); err != nil {
+		if n, err = qtx.QueueDeleteByName(ctx, db.QueueDeleteByNameParams{TenantID: tid, Name: name}); err != nil {
 			return err
 		}
-		_, err = qtx.SubscriptionDeleteByQueue(ctx, name)
+		_, err = qtx.SubscriptionDeleteByQueue(ctx, db.SubscriptionDeleteByQueueParams{TenantID: tid, QueueName: name})
 		return err
 	})
 	b.notify.QueueChanged([]QueueKey{key(tenant, name)})
@@ -152,7 +153,8 @@ type Cleared struct {
 // predates the reset). Deleting partitions by itself never makes an old
 // partition pending, so nothing else about the watermarks changes.
 func (b *Broker) ClearQueue(ctx context.Context, tenant, name string, partition *string) (Cleared, error) {
-	if _, err := tenantOf(tenant); err != nil {
+	tid, err := tenantID(tenant)
+	if err != nil {
 		return Cleared{}, err
 	}
 	var (
@@ -160,14 +162,13 @@ func (b *Broker) ClearQueue(ctx context.Context, tenant, name string, partition 
 		res       db.PartitionDeleteManyRow
 		queueSeen bool
 		partSeen  bool
-		err       error
 	)
 	for attempt := 1; ; attempt++ {
 		queueSeen, partSeen, res = false, false, db.PartitionDeleteManyRow{}
 		err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 			qtx := b.q.WithTx(tx)
 			var err error
-			q, err = qtx.QueueGetByName(ctx, name)
+			q, err = qtx.QueueGetByName(ctx, db.QueueGetByNameParams{TenantID: tid, Name: name})
 			if err = pgerr.Translate(err); errors.Is(err, pgerr.ErrNotFound) {
 				return nil
 			}

@@ -63,12 +63,23 @@ func (c *queueCache) invalidate(k QueueKey) {
 	c.mu.Unlock()
 }
 
+// invalidateName drops the entries of a queue name in every tenant.
+func (c *queueCache) invalidateName(name string) {
+	c.mu.Lock()
+	for k := range c.m {
+		if k.Queue == name {
+			delete(c.m, k)
+		}
+	}
+	c.mu.Unlock()
+}
+
 // lookupQueue returns the queue row, or ok=false when the queue does not exist.
 func (b *Broker) lookupQueue(ctx context.Context, k QueueKey) (db.QueenQueue, bool, error) {
 	if q, ok := b.queues.get(k); ok {
 		return q, true, nil
 	}
-	rows, err := b.q.QueueListByNames(ctx, []string{k.Queue})
+	rows, err := b.q.QueueListByNames(ctx, db.QueueListByNamesParams{TenantID: tenantUUID(k.Tenant), Names: []string{k.Queue}})
 	if err != nil {
 		return db.QueenQueue{}, false, fmt.Errorf("read queue %q: %w", k.Queue, err)
 	}
@@ -93,8 +104,8 @@ func (b *Broker) ensureQueues(ctx context.Context, keys []QueueKey) (map[QueueKe
 		}
 	}
 	for len(missing) > 0 {
-		// One tenant at a time (the queue table has no tenant column yet:
-		// every key is of the default tenant).
+		// One tenant at a time: the statements read and create the queues
+		// of one tenant.
 		tenant := missing[0].Tenant
 		var names []string
 		rest := missing[:0:0]
@@ -114,8 +125,9 @@ func (b *Broker) ensureQueues(ctx context.Context, keys []QueueKey) (map[QueueKe
 }
 
 func (b *Broker) ensureTenantQueues(ctx context.Context, tenant string, missing []string, out map[QueueKey]db.QueenQueue) error {
+	tid := tenantUUID(tenant)
 	load := func() error {
-		rows, err := b.q.QueueListByNames(ctx, missing)
+		rows, err := b.q.QueueListByNames(ctx, db.QueueListByNamesParams{TenantID: tid, Names: missing})
 		if err != nil {
 			return err
 		}
@@ -140,7 +152,7 @@ func (b *Broker) ensureTenantQueues(ctx context.Context, tenant string, missing 
 	if len(create) == 0 {
 		return nil
 	}
-	if err := b.q.QueueInsertMany(ctx, db.QueueInsertManyParams{Names: create, Namespaces: namespaces, Tasks: tasks}); err != nil {
+	if err := b.q.QueueInsertMany(ctx, db.QueueInsertManyParams{TenantID: tid, Names: create, Namespaces: namespaces, Tasks: tasks}); err != nil {
 		return fmt.Errorf("create queues: %w", err)
 	}
 	missing = create

@@ -144,9 +144,11 @@ func (b *Broker) ReplaySpooled(ctx context.Context, recs []spool.Record) error {
 	}
 	items := make([]PushItem, len(recs))
 	for i, r := range recs {
-		tenant := r.Tenant
-		if tenant == "" {
-			tenant = DefaultTenant
+		// Records hold the tenant as the push had it ("" for the default
+		// one); a hand-edited file's must still be one.
+		tenant, err := tenantOf(r.Tenant)
+		if err != nil {
+			return fmt.Errorf("spooled record of %q: %w", r.Queue, err)
 		}
 		items[i] = PushItem{
 			Queue: r.Queue, Partition: r.Partition, TransactionID: r.TransactionID, TraceID: r.TraceID,

@@ -117,8 +117,8 @@ type CycleAck struct {
 }
 
 // CycleResult is a cycle's outcome. Refused (ErrNotFound for the acked
-// message, ErrLeaseLost, ErrNoCursor, ErrStale) means nothing was
-// committed.
+// message, ErrPartitionNotFound for a source partition of another tenant,
+// ErrLeaseLost, ErrNoCursor, ErrStale) means nothing was committed.
 type CycleResult struct {
 	Refused       error
 	Pushed        []PushResult
@@ -183,8 +183,14 @@ func (b *Broker) CommitStreamCycle(ctx context.Context, tenant string, c StreamC
 func (b *Broker) applyCycle(ctx context.Context, tx pgx.Tx, tid uuid.UUID, c StreamCycle, queues map[QueueKey]db.QueenQueue) (CycleResult, error) {
 	q := b.q.WithTx(tx)
 	var out CycleResult
-	if _, err := q.StreamQueryShareByID(ctx, db.StreamQueryShareByIDParams{TenantID: tid, ID: c.QueryID}); err != nil {
+	foreign, err := q.StreamQueryShareByID(ctx, db.StreamQueryShareByIDParams{PartitionID: c.PartitionID, TenantID: tid, ID: c.QueryID})
+	if err != nil {
 		return out, fmt.Errorf("lock stream query: %w", err)
+	}
+	if foreign {
+		// The shard key names another tenant's partition: its state, acks
+		// and cursors are not this tenant's to touch.
+		return out, errCycleRefused{ErrPartitionNotFound}
 	}
 	if err := q.StreamStateLockShard(ctx, db.StreamStateLockShardParams{QueryID: c.QueryID, PartitionID: c.PartitionID}); err != nil {
 		return out, fmt.Errorf("lock state shard: %w", err)
@@ -195,7 +201,7 @@ func (b *Broker) applyCycle(ctx context.Context, tx pgx.Tx, tid uuid.UUID, c Str
 	var cur *cursor
 	if c.Ack != nil {
 		msgs, err := q.MessageListByTransactionIDs(ctx, db.MessageListByTransactionIDsParams{
-			PartitionIds: []uuid.UUID{c.PartitionID}, TransactionIds: []string{c.Ack.TransactionID},
+			TenantIds: []uuid.UUID{tid}, PartitionIds: []uuid.UUID{c.PartitionID}, TransactionIds: []string{c.Ack.TransactionID},
 		})
 		if err != nil {
 			return out, fmt.Errorf("read acked message: %w", err)
@@ -344,13 +350,4 @@ func (b *Broker) StreamState(ctx context.Context, tenant string, sq StateQuery) 
 		out[i] = StateRow{Key: r.Key, Value: r.Value, UpdatedAt: r.UpdatedAt.Time}
 	}
 	return out, nil
-}
-
-// tenantID is the tenant as the stream tables key it.
-func tenantID(tenant string) (uuid.UUID, error) {
-	t, err := tenantOf(tenant)
-	if err != nil {
-		return uuid.UUID{}, err
-	}
-	return uuid.MustParse(t), nil
 }

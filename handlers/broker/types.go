@@ -7,8 +7,9 @@ import (
 	"github.com/google/uuid"
 )
 
-// DefaultTenant owns every queue until native tenancy exists; every request
-// resolves to it for now. The stream queries are already keyed by it.
+// DefaultTenant is the tenant of every request when native tenancy is off,
+// and of every request that names none when it is on (tenant.go). Rows
+// stored before tenancy belong to it (migration 0010).
 const DefaultTenant = "00000000-0000-0000-0000-000000000001"
 
 // QueueModeGroup is the consumer group of plain queue consumers: one shared

@@ -72,6 +72,21 @@ func (r *Registry[K]) Notify(key K) {
 	r.mu.Unlock()
 }
 
+// Keys returns the keys that waiters are parked under and match accepts,
+// for a wake-up that names its keys only in part (a queue name without its
+// tenant).
+func (r *Registry[K]) Keys(match func(K) bool) []K {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []K
+	for k := range r.byKey {
+		if match(k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // Len is the number of parked waiters under key (for metrics and tests).
 func (r *Registry[K]) Len(key K) int {
 	r.mu.Lock()

@@ -244,7 +244,7 @@ func (c *Client) ack(ctx context.Context, cfg ConsumerConfig, items []client.Ack
 	if cfg.Group != "" {
 		body.ConsumerGroup = &cfg.Group
 	}
-	resp, err := c.api.AckBatchWithResponse(actx, body)
+	resp, err := c.api.AckBatchWithResponse(actx, nil, body)
 	if err == nil && resp.JSON200 == nil {
 		err = apiError("ackBatch", resp.StatusCode(), resp.Body)
 	}
@@ -282,7 +282,7 @@ func (c *Client) renew(ctx context.Context, cfg ConsumerConfig, lease string, lo
 				return
 			case <-t.C:
 			}
-			resp, err := c.api.ExtendLeaseWithResponse(ctx, lease, client.LeaseExtendRequest{Seconds: &seconds})
+			resp, err := c.api.ExtendLeaseWithResponse(ctx, lease, nil, client.LeaseExtendRequest{Seconds: &seconds})
 			if err == nil && resp.JSON200 == nil {
 				err = apiError("extendLease", resp.StatusCode(), resp.Body)
 			}

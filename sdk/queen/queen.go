@@ -29,7 +29,7 @@ type Client struct {
 
 // New returns a client of the broker at baseURL (e.g. http://localhost:6632).
 // Options are the generated client's (client.WithHTTPClient,
-// client.WithRequestEditorFn) and WithToken.
+// client.WithRequestEditorFn), WithToken and WithTenant.
 //
 // The default HTTP client has no overall timeout, since long-poll pops wait
 // on the server; every call is bounded by its context instead.
@@ -46,6 +46,17 @@ func New(baseURL string, opts ...client.ClientOption) (*Client, error) {
 func WithToken(token string) client.ClientOption {
 	return client.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
 		req.Header.Set("Authorization", "Bearer "+token)
+		return nil
+	})
+}
+
+// WithTenant sends tenant as x-queen-tenant on every request: the tenant a
+// broker with QUEEN_TENANCY_HEADER=true scopes the client's queues to
+// (docs/tenancy.md). Behind queen-proxy, or with a token whose tenant claim
+// decides, the header is not needed.
+func WithTenant(tenant string) client.ClientOption {
+	return client.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+		req.Header.Set("x-queen-tenant", tenant)
 		return nil
 	})
 }
@@ -122,7 +133,7 @@ func (c *Client) Push(ctx context.Context, msgs ...Message) ([]client.PushResult
 			items[i].TraceId = &msgs[i].TraceID
 		}
 	}
-	resp, err := c.api.PushMessagesWithResponse(ctx, client.PushRequest{Items: items})
+	resp, err := c.api.PushMessagesWithResponse(ctx, nil, client.PushRequest{Items: items})
 	if err != nil {
 		return nil, fmt.Errorf("push: %w", err)
 	}

@@ -65,7 +65,7 @@ func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 
 func (tb *testBundle) configure(t *testing.T, queue string, opts client.QueueOptions) {
 	t.Helper()
-	resp, err := tb.c.API().ConfigureQueueWithResponse(t.Context(), client.ConfigureRequest{Queue: queue, Options: &opts})
+	resp, err := tb.c.API().ConfigureQueueWithResponse(t.Context(), nil, client.ConfigureRequest{Queue: queue, Options: &opts})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode(), "%s", resp.Body)
 }
@@ -267,7 +267,7 @@ func TestConsumeCancelsTheHandlerWhenTheLeaseIsLost(t *testing.T) {
 	<-started
 	// Deleting the queue deletes the lease with it: the next renewal is
 	// refused and the handler is told.
-	del, err := tb.c.API().DeleteQueueWithResponse(ctx, "doomed")
+	del, err := tb.c.API().DeleteQueueWithResponse(ctx, "doomed", nil)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, del.StatusCode(), "%s", del.Body)
 	select {
@@ -361,3 +361,25 @@ func TestWithTokenAuthenticates(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestWithTenantScopesTheQueues(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, "QUEEN_TENANCY_HEADER=true", "QUEEN_TENANCY_TRUSTED_PROXY=true")
+	const acme, globex = "7d0e4c1a-2b3f-4a5e-8c9d-0e1f2a3b4c5d", "1f2e3d4c-5b6a-4978-8695-a4b3c2d1e0f9"
+	a, err := queen.New(tb.broker.URL, queen.WithTenant(acme))
+	require.NoError(t, err)
+	g, err := queen.New(tb.broker.URL, queen.WithTenant(globex))
+	require.NoError(t, err)
+	_, err = a.Push(t.Context(), queen.Message{Queue: "shared-name", Payload: "acme's"})
+	require.NoError(t, err)
+
+	// The same queue name is another queue for another tenant: nothing to pop.
+	wait := false
+	resp, err := g.API().PopQueueWithResponse(t.Context(), "shared-name", &client.PopQueueParams{Wait: &wait})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusNoContent, resp.StatusCode(), "%s", resp.Body)
+	resp, err = a.API().PopQueueWithResponse(t.Context(), "shared-name", &client.PopQueueParams{Wait: &wait})
+	require.NoError(t, err)
+	require.NotNil(t, resp.JSON200, "%d %s", resp.StatusCode(), resp.Body)
+	require.Len(t, resp.JSON200.Messages, 1)
+}

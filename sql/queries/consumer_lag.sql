@@ -1,6 +1,7 @@
 -- name: ConsumerLagList :many
--- One group's partitions that have a row in queen.consumer_lag (migration
--- 0008: something past the cursor, or no cursor), by queue then partition.
+-- One group's partitions that have a row in queen.consumer_lag (migrations
+-- 0008 and 0010: something past the cursor, or no cursor), in a tenant's
+-- queues, by queue then partition. Every query here reads one tenant.
 -- Here and below, observed_at is the database clock that time lags are
 -- measured with.
 SELECT x.queue_name, x.partition_id, x.partition_name::text AS partition_name,
@@ -9,7 +10,7 @@ FROM (
     SELECT l.queue_name, l.partition_id::uuid AS partition_id, l.has_cursor, l.offset_lag, l.oldest_unconsumed_at,
            (SELECT p.name FROM queen.partitions p WHERE p.id = l.partition_id) AS partition_name
     FROM queen.consumer_lag l
-    WHERE l.consumer_group = @consumer_group AND l.partition_id IS NOT NULL
+    WHERE l.tenant_id = @tenant_id AND l.consumer_group = @consumer_group AND l.partition_id IS NOT NULL
 ) x
 ORDER BY x.queue_name, x.partition_name;
 
@@ -32,12 +33,13 @@ FROM (
            min(l.oldest_unconsumed_at)::timestamptz AS oldest_unconsumed_at,
            bool_or(l.consumed)::boolean AS consumed
     FROM queen.consumer_lag l
+    WHERE l.tenant_id = @tenant_id
     GROUP BY l.consumer_group, l.queue_name
 ) g
 LEFT JOIN LATERAL (
     SELECT m.subscription_mode, m.subscription_timestamp, m.created_at
     FROM queen.consumer_groups_metadata m
-    WHERE m.consumer_group = g.consumer_group AND m.queue_name = g.queue_name
+    WHERE m.tenant_id = @tenant_id AND m.consumer_group = g.consumer_group AND m.queue_name = g.queue_name
     ORDER BY m.partition_name <> '', m.partition_name
     LIMIT 1
 ) s ON true
@@ -56,7 +58,7 @@ FROM (
            (SELECT c.last_consumed_at FROM queen.partition_consumers c
              WHERE c.partition_id = l.partition_id AND c.consumer_group = l.consumer_group)::timestamptz AS last_consumed_at
     FROM queen.consumer_lag l
-    WHERE l.oldest_unconsumed_at < now()
+    WHERE l.tenant_id = @tenant_id AND l.oldest_unconsumed_at < now()
       AND floor(extract(epoch FROM now() - l.oldest_unconsumed_at)) > @min_lag_seconds::bigint
 ) x
 ORDER BY x.oldest_unconsumed_at, x.consumer_group, x.queue_name, x.partition_name;
@@ -69,4 +71,5 @@ SELECT l.consumer_group, l.queue_id, (l.partition_id IS NULL)::boolean AS summar
        COALESCE(l.partition_id, '00000000-0000-0000-0000-000000000000'::uuid)::uuid AS partition_id,
        l.partitions, l.offset_lag, l.oldest_unconsumed_at,
        now()::timestamptz AS observed_at
-FROM queen.consumer_lag l;
+FROM queen.consumer_lag l
+WHERE l.tenant_id = @tenant_id;

@@ -14,15 +14,16 @@ ON CONFLICT (queue_id, consumer_group) DO UPDATE
 -- group (a seek, a deleted cursor): scan everything next time.
 INSERT INTO queen.consumer_watermarks AS w (queue_id, consumer_group, scan_from, reset_at)
 SELECT q.id, @consumer_group, '-infinity', clock_timestamp()
-FROM queen.queues q WHERE q.name = @queue_name
+FROM queen.queues q WHERE q.tenant_id = @tenant_id AND q.name = @queue_name
 ON CONFLICT (queue_id, consumer_group) DO UPDATE
     SET scan_from = '-infinity', reset_at = clock_timestamp(), updated_at = now();
 
 -- name: ConsumerWatermarkResetGroup :exec
--- The same for every queue the group has a watermark on.
+-- The same for every queue of a tenant the group has a watermark on.
 UPDATE queen.consumer_watermarks
 SET scan_from = '-infinity', reset_at = clock_timestamp(), updated_at = now()
-WHERE consumer_group = @consumer_group;
+WHERE consumer_group = @consumer_group
+  AND queue_id IN (SELECT q.id FROM queen.queues q WHERE q.tenant_id = @tenant_id);
 
 -- name: ConsumerWatermarkResetByQueue :exec
 -- The same for every group of a queue, after a clear (see ClearQueue).

@@ -13,7 +13,8 @@ FROM queen.dead_letter_queue d
 JOIN queen.messages m ON m.id = d.message_id
 JOIN queen.partitions p ON p.id = d.partition_id
 JOIN queen.queues q ON q.id = p.queue_id
-WHERE (@queue_name::text = '' OR q.name = @queue_name::text)
+WHERE q.tenant_id = @tenant_id
+  AND (@queue_name::text = '' OR q.name = @queue_name::text)
   AND (@consumer_group::text = '' OR d.consumer_group = @consumer_group::text)
   AND (@partition_name::text = '' OR p.name = @partition_name::text)
   AND (sqlc.narg(failed_from)::timestamptz IS NULL OR d.failed_at >= sqlc.narg(failed_from)::timestamptz)
@@ -25,7 +26,8 @@ LIMIT @row_limit OFFSET @row_offset;
 SELECT count(*) FROM queen.dead_letter_queue d
 JOIN queen.partitions p ON p.id = d.partition_id
 JOIN queen.queues q ON q.id = p.queue_id
-WHERE (@queue_name::text = '' OR q.name = @queue_name::text)
+WHERE q.tenant_id = @tenant_id
+  AND (@queue_name::text = '' OR q.name = @queue_name::text)
   AND (@consumer_group::text = '' OR d.consumer_group = @consumer_group::text)
   AND (@partition_name::text = '' OR p.name = @partition_name::text)
   AND (sqlc.narg(failed_from)::timestamptz IS NULL OR d.failed_at >= sqlc.narg(failed_from)::timestamptz)
@@ -68,13 +70,13 @@ FROM queen.dead_letter_queue d
 JOIN queen.messages m ON m.id = d.message_id
 JOIN queen.partitions p ON p.id = d.partition_id
 JOIN queen.queues q ON q.id = p.queue_id
-WHERE d.partition_id = @partition_id AND m.transaction_id = @transaction_id
+WHERE d.partition_id = @partition_id AND m.transaction_id = @transaction_id AND q.tenant_id = @tenant_id
   AND (@consumer_group::text = '' OR d.consumer_group = @consumer_group::text)
 ORDER BY d.failed_at DESC, d.id
 LIMIT 1;
 
 -- name: DeadLetterGetByID :one
--- One dead-letter row, with what a replay pushes.
+-- One dead-letter row of a tenant, with what a replay pushes.
 SELECT d.id AS dlq_id, d.consumer_group, d.message_id,
        m.transaction_id, m.trace_id, m.payload, m.is_encrypted, m.producer_sub,
        p.id AS partition_id, p.name AS partition_name, q.name AS queue_name
@@ -82,13 +84,13 @@ FROM queen.dead_letter_queue d
 JOIN queen.messages m ON m.id = d.message_id
 JOIN queen.partitions p ON p.id = d.partition_id
 JOIN queen.queues q ON q.id = p.queue_id
-WHERE d.id = @id;
+WHERE d.id = @id AND q.tenant_id = @tenant_id;
 
 -- name: DeadLetterDeleteByQueue :execrows
 -- The bulk purge: every dead-letter row of a queue, or of one group in it.
 DELETE FROM queen.dead_letter_queue d
 USING queen.partitions p, queen.queues q
-WHERE p.id = d.partition_id AND q.id = p.queue_id AND q.name = @queue_name::text
+WHERE p.id = d.partition_id AND q.id = p.queue_id AND q.tenant_id = @tenant_id AND q.name = @queue_name::text
   AND (@consumer_group::text = '' OR d.consumer_group = @consumer_group::text);
 
 -- name: DeadLetterDeleteByID :execrows

@@ -9,12 +9,15 @@ SELECT @trace_id, n FROM unnest(@names::text[]) AS n
 ON CONFLICT DO NOTHING;
 
 -- name: TraceListByMessage :many
--- The events recorded on one message, oldest first, with their names.
+-- The events recorded on one message of a tenant, oldest first, with their
+-- names; a partition of another tenant has none.
 SELECT t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at,
        COALESCE((SELECT array_agg(n.trace_name ORDER BY n.trace_name)
                  FROM queen.message_trace_names n WHERE n.trace_id = t.id), '{}')::text[] AS trace_names
 FROM queen.message_traces t
 WHERE t.partition_id = @partition_id AND t.transaction_id = @transaction_id
+  AND EXISTS (SELECT 1 FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+              WHERE p.id = @partition_id AND q.tenant_id = @tenant_id)
 ORDER BY t.created_at, t.id;
 
 -- name: TraceListByName :many
@@ -29,23 +32,34 @@ JOIN queen.message_traces t ON t.id = n.trace_id
 JOIN queen.messages m ON m.id = t.message_id
 JOIN queen.partitions p ON p.id = m.partition_id
 JOIN queen.queues q ON q.id = p.queue_id
-WHERE n.trace_name = @trace_name
+WHERE n.trace_name = @trace_name AND q.tenant_id = @tenant_id
 ORDER BY t.created_at, t.id
 LIMIT @row_limit OFFSET @row_offset;
 
 -- name: TraceCountByName :one
-SELECT count(*) FROM queen.message_trace_names WHERE trace_name = @trace_name;
+SELECT count(*) FROM queen.message_trace_names n
+JOIN queen.message_traces t ON t.id = n.trace_id
+JOIN queen.partitions p ON p.id = t.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE n.trace_name = @trace_name AND q.tenant_id = @tenant_id;
 
 -- name: TraceNameList :many
--- Trace names with how many events and messages carry them, most recently
--- used first.
+-- A tenant's trace names with how many events and messages carry them, most
+-- recently used first.
 SELECT n.trace_name, count(*)::bigint AS trace_count, count(DISTINCT t.message_id)::bigint AS message_count,
        max(t.created_at)::timestamptz AS last_seen
 FROM queen.message_trace_names n
 JOIN queen.message_traces t ON t.id = n.trace_id
+JOIN queen.partitions p ON p.id = t.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE q.tenant_id = @tenant_id
 GROUP BY n.trace_name
 ORDER BY last_seen DESC, n.trace_name
 LIMIT @row_limit OFFSET @row_offset;
 
 -- name: TraceNameCount :one
-SELECT count(DISTINCT trace_name) FROM queen.message_trace_names;
+SELECT count(DISTINCT n.trace_name) FROM queen.message_trace_names n
+JOIN queen.message_traces t ON t.id = n.trace_id
+JOIN queen.partitions p ON p.id = t.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE q.tenant_id = @tenant_id;

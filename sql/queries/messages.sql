@@ -9,19 +9,23 @@ ON CONFLICT (partition_id, transaction_id) DO NOTHING
 RETURNING id, partition_id, transaction_id;
 
 -- name: MessageListByTransactionIDs :many
--- Finds stored messages by (partition, transactionId) pairs: duplicates on
--- push, and the messages acks refer to. LATERAL makes every key one probe of
--- the (partition_id, transaction_id) unique index whatever the table's
+-- Finds stored messages by (tenant, partition, transactionId) keys: the
+-- messages acks, transactions and stream cycles refer to. A key whose
+-- partition belongs to another tenant finds nothing, so a tenant never acts
+-- on another's message even knowing its ids; the check rides on the join
+-- the names needed anyway. LATERAL makes every key one probe of the
+-- (partition_id, transaction_id) unique index whatever the table's
 -- statistics say; a plain join let stale statistics pick a full scan per ack.
 SELECT m.id, m.partition_id, m.transaction_id, m.seq, m.created_at,
        p.name AS partition_name, q.name AS queue_name
-FROM (SELECT unnest(@partition_ids::uuid[]) AS partition_id, unnest(@transaction_ids::text[]) AS transaction_id) AS k
+FROM (SELECT unnest(@tenant_ids::uuid[]) AS tenant_id, unnest(@partition_ids::uuid[]) AS partition_id,
+             unnest(@transaction_ids::text[]) AS transaction_id) AS k
 CROSS JOIN LATERAL (
     SELECT s.id, s.partition_id, s.transaction_id, s.seq, s.created_at FROM queen.messages s
     WHERE s.partition_id = k.partition_id AND s.transaction_id = k.transaction_id
 ) AS m
 JOIN queen.partitions p ON p.id = m.partition_id
-JOIN queen.queues q ON q.id = p.queue_id;
+JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = k.tenant_id;
 
 -- name: MessageListDuplicates :many
 -- A push that met duplicates: finds the stored messages they repeat, by
@@ -46,11 +50,12 @@ CROSS JOIN LATERAL (
 ) AS m;
 
 -- name: MessageGetByTransactionID :one
+-- A tenant's stored message; another tenant's is not found.
 SELECT m.*, p.name AS partition_name, q.name AS queue_name
 FROM queen.messages m
 JOIN queen.partitions p ON p.id = m.partition_id
 JOIN queen.queues q ON q.id = p.queue_id
-WHERE m.partition_id = @partition_id AND m.transaction_id = @transaction_id;
+WHERE m.partition_id = @partition_id AND m.transaction_id = @transaction_id AND q.tenant_id = @tenant_id;
 
 -- name: MessageListPage :many
 -- The admin message listing, newest first, with each message's status:
@@ -97,7 +102,8 @@ CROSS JOIN LATERAL (
            END AS status
     FROM (SELECT (SELECT count(*) FROM unnest(bus.seqs) AS b(seq) WHERE b.seq >= m.seq) AS consumed_by) x
 ) s
-WHERE (sqlc.narg(created_from)::timestamptz IS NULL OR m.created_at >= sqlc.narg(created_from)::timestamptz)
+WHERE q.tenant_id = @tenant_id
+  AND (sqlc.narg(created_from)::timestamptz IS NULL OR m.created_at >= sqlc.narg(created_from)::timestamptz)
   AND (sqlc.narg(created_before)::timestamptz IS NULL OR m.created_at < sqlc.narg(created_before)::timestamptz)
   AND (@queue_name::text = '' OR q.name = @queue_name::text)
   AND (@partition_name::text = '' OR p.name = @partition_name::text)
@@ -117,19 +123,25 @@ SELECT COALESCE(bool_or(c.consumer_group = '__QUEUE_MODE__'), false)::boolean AS
 FROM queen.partition_consumers c
 JOIN queen.partitions p ON p.id = c.partition_id
 JOIN queen.queues q ON q.id = p.queue_id
-WHERE (@queue_name::text = '' OR q.name = @queue_name::text)
+WHERE q.tenant_id = @tenant_id
+  AND (@queue_name::text = '' OR q.name = @queue_name::text)
   AND (@partition_name::text = '' OR p.name = @partition_name::text)
   AND (@namespace::text = '' OR q.namespace = @namespace::text)
   AND (@task::text = '' OR q.task = @task::text)
   AND (sqlc.narg(partition_id)::uuid IS NULL OR p.id = sqlc.narg(partition_id)::uuid);
 
 -- name: MessageDeleteByTransactionID :execrows
--- Deletes a stored message; its dead-letter and trace rows go with it, and
--- its sequence number counts as vacant. The partition row is locked before
--- the message goes: a push holding that lock may be waiting on the message
--- (a duplicate transactionId), so taking it afterwards could deadlock.
+-- Deletes a tenant's stored message; its dead-letter and trace rows go with
+-- it, and its sequence number counts as vacant. A partition of another
+-- tenant locks nothing and deletes nothing. The partition row is locked
+-- before the message goes: a push holding that lock may be waiting on the
+-- message (a duplicate transactionId), so taking it afterwards could
+-- deadlock.
 WITH locked AS (
-    SELECT p.id FROM queen.partitions p WHERE p.id = @partition_id FOR NO KEY UPDATE
+    SELECT p.id FROM queen.partitions p
+    JOIN queen.queues q ON q.id = p.queue_id
+    WHERE p.id = @partition_id AND q.tenant_id = @tenant_id
+    FOR NO KEY UPDATE OF p
 ), gone AS (
     DELETE FROM queen.messages
     WHERE partition_id = (SELECT locked.id FROM locked) AND transaction_id = @transaction_id
@@ -139,7 +151,15 @@ UPDATE queen.partitions p SET vacant_seqs = p.vacant_seqs + 1
 FROM gone WHERE p.id = gone.partition_id;
 
 -- name: MessageCountCreatedSince :one
-SELECT count(*) FROM queen.messages WHERE created_at >= @since;
+-- Messages stored since a time (walked by the created_at index), of one
+-- tenant, or of all when the tenant is NULL: a broker without tenancy
+-- counts without the join (run it with custom plans, which drop the
+-- EXISTS for a NULL tenant).
+SELECT count(*) FROM queen.messages m
+WHERE m.created_at >= @since
+  AND (sqlc.narg(tenant_id)::uuid IS NULL OR EXISTS (
+      SELECT 1 FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+      WHERE p.id = m.partition_id AND q.tenant_id = sqlc.narg(tenant_id)::uuid));
 
 -- name: MessageDeleteExpired :many
 -- Retention: deletes up to @batch_size messages of a queue stored before

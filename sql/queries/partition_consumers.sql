@@ -115,28 +115,39 @@ FROM (SELECT unnest(@partition_ids::uuid[]) AS partition_id, unnest(@consumer_gr
 WHERE pc.partition_id = v.partition_id AND pc.consumer_group = v.consumer_group;
 
 -- name: PartitionConsumerExtendLease :many
--- Moves the expiry of every live claim of a lease to now + seconds, never
--- earlier than it was; without seconds (NULL), each claim by its queue's
--- lease_time, or default_seconds where that is 0.
+-- Moves the expiry of every live claim of a lease on the tenant's partitions
+-- to now + seconds, never earlier than it was; without seconds (NULL), each
+-- claim by its queue's lease_time, or default_seconds where that is 0. A lease
+-- of another tenant is not found (and not extended): the lease index finds the
+-- rows, the join checks their queue's tenant.
 UPDATE queen.partition_consumers AS pc
 SET lease_expires_at = GREATEST(pc.lease_expires_at, now() + make_interval(secs =>
         COALESCE(sqlc.narg(seconds)::integer, NULLIF(q.lease_time, 0), @default_seconds::integer)))
 FROM queen.partitions p
 JOIN queen.queues q ON q.id = p.queue_id
 WHERE p.id = pc.partition_id AND pc.lease_id = @lease_id AND pc.lease_expires_at > now()
+  AND q.tenant_id = @tenant_id
 RETURNING pc.lease_expires_at;
 
 -- name: PartitionConsumerLeaseExists :one
-SELECT EXISTS (SELECT 1 FROM queen.partition_consumers WHERE lease_id = @lease_id)::boolean;
+SELECT EXISTS (
+    SELECT 1 FROM queen.partition_consumers pc
+    JOIN queen.partitions p ON p.id = pc.partition_id
+    JOIN queen.queues q ON q.id = p.queue_id
+    WHERE pc.lease_id = @lease_id AND q.tenant_id = @tenant_id)::boolean;
 
 -- name: PartitionConsumerDeleteByGroup :execrows
-DELETE FROM queen.partition_consumers WHERE consumer_group = @consumer_group;
+-- A group's cursors on every queue of a tenant.
+DELETE FROM queen.partition_consumers pc
+USING queen.partitions p, queen.queues q
+WHERE pc.partition_id = p.id AND p.queue_id = q.id
+  AND pc.consumer_group = @consumer_group AND q.tenant_id = @tenant_id;
 
 -- name: PartitionConsumerDeleteByGroupAndQueue :execrows
 DELETE FROM queen.partition_consumers pc
 USING queen.partitions p, queen.queues q
 WHERE pc.partition_id = p.id AND p.queue_id = q.id
-  AND pc.consumer_group = @consumer_group AND q.name = @queue_name;
+  AND pc.consumer_group = @consumer_group AND q.tenant_id = @tenant_id AND q.name = @queue_name;
 
 -- name: PartitionConsumerLockForClear :exec
 -- Step one of a queue clear: locks every cursor row on the partitions about
@@ -172,7 +183,8 @@ SELECT p.id, @consumer_group,
                   WHERE m.partition_id = p.id AND m.created_at <= sqlc.narg(target_time)::timestamptz)
        END
 FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
-WHERE q.name = @queue_name AND (@partition_name::text = '' OR p.name = @partition_name::text)
+WHERE q.tenant_id = @tenant_id AND q.name = @queue_name
+  AND (@partition_name::text = '' OR p.name = @partition_name::text)
 ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
     last_seq = EXCLUDED.last_seq,
     lease_id = NULL, lease_acquired_at = NULL, lease_expires_at = NULL,
@@ -186,20 +198,24 @@ WHERE partition_id = @partition_id
 ORDER BY consumer_group;
 
 -- name: PartitionConsumerListByGroup :many
--- Every cursor of a group, with its queue and partition names.
+-- Every cursor of a group in a tenant, with its queue and partition names.
 SELECT q.name AS queue_name, p.name AS partition_name, pc.partition_id, pc.last_consumed_at,
        pc.total_messages_consumed, COALESCE(pc.lease_expires_at > now(), false)::boolean AS lease_active
 FROM queen.partition_consumers pc
 JOIN queen.partitions p ON p.id = pc.partition_id
 JOIN queen.queues q ON q.id = p.queue_id
-WHERE pc.consumer_group = @consumer_group;
+WHERE pc.consumer_group = @consumer_group AND q.tenant_id = @tenant_id;
 
 -- name: PartitionConsumerLeasedList :many
--- A group's live leases: per partition, the un-acked part of the batch.
--- Read through the lease index, so only leased cursors are visited.
-SELECT partition_id, GREATEST(batch_size - acked_count, 0)::bigint AS leased
-FROM queen.partition_consumers
-WHERE lease_id IS NOT NULL AND lease_expires_at > now() AND consumer_group = @consumer_group;
+-- A group's live leases in a tenant: per partition, the un-acked part of
+-- the batch. Read through the lease index, so only leased cursors are
+-- visited.
+SELECT pc.partition_id, GREATEST(pc.batch_size - pc.acked_count, 0)::bigint AS leased
+FROM queen.partition_consumers pc
+JOIN queen.partitions p ON p.id = pc.partition_id
+JOIN queen.queues q ON q.id = p.queue_id
+WHERE pc.lease_id IS NOT NULL AND pc.lease_expires_at > now() AND pc.consumer_group = @consumer_group
+  AND q.tenant_id = @tenant_id;
 
 -- name: PartitionConsumerCursorTotals :many
 -- Per partition, over its consumer groups: messages and batches consumed and

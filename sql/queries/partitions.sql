@@ -162,31 +162,36 @@ LEFT JOIN (
 ) b ON b.queue_id = t.queue_id;
 
 -- name: PartitionTotalsByQueue :many
--- Per queue: its partitions, the messages they store and their dead
--- letters. One scan of the partitions; no cursor is read.
+-- Per queue of a tenant: its partitions, the messages they store and their
+-- dead letters. One scan of the partitions; no cursor is read.
 SELECT p.queue_id,
        count(*)::bigint AS partitions,
        sum(GREATEST(p.last_seq - p.vacant_seqs, 0))::bigint AS total,
        COALESCE(sum(d.n), 0)::bigint AS dead_letter
 FROM queen.partitions p
+JOIN queen.queues q ON q.id = p.queue_id
 LEFT JOIN (
     SELECT d.partition_id, count(*) AS n FROM queen.dead_letter_queue d GROUP BY d.partition_id
 ) d ON d.partition_id = p.id
+WHERE q.tenant_id = @tenant_id
 GROUP BY p.queue_id;
 
 -- name: PartitionListPage :many
--- One page of partition ids, by queue then partition name; an empty queue
--- name matches every queue.
+-- One page of a tenant's partition ids, by queue then partition name; an
+-- empty queue name matches every queue.
 SELECT p.id FROM queen.partitions p
 JOIN queen.queues q ON q.id = p.queue_id
-WHERE (@queue_name::text = '' OR q.name = @queue_name::text)
+WHERE q.tenant_id = @tenant_id
+  AND (@queue_name::text = '' OR q.name = @queue_name::text)
 ORDER BY q.name, p.name
 LIMIT @row_limit OFFSET @row_offset;
 
 -- name: PartitionCountFiltered :one
+-- A NULL tenant counts in every tenant (the cell-wide stats refresh).
 SELECT count(*) FROM queen.partitions p
 JOIN queen.queues q ON q.id = p.queue_id
-WHERE (@queue_name::text = '' OR q.name = @queue_name::text);
+WHERE (sqlc.narg(tenant_id)::uuid IS NULL OR q.tenant_id = sqlc.narg(tenant_id)::uuid)
+  AND (@queue_name::text = '' OR q.name = @queue_name::text);
 
 -- name: PartitionPendingTotal :one
 -- Messages the queue-mode group has not consumed, over every partition,

@@ -1,36 +1,39 @@
 -- name: QueueGetByName :one
-SELECT * FROM queen.queues WHERE name = @name;
+-- A queue is named within its tenant (migration 0010).
+SELECT * FROM queen.queues WHERE tenant_id = @tenant_id AND name = @name;
 
 -- name: QueueListByNames :many
-SELECT * FROM queen.queues WHERE name = ANY(@names::text[]);
+SELECT * FROM queen.queues WHERE tenant_id = @tenant_id AND name = ANY(@names::text[]);
 
 -- name: QueueListByNamespaceTask :many
--- Queues for a namespace/task pop; an empty argument matches any value.
+-- A tenant's queues for a namespace/task pop; an empty argument matches any
+-- value.
 SELECT * FROM queen.queues
-WHERE (@namespace::text = '' OR namespace = @namespace::text)
+WHERE tenant_id = @tenant_id
+  AND (@namespace::text = '' OR namespace = @namespace::text)
   AND (@task::text = '' OR task = @task::text)
 ORDER BY priority DESC, name;
 
 -- name: QueueInsertMany :exec
 -- Creates queues named by a push that do not exist yet, with default options
 -- and tags derived from the name.
-INSERT INTO queen.queues (name, namespace, task)
-SELECT n, ns, t FROM (SELECT unnest(@names::text[]) AS n, unnest(@namespaces::text[]) AS ns, unnest(@tasks::text[]) AS t) AS v
-ON CONFLICT (name) DO NOTHING;
+INSERT INTO queen.queues (tenant_id, name, namespace, task)
+SELECT @tenant_id, n, ns, t FROM (SELECT unnest(@names::text[]) AS n, unnest(@namespaces::text[]) AS ns, unnest(@tasks::text[]) AS t) AS v
+ON CONFLICT (tenant_id, name) DO NOTHING;
 
 -- name: QueueUpsertConfig :one
 -- configure is a full replace of the options, as in the reference broker.
 INSERT INTO queen.queues (
-    name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl, max_queue_size,
+    tenant_id, name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl, max_queue_size,
     dead_letter_queue, dlq_after_max_retries, delayed_processing, window_buffer,
     retention_seconds, completed_retention_seconds, retention_enabled, encryption_enabled,
     max_wait_time_seconds)
 VALUES (
-    @name, @namespace, @task, @priority, @lease_time, @retry_limit, @retry_delay, @ttl, @max_queue_size,
+    @tenant_id, @name, @namespace, @task, @priority, @lease_time, @retry_limit, @retry_delay, @ttl, @max_queue_size,
     @dead_letter_queue, @dlq_after_max_retries, @delayed_processing, @window_buffer,
     @retention_seconds, @completed_retention_seconds, @retention_enabled, @encryption_enabled,
     @max_wait_time_seconds)
-ON CONFLICT (name) DO UPDATE SET
+ON CONFLICT (tenant_id, name) DO UPDATE SET
     namespace = EXCLUDED.namespace,
     task = EXCLUDED.task,
     priority = EXCLUDED.priority,
@@ -52,7 +55,7 @@ ON CONFLICT (name) DO UPDATE SET
 RETURNING *;
 
 -- name: QueueDeleteByName :execrows
-DELETE FROM queen.queues WHERE name = @name;
+DELETE FROM queen.queues WHERE tenant_id = @tenant_id AND name = @name;
 
 -- name: QueueStatsByName :one
 -- Counts for the queue detail route: partitions, messages, and what the
@@ -72,16 +75,19 @@ FROM queen.queues q WHERE q.id = @id;
 
 -- name: QueueListPage :many
 -- One page of queues for the resources listing, newest first; an empty
--- namespace or task matches any value.
+-- namespace or task matches any value, a NULL tenant every tenant (the
+-- cell-wide stats refresh).
 SELECT * FROM queen.queues
-WHERE (@namespace::text = '' OR namespace = @namespace::text)
+WHERE (sqlc.narg(tenant_id)::uuid IS NULL OR tenant_id = sqlc.narg(tenant_id)::uuid)
+  AND (@namespace::text = '' OR namespace = @namespace::text)
   AND (@task::text = '' OR task = @task::text)
 ORDER BY created_at DESC, name
 LIMIT sqlc.narg(row_limit) OFFSET @row_offset;
 
 -- name: QueueCountFiltered :one
 SELECT count(*) FROM queen.queues
-WHERE (@namespace::text = '' OR namespace = @namespace::text)
+WHERE tenant_id = @tenant_id
+  AND (@namespace::text = '' OR namespace = @namespace::text)
   AND (@task::text = '' OR task = @task::text);
 
 -- name: QueueListExpiring :many
@@ -126,3 +132,12 @@ SELECT name FROM queen.queues
 WHERE (@namespace::text = '' OR namespace = @namespace::text)
   AND (@task::text = '' OR task = @task::text)
 ORDER BY name;
+
+-- name: QueueListTenants :many
+-- Every tenant that owns a queue or a stream query, with how many of each:
+-- the tenants of a cell (there is no registry of them).
+SELECT t.tenant_id,
+       (SELECT count(*) FROM queen.queues q WHERE q.tenant_id = t.tenant_id)::bigint AS queues,
+       (SELECT count(*) FROM queen_streams.queries s WHERE s.tenant_id = t.tenant_id)::bigint AS stream_queries
+FROM (SELECT q.tenant_id FROM queen.queues q UNION SELECT s.tenant_id FROM queen_streams.queries s) AS t
+ORDER BY t.tenant_id;

@@ -25,6 +25,12 @@ SELECT * FROM queen_streams.queries WHERE tenant_id = @tenant_id AND id = @id;
 
 -- name: StreamQueryShareByID :one
 -- The query a cycle writes state for, held FOR KEY SHARE until the cycle
--- commits: concurrent cycles do not block each other, a reset waits.
-SELECT * FROM queen_streams.queries WHERE tenant_id = @tenant_id AND id = @id
-FOR KEY SHARE;
+-- commits: concurrent cycles do not block each other, a reset waits. It
+-- also tells whether the cycle's source partition belongs to another tenant
+-- (a partition that no longer exists is nobody's: the state of a deleted
+-- queue's partition can still be flushed).
+SELECT EXISTS (
+    SELECT 1 FROM queen.partitions p JOIN queen.queues qq ON qq.id = p.queue_id
+    WHERE p.id = @partition_id AND qq.tenant_id <> @tenant_id)::boolean AS partition_foreign
+FROM queen_streams.queries q WHERE q.tenant_id = @tenant_id AND q.id = @id
+FOR KEY SHARE OF q;

@@ -41,10 +41,13 @@ type broker struct {
 	// api is the client generated from the spec: the workload's pushes,
 	// pops, acks and traces go through it (with the token when set).
 	api *client.ClientWithResponses
+	// tenant, when set, is sent as x-queen-tenant (a broker with tenancy).
+	tenant string
 }
 
 // startBroker serves a broker with the dashboard; authn nil means JWT off.
-func startBroker(t *testing.T, authn *auth.Authenticator) *broker {
+// opts adjust the HTTP adapter's settings (tenancy).
+func startBroker(t *testing.T, authn *auth.Authenticator, opts ...func(*handlers.Config)) *broker {
 	t.Helper()
 	pool := pgtest.NewPool(t)
 	reg := metrics.New()
@@ -57,14 +60,18 @@ func startBroker(t *testing.T, authn *auth.Authenticator) *broker {
 		Host: src.Host, Port: int(src.Port), Database: src.Database, User: src.User, Password: src.Password,
 	}})
 	t.Cleanup(runner.Stop)
-	srv := handlers.New(handlers.Config{
+	cfg := handlers.Config{
 		Broker:         brk,
 		Pool:           pool,
 		Auth:           authn,
 		Dashboard:      web.New(),
 		Migration:      runner,
 		StatsFlushFunc: func(ctx context.Context) error { return js.Flush(ctx, time.Now()) },
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv := handlers.New(cfg)
 	h, err := srv.Handler()
 	require.NoError(t, err)
 	hs := httptest.NewServer(h)
@@ -74,6 +81,9 @@ func startBroker(t *testing.T, authn *auth.Authenticator) *broker {
 	b.api, err = client.NewClientWithResponses(hs.URL, client.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
 		if b.token != "" {
 			req.Header.Set("Authorization", "Bearer "+b.token)
+		}
+		if b.tenant != "" {
+			req.Header.Set("x-queen-tenant", b.tenant)
 		}
 		return nil
 	}))
@@ -115,6 +125,9 @@ func (b *broker) call(method, path string, body any, want int, out any) {
 	if b.token != "" {
 		req.Header.Set("Authorization", "Bearer "+b.token)
 	}
+	if b.tenant != "" {
+		req.Header.Set("x-queen-tenant", b.tenant)
+	}
 	res, err := http.DefaultClient.Do(req)
 	require.NoError(b.t, err)
 	defer res.Body.Close()
@@ -145,7 +158,7 @@ func (b *broker) jsonOf(v any) *client.AnyJSON {
 // stored.
 func (b *broker) pushItems(items ...client.PushItem) []client.PushResult {
 	b.t.Helper()
-	resp, err := b.api.PushMessagesWithResponse(b.t.Context(), client.PushRequest{Items: items})
+	resp, err := b.api.PushMessagesWithResponse(b.t.Context(), nil, client.PushRequest{Items: items})
 	require.NoError(b.t, err)
 	require.Equal(b.t, http.StatusCreated, resp.StatusCode(), "%s", resp.Body)
 	return *resp.JSON201
@@ -185,7 +198,7 @@ func (b *broker) ack(p client.PopResponse, tx, status, group, reason string) {
 	if reason != "" {
 		body.Error = &reason
 	}
-	resp, err := b.api.AckMessageWithResponse(b.t.Context(), body)
+	resp, err := b.api.AckMessageWithResponse(b.t.Context(), nil, body)
 	require.NoError(b.t, err)
 	require.Equal(b.t, http.StatusOK, resp.StatusCode(), "%s", resp.Body)
 }
@@ -194,7 +207,7 @@ func (b *broker) ack(p client.PopResponse, tx, status, group, reason string) {
 func (b *broker) trace(tx, partitionID, eventType string, data any) {
 	b.t.Helper()
 	names := json.RawMessage(`["checkout-42"]`)
-	resp, err := b.api.RecordTraceWithResponse(b.t.Context(), client.TraceRequest{
+	resp, err := b.api.RecordTraceWithResponse(b.t.Context(), nil, client.TraceRequest{
 		TransactionId: tx, PartitionId: partitionID, EventType: &eventType, TraceNames: &names, Data: b.jsonOf(data),
 	})
 	require.NoError(b.t, err)
@@ -229,13 +242,13 @@ func (b *broker) workload() {
 			acks = append(acks, client.AckBatchItem{TransactionId: m.TransactionId, PartitionId: m.PartitionId,
 				Status: ptr(client.AckStatus("completed")), LeaseId: &p.LeaseId})
 		}
-		resp, err := b.api.AckBatchWithResponse(ctx, client.AckBatchRequest{Acknowledgments: acks})
+		resp, err := b.api.AckBatchWithResponse(ctx, nil, client.AckBatchRequest{Acknowledgments: acks})
 		require.NoError(b.t, err)
 		require.Equal(b.t, http.StatusOK, resp.StatusCode(), "%s", resp.Body)
 		require.NoError(b.t, b.jobs.Flush(ctx, start.Add(time.Duration(i)*5*time.Minute)))
 	}
 
-	conf, err := b.api.ConfigureQueueWithResponse(ctx, client.ConfigureRequest{Queue: "orders", Namespace: ptr("shop"), Task: ptr("checkout")})
+	conf, err := b.api.ConfigureQueueWithResponse(ctx, nil, client.ConfigureRequest{Queue: "orders", Namespace: ptr("shop"), Task: ptr("checkout")})
 	require.NoError(b.t, err)
 	require.Equal(b.t, http.StatusOK, conf.StatusCode(), "%s", conf.Body)
 	for i := range 5 {

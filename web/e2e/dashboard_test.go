@@ -22,6 +22,7 @@ func TestDashboard(t *testing.T) {
 	t.Run("empty and down", func(t *testing.T) { t.Parallel(); emptyAndDown(t, br) })
 	t.Run("search", func(t *testing.T) { t.Parallel(); headerSearch(t, br) })
 	t.Run("seek and migration", func(t *testing.T) { t.Parallel(); seekAndMigrate(t, br) })
+	t.Run("tenants", func(t *testing.T) { t.Parallel(); tenants(t, br) })
 }
 
 // walkthrough visits every view of a broker with JWT off and a scripted

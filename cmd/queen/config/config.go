@@ -66,8 +66,9 @@ type Config struct {
 	Auth       Auth
 	Encryption Encryption
 	Spool      Spool
-	Jobs       Jobs // jobs.go
-	Mesh       Mesh // mesh.go
+	Jobs       Jobs    // jobs.go
+	Mesh       Mesh    // mesh.go
+	Tenancy    Tenancy // tenancy.go
 }
 
 // Server holds the HTTP listener and process settings.
@@ -231,6 +232,7 @@ func Load(getenv func(string) (string, bool)) (Config, error) {
 
 	c.Jobs = l.jobs()
 	c.Mesh = l.mesh(c.Server.BindAddr)
+	c.Tenancy = l.tenancy(c.Auth.Enabled)
 
 	if err := errors.Join(l.errs...); err != nil {
 		return Config{}, err

@@ -10,7 +10,7 @@ import (
 
 // SummaryAreas lists the keys of Summary in the order the boot log prints them.
 func SummaryAreas() []string {
-	return []string{"server", "postgres", "auth", "encryption", "spool", "jobs", "sync"}
+	return []string{"server", "postgres", "auth", "encryption", "spool", "jobs", "sync", "tenancy"}
 }
 
 // Summary is the boot configuration block, one list of attributes per area
@@ -76,8 +76,9 @@ func (c Config) Summary() map[string][]slog.Attr {
 			slog.Bool("enabled", c.Encryption.Enabled()),
 			slog.String("key", redactLen(keyChars)),
 		},
-		"jobs": c.Jobs.summary(),
-		"sync": c.Mesh.summary(),
+		"jobs":    c.Jobs.summary(),
+		"sync":    c.Mesh.summary(),
+		"tenancy": c.Tenancy.summary(),
 		"spool": {
 			slog.Bool("enabled", c.Spool.Enabled()),
 			slog.String("dir", c.Spool.Dir),

@@ -44,6 +44,8 @@ export interface QueenOptions {
   baseUrl: string;
   /** A bearer token (brokers with JWT_ENABLED=true, or behind queen-proxy). */
   token?: string;
+  /** Sent as x-queen-tenant: the tenant a broker with QUEEN_TENANCY_HEADER=true scopes this client to. */
+  tenant?: string;
   /** Another fetch implementation (tests, proxies); default globalThis.fetch. */
   fetch?: typeof globalThis.fetch;
 }
@@ -71,9 +73,12 @@ export class Queen {
   readonly api: Client<paths>;
 
   constructor(opts: QueenOptions) {
+    const headers: Record<string, string> = {};
+    if (opts.token) headers.Authorization = `Bearer ${opts.token}`;
+    if (opts.tenant) headers['x-queen-tenant'] = opts.tenant;
     this.api = createClient<paths>({
       baseUrl: opts.baseUrl.replace(/\/+$/, ''),
-      headers: opts.token ? { Authorization: `Bearer ${opts.token}` } : undefined,
+      headers,
       fetch: opts.fetch,
     });
   }

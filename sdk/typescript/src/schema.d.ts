@@ -725,8 +725,36 @@ export interface paths {
          *     verify, the answer is 401 `{"error": "auth_required", "code": "auth_required"}` (the
          *     reference answers that 401 to every request when JWT is on). Nothing is remembered: the
          *     broker has no sessions.
+         *
+         *     `tenancy`, `tenant_id` and `tenant_from_token` tell the dashboard whether the broker
+         *     scopes requests by tenant (QUEEN_TENANCY_HEADER), which tenant this request acts for, and
+         *     whether the token's tenant claim (QUEEN_TENANT_CLAIM) fixed it (docs/tenancy.md).
          */
         get: operations["getIdentity"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tenants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenants that own queues or stream queries on this broker's database.
+         * @description Cell-wide: it ignores x-queen-tenant and lists every tenant that owns a queue or a stream
+         *     query, the default tenant always, with how many of each, for the dashboard's tenant
+         *     picker. A tenant is only a UUID: there is no registry, so a tenant that owns nothing is
+         *     not listed, and any tenant may be used whether listed or not (docs/tenancy.md).
+         *     `tenancy` says whether the broker reads x-queen-tenant at all.
+         */
+        get: operations["listTenants"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2052,6 +2080,12 @@ export interface components {
             roles: components["schemas"]["IdentityRole"][];
             /** @description the x-queen-access levels the caller passes besides public: read-only, write-only, read-write, admin */
             access: string[];
+            /** @description true when the broker reads x-queen-tenant (QUEEN_TENANCY_HEADER) */
+            tenancy: boolean;
+            /** @description the tenant this request acts for; the default tenant with tenancy off */
+            tenant_id: string;
+            /** @description true when the token's tenant claim (QUEEN_TENANT_CLAIM) fixes the tenant */
+            tenant_from_token: boolean;
         };
         /** @description a broker role: admin, read-write, read-only, write-only, or none when no role of the token maps */
         IdentityRole: string;
@@ -2064,11 +2098,25 @@ export interface components {
             slug: string;
             role: components["schemas"]["IdentityRole"];
             tenant_slug: string;
-            /** @description the default tenant */
+            /** @description the tenant this request acts for */
             tenant_id: string;
             status: string;
             /** @description this broker's server id */
             cell_slug: string;
+        };
+        TenantList: {
+            /** @description true when the broker reads x-queen-tenant (QUEEN_TENANCY_HEADER) */
+            tenancy: boolean;
+            /** @description the default tenant, 00000000-0000-0000-0000-000000000001 */
+            default: string;
+            tenants: components["schemas"]["TenantSummary"][];
+        };
+        TenantSummary: {
+            id: string;
+            /** @description the queues it owns */
+            queues: number;
+            /** @description the stream queries it owns */
+            streamQueries: number;
         };
         AuthRequired: {
             error: string;
@@ -2960,6 +3008,18 @@ export interface components {
         };
     };
     parameters: {
+        /**
+         * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+         *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+         *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+         *     way), surrounding white space ignored; absent, empty or white space means the default
+         *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+         *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+         *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+         *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+         *     it.
+         */
+        TenantHeader: string;
         QueuePath: components["schemas"]["Name"];
         PartitionPath: components["schemas"]["Name"];
         GroupPath: components["schemas"]["Name"];
@@ -3023,7 +3083,20 @@ export interface operations {
     pushMessages: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3068,7 +3141,20 @@ export interface operations {
                 /** @description `now` or a Timestamp; wins over subscriptionMode */
                 subscriptionFrom?: components["parameters"]["SubscriptionFrom"];
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path: {
                 queue: components["parameters"]["QueuePath"];
                 partition: components["parameters"]["PartitionPath"];
@@ -3113,7 +3199,20 @@ export interface operations {
                 /** @description claim up to this many partitions in one pop (default 1) */
                 partitions?: components["parameters"]["Partitions"];
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path: {
                 queue: components["parameters"]["QueuePath"];
             };
@@ -3159,7 +3258,20 @@ export interface operations {
                 /** @description claim up to this many partitions in one pop (default 1) */
                 partitions?: components["parameters"]["Partitions"];
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3181,7 +3293,20 @@ export interface operations {
     ackMessage: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3208,7 +3333,20 @@ export interface operations {
     ackBatch: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3235,7 +3373,20 @@ export interface operations {
     executeTransaction: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3262,7 +3413,20 @@ export interface operations {
     extendLease: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path: {
                 leaseId: string;
             };
@@ -3291,7 +3455,20 @@ export interface operations {
     configureQueue: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3318,7 +3495,20 @@ export interface operations {
     getQueue: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path: {
                 queue: components["parameters"]["QueuePath"];
             };
@@ -3343,7 +3533,20 @@ export interface operations {
     deleteQueue: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path: {
                 queue: components["parameters"]["QueuePath"];
             };
@@ -3370,7 +3573,20 @@ export interface operations {
                 /** @description clear only this partition */
                 partition?: components["schemas"]["Name"];
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path: {
                 queue: components["parameters"]["QueuePath"];
             };
@@ -3395,7 +3611,20 @@ export interface operations {
     getConsumerGroup: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path: {
                 group: components["parameters"]["GroupPath"];
             };
@@ -3424,7 +3653,20 @@ export interface operations {
                 /** @description also delete the group's subscription start points (default true) */
                 deleteMetadata?: components["parameters"]["DeleteMetadata"];
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path: {
                 group: components["parameters"]["GroupPath"];
             };
@@ -3448,7 +3690,20 @@ export interface operations {
     updateConsumerGroupSubscription: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path: {
                 group: components["parameters"]["GroupPath"];
             };
@@ -3486,7 +3741,20 @@ export interface operations {
                 /** @description also delete the group's subscription start points (default true) */
                 deleteMetadata?: components["parameters"]["DeleteMetadata"];
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path: {
                 group: components["parameters"]["GroupPath"];
                 queue: components["parameters"]["QueuePath"];
@@ -3511,7 +3779,20 @@ export interface operations {
     seekConsumerGroup: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path: {
                 group: components["parameters"]["GroupPath"];
                 queue: components["parameters"]["QueuePath"];
@@ -3551,7 +3832,20 @@ export interface operations {
     seekConsumerGroupPartition: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path: {
                 group: components["parameters"]["GroupPath"];
                 queue: components["parameters"]["QueuePath"];
@@ -3595,7 +3889,20 @@ export interface operations {
                 limit?: number;
                 offset?: number;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3620,7 +3927,20 @@ export interface operations {
                 queue: components["schemas"]["Name"];
                 consumerGroup?: components["schemas"]["Name"];
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3643,7 +3963,20 @@ export interface operations {
     replayDeadLetter: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path: {
                 id: components["schemas"]["UUID"];
             };
@@ -3689,7 +4022,20 @@ export interface operations {
     recordTrace: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3719,7 +4065,20 @@ export interface operations {
     getOverview: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3745,7 +4104,20 @@ export interface operations {
                 limit?: number;
                 offset?: number;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3767,7 +4139,20 @@ export interface operations {
     listNamespaces: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3788,7 +4173,20 @@ export interface operations {
     listTasks: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3813,7 +4211,20 @@ export interface operations {
                 limit?: number;
                 offset?: number;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3851,7 +4262,20 @@ export interface operations {
                 limit?: number;
                 offset?: number;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3873,7 +4297,20 @@ export interface operations {
     getMessage: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path: {
                 partitionId: components["schemas"]["UUID"];
                 transactionId: string;
@@ -3899,7 +4336,20 @@ export interface operations {
     deleteMessage: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path: {
                 partitionId: components["schemas"]["UUID"];
                 transactionId: string;
@@ -3924,7 +4374,20 @@ export interface operations {
     listConsumerGroups: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3948,7 +4411,20 @@ export interface operations {
                 /** @description seconds (default 3600) */
                 minLagSeconds?: number;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3973,7 +4449,20 @@ export interface operations {
                 limit?: number;
                 offset?: number;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -3998,7 +4487,20 @@ export interface operations {
                 limit?: number;
                 offset?: number;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path: {
                 traceName: string;
             };
@@ -4022,7 +4524,20 @@ export interface operations {
     getMessageTraces: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path: {
                 partitionId: components["schemas"]["UUID"];
                 transactionId: string;
@@ -4047,7 +4562,20 @@ export interface operations {
     getIdentity: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4072,6 +4600,28 @@ export interface operations {
                 };
             };
             500: components["responses"]["ServerError"];
+        };
+    };
+    listTenants: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the tenants, by id */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TenantList"];
+                };
+            };
+            500: components["responses"]["ServerError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getLoginPage: {
@@ -4204,7 +4754,20 @@ export interface operations {
                 limit?: number;
                 offset?: number;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4230,7 +4793,20 @@ export interface operations {
                 limit?: number;
                 offset?: number;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path: {
                 queue: components["parameters"]["QueuePath"];
             };
@@ -4258,7 +4834,20 @@ export interface operations {
                 limit?: number;
                 offset?: number;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path: {
                 queue: components["parameters"]["QueuePath"];
             };
@@ -4491,7 +5080,20 @@ export interface operations {
     retryMessage: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path: {
                 partitionId: components["schemas"]["UUID"];
                 transactionId: string;
@@ -4538,7 +5140,20 @@ export interface operations {
     moveMessageToDLQ: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path: {
                 partitionId: components["schemas"]["UUID"];
                 transactionId: string;
@@ -4757,7 +5372,20 @@ export interface operations {
     registerStreamQuery: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4793,7 +5421,20 @@ export interface operations {
     commitStreamCycle: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4821,7 +5462,20 @@ export interface operations {
     getStreamState: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
             path?: never;
             cookie?: never;
         };

@@ -3,6 +3,7 @@
 // `kind` says what the views should tell the user.
 
 const TOKEN_KEY = 'queen.token';
+const TENANT_KEY = 'queen.tenant';
 const TIMEOUT_MS = 15000;
 
 // Error kinds, from the most to the least specific.
@@ -35,6 +36,27 @@ export function setToken(token) {
   else sessionStorage.removeItem(TOKEN_KEY);
 }
 
+// The tenant the dashboard acts for when the broker runs with native
+// tenancy (docs/tenancy.md), sent as x-queen-tenant; '' is the default
+// tenant (no header). Kept in localStorage: it is not a secret, and a
+// broker without tenancy ignores the header.
+export const DEFAULT_TENANT = '00000000-0000-0000-0000-000000000001';
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+export function getTenant() {
+  return localStorage.getItem(TENANT_KEY) || '';
+}
+
+// setTenant stores a tenant in the broker's canonical form, and reports
+// whether it is one (a UUID, any case, surrounding space ignored).
+export function setTenant(tenant) {
+  const t = tenant.trim().toLowerCase();
+  if (t && !UUID_RE.test(t)) return false;
+  if (t && t !== DEFAULT_TENANT) localStorage.setItem(TENANT_KEY, t);
+  else localStorage.removeItem(TENANT_KEY);
+  return true;
+}
+
 export function kindOf(status, message) {
   if (status === 401) return Kind.auth;
   if (status === 403) return Kind.forbidden;
@@ -54,6 +76,8 @@ async function request(method, path, { query, body } = {}) {
   const headers = { Accept: 'application/json' };
   const token = getToken();
   if (token) headers.Authorization = `Bearer ${token}`;
+  const tenant = getTenant();
+  if (tenant) headers['x-queen-tenant'] = tenant;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const ctl = new AbortController();
   const timer = setTimeout(() => ctl.abort(), TIMEOUT_MS);
@@ -90,6 +114,7 @@ const seg = encodeURIComponent;
 export const api = {
   getHealth: () => get('/health'),
   getIdentity: () => get('/auth/me'),
+  listTenants: () => get('/api/v1/tenants'),
   getMetrics: () => get('/metrics'),
 
   getOverview: () => get('/api/v1/resources/overview'),

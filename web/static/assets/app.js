@@ -1,8 +1,8 @@
 // The shell: hash router, refresh loop, broker health, identity, bearer
-// token and the maintenance banner. Views live in ./views/, one module each,
+// token, the tenant picker and the maintenance banner. Views live in ./views/, one module each,
 // exporting {title, mount(el, ctx) -> {refresh()}}.
 
-import { api, Kind, getToken, setToken } from './api.js';
+import { api, Kind, getToken, setToken, getTenant, setTenant, DEFAULT_TENANT } from './api.js';
 import { h, errorState, link } from './ui.js';
 import overview from './views/overview.js';
 import queues from './views/queues.js';
@@ -139,6 +139,7 @@ async function refreshIdentity() {
     out.className = 'signed-in';
     $('identity').dataset.user = who;
     $('identity').dataset.role = id.role;
+    await renderTenant(id);
   } catch (e) {
     if (token !== getToken()) return;
     state.identity = null;
@@ -168,6 +169,79 @@ async function refreshMaintenance() {
   } catch {
     box.replaceChildren(); // not served, or not an admin: no banner
   }
+}
+
+// renderTenant shows the tenant picker when the broker scopes requests by
+// tenant: the tenants it lists (an admin may list them), the one in use, and
+// "Other…" to type any UUID (a tenant owning nothing yet is not listed).
+// When the token's claim fixes the tenant there is nothing to pick.
+const OTHER = 'other';
+async function renderTenant(id) {
+  const box = $('tenant');
+  box.hidden = !id.tenancy;
+  if (!id.tenancy) return;
+  const sel = $('tenant-select');
+  if (id.tenant_from_token) {
+    delete sel.dataset.key;
+    sel.replaceChildren(h('option', { value: id.tenant_id }, id.tenant_id));
+    sel.disabled = true;
+    sel.title = 'fixed by the token';
+    return;
+  }
+  sel.disabled = false;
+  sel.title = '';
+  const current = getTenant() || DEFAULT_TENANT;
+  // Labels stay short (the full id is the option's title).
+  const label = (t, queues) => `${t === DEFAULT_TENANT ? 'default' : `${t.slice(0, 8)}…${t.slice(-4)}`}` +
+    (queues === undefined ? '' : ` · ${queues} queue${queues === 1 ? '' : 's'}`);
+  let known = [];
+  try {
+    known = (await api.listTenants()).tenants.map((t) => [t.id, label(t.id, t.queues)]);
+  } catch {
+    known = []; // not an admin: the default and the one in use only
+  }
+  if (!known.some(([t]) => t === DEFAULT_TENANT)) known.unshift([DEFAULT_TENANT, label(DEFAULT_TENANT)]);
+  if (!known.some(([t]) => t === current)) known.push([current, label(current)]);
+  // Rebuilt only when something changed, so that a refresh does not close
+  // the list under the user's pointer.
+  const key = JSON.stringify([known, current]);
+  if (sel.dataset.key === key || document.activeElement === sel) return;
+  sel.dataset.key = key;
+  const labels = known.map(([t, text]) => h('option', { value: t, title: t }, text));
+  sel.replaceChildren(...labels, h('option', { value: OTHER }, 'Other…'));
+  if ($('tenant-input').hidden) sel.value = current;
+}
+
+function setupTenant() {
+  const sel = $('tenant-select');
+  const input = $('tenant-input');
+  const use = async (tenant) => {
+    if (!setTenant(tenant)) {
+      input.classList.add('invalid');
+      input.title = 'a tenant is a UUID';
+      return;
+    }
+    input.classList.remove('invalid');
+    input.hidden = true;
+    input.value = '';
+    await refreshIdentity();
+    route();
+  };
+  sel.addEventListener('change', () => {
+    if (sel.value === OTHER) {
+      input.hidden = false;
+      input.focus();
+      return;
+    }
+    use(sel.value);
+  });
+  input.addEventListener('keydown', (ev) => {
+    if (ev.key === 'Enter') use(input.value);
+    if (ev.key === 'Escape') {
+      input.hidden = true;
+      sel.value = getTenant() || DEFAULT_TENANT;
+    }
+  });
 }
 
 function showToken(reason) {
@@ -241,6 +315,7 @@ window.addEventListener('error', (ev) => {
 adoptPathRoute();
 setupToken();
 setupSearch();
+setupTenant();
 setupRefresh();
 window.addEventListener('hashchange', route);
 // Who is signed in decides which actions the first view offers.
