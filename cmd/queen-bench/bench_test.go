@@ -186,15 +186,16 @@ func TestParseArgsProblems(t *testing.T) {
 		args []string
 		want []string // every line of the error, in order
 	}{
-		{"no scenario", []string{"-duration", "5s"}, []string{"scenario: missing (one of wakeup, push, consume, mixed, fanout, ceiling, all)"}},
+		{"no scenario", []string{"-duration", "5s"}, []string{"scenario: missing (one of wakeup, push, consume, mixed, fanout, ceiling, ceiling-min, all)"}},
 		{"two scenarios", []string{"push", "mixed"}, []string{`scenario: want one, got ["push" "mixed"]`}},
-		{"unknown scenario", []string{"pushh"}, []string{`scenario: unknown "pushh" (one of wakeup, push, consume, mixed, fanout, ceiling, all)`}},
+		{"unknown scenario", []string{"pushh"}, []string{`scenario: unknown "pushh" (one of wakeup, push, consume, mixed, fanout, ceiling, ceiling-min, all)`}},
 		{"remote broker", []string{"push", "-url", "http://10.1.2.3:6632"}, []string{`-url: host "10.1.2.3" is not a loopback address; the bench only drives local targets`}},
 		{"not http", []string{"push", "-url", "ftp://127.0.0.1"}, []string{`-url: want an http or https URL, got "ftp://127.0.0.1"`}},
 		{"one remote broker in a list", []string{"push", "-url", "http://127.0.0.1:6632,http://10.1.2.3:6632"}, []string{`-url: host "10.1.2.3" is not a loopback address; the bench only drives local targets`}},
 		{"remote postgres", []string{"push", "-pg", "postgres://u@db.example.com/q"}, []string{`-pg: host "db.example.com" is not a loopback address; the bench only drives local targets`}},
 		{"remote postgres keyword form", []string{"push", "-pg", "host=db.example.com dbname=q"}, []string{`-pg: host "db.example.com" is not a loopback address; the bench only drives local targets`}},
 		{"ceiling without postgres", []string{"ceiling"}, []string{"-pg: the ceiling scenario needs a PostgreSQL URL"}},
+		{"minimal ceiling without postgres", []string{"ceiling-min"}, []string{"-pg: the ceiling-min scenario needs a PostgreSQL URL"}},
 		{"bad queue name", []string{"push", "-queue", "a/b"}, []string{`-queue: "a/b" is not 1-200 characters of [A-Za-z0-9_.-]`}},
 		{
 			name: "every problem at once",
@@ -310,11 +311,15 @@ func TestApplyCeiling(t *testing.T) {
 		{Scenario: "push", PushRate: 5000},
 		{Scenario: "consume"},
 		{Scenario: "ceiling", Messages: 20000, Elapsed: 2 * time.Second},
+		{Scenario: "ceiling-min", Messages: 40000, Elapsed: 2 * time.Second},
 	}
 	applyCeiling(rs)
 	require.InDelta(t, 0.5, rs[0].Ratio, 1e-9)
-	require.Zero(t, rs[1].Ratio)
-	require.Zero(t, rs[2].Ratio)
+	require.InDelta(t, 0.25, rs[0].RatioMin, 1e-9)
+	for _, r := range rs[1:] {
+		require.Zero(t, r.Ratio)
+		require.Zero(t, r.RatioMin)
+	}
 }
 
 func TestFmtLatency(t *testing.T) {

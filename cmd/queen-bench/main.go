@@ -39,7 +39,7 @@ func main() {
 
 // Scenarios in the order `all` runs them: the wake-up latency first, while
 // the broker is idle; the ceiling last, so that the push row gets its ratio.
-var scenarios = []string{"wakeup", "push", "consume", "mixed", "fanout", "ceiling"}
+var scenarios = []string{"wakeup", "push", "consume", "mixed", "fanout", "ceiling", "ceiling-min"}
 
 // config is the command line after parsing and validation.
 type config struct {
@@ -89,6 +89,7 @@ scenarios:
   fanout    like mixed with -groups consumer groups, each reading every message
   wakeup    p50/p99 from a push's answer to a parked long-poll's answer, idle broker
   ceiling   the same rows inserted straight into PostgreSQL (needs -pg)
+  ceiling-min  like ceiling into a table with only the order and dedup keys
   all       every scenario above, one table
 
 flags:
@@ -146,8 +147,8 @@ func parseArgs(args []string, lookupEnv func(string) (string, bool)) (config, er
 			errs = append(errs, fmt.Errorf("-pg: %w", err))
 		}
 	}
-	if cfg.Scenario == "ceiling" && cfg.PG == "" {
-		errs = append(errs, errors.New("-pg: the ceiling scenario needs a PostgreSQL URL"))
+	if (cfg.Scenario == "ceiling" || cfg.Scenario == "ceiling-min") && cfg.PG == "" {
+		errs = append(errs, fmt.Errorf("-pg: the %s scenario needs a PostgreSQL URL", cfg.Scenario))
 	}
 	errs = append(errs,
 		checkRange("-pid", cfg.PID, 0, 1<<22),
@@ -458,8 +459,8 @@ func (b *bench) runAll(ctx context.Context) ([]result, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		if name == "ceiling" && b.pg == nil {
-			fmt.Fprintln(b.log, "queen-bench: skipping ceiling: no -pg and no PG_HOST")
+		if (name == "ceiling" || name == "ceiling-min") && b.pg == nil {
+			fmt.Fprintln(b.log, "queen-bench: skipping "+name+": no -pg and no PG_HOST")
 			continue
 		}
 		fmt.Fprintf(b.log, "queen-bench: %s: running for up to %s\n", name, b.cfg.Duration)
@@ -476,7 +477,9 @@ func (b *bench) runAll(ctx context.Context) ([]result, error) {
 		case "wakeup":
 			fn = b.wakeupScenario
 		case "ceiling":
-			fn = b.ceilingScenario
+			fn = func(ctx context.Context) (result, error) { return b.ceilingScenario(ctx, false) }
+		case "ceiling-min":
+			fn = func(ctx context.Context) (result, error) { return b.ceilingScenario(ctx, true) }
 		}
 		res, err := fn(ctx)
 		if err != nil {

@@ -25,6 +25,7 @@ type result struct {
 	NoRate   bool    // msg/s means nothing for this run (wakeup)
 	PushRate float64 // msg/s pushed, for the ratio to the ceiling; 0 for none
 	Ratio    float64 // PushRate / ceiling rate; 0 for none
+	RatioMin float64 // PushRate / ceiling-min rate; 0 for none
 	Commits  int64   // xact_commit delta; -1 when unknown
 	PeakRSS  int64   // bytes, highest VmRSS sampled during the run; -1 when unknown
 	HWM      int64   // bytes, VmHWM at the end of the run; -1 when unknown
@@ -62,21 +63,27 @@ func (b *bench) command(scenario string, flags ...string) string {
 	return strings.Join(parts, " ")
 }
 
-// applyCeiling fills the ratio of every row with a push rate when the
-// ceiling ran.
+// applyCeiling fills the ratios of every row with a push rate to the
+// ceilings that ran.
 func applyCeiling(results []result) {
-	var ceiling float64
+	var ceiling, minimal float64
 	for _, r := range results {
-		if r.Scenario == "ceiling" {
+		switch r.Scenario {
+		case "ceiling":
 			ceiling = r.rate()
+		case "ceiling-min":
+			minimal = r.rate()
 		}
 	}
-	if ceiling <= 0 {
-		return
-	}
 	for i := range results {
-		if results[i].PushRate > 0 {
+		if results[i].PushRate <= 0 {
+			continue
+		}
+		if ceiling > 0 {
 			results[i].Ratio = results[i].PushRate / ceiling
+		}
+		if minimal > 0 {
+			results[i].RatioMin = results[i].PushRate / minimal
 		}
 	}
 }
@@ -258,12 +265,12 @@ func writeReport(w io.Writer, header []string, results []result) {
 		fmt.Fprintln(w, "- "+h)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| scenario | command | msg/s | p50 | p99 | msgs/commit | broker peak RSS MB | vs ceiling | notes |")
-	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|---|")
+	fmt.Fprintln(w, "| scenario | command | msg/s | p50 | p99 | msgs/commit | broker peak RSS MB | vs ceiling | vs ceiling-min | notes |")
+	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|---|")
 	for _, r := range results {
-		fmt.Fprintf(w, "| %s | `%s` | %s | %s | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(w, "| %s | `%s` | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			r.Scenario, r.Command, fmtRate(r), fmtLatency(r.Latency.P50), fmtLatency(r.Latency.P99),
-			fmtPerCommit(r), fmtRSS(r), fmtRatio(r.Ratio), strings.Join(r.Notes, "; "))
+			fmtPerCommit(r), fmtRSS(r), fmtRatio(r.Ratio), fmtRatio(r.RatioMin), strings.Join(r.Notes, "; "))
 	}
 }
 
