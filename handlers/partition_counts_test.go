@@ -179,21 +179,22 @@ func TestCountsAfterDuplicatePushes(t *testing.T) {
 	b := setup(t)
 	b.pushN("dup", "p", "a", 2) // a0, a1: 1..2
 
-	// Only duplicates: the reservation is given back whole.
+	// Only duplicates: no number is reserved.
 	require.Equal(t, "duplicate", b.push(item("dup", "p", "a1", 0))[0].Status)
 	require.Equal(t, seqState{LastSeq: 2, Stored: 2}, b.seqs("dup", "p"))
 
-	// A duplicate before a new message: its number stays empty inside the
-	// partition and counts as vacant.
+	// A duplicate before a new message: duplicates are found before numbers
+	// are reserved, so the new message takes the next number and none is
+	// left vacant.
 	out := b.push(item("dup", "p", "a0", 0), item("dup", "p", "a2", 0))
 	require.Equal(t, []string{"duplicate", "queued"}, []string{out[0].Status, out[1].Status})
-	require.Equal(t, seqState{LastSeq: 4, Vacant: 1, Stored: 3}, b.seqs("dup", "p"))
+	require.Equal(t, seqState{LastSeq: 3, Stored: 3}, b.seqs("dup", "p"))
 
 	// A duplicate after a new message, and another partition in the same
-	// push: the trailing number is given back.
+	// push.
 	out = b.push(item("dup", "p", "a3", 0), item("dup", "q", "b0", 0), item("dup", "p", "a2", 0))
 	require.Equal(t, []string{"queued", "queued", "duplicate"}, []string{out[0].Status, out[1].Status, out[2].Status})
-	require.Equal(t, seqState{LastSeq: 5, Vacant: 1, Stored: 4}, b.seqs("dup", "p"))
+	require.Equal(t, seqState{LastSeq: 4, Stored: 4}, b.seqs("dup", "p"))
 	require.Equal(t, seqState{LastSeq: 1, Stored: 1}, b.seqs("dup", "q"))
 	// Repeated inside one push: no number is reserved for the repeat.
 	b.push(item("dup", "q", "b1", 0), item("dup", "q", "b1", 0))
@@ -207,10 +208,10 @@ func TestCountsAfterDuplicatePushes(t *testing.T) {
 	// Consumed to the end, the partition is no pop candidate any more: no
 	// number past its newest message is left empty.
 	require.Equal(t, 4, b.drain("dup", "p"))
-	require.Equal(t, seqState{LastSeq: 5, Vacant: 1, Stored: 4, Cursor: 5}, b.seqs("dup", "p"))
+	require.Equal(t, seqState{LastSeq: 4, Stored: 4, Cursor: 4}, b.seqs("dup", "p"))
 	require.Zero(t, b.partitionCounts("dup", "p").Pending)
 	require.Equal(t, "duplicate", b.push(item("dup", "p", "a3", 0))[0].Status)
-	require.Equal(t, seqState{LastSeq: 5, Vacant: 1, Stored: 4, Cursor: 5}, b.seqs("dup", "p"))
+	require.Equal(t, seqState{LastSeq: 4, Stored: 4, Cursor: 4}, b.seqs("dup", "p"))
 	require.Nil(t, b.pop("/api/v1/pop/queue/dup/partition/p"))
 	require.Equal(t, wireCounts{Total: 6, Pending: 2}, b.queueCountsOf("dup").Messages)
 }

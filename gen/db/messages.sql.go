@@ -309,63 +309,6 @@ func (q *Queries) MessageGetByTransactionID(ctx context.Context, arg MessageGetB
 	return i, err
 }
 
-const messageInsertMany = `-- name: MessageInsertMany :many
-INSERT INTO queen.messages (id, partition_id, seq, transaction_id, trace_id, payload, is_encrypted, producer_sub)
-SELECT unnest($1::uuid[]), unnest($2::uuid[]), unnest($3::bigint[]),
-       unnest($4::text[]), NULLIF(unnest($5::text[]), '')::uuid, unnest($6::jsonb[]),
-       unnest($7::boolean[]), NULLIF(unnest($8::text[]), '')
-ON CONFLICT (partition_id, transaction_id) DO NOTHING
-RETURNING id, partition_id, transaction_id
-`
-
-type MessageInsertManyParams struct {
-	Ids            []uuid.UUID
-	PartitionIds   []uuid.UUID
-	Seqs           []int64
-	TransactionIds []string
-	TraceIds       []string
-	Payloads       []json.RawMessage
-	IsEncrypted    []bool
-	ProducerSubs   []string
-}
-
-type MessageInsertManyRow struct {
-	ID            uuid.UUID
-	PartitionID   uuid.UUID
-	TransactionID string
-}
-
-// Inserts a push's messages. A transactionId already stored in the partition
-// is skipped and left out of the result; the caller reports it as duplicate.
-func (q *Queries) MessageInsertMany(ctx context.Context, arg MessageInsertManyParams) ([]MessageInsertManyRow, error) {
-	rows, err := q.db.Query(ctx, messageInsertMany,
-		arg.Ids,
-		arg.PartitionIds,
-		arg.Seqs,
-		arg.TransactionIds,
-		arg.TraceIds,
-		arg.Payloads,
-		arg.IsEncrypted,
-		arg.ProducerSubs,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []MessageInsertManyRow
-	for rows.Next() {
-		var i MessageInsertManyRow
-		if err := rows.Scan(&i.ID, &i.PartitionID, &i.TransactionID); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const messageListByTransactionIDs = `-- name: MessageListByTransactionIDs :many
 SELECT m.id, m.partition_id, m.transaction_id, m.seq, m.created_at,
        p.name AS partition_name, q.name AS queue_name
@@ -420,69 +363,6 @@ func (q *Queries) MessageListByTransactionIDs(ctx context.Context, arg MessageLi
 			&i.PartitionName,
 			&i.QueueName,
 		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const messageListDuplicates = `-- name: MessageListDuplicates :many
-WITH released AS (
-    UPDATE queen.partitions p
-    SET last_seq = v.last_seq, vacant_seqs = p.vacant_seqs + v.vacant
-    FROM (SELECT unnest($3::uuid[]) AS id, unnest($4::bigint[]) AS last_seq,
-                 unnest($5::bigint[]) AS vacant) AS v
-    WHERE p.id = v.id AND p.last_seq >= v.last_seq
-)
-SELECT m.id, m.partition_id, m.transaction_id
-FROM (SELECT unnest($1::uuid[]) AS partition_id, unnest($2::text[]) AS transaction_id) AS k
-CROSS JOIN LATERAL (
-    SELECT s.id, s.partition_id, s.transaction_id FROM queen.messages s
-    WHERE s.partition_id = k.partition_id AND s.transaction_id = k.transaction_id
-) AS m
-`
-
-type MessageListDuplicatesParams struct {
-	PartitionIds    []uuid.UUID
-	TransactionIds  []string
-	ReleaseIds      []uuid.UUID
-	ReleaseLastSeqs []int64
-	ReleaseVacant   []int64
-}
-
-type MessageListDuplicatesRow struct {
-	ID            uuid.UUID
-	PartitionID   uuid.UUID
-	TransactionID string
-}
-
-// A push that met duplicates: finds the stored messages they repeat, by
-// (partition, transactionId), and in the same statement gives back the
-// sequence numbers the push had reserved for them. The push holds these
-// partitions' row locks, so no other transaction has seen those numbers:
-// last_seq goes back to release_last_seqs (the push's newest stored
-// message, never below last_seq before the push) and the reserved numbers
-// left below it count as vacant (see migration 0008).
-func (q *Queries) MessageListDuplicates(ctx context.Context, arg MessageListDuplicatesParams) ([]MessageListDuplicatesRow, error) {
-	rows, err := q.db.Query(ctx, messageListDuplicates,
-		arg.PartitionIds,
-		arg.TransactionIds,
-		arg.ReleaseIds,
-		arg.ReleaseLastSeqs,
-		arg.ReleaseVacant,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []MessageListDuplicatesRow
-	for rows.Next() {
-		var i MessageListDuplicatesRow
-		if err := rows.Scan(&i.ID, &i.PartitionID, &i.TransactionID); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -680,4 +560,68 @@ func (q *Queries) MessageModeSummary(ctx context.Context, arg MessageModeSummary
 	var i MessageModeSummaryRow
 	err := row.Scan(&i.HasQueueMode, &i.BusGroups)
 	return i, err
+}
+
+const messagePush = `-- name: MessagePush :many
+SELECT r.ord::integer AS ord, r.partition_id::uuid AS partition_id, r.message_id::uuid AS message_id,
+       r.duplicate::boolean AS duplicate
+FROM queen.push_messages($1::uuid[], $2::text[], $3::integer[], $4::uuid[],
+    $5::text[], $6::text[], $7::jsonb[], $8::boolean[],
+    $9::text[]) AS r (ord, partition_id, message_id, duplicate)
+`
+
+type MessagePushParams struct {
+	QueueIds       []uuid.UUID
+	Names          []string
+	PartIdx        []int32
+	Ids            []uuid.UUID
+	TransactionIds []string
+	TraceIds       []string
+	Payloads       []json.RawMessage
+	IsEncrypted    []bool
+	ProducerSubs   []string
+}
+
+type MessagePushRow struct {
+	Ord         int32
+	PartitionID uuid.UUID
+	MessageID   uuid.UUID
+	Duplicate   bool
+}
+
+// Stores a push's messages in one statement: see queen.push_messages
+// (migration 0012) for the arguments and the result.
+func (q *Queries) MessagePush(ctx context.Context, arg MessagePushParams) ([]MessagePushRow, error) {
+	rows, err := q.db.Query(ctx, messagePush,
+		arg.QueueIds,
+		arg.Names,
+		arg.PartIdx,
+		arg.Ids,
+		arg.TransactionIds,
+		arg.TraceIds,
+		arg.Payloads,
+		arg.IsEncrypted,
+		arg.ProducerSubs,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessagePushRow
+	for rows.Next() {
+		var i MessagePushRow
+		if err := rows.Scan(
+			&i.Ord,
+			&i.PartitionID,
+			&i.MessageID,
+			&i.Duplicate,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -12,56 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const partitionAllocateMany = `-- name: PartitionAllocateMany :many
-INSERT INTO queen.partitions AS p (queue_id, name, last_seq, last_message_at)
-SELECT q, n, c, now() FROM (SELECT unnest($1::uuid[]) AS q, unnest($2::text[]) AS n, unnest($3::bigint[]) AS c) AS v
-ON CONFLICT (queue_id, name) DO UPDATE
-    SET last_seq = p.last_seq + EXCLUDED.last_seq, last_message_at = now()
-RETURNING p.id, p.queue_id, p.name, p.last_seq
-`
-
-type PartitionAllocateManyParams struct {
-	QueueIds []uuid.UUID
-	Names    []string
-	Counts   []int64
-}
-
-type PartitionAllocateManyRow struct {
-	ID      uuid.UUID
-	QueueID uuid.UUID
-	Name    string
-	LastSeq int64
-}
-
-// Creates missing partitions and reserves `counts[i]` sequence numbers in each,
-// in one statement. The row lock taken here is held until the push commits,
-// so sequence order equals commit order inside a partition. Callers pass the
-// partitions sorted by (queue_id, name) so concurrent pushes lock in one order.
-func (q *Queries) PartitionAllocateMany(ctx context.Context, arg PartitionAllocateManyParams) ([]PartitionAllocateManyRow, error) {
-	rows, err := q.db.Query(ctx, partitionAllocateMany, arg.QueueIds, arg.Names, arg.Counts)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []PartitionAllocateManyRow
-	for rows.Next() {
-		var i PartitionAllocateManyRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.QueueID,
-			&i.Name,
-			&i.LastSeq,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const partitionCountFiltered = `-- name: PartitionCountFiltered :one
 SELECT count(*) FROM queen.partitions p
 JOIN queen.queues q ON q.id = p.queue_id

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/queenforgo/queen/gen/db"
 	"github.com/queenforgo/queen/handlers/metrics"
 )
@@ -42,16 +40,16 @@ func (b *Broker) push(ctx context.Context, items []PushItem) ([]PushResult, erro
 }
 
 // pushDirect stores items in their own transaction (the group commit's
-// commit function), and announces their queues ready.
+// commit function), and announces their queues ready. The insert is one
+// statement, so it runs on the pool without BEGIN and COMMIT: one round
+// trip per flush.
 func (b *Broker) pushDirect(ctx context.Context, items []PushItem) ([]PushResult, error) {
 	keys := distinctQueues(items)
 	var out []PushResult
 	err := b.withQueues(ctx, keys, func(queues map[QueueKey]db.QueenQueue) error {
-		return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-			var err error
-			out, err = b.insertMessages(ctx, tx, queues, items)
-			return err
-		})
+		var err error
+		out, err = b.insertMessages(ctx, b.pool, queues, items)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("push: %w", err)

@@ -1,12 +1,11 @@
--- name: MessageInsertMany :many
--- Inserts a push's messages. A transactionId already stored in the partition
--- is skipped and left out of the result; the caller reports it as duplicate.
-INSERT INTO queen.messages (id, partition_id, seq, transaction_id, trace_id, payload, is_encrypted, producer_sub)
-SELECT unnest(@ids::uuid[]), unnest(@partition_ids::uuid[]), unnest(@seqs::bigint[]),
-       unnest(@transaction_ids::text[]), NULLIF(unnest(@trace_ids::text[]), '')::uuid, unnest(@payloads::jsonb[]),
-       unnest(@is_encrypted::boolean[]), NULLIF(unnest(@producer_subs::text[]), '')
-ON CONFLICT (partition_id, transaction_id) DO NOTHING
-RETURNING id, partition_id, transaction_id;
+-- name: MessagePush :many
+-- Stores a push's messages in one statement: see queen.push_messages
+-- (migration 0012) for the arguments and the result.
+SELECT r.ord::integer AS ord, r.partition_id::uuid AS partition_id, r.message_id::uuid AS message_id,
+       r.duplicate::boolean AS duplicate
+FROM queen.push_messages(@queue_ids::uuid[], @names::text[], @part_idx::integer[], @ids::uuid[],
+    @transaction_ids::text[], @trace_ids::text[], @payloads::jsonb[], @is_encrypted::boolean[],
+    @producer_subs::text[]) AS r (ord, partition_id, message_id, duplicate);
 
 -- name: MessageListByTransactionIDs :many
 -- Finds stored messages by (tenant, partition, transactionId) keys: the
@@ -26,28 +25,6 @@ CROSS JOIN LATERAL (
 ) AS m
 JOIN queen.partitions p ON p.id = m.partition_id
 JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = k.tenant_id;
-
--- name: MessageListDuplicates :many
--- A push that met duplicates: finds the stored messages they repeat, by
--- (partition, transactionId), and in the same statement gives back the
--- sequence numbers the push had reserved for them. The push holds these
--- partitions' row locks, so no other transaction has seen those numbers:
--- last_seq goes back to release_last_seqs (the push's newest stored
--- message, never below last_seq before the push) and the reserved numbers
--- left below it count as vacant (see migration 0008).
-WITH released AS (
-    UPDATE queen.partitions p
-    SET last_seq = v.last_seq, vacant_seqs = p.vacant_seqs + v.vacant
-    FROM (SELECT unnest(@release_ids::uuid[]) AS id, unnest(@release_last_seqs::bigint[]) AS last_seq,
-                 unnest(@release_vacant::bigint[]) AS vacant) AS v
-    WHERE p.id = v.id AND p.last_seq >= v.last_seq
-)
-SELECT m.id, m.partition_id, m.transaction_id
-FROM (SELECT unnest(@partition_ids::uuid[]) AS partition_id, unnest(@transaction_ids::text[]) AS transaction_id) AS k
-CROSS JOIN LATERAL (
-    SELECT s.id, s.partition_id, s.transaction_id FROM queen.messages s
-    WHERE s.partition_id = k.partition_id AND s.transaction_id = k.transaction_id
-) AS m;
 
 -- name: MessageGetByTransactionID :one
 -- A tenant's stored message; another tenant's is not found.

@@ -1,14 +1,3 @@
--- name: PartitionAllocateMany :many
--- Creates missing partitions and reserves `counts[i]` sequence numbers in each,
--- in one statement. The row lock taken here is held until the push commits,
--- so sequence order equals commit order inside a partition. Callers pass the
--- partitions sorted by (queue_id, name) so concurrent pushes lock in one order.
-INSERT INTO queen.partitions AS p (queue_id, name, last_seq, last_message_at)
-SELECT q, n, c, now() FROM (SELECT unnest(@queue_ids::uuid[]) AS q, unnest(@names::text[]) AS n, unnest(@counts::bigint[]) AS c) AS v
-ON CONFLICT (queue_id, name) DO UPDATE
-    SET last_seq = p.last_seq + EXCLUDED.last_seq, last_message_at = now()
-RETURNING p.id, p.queue_id, p.name, p.last_seq;
-
 -- name: PartitionEnsure :one
 INSERT INTO queen.partitions AS p (queue_id, name) VALUES (@queue_id, @name)
 ON CONFLICT (queue_id, name) DO UPDATE SET name = EXCLUDED.name
