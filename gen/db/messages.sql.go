@@ -563,17 +563,18 @@ func (q *Queries) MessageModeSummary(ctx context.Context, arg MessageModeSummary
 }
 
 const messagePush = `-- name: MessagePush :many
-SELECT r.ord::integer AS ord, r.partition_id::uuid AS partition_id, r.message_id::uuid AS message_id,
-       r.duplicate::boolean AS duplicate
-FROM queen.push_messages($1::uuid[], $2::text[], $3::integer[], $4::uuid[],
-    $5::text[], $6::text[], $7::jsonb[], $8::boolean[],
-    $9::text[]) AS r (ord, partition_id, message_id, duplicate)
+SELECT r.part::integer AS part, r.ord::integer AS ord, r.id::uuid AS id
+FROM queen.push_messages($1::uuid[], $2::text[], $3::bigint[], $4::integer[],
+    $5::bigint[], $6::uuid[], $7::text[], $8::text[], $9::jsonb[],
+    $10::boolean[], $11::text[]) AS r (part, ord, id)
 `
 
 type MessagePushParams struct {
 	QueueIds       []uuid.UUID
 	Names          []string
+	Counts         []int64
 	PartIdx        []int32
+	SeqOffs        []int64
 	Ids            []uuid.UUID
 	TransactionIds []string
 	TraceIds       []string
@@ -583,10 +584,9 @@ type MessagePushParams struct {
 }
 
 type MessagePushRow struct {
-	Ord         int32
-	PartitionID uuid.UUID
-	MessageID   uuid.UUID
-	Duplicate   bool
+	Part int32
+	Ord  int32
+	ID   uuid.UUID
 }
 
 // Stores a push's messages in one statement: see queen.push_messages
@@ -595,7 +595,9 @@ func (q *Queries) MessagePush(ctx context.Context, arg MessagePushParams) ([]Mes
 	rows, err := q.db.Query(ctx, messagePush,
 		arg.QueueIds,
 		arg.Names,
+		arg.Counts,
 		arg.PartIdx,
+		arg.SeqOffs,
 		arg.Ids,
 		arg.TransactionIds,
 		arg.TraceIds,
@@ -610,12 +612,7 @@ func (q *Queries) MessagePush(ctx context.Context, arg MessagePushParams) ([]Mes
 	var items []MessagePushRow
 	for rows.Next() {
 		var i MessagePushRow
-		if err := rows.Scan(
-			&i.Ord,
-			&i.PartitionID,
-			&i.MessageID,
-			&i.Duplicate,
-		); err != nil {
+		if err := rows.Scan(&i.Part, &i.Ord, &i.ID); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -20,10 +20,10 @@ import (
 // statement, so it commits alone.
 //
 // Cost: one statement, queen.push_messages (migration 0012). It creates
-// missing partitions and locks them, then reserves numbers only for the
-// messages that are not duplicates and inserts them. The partition rows
-// stay locked until the transaction commits: that lock is what makes
-// sequence order equal commit order.
+// missing partitions, locks them and reserves their numbers, and inserts
+// the messages; only when some were duplicates does it do more, inside the
+// same statement. The partition rows stay locked until the transaction
+// commits: that lock is what makes sequence order equal commit order.
 func (b *Broker) insertMessages(ctx context.Context, tx db.DBTX, queues map[QueueKey]db.QueenQueue, items []PushItem) ([]PushResult, error) {
 	out := make([]PushResult, len(items))
 	type partKey struct {
@@ -39,6 +39,7 @@ func (b *Broker) insertMessages(ctx context.Context, tx db.DBTX, queues map[Queu
 	firstOf := make(map[dedupKey]int, len(items))
 	partOf := make([]partKey, len(items))
 	partIdx := make(map[partKey]int32, 4)
+	counts := make(map[partKey]int64, 4)
 	var order []partKey
 	dupOf := make([]int, len(items)) // -1: not a duplicate inside this call
 	for i, it := range items {
@@ -55,10 +56,10 @@ func (b *Broker) insertMessages(ctx context.Context, tx db.DBTX, queues map[Queu
 		}
 		firstOf[dk] = i
 		dupOf[i] = -1
-		if _, seen := partIdx[pk]; !seen {
-			partIdx[pk] = 0
+		if counts[pk] == 0 {
 			order = append(order, pk)
 		}
+		counts[pk]++
 	}
 	// One lock order for every pusher: (queue id, partition name).
 	slices.SortFunc(order, func(a, b partKey) int {
@@ -71,7 +72,9 @@ func (b *Broker) insertMessages(ctx context.Context, tx db.DBTX, queues map[Queu
 	arg := db.MessagePushParams{
 		QueueIds:       make([]uuid.UUID, len(order)),
 		Names:          make([]string, len(order)),
+		Counts:         make([]int64, len(order)),
 		PartIdx:        make([]int32, 0, n),
+		SeqOffs:        make([]int64, 0, n),
 		Ids:            make([]uuid.UUID, 0, n),
 		TransactionIds: make([]string, 0, n),
 		TraceIds:       make([]string, 0, n),
@@ -80,8 +83,9 @@ func (b *Broker) insertMessages(ctx context.Context, tx db.DBTX, queues map[Queu
 		ProducerSubs:   make([]string, 0, n),
 	}
 	for i, pk := range order {
-		arg.QueueIds[i], arg.Names[i] = pk.queueID, pk.name
+		arg.QueueIds[i], arg.Names[i], arg.Counts[i] = pk.queueID, pk.name, counts[pk]
 		partIdx[pk] = int32(i + 1)
+		counts[pk] = 0 // from here: messages of pk sent so far
 	}
 	sent := make([]int, 0, n) // the item of each message sent, in order
 	for i, it := range items {
@@ -98,7 +102,10 @@ func (b *Broker) insertMessages(ctx context.Context, tx db.DBTX, queues map[Queu
 			return nil, err
 		}
 		sent = append(sent, i)
-		arg.PartIdx = append(arg.PartIdx, partIdx[partOf[i]])
+		pk := partOf[i]
+		counts[pk]++
+		arg.PartIdx = append(arg.PartIdx, partIdx[pk])
+		arg.SeqOffs = append(arg.SeqOffs, counts[pk])
 		arg.Ids = append(arg.Ids, id)
 		arg.TransactionIds = append(arg.TransactionIds, it.TransactionID)
 		arg.TraceIds = append(arg.TraceIds, it.TraceID)
@@ -110,18 +117,28 @@ func (b *Broker) insertMessages(ctx context.Context, tx db.DBTX, queues map[Queu
 	if err != nil {
 		return nil, fmt.Errorf("insert messages: %w", err)
 	}
-	if len(rows) != len(sent) {
-		return nil, fmt.Errorf("insert messages: %d results for %d messages", len(rows), len(sent))
+	// Every message sent was stored under its own id, except the
+	// duplicates the result names.
+	pids := make([]uuid.UUID, len(order))
+	for _, r := range rows {
+		if r.Part > 0 && int(r.Part) <= len(pids) {
+			pids[r.Part-1] = r.ID
+		}
+	}
+	if slices.Contains(pids, uuid.Nil) {
+		return nil, fmt.Errorf("insert messages: a partition of %d missing from the result", len(pids))
+	}
+	for k, i := range sent {
+		out[i] = PushResult{Status: Queued, MessageID: arg.Ids[k], PartitionID: pids[arg.PartIdx[k]-1]}
 	}
 	for _, r := range rows {
-		if r.Ord < 1 || int(r.Ord) > len(sent) {
-			return nil, fmt.Errorf("insert messages: result for message %d of %d", r.Ord, len(sent))
+		if r.Part == 0 {
+			if r.Ord < 1 || int(r.Ord) > len(sent) {
+				return nil, fmt.Errorf("insert messages: duplicate at %d of %d messages", r.Ord, len(sent))
+			}
+			o := &out[sent[r.Ord-1]]
+			o.Status, o.MessageID = Duplicate, r.ID
 		}
-		st := Queued
-		if r.Duplicate {
-			st = Duplicate
-		}
-		out[sent[r.Ord-1]] = PushResult{Status: st, MessageID: r.MessageID, PartitionID: r.PartitionID}
 	}
 	for i := range out {
 		if dupOf[i] >= 0 {

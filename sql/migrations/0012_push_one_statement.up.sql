@@ -1,72 +1,97 @@
 -- A push in one statement (one round trip, autocommit when the caller has no
 -- transaction of its own) instead of four: BEGIN, reserve sequence numbers,
--- insert, COMMIT, plus a give-back of the numbers reserved for duplicates.
+-- insert, COMMIT, plus a statement that gave back the numbers reserved for
+-- duplicates.
 --
--- Why a function: duplicates must be known before numbers are reserved, and
--- only a statement that starts after the partitions are locked sees every
--- message committed before the lock. A VOLATILE function takes a fresh
--- snapshot per statement (READ COMMITTED), so its second statement runs
--- after the lock with a snapshot that includes every committed message of
--- those partitions; nobody else can insert there until this transaction
--- ends, because every writer of messages comes through here. No number is
--- ever reserved for a duplicate, so none is given back.
+-- queen.push_messages reserves a number for every message and inserts them
+-- all with ON CONFLICT on (partition, transaction id): the common case, no
+-- duplicate, costs an upsert of each partition row and one insert. The
+-- partition rows stay locked until the transaction ends, which makes
+-- sequence order equal commit order inside a partition, and means nobody
+-- else inserts into those partitions meanwhile (every writer of messages
+-- comes through here). When some rows were skipped as duplicates, the
+-- function, still holding the locks, looks up the originals, takes this
+-- push's rows out again and stores the rest with gapless numbers, then sets
+-- last_seq to the last of them: no number is left vacant and last_seq never
+-- passes the newest message. Each statement of a VOLATILE function sees
+-- what committed before it started (READ COMMITTED), so the lookup sees
+-- every message committed before the lock.
 --
 -- Arguments: the partitions as (queue_id, name) pairs, sorted by the caller
 -- (queue id bytes, then name bytes) so that concurrent pushes lock in one
--- order; then one entry per message, with part_idx the 1-based position of
--- its partition in those arrays. Messages must be distinct per (partition,
--- transaction id): the caller folds repeats inside one push. Message ids come
--- from the caller (UUIDv7). trace_ids and producer_subs: '' for none.
+-- order, with the number of messages for each; then one entry per message:
+-- part_idx the 1-based position of its partition in those arrays, seq_offs
+-- its 1-based position among the messages of that partition. Messages must
+-- be distinct per (partition, transaction id): the caller folds repeats
+-- inside one push. Message ids come from the caller (UUIDv7). trace_ids and
+-- producer_subs: '' for none.
 --
--- Result: one row per message, ord its 1-based position: the partition id,
--- the stored message id (the original one for a duplicate) and whether it
--- was a duplicate. Sequence numbers follow the message order per partition.
+-- Result: one row per partition (part its 1-based position, ord 0, id the
+-- partition id), then one per duplicate (part 0, ord the message's 1-based
+-- position, id the stored message's id). Every other message was stored
+-- under its own id.
 CREATE FUNCTION queen.push_messages(
-    queue_ids uuid[], names text[],
-    part_idx integer[], ids uuid[], transaction_ids text[], trace_ids text[],
+    queue_ids uuid[], names text[], counts bigint[],
+    part_idx integer[], seq_offs bigint[], ids uuid[], transaction_ids text[], trace_ids text[],
     payloads jsonb[], is_encrypted boolean[], producer_subs text[])
-RETURNS TABLE (ord integer, partition_id uuid, message_id uuid, duplicate boolean)
+RETURNS TABLE (part integer, ord integer, id uuid)
 LANGUAGE plpgsql VOLATILE
 AS $fn$
 #variable_conflict use_column
+DECLARE
+    pids     uuid[];
+    lasts    bigint[];
+    stored   bigint;
+    dup_ords integer[];
+    dup_ids  uuid[];
 BEGIN
-    -- Create or lock every partition; the row lock is held to commit, which
-    -- makes sequence order equal commit order inside a partition.
-    INSERT INTO queen.partitions AS p (queue_id, name, last_message_at)
-    SELECT v.q, v.n, now() FROM unnest(queue_ids, names) AS v(q, n)
-    ON CONFLICT (queue_id, name) DO UPDATE SET last_message_at = now();
+    -- Create or lock every partition and reserve its numbers.
+    WITH r AS (
+        INSERT INTO queen.partitions AS p (queue_id, name, last_seq, last_message_at)
+        SELECT v.q, v.n, v.c, now() FROM unnest(queue_ids, names, counts) AS v(q, n, c)
+        ON CONFLICT (queue_id, name) DO UPDATE
+            SET last_seq = p.last_seq + EXCLUDED.last_seq, last_message_at = now()
+        RETURNING p.id, p.queue_id, p.name, p.last_seq
+    )
+    SELECT array_agg(r.id ORDER BY v.i), array_agg(r.last_seq ORDER BY v.i) INTO pids, lasts
+    FROM unnest(queue_ids, names) WITH ORDINALITY AS v(q, n, i)
+    JOIN r ON r.queue_id = v.q AND r.name = v.n;
 
-    RETURN QUERY
-    WITH parts AS (
-        SELECT v.i, p.id
-        FROM unnest(queue_ids, names) WITH ORDINALITY AS v(q, n, i)
-        JOIN queen.partitions p ON p.queue_id = v.q AND p.name = v.n
-    ), msgs AS MATERIALIZED (
-        -- The duplicate probe is a scalar subquery so that it stays one
-        -- index probe per message whatever the table's statistics say.
-        SELECT m.i, parts.id AS pid, m.id, m.tx, m.trace, m.payload, m.enc, m.sub,
-               (SELECT s.id FROM queen.messages s
-                WHERE s.partition_id = parts.id AND s.transaction_id = m.tx) AS dup_id
+    INSERT INTO queen.messages (id, partition_id, seq, transaction_id, trace_id, payload, is_encrypted, producer_sub)
+    SELECT m.id, pids[m.pi], lasts[m.pi] - counts[m.pi] + m.off, m.tx, NULLIF(m.trace, '')::uuid, m.payload,
+           m.enc, NULLIF(m.sub, '')
+    FROM unnest(part_idx, seq_offs, ids, transaction_ids, trace_ids, payloads, is_encrypted, producer_subs)
+         AS m(pi, off, id, tx, trace, payload, enc, sub)
+    ON CONFLICT (partition_id, transaction_id) DO NOTHING;
+    GET DIAGNOSTICS stored = ROW_COUNT;
+
+    IF stored < cardinality(ids) THEN
+        -- The originals of the skipped messages. A scalar subquery keeps
+        -- the lookup one index probe per message whatever the statistics.
+        SELECT array_agg(d.i ORDER BY d.i), array_agg(d.orig ORDER BY d.i) INTO dup_ords, dup_ids
+        FROM (SELECT m.i, (SELECT s.id FROM queen.messages s
+                           WHERE s.partition_id = pids[m.pi] AND s.transaction_id = m.tx) AS orig, m.id
+              FROM unnest(part_idx, ids, transaction_ids) WITH ORDINALITY AS m(pi, id, tx, i)) AS d
+        WHERE d.orig <> d.id;
+
+        -- Store the rest again, numbered without the duplicates' numbers.
+        DELETE FROM queen.messages s WHERE s.id = ANY(ids);
+        INSERT INTO queen.messages (id, partition_id, seq, transaction_id, trace_id, payload, is_encrypted, producer_sub)
+        SELECT m.id, pids[m.pi], lasts[m.pi] - counts[m.pi] + row_number() OVER (PARTITION BY m.pi ORDER BY m.i),
+               m.tx, NULLIF(m.trace, '')::uuid, m.payload, m.enc, NULLIF(m.sub, '')
         FROM unnest(part_idx, ids, transaction_ids, trace_ids, payloads, is_encrypted, producer_subs)
              WITH ORDINALITY AS m(pi, id, tx, trace, payload, enc, sub, i)
-        JOIN parts ON parts.i = m.pi
-    ), fresh AS MATERIALIZED (
-        SELECT msgs.*, row_number() OVER (PARTITION BY msgs.pid ORDER BY msgs.i) AS rn
-        FROM msgs WHERE msgs.dup_id IS NULL
-    ), counts AS (
-        SELECT fresh.pid, count(*) AS c FROM fresh GROUP BY fresh.pid
-    ), reserved AS (
-        UPDATE queen.partitions p SET last_seq = p.last_seq + counts.c
-        FROM counts WHERE p.id = counts.pid
-        RETURNING p.id, p.last_seq - counts.c AS base
-    ), stored AS (
-        INSERT INTO queen.messages (id, partition_id, seq, transaction_id, trace_id, payload, is_encrypted, producer_sub)
-        SELECT f.id, f.pid, r.base + f.rn, f.tx, NULLIF(f.trace, '')::uuid, f.payload, f.enc, NULLIF(f.sub, '')
-        FROM fresh f JOIN reserved r ON r.id = f.pid
-        RETURNING 1
-    )
-    SELECT msgs.i::integer, msgs.pid, COALESCE(msgs.dup_id, msgs.id), msgs.dup_id IS NOT NULL
-    FROM msgs
-    ORDER BY msgs.i;
+        WHERE m.i <> ALL(dup_ords);
+
+        -- Give the duplicates' numbers back: nobody else has seen them.
+        UPDATE queen.partitions p SET last_seq = p.last_seq - d.n
+        FROM (SELECT pids[part_idx[o]] AS pid, count(*) AS n FROM unnest(dup_ords) AS o GROUP BY 1) AS d
+        WHERE p.id = d.pid;
+    END IF;
+
+    RETURN QUERY
+    SELECT v.i::integer, 0, v.pid FROM unnest(pids) WITH ORDINALITY AS v(pid, i)
+    UNION ALL
+    SELECT 0, d.o::integer, d.orig FROM unnest(dup_ords, dup_ids) AS d(o, orig);
 END
 $fn$;

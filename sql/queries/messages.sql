@@ -1,11 +1,10 @@
 -- name: MessagePush :many
 -- Stores a push's messages in one statement: see queen.push_messages
 -- (migration 0012) for the arguments and the result.
-SELECT r.ord::integer AS ord, r.partition_id::uuid AS partition_id, r.message_id::uuid AS message_id,
-       r.duplicate::boolean AS duplicate
-FROM queen.push_messages(@queue_ids::uuid[], @names::text[], @part_idx::integer[], @ids::uuid[],
-    @transaction_ids::text[], @trace_ids::text[], @payloads::jsonb[], @is_encrypted::boolean[],
-    @producer_subs::text[]) AS r (ord, partition_id, message_id, duplicate);
+SELECT r.part::integer AS part, r.ord::integer AS ord, r.id::uuid AS id
+FROM queen.push_messages(@queue_ids::uuid[], @names::text[], @counts::bigint[], @part_idx::integer[],
+    @seq_offs::bigint[], @ids::uuid[], @transaction_ids::text[], @trace_ids::text[], @payloads::jsonb[],
+    @is_encrypted::boolean[], @producer_subs::text[]) AS r (part, ord, id);
 
 -- name: MessageListByTransactionIDs :many
 -- Finds stored messages by (tenant, partition, transactionId) keys: the
