@@ -129,3 +129,42 @@ func TestPushStatementDuplicatesAcrossConcurrentFlushes(t *testing.T) {
 		require.Zero(t, vacant)
 	}
 }
+
+// Messages have no foreign key to their partition any more (migration
+// 0012): a trigger removes them with it. Whichever way a partition goes
+// (queue delete, clear, SQL by hand), its messages go too and the others
+// stay.
+func TestMessagesGoWithTheirPartition(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	b.push(item("fk1", "a", "a1", ""), item("fk1", "a", "a2", ""), item("fk1", "b", "b1", ""),
+		item("fk1", "c", "c1", ""), item("fk2", "a", "x1", ""), item("keep", "a", "k1", ""))
+	count := func() (all, orphans int) {
+		t.Helper()
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*),
+			count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p WHERE p.id = m.partition_id))
+			FROM queen.messages m`).Scan(&all, &orphans))
+		return all, orphans
+	}
+	all, orphans := count()
+	require.Equal(t, 6, all)
+	require.Zero(t, orphans)
+
+	_, err := b.pool.Exec(ctx, `DELETE FROM queen.partitions p USING queen.queues q
+		WHERE q.id = p.queue_id AND q.name = 'fk1' AND p.name = 'b'`)
+	require.NoError(t, err)
+	all, orphans = count()
+	require.Equal(t, 5, all)
+	require.Zero(t, orphans)
+
+	part := "c"
+	_, err = b.b.ClearQueue(ctx, DefaultTenant, "fk1", &part)
+	require.NoError(t, err)
+	deleted, err := b.b.DeleteQueue(ctx, DefaultTenant, "fk2")
+	require.NoError(t, err)
+	require.True(t, deleted)
+	all, orphans = count()
+	require.Equal(t, 3, all, "fk1/a holds two, keep/a one")
+	require.Zero(t, orphans)
+}

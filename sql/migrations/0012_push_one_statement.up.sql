@@ -95,3 +95,31 @@ BEGIN
     SELECT 0, d.o::integer, d.orig FROM unnest(dup_ords, dup_ids) AS d(o, orig);
 END
 $fn$;
+
+-- The foreign key from messages to partitions checked every inserted row
+-- with a lookup of its partition (an RI trigger per row): about a quarter
+-- of PostgreSQL's CPU per pushed message (docs/benchmarks.md, "Performance
+-- round 2: push"). Every insert comes through queen.push_messages, which
+-- creates or locks the partition row in the same transaction before it
+-- inserts, so a message can only point at a partition that exists and that
+-- no one can delete before the push commits. What the key still did is the
+-- cascade when a partition goes (queue delete, clear, cleanup, SQL by hand):
+-- this trigger does it, one index range per partition as the key did.
+ALTER TABLE queen.messages DROP CONSTRAINT messages_partition_id_fkey;
+
+CREATE FUNCTION queen.partitions_delete_messages() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    gone uuid;
+BEGIN
+    FOR gone IN SELECT d.id FROM deleted_partitions_messages d LOOP
+        DELETE FROM queen.messages m WHERE m.partition_id = gone;
+    END LOOP;
+    RETURN NULL;
+END
+$fn$;
+
+CREATE TRIGGER partitions_delete_messages
+AFTER DELETE ON queen.partitions
+REFERENCING OLD TABLE AS deleted_partitions_messages
+FOR EACH STATEMENT EXECUTE FUNCTION queen.partitions_delete_messages();
