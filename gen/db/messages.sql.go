@@ -566,7 +566,7 @@ const messagePush = `-- name: MessagePush :many
 SELECT r.part::integer AS part, r.ord::integer AS ord, r.id::uuid AS id
 FROM queen.push_messages($1::uuid[], $2::text[], $3::bigint[], $4::integer[],
     $5::bigint[], $6::uuid[], $7::text[], $8::text[], $9::jsonb[],
-    $10::boolean[], $11::text[]) AS r (part, ord, id)
+    $10::boolean[], $11::text[], $12::boolean) AS r (part, ord, id)
 `
 
 type MessagePushParams struct {
@@ -581,6 +581,7 @@ type MessagePushParams struct {
 	Payloads       []json.RawMessage
 	IsEncrypted    []bool
 	ProducerSubs   []string
+	CheckDups      bool
 }
 
 type MessagePushRow struct {
@@ -604,6 +605,7 @@ func (q *Queries) MessagePush(ctx context.Context, arg MessagePushParams) ([]Mes
 		arg.Payloads,
 		arg.IsEncrypted,
 		arg.ProducerSubs,
+		arg.CheckDups,
 	)
 	if err != nil {
 		return nil, err

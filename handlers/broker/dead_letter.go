@@ -130,7 +130,7 @@ func (b *Broker) replayDeadLetter(ctx context.Context, tenant string, dl deadLet
 			if err != nil || n == 0 {
 				return err
 			}
-			out, err := b.insertMessages(ctx, tx, queues, []PushItem{r.Item})
+			out, err := b.insertMessages(ctx, tx, queues, []PushItem{r.Item}, false)
 			if err != nil {
 				return err
 			}

@@ -4,27 +4,36 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/queenforgo/queen/gen/db"
 )
+
+// dedupConstraint is the unique key on (partition, transactionId).
+const dedupConstraint = "messages_partition_transaction_unique"
 
 // insertMessages inserts items and reports, per item, whether it was
 // queued or a duplicate of a stored transactionId. Queues must already
 // exist (see ensureQueues). Every write path of messages comes here: push,
 // transaction, stream sinks, spool and dead-letter replay. tx is a
-// transaction, or the pool for a push on its own: the insert is one
-// statement, so it commits alone.
+// transaction, or with alone the pool, for a push on its own: the insert is
+// one statement, so it commits alone.
 //
 // Cost: one statement, queen.push_messages (migration 0012). It creates
 // missing partitions, locks them and reserves their numbers, and inserts
 // the messages; only when some were duplicates does it do more, inside the
 // same statement. The partition rows stay locked until the transaction
 // commits: that lock is what makes sequence order equal commit order.
-func (b *Broker) insertMessages(ctx context.Context, tx db.DBTX, queues map[QueueKey]db.QueenQueue, items []PushItem) ([]PushResult, error) {
+// Alone, the statement first runs without the per-row duplicate check and,
+// only when a stored transactionId makes it fail, again with it (see the
+// migration); inside a transaction a failed statement would abort it, so
+// the check is always on.
+func (b *Broker) insertMessages(ctx context.Context, tx db.DBTX, queues map[QueueKey]db.QueenQueue, items []PushItem, alone bool) ([]PushResult, error) {
 	out := make([]PushResult, len(items))
 	type partKey struct {
 		queueID uuid.UUID
@@ -113,7 +122,13 @@ func (b *Broker) insertMessages(ctx context.Context, tx db.DBTX, queues map[Queu
 		arg.IsEncrypted = append(arg.IsEncrypted, encrypted)
 		arg.ProducerSubs = append(arg.ProducerSubs, it.ProducerSub)
 	}
+	arg.CheckDups = !alone
 	rows, err := db.New(tx).MessagePush(ctx, arg)
+	if pgErr := (*pgconn.PgError)(nil); alone && errors.As(err, &pgErr) &&
+		pgErr.Code == "23505" && pgErr.ConstraintName == dedupConstraint {
+		arg.CheckDups = true
+		rows, err = db.New(tx).MessagePush(ctx, arg)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("insert messages: %w", err)
 	}

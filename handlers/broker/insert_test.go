@@ -168,3 +168,33 @@ func TestMessagesGoWithTheirPartition(t *testing.T) {
 	require.Equal(t, 3, all, "fk1/a holds two, keep/a one")
 	require.Zero(t, orphans)
 }
+
+// Inside a caller's transaction the duplicate check is on from the start:
+// a stored transactionId is answered duplicate without failing the
+// statement, so the transaction goes on and commits.
+func TestPushStatementDuplicatesInsideATransaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	stored := b.push(item("tx", "p", "s1", ""))
+	k := key(DefaultTenant, "tx")
+	queues, err := b.b.ensureQueues(ctx, []QueueKey{k})
+	require.NoError(t, err)
+	tx, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	out, err := b.b.insertMessages(ctx, tx, queues, []PushItem{item("tx", "p", "n1", ""), item("tx", "p", "s1", "")}, false)
+	require.NoError(t, err)
+	require.Equal(t, Queued, out[0].Status)
+	require.Equal(t, Duplicate, out[1].Status)
+	require.Equal(t, stored[0].MessageID, out[1].MessageID)
+	out, err = b.b.insertMessages(ctx, tx, queues, []PushItem{item("tx", "p", "n2", "")}, false)
+	require.NoError(t, err)
+	require.Equal(t, Queued, out[0].Status)
+	require.NoError(t, tx.Commit(ctx))
+
+	rows, last, vacant := b.seqRows("tx", "p")
+	require.Equal(t, []string{"1:s1", "2:n1", "3:n2"}, rows)
+	require.Equal(t, int64(3), last)
+	require.Zero(t, vacant)
+}

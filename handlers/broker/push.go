@@ -48,7 +48,7 @@ func (b *Broker) pushDirect(ctx context.Context, items []PushItem) ([]PushResult
 	var out []PushResult
 	err := b.withQueues(ctx, keys, func(queues map[QueueKey]db.QueenQueue) error {
 		var err error
-		out, err = b.insertMessages(ctx, b.pool, queues, items)
+		out, err = b.insertMessages(ctx, b.pool, queues, items, true)
 		return err
 	})
 	if err != nil {

@@ -241,7 +241,7 @@ func (b *Broker) applyCycle(ctx context.Context, tx pgx.Tx, tid uuid.UUID, c Str
 	}
 	if len(c.Items) > 0 {
 		var err error
-		if out.Pushed, err = b.insertMessages(ctx, tx, queues, c.Items); err != nil {
+		if out.Pushed, err = b.insertMessages(ctx, tx, queues, c.Items, false); err != nil {
 			return out, err
 		}
 	}

@@ -80,7 +80,7 @@ func (b *Broker) transact(ctx context.Context, queues map[QueueKey]db.QueenQueue
 			}
 		}
 		if len(pushes) > 0 {
-			res.Pushes, err = b.insertMessages(ctx, tx, queues, pushes)
+			res.Pushes, err = b.insertMessages(ctx, tx, queues, pushes, false)
 		}
 		return err
 	})

@@ -4,8 +4,15 @@
 -- duplicates.
 --
 -- queen.push_messages reserves a number for every message and inserts them
--- all with ON CONFLICT on (partition, transaction id): the common case, no
--- duplicate, costs an upsert of each partition row and one insert. The
+-- all: the common case, no duplicate, costs an upsert of each partition row
+-- and one insert. With check_dups the insert skips (ON CONFLICT) messages
+-- whose transaction id the partition already stores; without it such a
+-- message fails the statement with a unique violation on
+-- messages_partition_transaction_unique. ON CONFLICT costs about as much
+-- per row as the rest of the insert, so a caller whose statement commits on
+-- its own (a push outside a transaction) tries without, and only after that
+-- violation again with check_dups; a caller inside a transaction, which a
+-- failed statement would abort, passes check_dups. The
 -- partition rows stay locked until the transaction ends, which makes
 -- sequence order equal commit order inside a partition, and means nobody
 -- else inserts into those partitions meanwhile (every writer of messages
@@ -33,7 +40,7 @@
 CREATE FUNCTION queen.push_messages(
     queue_ids uuid[], names text[], counts bigint[],
     part_idx integer[], seq_offs bigint[], ids uuid[], transaction_ids text[], trace_ids text[],
-    payloads jsonb[], is_encrypted boolean[], producer_subs text[])
+    payloads jsonb[], is_encrypted boolean[], producer_subs text[], check_dups boolean)
 RETURNS TABLE (part integer, ord integer, id uuid)
 LANGUAGE plpgsql VOLATILE
 AS $fn$
@@ -56,6 +63,16 @@ BEGIN
     SELECT array_agg(r.id ORDER BY v.i), array_agg(r.last_seq ORDER BY v.i) INTO pids, lasts
     FROM unnest(queue_ids, names) WITH ORDINALITY AS v(q, n, i)
     JOIN r ON r.queue_id = v.q AND r.name = v.n;
+
+    IF NOT check_dups THEN
+        INSERT INTO queen.messages (id, partition_id, seq, transaction_id, trace_id, payload, is_encrypted, producer_sub)
+        SELECT m.id, pids[m.pi], lasts[m.pi] - counts[m.pi] + m.off, m.tx, NULLIF(m.trace, '')::uuid, m.payload,
+               m.enc, NULLIF(m.sub, '')
+        FROM unnest(part_idx, seq_offs, ids, transaction_ids, trace_ids, payloads, is_encrypted, producer_subs)
+             AS m(pi, off, id, tx, trace, payload, enc, sub);
+        RETURN QUERY SELECT v.i::integer, 0, v.pid FROM unnest(pids) WITH ORDINALITY AS v(pid, i);
+        RETURN;
+    END IF;
 
     INSERT INTO queen.messages (id, partition_id, seq, transaction_id, trace_id, payload, is_encrypted, producer_sub)
     SELECT m.id, pids[m.pi], lasts[m.pi] - counts[m.pi] + m.off, m.tx, NULLIF(m.trace, '')::uuid, m.payload,

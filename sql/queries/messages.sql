@@ -4,7 +4,7 @@
 SELECT r.part::integer AS part, r.ord::integer AS ord, r.id::uuid AS id
 FROM queen.push_messages(@queue_ids::uuid[], @names::text[], @counts::bigint[], @part_idx::integer[],
     @seq_offs::bigint[], @ids::uuid[], @transaction_ids::text[], @trace_ids::text[], @payloads::jsonb[],
-    @is_encrypted::boolean[], @producer_subs::text[]) AS r (part, ord, id);
+    @is_encrypted::boolean[], @producer_subs::text[], @check_dups::boolean) AS r (part, ord, id);
 
 -- name: MessageListByTransactionIDs :many
 -- Finds stored messages by (tenant, partition, transactionId) keys: the
