@@ -41,6 +41,10 @@ const (
 	PushMaxBatchDefault    = 2000
 	PushMaxFlushesDefault  = 3
 	PushParallelMinDefault = 300
+	// PushLingerDefault is how long, right after a push flush, the next one
+	// may wait for the requests the last one answered (group_commit.go;
+	// docs/benchmarks.md, "Performance round 2: push").
+	PushLingerDefault = 2 * time.Millisecond
 	// MaintenanceRefreshDefault is how often every broker re-reads the
 	// switches, so that a flip made through one broker reaches all of them.
 	MaintenanceRefreshDefault = 5 * time.Second
@@ -90,6 +94,8 @@ type Config struct {
 	PushMaxBatch    int
 	PushMaxFlushes  int
 	PushParallelMin int
+	// PushLinger: see PushLingerDefault; negative turns the wait off.
+	PushLinger time.Duration
 
 	MaintenanceRefresh time.Duration
 	QueueCacheTTL      time.Duration
@@ -112,6 +118,9 @@ func ConfigDefault(c Config) Config {
 	def(&c.RepollInterval, PopRepollDefault)
 	def(&c.MaintenanceRefresh, MaintenanceRefreshDefault)
 	def(&c.QueueCacheTTL, QueueCacheTTLDefault)
+	if c.PushLinger == 0 {
+		c.PushLinger = PushLingerDefault
+	}
 	defInt := func(n *int, v int) {
 		if *n <= 0 {
 			*n = v
@@ -185,7 +194,9 @@ func New(cfg Config) *Broker {
 	if b.timed == nil {
 		b.timed = noTimings{}
 	}
-	b.pusher = newCoalescer(limits, b.pushDirect)
+	pushLimits := limits
+	pushLimits.Linger = cfg.PushLinger
+	b.pusher = newCoalescer(pushLimits, b.pushDirect)
 	b.pusher.flushed = func(items int, d time.Duration) { b.timed.Flush(FlushPush, items, d) }
 	b.acker = newCoalescer(limits, b.ackDirect)
 	b.acker.flushed = func(items int, d time.Duration) { b.timed.Flush(FlushAck, items, d) }

@@ -16,7 +16,12 @@ import (
 // flushes:
 //
 //   - with no flush in flight it starts one at once with whatever waits, so
-//     an idle broker adds no latency;
+//     an idle broker adds no latency; except right after a flush ended
+//     (within linger): then it waits until as many items wait as the last
+//     flush took, or until linger has passed since that flush ended. The
+//     requests a flush answered come back within their round trip; without
+//     the wait the first of them would flush nearly alone and the rest
+//     queue behind it, halving the items per commit under steady load;
 //   - while flushes are in flight, requests wait and the next flush takes
 //     them all, so small requests share commits (many messages per commit);
 //   - but once the waiting requests hold parallelMin items or more, they are
@@ -33,6 +38,7 @@ type coalescer[I, O any] struct {
 	maxItems    int // items per flush, at most (a larger request flushes alone)
 	maxFlushes  int // flushes in flight, at most
 	parallelMin int // waiting items that justify a flush beside a running one
+	linger      time.Duration
 	timeout     time.Duration
 	// flushed, when set, is told each flush's items and duration (the
 	// broker's Timings); set before start.
@@ -46,10 +52,12 @@ type coalescer[I, O any] struct {
 }
 
 // coalescerLimits are the knobs of a coalescer; see the type's comment.
+// Linger 0 never waits.
 type coalescerLimits struct {
 	MaxItems    int
 	MaxFlushes  int
 	ParallelMin int
+	Linger      time.Duration
 }
 
 type coalescedJob[I, O any] struct {
@@ -69,7 +77,7 @@ func newCoalescer[I, O any](lim coalescerLimits, commit func(context.Context, []
 	return &coalescer[I, O]{
 		commit: commit, in: make(chan *coalescedJob[I, O]),
 		maxItems: max(lim.MaxItems, 1), maxFlushes: max(lim.MaxFlushes, 1), parallelMin: max(lim.ParallelMin, 1),
-		timeout: 30 * time.Second, running: make(chan struct{}), stopping: make(chan struct{}), stopped: make(chan struct{}),
+		linger: max(lim.Linger, 0), timeout: 30 * time.Second, running: make(chan struct{}), stopping: make(chan struct{}), stopped: make(chan struct{}),
 	}
 }
 
@@ -129,11 +137,27 @@ func (c *coalescer[I, O]) dispatch() {
 		inFlight int
 		in       = c.in // nil once stopping
 		stopping = c.stopping
+		lastN    int              // items of the last flush started
+		idleAt   time.Time        // when the flushes in flight last reached none
+		hold     *time.Timer      // set while a flush waits out the linger
+		held     <-chan time.Time // hold's channel, nil when none
 	)
 	finished := make(chan struct{}, c.maxFlushes)
+	// mayStart says whether a flush of what waits starts now.
+	mayStart := func() bool {
+		if inFlight > 0 {
+			return items >= c.parallelMin
+		}
+		return items >= lastN || in == nil || time.Since(idleAt) >= c.linger
+	}
 	for {
-		for len(waiting) > 0 && inFlight < c.maxFlushes && (inFlight == 0 || items >= c.parallelMin) {
+		for len(waiting) > 0 && inFlight < c.maxFlushes && mayStart() {
+			if held != nil {
+				hold.Stop()
+				held = nil
+			}
 			batch, n := c.take(waiting)
+			lastN = n
 			waiting, items = waiting[len(batch):], items-n
 			if len(waiting) == 0 {
 				waiting = nil // let the flushed jobs' array go
@@ -147,6 +171,11 @@ func (c *coalescer[I, O]) dispatch() {
 		if in == nil && len(waiting) == 0 && inFlight == 0 {
 			return
 		}
+		if len(waiting) > 0 && inFlight == 0 && held == nil {
+			// Held by the linger: wake up when it ends.
+			hold = time.NewTimer(c.linger - time.Since(idleAt))
+			held = hold.C
+		}
 		select {
 		case j := <-in:
 			waiting = append(waiting, j)
@@ -155,6 +184,11 @@ func (c *coalescer[I, O]) dispatch() {
 			in, stopping = nil, nil
 		case <-finished:
 			inFlight--
+			if inFlight == 0 {
+				idleAt = time.Now()
+			}
+		case <-held:
+			held = nil
 		}
 	}
 }

@@ -157,3 +157,43 @@ func TestCoalescerStopFlushesWaitingRequests(t *testing.T) {
 		t.Fatal("stop did not return")
 	}
 }
+
+// Right after a flush, within the linger, the next flush waits until as
+// many items wait as the last one took: the requests it answered come back
+// and share one commit instead of the first flushing alone. Stopping
+// flushes what is held at once.
+func TestCoalescerLingersAfterAFlush(t *testing.T) {
+	t.Parallel()
+	g := newGatedCommit()
+	c := newCoalescer(coalescerLimits{MaxItems: 100, MaxFlushes: 2, ParallelMin: 100, Linger: time.Hour}, g.commit)
+	c.start()
+
+	// Idle (no flush ever ended): at once.
+	first := enqueue(c, 1, 2)
+	require.Equal(t, []int{1, 2}, g.nextFlush(t))
+	g.release <- struct{}{}
+	require.Equal(t, []int{1, 2}, result(t, first))
+
+	// One item waits for a second one: the last flush took two.
+	x := enqueue(c, 3)
+	y := enqueue(c, 4)
+	require.Equal(t, []int{3, 4}, g.nextFlush(t), "one flush for both")
+	g.release <- struct{}{}
+	require.Equal(t, []int{3}, result(t, x))
+	require.Equal(t, []int{4}, result(t, y))
+
+	held := enqueue(c, 5)
+	stopped := make(chan struct{})
+	go func() {
+		c.stop()
+		close(stopped)
+	}()
+	require.Equal(t, []int{5}, g.nextFlush(t), "stop does not wait out the linger")
+	g.release <- struct{}{}
+	require.Equal(t, []int{5}, result(t, held))
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("stop did not return")
+	}
+}
