@@ -33,11 +33,7 @@ func (s *Server) PushMessages(ctx context.Context, req api.PushMessagesRequestOb
 	case err != nil:
 		return nil, err
 	}
-	resp := make(api.PushMessages201JSONResponse, len(out))
-	for i, o := range out {
-		resp[i] = pushResult(i, items[i], o)
-	}
-	return resp, nil
+	return pushAnswer{items: items, out: out}, nil
 }
 
 // pushItemFrom applies the defaults of a push item: partition `Default`, a
