@@ -59,6 +59,7 @@ type testConfig struct {
 	Dashboard          http.Handler
 	StatsFlushFunc     func(ctx context.Context) error
 	Migration          *migration.Runner
+	DefaultSubMode     string // DEFAULT_SUBSCRIPTION_MODE
 }
 
 // newServer wires a broker and its HTTP adapter as cmd/queen does, starts
@@ -71,6 +72,7 @@ func newServer(t testing.TB, c testConfig) *Server {
 	b := broker.New(broker.Config{
 		Pool: c.Pool, Logger: c.Logger, Metrics: c.Metrics, Cipher: c.Cipher, Spool: c.Spool,
 		ValidatePushFunc: validate, RepollInterval: c.RepollInterval, MaintenanceRefresh: c.MaintenanceRefresh,
+		DefaultSubscriptionMode: c.DefaultSubMode,
 	})
 	require.NoError(t, b.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, b.Stop(context.Background())) })
