@@ -1,17 +1,6 @@
 package handlers
 
-import (
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/queenforgo/queen/handlers/metrics"
-	"github.com/queenforgo/queen/sql/pgtest"
-)
+import "testing"
 
 // BenchmarkAdminRoutes1MMessages times the routes whose page size the
 // official clients push up (queenctl's `queue describe` and `messages list
@@ -24,20 +13,7 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkAdminRoutes1MMessages -benchtime 5x ./handlers/
 func BenchmarkAdminRoutes1MMessages(b *testing.B) {
-	pcfg, err := pgxpool.ParseConfig(pgtest.NewDB(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	pcfg.ConnConfig.RuntimeParams["TimeZone"] = "UTC"
-	pcfg.ConnConfig.RuntimeParams["jit"] = "off"
-	ctx := b.Context()
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(pool.Close)
-	start := time.Now()
-	for _, sql := range []string{
+	s := newSeededBench(b, []string{
 		`INSERT INTO queen.queues (name) VALUES ('big')`,
 		`INSERT INTO queen.partitions (queue_id, name, last_seq, last_message_at, created_at)
 		 SELECT q.id, 'p' || lpad(i::text, 6, '0'), 10, now() - interval '5 minutes', now() - interval '2 days'
@@ -58,21 +34,8 @@ func BenchmarkAdminRoutes1MMessages(b *testing.B) {
 		 SELECT m.id, m.partition_id, '__QUEUE_MODE__', 'boom', m.created_at
 		 FROM queen.messages m WHERE m.seq = 1 LIMIT 1000`,
 		`ANALYZE`,
-	} {
-		if _, err := pool.Exec(ctx, sql); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.Logf("seeded in %s", time.Since(start).Round(time.Millisecond))
-	srv := newServer(b, testConfig{Pool: pool, Metrics: metrics.New()})
-	h, err := srv.Handler()
-	if err != nil {
-		b.Fatal(err)
-	}
-	hs := httptest.NewServer(h)
-	b.Cleanup(hs.Close)
-
-	for _, route := range []string{
+	})
+	s.getRoutes(b, []string{
 		"/api/v1/resources/queues/big?limit=0",
 		"/api/v1/resources/queues/big?limit=100",
 		"/api/v1/resources/queues/big",
@@ -84,19 +47,5 @@ func BenchmarkAdminRoutes1MMessages(b *testing.B) {
 		"/api/v1/messages?queue=big&limit=10000",
 		"/api/v1/messages?queue=big&limit=10000&offset=90000",
 		"/api/v1/messages?queue=big&status=pending&limit=10000",
-	} {
-		b.Run(route, func(b *testing.B) {
-			for b.Loop() {
-				resp, err := http.Get(hs.URL + route)
-				if err != nil {
-					b.Fatal(err)
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					b.Fatalf("%s: %d", route, resp.StatusCode)
-				}
-			}
-		})
-	}
+	})
 }
