@@ -112,6 +112,7 @@ type testConfig struct {
 	StatsFlushFunc     func(ctx context.Context) error
 	Migration          *migration.Runner
 	Tenancy            bool
+	DefaultSubMode     string // DEFAULT_SUBSCRIPTION_MODE
 }
 
 // newServer wires a broker and its HTTP adapter as cmd/queen does, starts
@@ -125,6 +126,7 @@ func newServer(t testing.TB, c testConfig) *Server {
 	b := broker.New(broker.Config{
 		Pool: c.Pool, Logger: c.Logger, Metrics: c.Metrics, Timings: timings, Cipher: c.Cipher, Spool: c.Spool,
 		ValidatePushFunc: validate, RepollInterval: c.RepollInterval, MaintenanceRefresh: c.MaintenanceRefresh,
+		DefaultSubscriptionMode: c.DefaultSubMode,
 	})
 	require.NoError(t, b.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, b.Stop(context.Background())) })

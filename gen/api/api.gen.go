@@ -317,6 +317,27 @@ func (e StreamCycleAckStatus) Valid() bool {
 	}
 }
 
+// Defines values for StreamCycleResponseSkipped.
+const (
+	AlreadyClosed StreamCycleResponseSkipped = "already_closed"
+	LeaseHeld     StreamCycleResponseSkipped = "lease_held"
+	ShardBusy     StreamCycleResponseSkipped = "shard_busy"
+)
+
+// Valid indicates whether the value is a known member of the StreamCycleResponseSkipped enum.
+func (e StreamCycleResponseSkipped) Valid() bool {
+	switch e {
+	case AlreadyClosed:
+		return true
+	case LeaseHeld:
+		return true
+	case ShardBusy:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for StreamStateOpType.
 const (
 	Delete StreamStateOpType = "delete"
@@ -355,10 +376,11 @@ func (e TransactionOperationType) Valid() bool {
 
 // Defines values for SubscriptionMode.
 const (
-	SubscriptionModeAll     SubscriptionMode = "all"
-	SubscriptionModeEmpty   SubscriptionMode = ""
-	SubscriptionModeNew     SubscriptionMode = "new"
-	SubscriptionModeNewOnly SubscriptionMode = "new-only"
+	SubscriptionModeAll           SubscriptionMode = "all"
+	SubscriptionModeEmpty         SubscriptionMode = ""
+	SubscriptionModeFromBeginning SubscriptionMode = "from_beginning"
+	SubscriptionModeNew           SubscriptionMode = "new"
+	SubscriptionModeNewOnly       SubscriptionMode = "new-only"
 )
 
 // Valid indicates whether the value is a known member of the SubscriptionMode enum.
@@ -367,6 +389,8 @@ func (e SubscriptionMode) Valid() bool {
 	case SubscriptionModeAll:
 		return true
 	case SubscriptionModeEmpty:
+		return true
+	case SubscriptionModeFromBeginning:
 		return true
 	case SubscriptionModeNew:
 		return true
@@ -403,10 +427,11 @@ func (e ListMessagesParamsStatus) Valid() bool {
 
 // Defines values for PopNamespaceTaskParamsSubscriptionMode.
 const (
-	PopNamespaceTaskParamsSubscriptionModeAll     PopNamespaceTaskParamsSubscriptionMode = "all"
-	PopNamespaceTaskParamsSubscriptionModeEmpty   PopNamespaceTaskParamsSubscriptionMode = ""
-	PopNamespaceTaskParamsSubscriptionModeNew     PopNamespaceTaskParamsSubscriptionMode = "new"
-	PopNamespaceTaskParamsSubscriptionModeNewOnly PopNamespaceTaskParamsSubscriptionMode = "new-only"
+	PopNamespaceTaskParamsSubscriptionModeAll           PopNamespaceTaskParamsSubscriptionMode = "all"
+	PopNamespaceTaskParamsSubscriptionModeEmpty         PopNamespaceTaskParamsSubscriptionMode = ""
+	PopNamespaceTaskParamsSubscriptionModeFromBeginning PopNamespaceTaskParamsSubscriptionMode = "from_beginning"
+	PopNamespaceTaskParamsSubscriptionModeNew           PopNamespaceTaskParamsSubscriptionMode = "new"
+	PopNamespaceTaskParamsSubscriptionModeNewOnly       PopNamespaceTaskParamsSubscriptionMode = "new-only"
 )
 
 // Valid indicates whether the value is a known member of the PopNamespaceTaskParamsSubscriptionMode enum.
@@ -415,6 +440,8 @@ func (e PopNamespaceTaskParamsSubscriptionMode) Valid() bool {
 	case PopNamespaceTaskParamsSubscriptionModeAll:
 		return true
 	case PopNamespaceTaskParamsSubscriptionModeEmpty:
+		return true
+	case PopNamespaceTaskParamsSubscriptionModeFromBeginning:
 		return true
 	case PopNamespaceTaskParamsSubscriptionModeNew:
 		return true
@@ -427,10 +454,11 @@ func (e PopNamespaceTaskParamsSubscriptionMode) Valid() bool {
 
 // Defines values for PopQueueParamsSubscriptionMode.
 const (
-	PopQueueParamsSubscriptionModeAll     PopQueueParamsSubscriptionMode = "all"
-	PopQueueParamsSubscriptionModeEmpty   PopQueueParamsSubscriptionMode = ""
-	PopQueueParamsSubscriptionModeNew     PopQueueParamsSubscriptionMode = "new"
-	PopQueueParamsSubscriptionModeNewOnly PopQueueParamsSubscriptionMode = "new-only"
+	PopQueueParamsSubscriptionModeAll           PopQueueParamsSubscriptionMode = "all"
+	PopQueueParamsSubscriptionModeEmpty         PopQueueParamsSubscriptionMode = ""
+	PopQueueParamsSubscriptionModeFromBeginning PopQueueParamsSubscriptionMode = "from_beginning"
+	PopQueueParamsSubscriptionModeNew           PopQueueParamsSubscriptionMode = "new"
+	PopQueueParamsSubscriptionModeNewOnly       PopQueueParamsSubscriptionMode = "new-only"
 )
 
 // Valid indicates whether the value is a known member of the PopQueueParamsSubscriptionMode enum.
@@ -439,6 +467,8 @@ func (e PopQueueParamsSubscriptionMode) Valid() bool {
 	case PopQueueParamsSubscriptionModeAll:
 		return true
 	case PopQueueParamsSubscriptionModeEmpty:
+		return true
+	case PopQueueParamsSubscriptionModeFromBeginning:
 		return true
 	case PopQueueParamsSubscriptionModeNew:
 		return true
@@ -451,10 +481,11 @@ func (e PopQueueParamsSubscriptionMode) Valid() bool {
 
 // Defines values for PopPartitionParamsSubscriptionMode.
 const (
-	PopPartitionParamsSubscriptionModeAll     PopPartitionParamsSubscriptionMode = "all"
-	PopPartitionParamsSubscriptionModeEmpty   PopPartitionParamsSubscriptionMode = ""
-	PopPartitionParamsSubscriptionModeNew     PopPartitionParamsSubscriptionMode = "new"
-	PopPartitionParamsSubscriptionModeNewOnly PopPartitionParamsSubscriptionMode = "new-only"
+	PopPartitionParamsSubscriptionModeAll           PopPartitionParamsSubscriptionMode = "all"
+	PopPartitionParamsSubscriptionModeEmpty         PopPartitionParamsSubscriptionMode = ""
+	PopPartitionParamsSubscriptionModeFromBeginning PopPartitionParamsSubscriptionMode = "from_beginning"
+	PopPartitionParamsSubscriptionModeNew           PopPartitionParamsSubscriptionMode = "new"
+	PopPartitionParamsSubscriptionModeNewOnly       PopPartitionParamsSubscriptionMode = "new-only"
 )
 
 // Valid indicates whether the value is a known member of the PopPartitionParamsSubscriptionMode enum.
@@ -463,6 +494,8 @@ func (e PopPartitionParamsSubscriptionMode) Valid() bool {
 	case PopPartitionParamsSubscriptionModeAll:
 		return true
 	case PopPartitionParamsSubscriptionModeEmpty:
+		return true
+	case PopPartitionParamsSubscriptionModeFromBeginning:
 		return true
 	case PopPartitionParamsSubscriptionModeNew:
 		return true
@@ -1476,20 +1509,63 @@ type QueueDeleteResponse struct {
 
 // QueueDetail defines model for QueueDetail.
 type QueueDetail struct {
-	CreatedAt string               `json:"createdAt"`
-	Id        string               `json:"id"`
-	Name      string               `json:"name"`
-	Namespace string               `json:"namespace"`
-	Options   QueueOptionsResolved `json:"options"`
-	Task      string               `json:"task"`
-	Totals    struct {
+	CreatedAt  string               `json:"createdAt"`
+	Id         string               `json:"id"`
+	Name       string               `json:"name"`
+	Namespace  string               `json:"namespace"`
+	Options    QueueOptionsResolved `json:"options"`
+	Pagination struct {
+		Limit  int `json:"limit"`
+		Offset int `json:"offset"`
+
+		// Truncated more partitions after this page
+		Truncated bool `json:"truncated"`
+	} `json:"pagination"`
+	Partitions []QueueDetailPartition `json:"partitions"`
+	Task       string                 `json:"task"`
+	Totals     struct {
+		Completed  int `json:"completed"`
 		DeadLetter int `json:"deadLetter"`
+
+		// Failed always 0
+		Failed     int `json:"failed"`
 		Partitions int `json:"partitions"`
 
-		// Pending not yet consumed by the queue-mode group
-		Pending int `json:"pending"`
-		Total   int `json:"total"`
+		// Pending not yet consumed by the queue-mode group, in-flight included
+		Pending    int `json:"pending"`
+		Processing int `json:"processing"`
+		Total      int `json:"total"`
 	} `json:"totals"`
+}
+
+// QueueDetailPartition defines model for QueueDetailPartition.
+type QueueDetailPartition struct {
+	CreatedAt string `json:"createdAt"`
+	Id        string `json:"id"`
+	Name      string `json:"name"`
+
+	// NewestMessage when the newest stored message was stored
+	NewestMessage *string `json:"newestMessage"`
+
+	// OldestMessage when the oldest stored message was stored
+	OldestMessage *string `json:"oldestMessage"`
+	Stats         struct {
+		// Completed consumed by the queue-mode group, less the dead letters
+		Completed  int `json:"completed"`
+		DeadLetter int `json:"deadLetter"`
+
+		// Failed always 0
+		Failed int `json:"failed"`
+
+		// Pending not yet consumed by the queue-mode group, in-flight included
+		Pending int `json:"pending"`
+
+		// Processing delivered under a live queue-mode lease, not yet acked
+		Processing int `json:"processing"`
+
+		// Total messages stored
+		Total int `json:"total"`
+	} `json:"stats"`
 }
 
 // QueueLagPoint defines model for QueueLagPoint.
@@ -1565,7 +1641,10 @@ type QueueOptions struct {
 	MaxWaitTimeSeconds *int `json:"maxWaitTimeSeconds,omitempty"`
 
 	// Priority (0) higher queues are served first by namespace/task pops
-	Priority         *int  `json:"priority,omitempty"`
+	Priority *int `json:"priority,omitempty"`
+
+	// RetentionEnabled when absent: on if `retentionSeconds` or `completedRetentionSeconds` is above 0 (a
+	// retention time given alone means retention on), else off. An explicit false wins.
 	RetentionEnabled *bool `json:"retentionEnabled,omitempty"`
 	RetentionSeconds *int  `json:"retentionSeconds,omitempty"`
 
@@ -1983,10 +2062,16 @@ type StreamCycleResponse struct {
 	QueryId     string       `json:"query_id"`
 
 	// QueueName the source queue (when the cycle acks)
-	QueueName       *string `json:"queueName,omitempty"`
-	StateOpsApplied int     `json:"state_ops_applied"`
-	Success         bool    `json:"success"`
+	QueueName *string `json:"queueName,omitempty"`
+
+	// Skipped an idle flush that was not applied (success true, nothing committed), and why
+	Skipped         *StreamCycleResponseSkipped `json:"skipped,omitempty"`
+	StateOpsApplied int                         `json:"state_ops_applied"`
+	Success         bool                        `json:"success"`
 }
+
+// StreamCycleResponseSkipped an idle flush that was not applied (success true, nothing committed), and why
+type StreamCycleResponseSkipped string
 
 // StreamQueryConflict defines model for StreamQueryConflict.
 type StreamQueryConflict struct {
@@ -2804,8 +2889,11 @@ type PopNamespaceTaskParams struct {
 	// AutoAck move the cursor on delivery and take no lease (at-most-once)
 	AutoAck *AutoAck `form:"autoAck,omitempty" json:"autoAck,omitempty"`
 
-	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning) or
-	// `new` (now; `new-only` is an alias). The first decision for a group sticks.
+	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning;
+	// `from_beginning`, what the JS and Python clients' own tests send, is an alias) or `new`
+	// (now; `new-only` is an alias). Empty or absent means the broker's
+	// `DEFAULT_SUBSCRIPTION_MODE`. Any other value is a 400 naming the accepted ones. The first
+	// decision for a group sticks.
 	SubscriptionMode *PopNamespaceTaskParamsSubscriptionMode `form:"subscriptionMode,omitempty" json:"subscriptionMode,omitempty"`
 
 	// SubscriptionFrom `now` or a Timestamp; wins over subscriptionMode
@@ -2846,8 +2934,11 @@ type PopQueueParams struct {
 	// AutoAck move the cursor on delivery and take no lease (at-most-once)
 	AutoAck *AutoAck `form:"autoAck,omitempty" json:"autoAck,omitempty"`
 
-	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning) or
-	// `new` (now; `new-only` is an alias). The first decision for a group sticks.
+	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning;
+	// `from_beginning`, what the JS and Python clients' own tests send, is an alias) or `new`
+	// (now; `new-only` is an alias). Empty or absent means the broker's
+	// `DEFAULT_SUBSCRIPTION_MODE`. Any other value is a 400 naming the accepted ones. The first
+	// decision for a group sticks.
 	SubscriptionMode *PopQueueParamsSubscriptionMode `form:"subscriptionMode,omitempty" json:"subscriptionMode,omitempty"`
 
 	// SubscriptionFrom `now` or a Timestamp; wins over subscriptionMode
@@ -2888,8 +2979,11 @@ type PopPartitionParams struct {
 	// AutoAck move the cursor on delivery and take no lease (at-most-once)
 	AutoAck *AutoAck `form:"autoAck,omitempty" json:"autoAck,omitempty"`
 
-	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning) or
-	// `new` (now; `new-only` is an alias). The first decision for a group sticks.
+	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning;
+	// `from_beginning`, what the JS and Python clients' own tests send, is an alias) or `new`
+	// (now; `new-only` is an alias). Empty or absent means the broker's
+	// `DEFAULT_SUBSCRIPTION_MODE`. Any other value is a 400 naming the accepted ones. The first
+	// decision for a group sticks.
 	SubscriptionMode *PopPartitionParamsSubscriptionMode `form:"subscriptionMode,omitempty" json:"subscriptionMode,omitempty"`
 
 	// SubscriptionFrom `now` or a Timestamp; wins over subscriptionMode
@@ -3022,6 +3116,9 @@ type DeleteQueueParams struct {
 
 // GetQueueParams defines parameters for GetQueue.
 type GetQueueParams struct {
+	Limit  *int `form:"limit,omitempty" json:"limit,omitempty"`
+	Offset *int `form:"offset,omitempty" json:"offset,omitempty"`
+
 	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
 	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
 	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
@@ -3450,7 +3547,7 @@ type ServerInterface interface {
 	// DeleteQueue Delete a queue with its partitions, messages, cursors and dead letters.
 	// (DELETE /api/v1/resources/queues/{queue})
 	DeleteQueue(w http.ResponseWriter, r *http.Request, queue QueuePath, params DeleteQueueParams)
-	// GetQueue One queue with its options and counts.
+	// GetQueue One queue with its options, a page of its partitions and the queue's totals.
 	// (GET /api/v1/resources/queues/{queue})
 	GetQueue(w http.ResponseWriter, r *http.Request, queue QueuePath, params GetQueueParams)
 	// ListTasks Non-empty queue tasks with their queue, partition and message counts.
@@ -6209,6 +6306,32 @@ func (siw *ServerInterfaceWrapper) GetQueue(w http.ResponseWriter, r *http.Reque
 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetQueueParams
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "offset" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", r.URL.Query(), &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "offset"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "offset", Err: err})
+		}
+		return
+	}
 
 	headers := r.Header
 
@@ -11449,7 +11572,7 @@ type StrictServerInterface interface {
 	// DeleteQueue Delete a queue with its partitions, messages, cursors and dead letters.
 	// (DELETE /api/v1/resources/queues/{queue})
 	DeleteQueue(ctx context.Context, request DeleteQueueRequestObject) (DeleteQueueResponseObject, error)
-	// GetQueue One queue with its options and counts.
+	// GetQueue One queue with its options, a page of its partitions and the queue's totals.
 	// (GET /api/v1/resources/queues/{queue})
 	GetQueue(ctx context.Context, request GetQueueRequestObject) (GetQueueResponseObject, error)
 	// ListTasks Non-empty queue tasks with their queue, partition and message counts.
@@ -13546,459 +13669,472 @@ func (sh *strictHandler) GetStreamState(w http.ResponseWriter, r *http.Request, 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17c9s4sjf8VVB6n6rY56FsObeZ2HXqLU/i2cmeZJKJnWdqzyqvBZGQhDUFaAjQsjZPvvtb6AZIkAQp",
-	"ypdkZs7sHzuxSOLSaDQaffn150EslyspmNBqcPx5wG7ocpUy+PdpfPUD1fHiA/stZ0qbn1S+XNJsMzge",
-	"SMHIkilF54wsqEhSlkTE/DijHP49kxmhRNAlS8g8k/lqEA2uaZoz0w6Nr4RcpyyZL7Hnf34epIwq9joZ",
-	"HA9GRy8ez47iF8MRPToafseePRvSo+njYfwkecqezZ7T76bfD6LBimaaay4FfPRsNoof06ds+GT6XTJ8",
-	"yh4fDV/Q7+PhUfKYPZk9pc+mz+NBNFCa6lwNjmHeKdMsGUQDnVGhaFy0JbOEZcOj0eho8CX6PGBZJjPz",
-	"Cc0SkrA45QI++8ojRsp2Dffx4MunaBBLofIly/4GVD8eTHmacjEffPkSeWuq8hSXvFxTvcDlyzNGMgaz",
-	"U8T8CP+0K5qxhKX8mmWbckH/+XmQpL8Njmc0VSxy9BJ5mkYDLhJ2MzgeWXJ9wHaT4uWCJj/TJTNEzpWW",
-	"S5YNnz4eRIPfcpYz+wSmqQxF8jhmSg2OdZazrau3bWRHjZFhsw84MLNOuBjBvWVIvpKrFUvqW8zfQ7/T",
-	"/eLmZfirOi26WqWcJSfAUlPDhYQr4tqNiJIes3HlWDC5I589+Goe4Wq+lGLG53nGgmtKCfRB1lwvCCV6",
-	"LYdLLnJt5xuRGb9mhGrNliutIsJEnG1WmiVkRTeppIny196IVbWisRmvWkgjW+XKjAyFOH7LpTgTdJqW",
-	"RICuLriZ5tHjUTTImM42b/iS68Hxsy+WDD4JNFVXNQniTVOtpFCsybtKy4wlxI4oIgmbUSNtCBdxmidV",
-	"No5de8UouydX8OEHppkwP5+zWIpEwdonjCZvmNYs+wXnYlklYSndsOR9Js2SmrnA2+lvpzPNsrf05gPT",
-	"GTfnnuOtvjRc0ptz/m8G7S3pza+Ua/PUH9Qq4zLjegN/ZG7YRbu2xyw0H1ihV2bwg+Oj0ai+ZtFA63Rw",
-	"/OS5ebLmIpHrH/LZjGWD49GX+o5/MX3MnibPZ8Mj+iQeGskwfGH2/pPZM/pd/IIdTR8ngwATwA/QwhPz",
-	"1uw7Onw8fWpkxvPZ8Ht6FA+fJd+xF7Mj+mT6LA5zzatiXd7TOWuqEmbdSAovEDkDOQDdDpcyYU39wYpF",
-	"VBzq593l5S8fzz6eXb599+rs8nIQDeKMUc2SUz04HjwePX4+PHo8HD2+OBodP3tx/Pj7g8fPv/vvQTRI",
-	"qKamcZi4ma+R1NFAS03TwfH3X4BffIFLh4+Tp6Phd9Pvvx++eMqeDVHUxi+SETsaWPn0Foc6OB5YFiPs",
-	"ZkFzhZIUz/TGyI6OR0+PR48Pnh09NiPjXqffD5/PTKfJ48fD7+Mn02Eh4uMXiS/lG0LuVvJ/lckkj1l2",
-	"nk+dpG0wCLDkS5kLy5IZjSsH0/fD76aj0fC7+Eky/J49nQ2f0efT7+LvkxdsNNuuz6zonAuKU/o8SJH1",
-	"jwzHy9lMMY28bpfpyHDbG7NHz240E0n4gF1LspQZIyiCFZllckmEXPs8ptw2PHo8ajQaEn2Gj+OU8iVh",
-	"8FZVzrGbFc+YCi31kceEO5/q8MGlbf2SbmlesPVZv4FkTLC1EU9HtZPQ0OK9XLXTwG7OCE+2hGi5dT9v",
-	"3cI7k+XeJcSL58/bhMRRwX2Pnx2Yc5TXmP/o8fA7Ojoavpg+jofeOOM7XSK+zQYfeRscX+9UjO5/vO4j",
-	"9dLsNcuhjSE3WTZXi1ZhgJ+Zkwc2sR1lRLiAH8opeDzLNVsie3XNEHS3rQzTVLy67zQ791g9x0Ld3aPI",
-	"LsnddsnkmdJWTYxAOKCwhevlilFtVoI6PbLal38ZKHV+u91f77Dx7CeXu2zWHryM7fVk5rCu1biIuDsY",
-	"PE3cekFPW7dg5SEOrsZM5T04SMVudSNMxTurKA9JxSRfpTymmlUIeQ+c30Vqe+W/KF8IXxPjK0IFyiNC",
-	"RUJWuVoQDnena8ljFhGq5ZLHNE03vjSSK5ZRe0n63RrTooHerBhOE1lvNxlKl3gGGakZVSWqJ9UspUJi",
-	"1D4qDyc7HkNlK7gqKxRScaZSL0hJbhLL5ZJrXdX2Mif6aiaLUmLd0eTQJGXXLn4xPIqfHA2/o999N/z+",
-	"SfJ06G3IUWP1v6NHyZPps9nwafw9Gz6dPXk8/H76IhmWa/9dUttlHs2b0mrLrCqLUl+SrV97M3w8Gn43",
-	"e/58OH0cPxl6gvvF4MsXvA3TJdOG0sefB6e5lqfxlflnwlSc8ZXlvqW8ZnAmxXmmZEakIM7iCTtS0ytG",
-	"hLR2qj2qh0up9FCKmO2bu5rAqYN9VCB1qO0rGqh4wZagQNppTqVMGRVwSQbLbHNAZiymC6dYK6NRZ0zn",
-	"mSB71rZCjtr6BkNbpeclveHLfOkMCksu7J8F7bnQbM4yZ+/xdefQ4ECdJ+uFVAXRDKGQQDRjJFcsOSFs",
-	"udIbYh5OFRNmOlQoMqkq45OWaVRVeH86/ytjs8Hx4P85LD0Zh/hUHb6DYdIUuBTtEEZMvWWaOkW+Oh2a",
-	"KmmWm2nkAZjaI0VUPi1eI0rTTJOV5EKrcgUMe7YtQlLtdgsfwBzfUw28AM2tzB9Fa+76lLHfcu4ZzvrR",
-	"pKDFe7fpO7ryNd/76k41yY7X5nyFd0WuyJKKTal2q0IRl6seLF9+dwe+B/thB2XwtLkzVc49xvoxk8sm",
-	"bSZCriewbcgFXzKl6XJ1QtZcKCKvWVZhzbcyYS1EUfWOaqR5w8TcTPb504IcSmfOfnde76QxzPWCZazq",
-	"8cONoowEpeViEq7JgiojQq2wmMnsmExomk7IHvgG2JwLwcV8n8hsLCaCrSdkT8j1CTH/HkqRbiaEK6Mp",
-	"0ZRTtX9ALoprRcJirkw/6K9yI+HxlToYix7UsUQsqcOEYZN/DgbRgKYpWlHw/2Eog08hil0wQYX+idGE",
-	"ZU1qmeFqeAPETIa6IKGxVjDuvUTG6hDeiDcHy2T/gHxgNCGmP7JeMIFOlExesYxkuVDgWBiLyS8fz85+",
-	"vrw4+/n055f/uPzp7PTV2Yf/NJw5OSFSL1i25ooRwQznpFJesYRQHYG8ZnDEuaFwdP3ZzTYWdrSTkf3f",
-	"MPB/9n9HkwNySj5+fP3K7Fuzk2M4KuGiR5fFzBk3AxqLNd3sR0TlWSZzkXAxJ+sF14yAE4DwuTDXwBN7",
-	"bETlOeK/hYdJYMQH5FRscOpELeiKESrU2tz2n45GZMLFNU15Qm6Gv+WMiaEd2gLWjewtc6XJ1PC1mc7+",
-	"ZCymbCYNo4uNXpihGuIfkF+5XhCf+BeXL9+cvn47iQglWl4xQWKaZRvzBegWIPBm/AY9rG6wx4S6rgVd",
-	"mpepwKEb6VcO/MkBweGuMnmzIYqZC4I29wSWzmAxM2b0GDUW2BtnQj9SB+QVi1MKzhlh17vQZE0DKpYr",
-	"ptBDB/0qOL9jlqbDNU8YNI0LMhZce/sJR11uqCo9Qyeev1f4kslcN7dJKsV8uJJpCg6ClAtmOGrJ05Rb",
-	"82x5HDwxrNd2JGjbQ/A8eA5c650Io+CJ8CvlnUPMheYpoYXPlmYZv2bKcOrE9j8hK6oUqMmhUa5ND53K",
-	"wRdz4OCtBI7RH6hv4Y6l4SP4JzhbY1jYw38pNJ33O5rOwKsKXdUUY5rOZGaku8yI2zdcrHJ9QgyXwsal",
-	"isQLKuYsGXyJBj9L/aPZ0w8/OCGJyuMFyZiSeRazAVqp3/1Xj679oBcpWOGxCQ/FvX3oG8HNgPrNoPpV",
-	"k8jObm0OXZZdswyn/OAEzAW7WbFYs8TFgKAYACcW4QkB1ZiuVoxmoI95B1Aq52a8HwW9pjyl05Q9/Hjf",
-	"S6XnGTv/5Y05qnKRMRovTNeGO72xcUXUItfacGci1+KEgDXbW7FKsNNrzUAHW2VGMGrOVMA/UZcBxRFl",
-	"+tVyNUzZNUtJ5SuC4Q+wsMwtqchTSy57ua2KRs87UNHRHj97Fm3/tnKp76ayOdzMJ+7u/tkoOu9mYL7o",
-	"+u40vjrHT8xNfeuIanf35pyWXLi/j0JKVals/3NQNwv70y01Mjn9F4v1oBL6VMjL6iI3gtIK+9RWIpSs",
-	"8wWiAF7jd3jRcIaaLKMb87zBTP1oXb3Lbid3jVz12bWQqJU6X2nUf22Ob7U5ypCt6sKD+bKpiuyyUNY2",
-	"+bmhVTWCtUL91EK3evTnWSZ7vF0YGEOdN1alm+4406hBf9eHo5o/xvoM60SBuJO2VTsvmNLdUn1bfNlt",
-	"ETxq2rIe3cDFNRqcis3fz9/9HDCNiQ0xTwgYuSPnncPLhs4zwRIy3WiMEzX/GDSZ/mY4l0PbpdEDDj7Q",
-	"tVO3TN+5BvGM1GxKILQ7uInSXC8uC+J/6hIl3YvmlgQ6CNH5B1AlPpitXh/UQiotLKc1hQxPwly/kpkO",
-	"P1nL7Aq9Gp9DdxB/2EXXtj3sz2siOBUIDyu5prbXpz8xmurFJrwZkoxy8Z7mrVvVcllwZkLqFioxuPSb",
-	"Z+Z+ASEsXOjnTwdRK4FaiJdx7bTPgF3VJ57r1N8ZxeSLXkIUfEnjBftgdNkAi5pnP3FdPC4mlMjcDKxo",
-	"T+TLKQ7afaPCc0qoplOqwqRLuLr6wGjS8m1d7noyr+02Hg3qFGzZNGXX/hSiGglaCXghNU1VOwXbqNE9",
-	"4cUupO85oUXnXAJBv9UJedGst1BTvMDXfkoHmK3f2a869I5yCtZt2sde7UI7d55IjdTY5RZ6lr7XhiJa",
-	"BAyHZFCF4F0E7UvGD0zJ9BoNGjW1Max5tD9p+cpRtZtq3sTL5qpDigq3REkF23w59Ra6l9o9Osk6V6B6",
-	"FWjKJWghqbp8mtt1aR1i2GHLelaUuV2Utxr5Sl2o7ktsjrY5tK1E+8WtfJVWqwoJivtk9aWUKm0bgxjE",
-	"vnef01jzaxYmG8bGvqHzFg2kjLcIMSRfsjd0XkSih1qAeDI36u3KzG4Swvc7Fq1EdULVB+HPujGJKs1C",
-	"61m9qLeNqMcGOnfBIvWFXtKbCxxV24YwR1MLwdvVzGJov3K9aG18y0bSVFfU63NUBKLBGzqfo6r0itGw",
-	"ou27z16WsbS9Ll9Nx+JOHxU+0V5farnicXUrNt+p2WuAx1qoWmMSq47bXqqXPLe2ofXyOol8JnHLEgUd",
-	"lEEqtC1GiGnLrIzbCPnYX+jmEWDjKzotJPauWaZWhMJLEkaToc0NyeT6kSLc5pe+f3d+QQ7pih9eHx0m",
-	"6W+Hn3ny5TBjq5RuBm33Qc+8v5VdyvSMwAx5y3id/wcuY+2btXsrt2gKlWjtvpaQYEt+THdQvLuQ4M+3",
-	"MF1tMZJYO8TrJGApCasz/nlQP74rq1qZmOXCKtl8xvVWuHt/uKylmjgvkgx6moq9DRcQNNVEl5qKgGkv",
-	"oZVyWTBbpRO2UXwQPAIxSLzO1plcK7KkOl44B/aMp9rGjnd3WtDINV6Z5xaq59l8Fz10K6MmpaJZnWBN",
-	"xijrP0+CJoj2TXUbbdSNqWT26ry6SfQBhJ13+6RJwtHk/t4jVpEGWbHokSVXasVSTa7YBlNuZ7liCcko",
-	"BB3oBRUExSmsOyby2BV9pIhcC1Ls0LDa2/diucMt9EsPgtRckQ2L9ge5/mBXuNu23VjiZXl8BGSqM6E7",
-	"JWpJOYZ2xKxFcerLMDiiEDMUDuLqLHcyfobaRWtYgHyeRao0OgsBzuMB2GjKP4OTBr92qxZaNWcvCptc",
-	"Lsp/gyXSfBNq/5plqu2AxcvEJe9jYLWD8WxwITK9TpjQkN0bCvJKqFpMJc0SUFvwTZLIOF8yoV3YGksT",
-	"ZaMfJ0pTkdBUCjaB2BsMD5uxjImYjQV6tR8pUr5nw5r2wEHvhQU9UvsnZEJzvZhEZKLyqflPJlOmJmC1",
-	"n1DgPexG5pkNj6s7RR1/NhUdF+OD7xBwemMMVkzTlGU22IVMmeIJU2SVT1MeH5PMCFsp0k1E1hnXzP4b",
-	"foYfIkKTJYfYot5aOo31ZZzmSrPsclFE3TU+M5qGmLs3twkct7Yv8fUPbAZt5DoQpj2RsxnEaU7+tdaT",
-	"kOrnddrPmBfq/lNDiqdrulHEnH1E+mEZEVkveLwgsN0w3hLbIXIGKSVyLQY9DIT2q/5aTm3YodViS8rT",
-	"fr5DdYkhajIQRmm+wThPyy8BO4j9+JK5fPvPXW+lrQYVs3N2X7oP5qvmoiFMQibFnClNTNNkwdLEMj5G",
-	"skJmnKhsi+DOcYNr2aUuSNS8YQNUrpggS7qCRII9QKT4+68XRM5mtv99f+f1n2VzmUshFV67Y2TOhEw3",
-	"lZgdiGOMDMsqphREgGtJ1AIytJtLo/A21Jw7TBXD909wh/izxRhSG0uLVMHAZMEGfRz2GJ3bwpWNIF1G",
-	"E1UPM90LhevuB+eIX1zOMrm8hLFu69fN3XaFEad7zRDV/TIMlRTRmq39t116i2Bm0CKr0cwnflyuexMW",
-	"wpLQLMagjcL6UqX5PCjMc1Uc5TVZ7J+iVQZnqWKkxhtkD2OKzZsy10QKtj/YZqJ0nTthVh1uVXAFxFBd",
-	"5jSOJk/wBk83K5HKY6Wy3ewphXvDyYfIHecl8/oLG2KyLo3nZXme1S5mLE2LVavzClekVGJAE2yxlPCw",
-	"CcTJ4V3kUisHlfpmG/PdhuF35+WQhcTykV3lKnP5i1aoqSXZe6xaMJqhheS7Drqr+w92+epXUe+YOsZT",
-	"KNp+9EVGhBt5jWJPSDxKLYJMedCFFuQNnZ9rqgPuGHo97+m7X9Kbvm+yhFPR92UubuPBNuMuesJWcIih",
-	"9bBW/ff+RT1sXrmct5qAUzq/XJirQ8+JpVTpS9tuAmAlPTRANFddpm1+DZkmTOnLXOzacDXbvMsae9nq",
-	"ewG7RftjzZfMjPxSdbnSKpfSVu3+xFcnEgkqvSYZi2WWEGxCDXZ1xdcWuTKhBgFqJPMHXlmmwLx9XmlZ",
-	"sgB7BBk3CO5TZV2P2lVyIjKPUSaFXJP/7SUb2k9OSj3FYdY8UqQE/YrKtJHvnz/tkUfYPf4202b/2EoP",
-	"V2i3kNnwswqSUI8Gq4BCPT4ocIVCG6G/OcxNxI9xdE3XRuXTKDDLEI+9Lc12Ho/VdEyryU1ImSQG8ZF2",
-	"yCdljhjonJW0M/st2bMv7xOrRpj5TRpWGO/u2suf9qV7TudMt7PeFCIEO+MA8RWWvPX8Hz1C9zxjqHP1",
-	"Nttut6/WHQu11gLDimqTKVvfsuht8ZG9aVNoFl3Ldb6SMsU3H5ioK7l6u/29rQQONNOL6j5NgpTHT0/B",
-	"C+jnjPWzaHcb5be5VO8z/LuURVU3Zt3J6SKOO9nRJ0r/tIz+yRhNf3jzlpMxqgDxQNqk0YBDnuwhZIYk",
-	"r978so8npAsOfDp68TykgrTNFvy2ocDkSqRCIJypjCGu5wVqsmHa5WIVlqY6Gl1EUqYUWZUAoaHN5j0O",
-	"kisXQxpfAWhrBiBW5mrv94WgysG2W1yvlvQF9seeYqyIeXDZjuqwjCnZ3+6TLRyxRRB0Zd4esTsYc1uU",
-	"4B9tT/bYi6+Ytmbrjk3YFegXN8PlvImlqBnuok21XDzCYUlxGSdX62p7NNw9h/t0Sx6A4zT7yehzAOlQ",
-	"ETh9jLMtNzquzhyw8r2twdIep11Tt1OFI3NrjPIdQ4RKvKyei3F/QUXwBGO4AyEsJXJyUIQXKMmhpz4Q",
-	"cuvzN+1BMoCTvD1CxrvneS1Wuse2vPF+aguqd+gxW2Kv7on3/WtUob724EmXo9gahv7wsWA9YsDeI/hO",
-	"KB4sEOpemETdZigiwXwBUE6sK0KsK7ysJi2qG8BKhqh+PHQcME4zr986FH7aEa7nZPsPm/IQCuTHUAVx",
-	"6u03BfylDL9wBJ8CORebaQYrBj6yT9uMS5Xuovo87Ncd5LinqDvH6DYqO3C23UKEdwXrLah6KzMWwpbL",
-	"WKnKQUAdoTMNoVZckRWyWOBUuv/ov6gY5Q5xgMXQAf+hMeIeMYB2S/QMBayKKI8tWzRXP/fVCM7LtK7G",
-	"loKqxhWhXddmBig3W0dqRPs+DJtgTWvVT0MU6dbCeIdlr6LUNK8u9UuKu+xVJG0fdfTB9Jr71VLc4Vyl",
-	"BDw69Ofc8nWnsgKvnN/uEP7r7HZnt0/FyNuO7cd2dWmqx3iPG48l6kVmGXhnd5jtz9rO73xHumZCX7oD",
-	"ue9eR0RjoOtuaS4VJ9RuTiSMgiiHW2hbDe+S7zDyqFUd9ra1ecNDljBoYWelABd7W/KXbTs8MJ3xWJ0L",
-	"ulILGbLQrfKAg2qjLNBQ7YDlcSZLn1lTtOQqBCe45bNA5IrZaDiG0KT8EN96hEBq9FvB4o68TrBrQ1Gc",
-	"oLeTcs3F3Jo0+5yQRXtRo/9mc6H5LNlShs54WG2ERFCtvtdRcCHYjWaZCClJnZ8tGF1dhJWrv0linhI5",
-	"1ZQLlpDiKvjuvLWtjyqUzuCa4oLkigU/zlQfymdgOCsH7XXqkSCqEjK8AqXSXl2DzOYd9ggf2KaVrnK1",
-	"YEnkiqdRkRAwx/a3iMJgWi/0qj3Bokc6Odx6DH0aWGYrlqH+FRHFRczIVEovCq8cRebtmTAVmw3b0gqV",
-	"hm9Pa0NiILCjLinGdHci5yttzUM1G7jFegwRp1XIYVsezSL/HlJIuEI4RCCpi5UOyno+R6zMUgK1oSbd",
-	"zlfVafduT2totXh32rTdZM41zXSrg8k/CnZCpDLyAcq9XRhF4pXVfYqzud5Wk04+jFpTXVlIHO2OY1pR",
-	"pdYyqwNsHY0ePw29bXF66sFq5neCeyUiVEGtEvMNwjTjgxKZ9NnTJ4/3zc1bMBs5XkKPPnv25Fl3DElU",
-	"GWgAa2NFzR3XDOz/++do+OLTf/yv5rXl01bspRIRpp4Zh5OAuOVBtbfT4X/T4b8vP9l/jIYvLj99HkXP",
-	"H3/5X6Gbk1JpmLOdUnMXxDPgh8q+hla3c34Iaqpzj7aFjLZlD/XdhGFTQ55lTOhzzVqQNvLl6l2uV3n4",
-	"ysFSulIs8YAceoj+dtmVMXBHdnTYTOAyGtsAB4pGGmykarApfOJbbYpltKtHmcZEO2l9QbM5u19R95c0",
-	"umdppEKucJUuZcL+07KDTXUwvWKEVcIVrbD070DE/B+a8qTFTEzT9K0r+bFLCmq3d9yQoMsHvWzvEoMJ",
-	"ukABWrDBzBOzp1o/rWuCdp38DqttRHacO+O0OOIEV0Veswv56s0vd8E2uktcQyBB2GaZ0zRjNNlcelbr",
-	"tuzZB4mNsCPbFiRRx17oOtsc1ExdXNmbTlkQQmYFVPIQyzUIumTH5Gj4+NkzEi9oRmNt6/NNPF3jYPhp",
-	"EhF2E7OVHovJgU1rPTjAOhIbElMhJIZmJknGlGIJVCQgHz+8ISuqF/tjUY1XCsgET6DteZ0PP1VH8h//",
-	"958Hn7Y+P6j9+r/3g5rSz84sGjZ1FVbT/uauosVWL1ggZsT20ba4lfY63XQ9DHE28qu/E0F12N5VT6we",
-	"Z3q2H0XV0jHFDEIEeLdqi1WjWFWqh6K1kqu+b+ZqcZuUEPgOO4pgYOGpeGGBgQ1rfodMG8ySm1mAdatQ",
-	"BDbQA2+Z/ze4Z95ds+yas3UIXi0QjVL6TbuYs0gSsrkc/d+vn3hojOiAXmm3kJVezTAm5pbYyC5QVi9u",
-	"clu0Y0fE4t3CDX2nbQnG2h2DWJWAHfB2O0sJvMKo0zlrU4HUVRsi3iKT+Xxhr0Y1uzlkerPkPcvwjtJ3",
-	"4yOldv2wAUtd7z3YclDZ8vHVesB6NqSot1SOehVLnE0YKmnn9+mtRmhw7789YpJXRW0exH/0R9hZGKR8",
-	"s8HAvY74YiQdgS6tW9aoermIaUtgZDsYYhnLUTawNa6jMdSmzOuONt0i8triICqQlrVjbl7kjWJ2GrHi",
-	"qqxnPnJZpiLsUkmp0i5qf8cMxG3A2LcNaudiOEv5fKEJF2CMTXrEte+CeNX3DOCtaG6+j75CwGiHOPXK",
-	"2gY5rpK60mZt67zb3SaHJpgx03VpqlXW3/Vy6uX31RIfC4ADUlYjbbvb7iBzwNPmGW6amHZ3i2VuFHv/",
-	"/OCAbCEurd6Ky+TDlvuwChaqb1lvj4B3ReGsrvnHi5e44uHwgFsHpnRFmW1byP/hqJd1e0oZybQVqbLK",
-	"gj5zOoZtZ0tv2mEmhFpaCh34H8Os6PL8ftjoNs3ZvVKL/fBS+bHL8GGXxUzodzMoD+C90qLS2qZqnUa1",
-	"YTba7Zp+GxwEIEb/krOMdxpWkzwrFL3qRvzpp+O3b4/Pzw+Wy2UQE5a3C7ZsE47XxGKnj0cjz0AWdLo5",
-	"XOcmFB7l+uzaVmjbyu3F2xc2IG1HQG8EfXUkKoGNXQnEavv+6PokJ5kz7ZrGeb4sj/aWZTKvUkHTzb+7",
-	"LN1lgx0vGQXkInelA8MK4WnRUD+h0q/6hjOg13qoDKk5iag5+T7ExS3VltajFtRstzKIqsmC/htONlQ5",
-	"emp36zZExkpfoZZD85lWxVowWgv1oz2uiWAsUWQ1v8TPoBRIb0C0kCQN5dKZRlvvPlC2Zbvh1K+jUnH8",
-	"9P4oxFRYmxQHsC00MKhImIeFDN86FCyt0thLbSKW0eQ9CnS7mD1MKA+wS80n/2eH1/k16xrB3avx2Bai",
-	"QjBU5IDXf1SnYWUyDWL0EQ8LqT+uEqo7V654aeflqzZ/L8SzN8uOZreRt/J9ZYxRcKp96Ai7rtg5vcRN",
-	"dQs1jD1msPfeoBGzXSsN02jVAIunHWpkl5fZDqD7aVfbZuHaW3BPW1toOYfLZhuN+KNujNEjyKBBnD5M",
-	"s4N51reqejEMVZld4ZoKT9ZOrZqIqeyAqsYc0M5qOkX1iK7wWVBfz1VLnd6K67ClRq9ijBSllBp301tW",
-	"NQ3GzAFo6eQV/jG5l9zstrrD9IqJMl7ch7YE3M9b1/nqS0Pv3lz3Hn78+PpV6T0cdEYM7f1zNHxBh7PT",
-	"4Y+fPn//Zej/+XSXP48ef2lxEzZu7aGCI0m+Qkh8oXjCqnlwJ2TOBMvMvRztwag6yozQqWIi5A+9bTU0",
-	"w+itgbm4Zd4iAmGN6HHMVtpGwNtFKxXht6r/F4WM76f9uo25tQpy3TYCb7aTYNcY646Cs9ZC19PGY9/u",
-	"lRVlg9psLX9r0nv96lzQK7aDDaxfBtbW/MbOQk/VCE14H6/nWKbdt6OUTtlPUVu2WRtGqlnWR4pY4YAI",
-	"zBER7Jq5zRLhFuKaLGjSH3l5i+Wt8kYQ3LG6Vhdee269Wgr7VrMTbWmnggohDsbcj5TRbCtWjmoWwmsr",
-	"2dYkdhlPRdUVS8hMZpa6gI9KVWc1ou6uH9jAXnQeNSjRTlGXTROKvwnlRNH4ShG9oJoUAQeEOude0Ctm",
-	"K1+3JBt5wBwtXrUy8CIwkoytZKa5mBNKzIvmIA265sBB0MIRkO/UMUYLHrVXbGxFbFJG0gMmyjZfjCEa",
-	"uGyqSjXp1iXahhCVdJV9ZDdctT7s8tO18Wq93Guj7I7rsWM+LfBPt8nJb4WMfdD6pe1p4i31eLcCr20J",
-	"tLmzD7sbK20bB4fiFEpvcmeQUch9Y4G0AlnrvqfGrVFB1VaOekPn7yUXOohB/YbO3/ZN2Zjm8RXTNXCl",
-	"Si7VLq2t5KrD6t2lXoRUW1fk3jUalZPzRlaZQzvBgvGwvQqn1dgPikGA+n7Nsg2ynTkly9OzF9TSfYYS",
-	"lUFpvbRtIEifWJ8AxMVtq7kVIV49AVysHFJtXB5f/dgRnUjjq13j5Wh81ZVYDi+cN3QW//ltNl7YGJ7+",
-	"1rGL4Na46+x23cc0u2JJMYh+X6DALD7avgW8QAcUgttOim4tV67OwFDQ9tTHxw2+sHOIZa4WWxrN1eI2",
-	"rXZzYvc1zbvB9DFEWj6s3ksqY6hNtEpLj+7VPVTZMJG3YT3+rg02xBFhZb/GbW0HQ5X8tTWuSYnGxqru",
-	"gi4Z1QWJbYj7lou81a4ckN1bEVdUM6Kgh05nZWmLLfgDFfOtVr6L4sWQjRifRLVZF8PtzJD39c5AEBoc",
-	"tagekZTNNJG5BuOlgoJkZUZBSwD8B6aZgLjRMoyzyFYcRZ3B8b/U7gXedSJhKd2w5H0Huq+DIChujGRN",
-	"zZCnbCYzRhKWcpjc3mh/EG0bU/rb6UyD7e4D044HAlcgRCrkUpx11S6r4GqGR733ZDTa76pdMApDi9+E",
-	"vfV7o317tYygBgUTM5nFeH/f1uKvlIOO13sFfVzQ5jAWfL5w6BkKKhnaimIYHzPdkEJZPzSqOlnJlfIp",
-	"cTSC/3kjHxY/BWFGkQE7VyTbmU2r8Ka127wie2ZI+yeW6FvJXAVDrRHtyX739IMtWvjUNu56vsvo1lwk",
-	"co0REl0brTRouQILv+Wc6VtsuS9bJFVxQ25PvQlJnvuUNl9XSnTu9b7b9hYQvrfcO18NDrjJnNsMDCXY",
-	"XD/sYEdnhyJc55jguod4pjbUAOGiDu4NrEaIk4JL33ruvwdF605qVMbAUNlfKfoByiHZwqw9FKzQiILK",
-	"2kIq3Wqju8XFirfedzJ9m/sBIum9Tm57NyjmZ4cQ2RDNot3tivO30j8LJmnlxFumFbWYau+UyXwLG+9W",
-	"m2qnmG0x8e5mzlyFQTT7p0cXEudU0HSjeaxuJQ92vCIVvd7rHcm3jvfq3XHAbZi7w2Rcb7+HtvJWzVso",
-	"C3CdXfapax53t5Bt7wQm0/a4DjVYaS5qm0xtZH4flUl1ErDFHNlxHPyhSVscAF+HxtnmLilsSfpbi1M/",
-	"SX/7INcfGGKmhOt4Z3zOBU0vtkYIdEdjdGUQrUAVO20LfewMO9leabLlhXuI6fgU7R4n0RYG4U2n0UhV",
-	"z7BD+xREs2xDw+ke9G1iDgp8m2AOai1dClmwjZsqPFDnytA8oc4bmk1/5GkY4aFVWMwoT+U1y7occlKN",
-	"WqqJOCxasick+UWeD0cEA3u4mO+3u1aL8NceBehQNvxwG1iC2JmPyz7L9upT9+fZSuWWFK5k2lmzL8ko",
-	"F+9prlqDEcobaz28UZluScIzFmuZbQhXZWRkEoQiw+CJlgX7LacZFRrxfw2zEC4IfnHYEWRS8NXWeoM+",
-	"H5b++eZVpn3B1xkvIrRrtWtoqhhZL3jKCF2ZphWM/ZjM8tQQSV1FJBeugZJqATrVL9r+OKs0jLzlrdIj",
-	"yCaGQz6wWcYgsLDtmDKDwAMqjPcLU406comwWm/GZixjImY23gft3IBpQWwfZMEyFkHgJVSLg02hIA2p",
-	"BjUQgD/Zhg3VFwMpTKtVe3Ho7jtKexhGq9+72QXadDGqvM81t/p++MChquXAV1e8Fmfl4+IVaO3VEc7S",
-	"lgCsapX7JULEkzXLGBQv10wEJUOGbNlyP61N13UevJnbO2ANIb8NuqaR1GDe2xoRE0pBDtVzQOJFxZ5q",
-	"25W56rgrJlRT0No7oQ07vbi3TJXovObWr5ezTC5bIpI1y64rQUt+8FWPeLWSAF5rtkdoop2uW4pr3hu+",
-	"1A44+L8fbJMHQLHaAl6Fi9JVeb/TShXnmcK499rtlep4wdTLZo3J+my7XgnN+mVZOLLeSWh+reg7Sp/G",
-	"ml9b01Xf4Pvtek2AyTutb1BZz8Pc2DoSRATa5QvVqwB0aOAdhjrfFOchjWBfBWPUKF0ffX3+7RzaGfS6",
-	"um/orRoCVaBwWqlG9Ciatq36WdlZp+bT3/ZY39WB06FF0YlbMusfwvm43Q2IBvQ7+wL/AN6+OxT/rNCp",
-	"Sfp7q9x2Ww/CN/MQWF5urSn4deEt73iC7BDc/nB6RxBSajs42u6omsG0xFCnanvcr3eA9AnZ7o+LGIiz",
-	"+4oevp01jTv5+e5ln97OfdcbN/KO8eEen7RjoN1mRe8GONazdmSHHX634o1fve5iWUWjIG778twpoiOg",
-	"ldRyAGYzFmuWvN+yG2y9jzZhujrLMpl1F99v98i1ZBLXCI+vRbal3vumK7g8dN3yorLdpKMQmfxphwbD",
-	"CorslHWRTEtSBsPSdphP0VYjdPxtl/gBVawVim1bfsGvXC/eFC20nLynLku0zQViLrptanBtlnZYLWNo",
-	"NFgZwW5Q4HD9PpvNeMyZiDfbJE0BUu97sJu3q5TPmOZLRm6RI1vRzlqa9VJluZirnZJlq2PrnTXbZl5K",
-	"+TU7IXdKPtym2PlF+vouTkuuVjH5WkZv/1p7t9QOK2Xz6kwXvDBL3hnzsFVvu+cL0O1Uq93tY9tuSQ3l",
-	"udNy1ghg9KDou0oiUutsIClVmqwzqZnzOkRkeFTiVkO2I0l42FRaBbDfwepxUXx4z4FXGI3Y3wjzK7zf",
-	"t8ZJV0CWx9A1dPpCx/VB7J2ob8bzuikU5/EWTPswRXdOnbyeA3rmGylXu6QM7pj+uEVXmL6XMj0tDu1m",
-	"gy12VL8D08TrJL1bA+4gv00DnWmcrrJC99Nb5HneavV2zA9dcvFjxth5KvUOqeH3n4DpKlF0GlJ2pyKU",
-	"rHy5ys836n2sb7n8rpGPimV3bOWDUm+nt2zgls7Lgj19KtdTP3tWB2kmXgazNZuSJ8TPNeaLOm4KRfhP",
-	"bSUaC1whc036VCRJRSqEZXDG6PLlJk7ZKVZzaoCWha+WLTgsRreMTWulxlnUYzy6TT5WcWENoZcVyjbB",
-	"gAeo2GRjiJL0tz4ISx6Wex3MrJfrK1ftlWR93dMF/vm/lUF7LTAzHUBQdynvWG1sO1uUsGQ9maMVYajF",
-	"TXOZMfhvW1TKLcIgXcRdrf12IB9vyq1IdLbgWbeaWNlQX8qYy8u5iwS+F+jFGhgfWTIqFJlcXv7y8ezj",
-	"2eXbd6/OLi8nfbZAPSS33/A+fnz9KjAsszGx2KWX1lhIBYgRsqIipksGSI4ORODyvjD4Rq2T9h2U2cbO",
-	"d/ssDZMhI8H/B/K9RUK8mcNbWJHC/Erjq1IKmvHsB4OiACj+Uq528cQaZjN6NHu3ugUdmjZtJEqNJ7Zu",
-	"lzarKY2vLsvY5/7bxgqcdvG/XmyIkBpgXdZUGUm75Fqb08aKAAJxi/uD6BYh6MCMOO7d2LEcdxe/dYe8",
-	"t24nBO7Zw1rAxTFL4yu1P+h5WAF3XdLVKuVtOugtYe6CfBPqtEbdyOeRdj77xfTwUopZyuOd8DFbrSqd",
-	"C3JHIlgrSb3Od3BSrWcN+pcvFxTrYe5Yb1u0ctP5q/96pAiM9nWytSZsqLAvCyiAWG+JxAsq5iwh3uAj",
-	"suYrRJYFbiglYX2H+qKQi6vLwjf1gOdlXyBO3IOXO0ALBwKQB7V2osoib2WUjkwjn1MaY4dQ2zAzABug",
-	"BEX3GNqHuTmd0zS4NLfbUS1sU3KFGYNhlB4juJ/d6VPN0ciNs30p3FnbWIQrtqlt02dHj6M2aJwyEShf",
-	"KQZJyQjTGFT+r2m6y0YoQLWDyhl2yBICrZ647SAzAK1Fs7sik89fJicOH9ksiR1e4yqBNWzM7LcQrVXQ",
-	"XbHN5SpjM34TIuDWnXnFNlvQiHZWDusKQh8FcWeFkq/YJdWXMrtEmI+AUrmS8YIseZrysqTZzhaVO+t4",
-	"dvXapE8m17dSWD/IddARcJuUNzOEbROQ69ZN2+CYHFMrLmk4EqPYj712YW3Ypk/XRKWn4AQgpeBvNA95",
-	"RqRgZG4eEQk40wQt+2SPXs/JmvH5wgp0RZerlIGa2MDeDNQfw7Da4IMlvQn/zsX2QmamN3wVG7L9bJn3",
-	"RcYCc79YuLnrjEE9U0MNJEBEVhQq4FtnBqHWLiXTFLKwlHUccU32DO+4VBUy3YzNrYJlzst0zTIFYbhL",
-	"uiExzbINcc+piBdM7Z9YWM2U0RnhilDijf0Aqu7XTutV3pyOrd1GbsjRaBSRXCQsq6ZVPVKI79RoD7NO",
-	"LrcH4/i8ZHhcsWzXr75sKZNUi3yTMr0sAxl2GBt8ya0rZNfvlPWA3GlWS7aUIViNTKnLqcsZ3WFk1zzT",
-	"OU1v8e2XYHrXnKsCKak2Qk9S36kTvcgYTQxJQ2mm/Zp/L2UKXahqdtluX4ZGl680X7JLVUZT336yFiPf",
-	"/vgvJcXBB7r2ar3i52/Rz3ynILFt0QMW8WX7G90lqLoQfXbH59EQAr8FYch64XdYCZDshi3geOqqVXo7",
-	"l5DfblSMr080QgByqKW/HuBCHvW+AbZQwS413uqMA2g/kr1tGZb3O0tfa/66H7F9QdVVOAy7SAntpaea",
-	"dnrHVrQkkeJoWgGabo21tC3ipwxAum2gtQ3pKcI/+kdTXzBBhQ6vgMM8bfHlWes4NBCRkf3fMPB/9n9H",
-	"waJHUH88VEk2yxkpbKdWvTMHnCI3Q/CmDrFvsvfLx7Ozny8vzn4+/fnlPy5/Ojt9dfYhbKbCL3ZgK3i/",
-	"N2PZuUSDEi7W9dhO/PZimx3GZ9VqHsoBsZbItQhHM6rCQsXbWsFXwNbEO1trraSPoUR+R8H5+5Kzlr/e",
-	"lq3cJyG5O/H4wj+cqpN/ff5u+P3z0RE5JB9+fEmePHnyIkKvkMzgvzLXZJahJ5amxCozJ8UzSv5trjXc",
-	"WSs/Xrwci733G72Q4pEiE3N3NML+gCuJhoG9/Ym5DFEiKL9mxDzcPyCnxLxJaGpaw6a4VmTJEwFpxR8v",
-	"XuJVxbO+PH9atQWPArvtIqMxOC6K6sphDKTS9dlW1b3tqr1jwXaAbLp0NrYdk2Iub1G0bqsrqXihy26a",
-	"s/bHWHIJ7347gW5vRTxyWkq/OlxbUjOC7h9vOYq67zWe8AdR4YYKYRqEbC5alVLBnVrh1vfBFJzbZmu1",
-	"hDUDARRaDlwJCjv+lpL8Oxwm1c239TTB1nsnLBXNPxChWuYf4PReRDjXtCcNLp0dZVdCQBfNFHCq9KVi",
-	"THSKlo7QGBzU1hdErzo03rvVlutDibyBt866yzlZBbe7pYtuq3X/NvLf1e3fOZ6rlizXx4yvHXOESk3C",
-	"VgeXI0m50uZgdrwnBbP02jaq/iL/01Y7xgNGkdXz8mDhWhjLffZuxTIarvM3WeVqMbEVEyZAgQnZS/kV",
-	"I4fm0b4hq9FmZinVUH6R7E3gwJhEZFIMBf+AA2ISjcWkMmbz0FZsnOyfkAmNr1yPWCqIpYkyi3ZI46ug",
-	"Kfdr7YIivmHrmw9VxvRugZKVHNX+pLnVjtxdidupXnAZ89nTGRtfufTXT/0KfsYtJVu/cfXgLaV+m55t",
-	"s00xvifg1A65kbdIi9bDSDoxspPa0BRCgU2w5ML93dwRbgJlBmaPUsNRb3FeI5E3y62EajNQt8dJ7Rrt",
-	"Vu2uJeitw5e7cyp4/bSpA572oUqwtnJrZPIOQrdnEebbZef3wMLdJYCtV1Hh8AW6BSLX3u9cn6F1AOEM",
-	"t4ZCht2jCAsKMEyQsz6bW1fl604B+kZl+26b77ZrChS9nv9dTiswSfefWDel8ZWczXboIJm+lEKwsmLc",
-	"3dP3OjPf/iWn6pUULdn4KZ13fHuH/LZbkP4PmhUnV91b4lvVLbyl37Gz+qAvU5p1Cz1K1KsTFly4a5nA",
-	"vmlqFQERyFrzN11TNjRZtrq125Loiu1TT4zbUooxdMpURP6Duum3JvnvKAT/AGWLe2Xxt/meLDhD9yZ2",
-	"WCFdR7J7p19LW7a3eetV58GAr1Q0xPrT99skonurx2DebxV0xWtdrYUQMt5XhVJj6AHShnoLTCdA7jpt",
-	"G2vrUTZqMEeQ025XzSYcuLIdV6GiNrYGiHx7tIZyfj78QukztR22C8tWb/Ft1cyvo87NdlRbOiOi/rW7",
-	"opVSpc9bbf631fnsBni/BSVg9wCuHUqo9Qho6qtQzDrUh3/VdIfG1IOojYrFecb15txsK3uYM5qx7DRH",
-	"nDr860dH67//ejGo50D8yvWCTP7+68Xl2c+nP7w5e/Wf5lY/Ia5kr7WyIDgUV4CgtMqnKY+hUoEiE9OZ",
-	"zPi/4b1j8gP0ORbjfDR6Emt5xfCfbEL2oJ/TN3979+H1xU9vJ8fkp7enLyPy4fyUyIycJa/OT0/IFdso",
-	"SITFYZ2fvfxwdjGJ8K/3H3948/rl5X+d/WMyFjLDH//+63+dX3788Gayj8UXoNNHimQyZVhDdEUVWrGL",
-	"CT1SZOIiXSioVhOSsmuWRmPBUsXI09GTA3JKlhygk8z4uLimKU+weUKFWrNMkaejowMCVPz7rxdEzmZk",
-	"z4vg2YdeF4wmhiZcFTkkVCSWxnHKmdBkQRVWy8DRoIEdBCbYK4Cq5TZZaL0afPkC1paZbBrbTkmSydWQ",
-	"CwI1a2K2NH3MJIZR/2KmTd7+YgN/DsjFgisoO2KWGIJUuJinRa6lnBGd5XphGhgLHHYmc80iYuGizD9Q",
-	"wYSZ4RyQoGSvTuhjy0ERRBwNpUg30RiqgzD8A3+HHyJCkyUX+2aMtsZvRpTOp6rom8CyIJtSm3kMozvE",
-	"/sYCq45wQeZMHEKx4DkThhFYgpzG9cFYjMVLKa4RltiioS1kmgDVvDkfj8WQ4EkOTU0+j9E4Nh4ck/Hg",
-	"4OBgPPgyOSBvaWqkHEvI38/f/RyFOAl9KhG6wTBt4fGzZ2NBSLygGY21YTCZEZlrxRNGJv88Hf43Hf57",
-	"NHxxeTD8NIHpWmR2/PxoNBqB/0dZBiVPRyN4DXMRTds2U9jGwUC0usNUK7j62c0NUdJCwgGDKgJwyCeE",
-	"oxxgmGSheGo4y1q7DgxtihAgpE8R9sMF+XjxktjcyJRrltGUTP57ckJWckUmBSTlBDbDkseZtDFA0O57",
-	"qhdkRTO6ZEAY0/jHD2+GCYtlwhJ45+xGZ7TkRZAlS7ohU0ZokrAEqWQUhZNiXrglSS6uhFwL+AZ3n+Y6",
-	"NZsNt4thg7/JQTSwWRCD48Ho4OhgBOjmKyboig+OB08ORgdPwP2nFyCRD+mKH14fHVqwhJVUgZi/SYGD",
-	"MSF7RqxZek72yVJeWw8cRIg8UgTh3omW8KsrS76HK2IUjjXNErVvVn0sbKY+toCJ+FLEmIC6XhgBuZIr",
-	"yDM0bAQpG/EVSw7IBEE4JiTQAogBQ+aiFnMuNE9LKD0jXUso7YlpNlcsIfkqMi8Jb1Zu/DidsfBhTDDH",
-	"23AvpLAos0/JJEl/m/hoJ4pQDZM6sZ2GxnwwFqdkzq+ZIBPru5sU9aVr1M2Y0BHJBbtZGT3ANkDes2wI",
-	"rlWZ61gubdlxLsbCfP94NCJTmWyQdYpzxmgZg/IagY5hy8Gt3rLyFRsj+RMcIOAzs0LvB5lsrNNV22Az",
-	"yCmPodfDf9l6N+wGk50aeNuhbt3Lh+XlBfUMUNu3uhD9jypqlNEo0KkCuxIG83g02nH4nk9m++DRB1MZ",
-	"e6+bSQVtoXYr+RIFMs6y4u2nOKNQ68XMD3+gSUGkaPCszyfncObBgYPfPNn+zUdBrylHN80X3xJhWFHI",
-	"dcqSOSMY/gh8eQDQhXOFqKbgoqwe2oPjQXkoD8qnq0zemHat8x9680TeIYiVdsH3Go+qDOqGpZwl5pQo",
-	"kVJklrAsIljIohAVUOLfHF+FjIJt6U6lsbBFnch0Yw4aakSJL2FxE89Q0aFLH5qFi/LXmKbpMUoQ08RY",
-	"wHfuhHQi+hgT9/Es5qoUiiwpIU9wnIbgqMdouRqCcjQWk0rYxMTSQRl5iEqH6fWAnAosL0aAG8tR/PPT",
-	"pEXiAO7st5Q3S37TT9bASG8lcGpfflupYweD73892UNWLAMmiQz3crHKNe6bP6ZQWlKxKVGRuAAp5flo",
-	"H0ZSuQJkh0ZMzTOmhkUhn3kIqeGD4RgUXDZZFYYLG/4xSVjMlzRVB2SCVTc/mtmAGuSXCiR7XNtb9Gp+",
-	"iW/GNF6w/YPGhv4b0+/t0M5t2Z9bcHa/jVXtKMB8ICIFXamFvCXLVJe/aMxIZdv7+S9vHmHFRK7MyhSX",
-	"V1hNgmOtMENRRK6VJczlMsARSGk7rCZLIDh0Suet3PCGzt3F2ZxPkHHgDitIsuEaED1Q1T4hE+dRAJbw",
-	"c9Md4wcZAMtq0HlTqHMsIcqgoiZa9lyeRr8lL9M2vkCMZaA9Le+zNQf50q9BiyHz6Y5M30sMOyq3WLtb",
-	"dgOanb+WxK1sn/dyRVI6h3OgvDG55H8s+uXAEEB1ighVhJIpqF1mVvezjcyzzi1ksdyCW2iyotmVrew6",
-	"cZsJB/1IEXrNMrOZ0DpsNhi+TlIp5sOVTEHWlol5L9GUMBkLW1XVKyE23SC6D1g1+ZL5AbLqFbM6osN4",
-	"cW+hVa98cSxglyMOTGLpDp0VcAVUF5dhw/T7J15H5TwBZmZPyLFwQhCPlSu20vsh1c4Jgncr9ZcgeIDT",
-	"zxG38Jj/Hrc8y4bIcqWF3nE6y4q9b+9NeF/6Onsc9+XQT8u3+z3Mxe/h/Q9lWvZfDP0gDO3o/Dvm6bpE",
-	"Lw+0yB1fcLChz+Kh2bmoUNjFwkWBxrKC8V8cfP8cHCDz75CBXcRGoRRMN6TgIuvw43CH/XZCGjFnhh46",
-	"SVAbeycYYUJnGxwpwgPsOWd4RFYy0xFZ8WQfr7xcK9SSkP61SZEzGi8Qnwp8oJPP9HoekSUXEVnSmwiq",
-	"l3yZWN9Mofe1I3cdkEm8yg8sZtMEPR3wUwH/NEHfXQ1JykJfJVQtppJmCWE3KxZr1aJnVYBu/gw72wtn",
-	"KNvcksrS1pYXAhFs60kT7/FBhUQYleh3qrzZLWWrLeDeUKVz8qvYNXABt8qCSRlWNXG3SdjXJ2Rig6wm",
-	"cGMpkUSs9xyLdqFNH83oSpNnZt/nmqmTscAURTUhHrqGdUeiWx6/y6iYGx3AswsWlhRL1glxJbPGIk5z",
-	"BVWioWYp2ZvUIurg2pXya9Z2vaoEvf217fts+46iFQ+66cMxzr/DTf+KajpcpVRYKwG4rQtttiEAImI+",
-	"dfEKdlc9oFRA+N8ccVfDrrpTDE+y8UTHRYQYKDQpm2kic7PndZ4JcF8ZpcCGQR0QtMiocqejv0yrsZi8",
-	"wpcmnh8OrKY2YuaATIoKa5PDiabqalIiJElrS0e+DZ7kL93kfikron4blxj4ZbY7k4oB7+4UC3z6AF6x",
-	"gl2SXeZS7M5bTGbLzobqiMQNq0hg/WO4v3BvEGo3hszcJoMthDussvnL3bqz9wutNBBTVxcA4IUeQhxM",
-	"uzZwioEyFivMDdk5OYzObX61IUoSvXdyBhPxbLAygxAvOhYqnxbNg4uH65NgSU5zaNfLuRyQ01pZFXx1",
-	"QdVYCOkNA4t+goEMNIv1gmVe3A9ZyzxNiNI00+bXjJE9M+TK6EAu2+hQ0HXYnAvBxdzcR5ZsOQVNyPaC",
-	"XauKcRlqw9L5xKcERsONhXMXrYyOBPC80EBEJqDGwGcQwDqbKabB3u+fEGWLEZks6Y1RCsw3GJtkGubC",
-	"AWq50Ad7R8tFUZvKBYOQCaDQg6I0eUPncy7mE0Kn8pqRJ6PRWNiWIgLEmJxDgOWkBJRDokJAmmvcvfuK",
-	"0SQYsvCGK/3Sj4VQ9yGpH9pbVBlxe0ZDQ2q5gNL1PegW5raeyTXc1ffcRsY1iHAfedf0lM5BlcYlgmA8",
-	"eKUmXyrC4M4GiFqDhynyVKtpzfCC5btK3eu7sEPUVkq1qMDx5PlotA918Zpq75KLN3R+XgDPfyXdtxcP",
-	"1inV12lpV8ETHt9GN96zrFqMY5+sKM8UWS+k6pBTRjyZh+BsM+qit0QRWcssZFZ7cN7+DP/9gkcnVIlo",
-	"sDd6GSui4+7MveV96OU91Ys+L+MA3zJNAbjoQa9wFTJgx9vUPRuA+41ucjBEo+RUJG0RmK2MvoHi3dao",
-	"sjedijah9ndlStTZtmh0UVhrO6dLOCIUoYq0MG4E50exByHk0MXE42FRBB1+/jJxttSxKDD53V02kazN",
-	"oPrNWP6uDEyThCMW0/tKXmBvxsarZxOkucngU8c3gn4rFj9tsLRhYRdjUrBIRK7YBi3z5Yi/haxF37M6",
-	"/Az/3VX0/iiz+zAM3LMItl7bv+T1V5HX5pp6KzW4l1TemYMPS5Xs8HPx7y+HirFKFlGVt88Zu6qsTqkR",
-	"/nFZu5jD/QjyLZCFTUBm4JG38polF7IX/FWxXD93Qhy341h1gVXZAkk71v6tHroVlIvKYMv26xP/1OPg",
-	"uvtOfzp6uv2Tn6X+UeYiuQ+PvbxmodQ6KxBK0xJYZVCns6bGQN5M79Pujra5NplRFw51N548E8kxwfRu",
-	"zL9rndYJmRQQPu5lm28ITjx3AaMasrCxZBsUkLJB2hXbGPQ8IWsuFJqIplIvMA2XXzNxQD4KgDKtVHiK",
-	"xsIzk1Vsezb51NASxka0lBGqKJj1Z5p2Na5DmmhDUP5u5ePO3oY2SVcBb+rpTowGsHItwiYgD+7DzXB7",
-	"UV2yy8eGlOyJBxQNzCa6aJv1NiRBms2ZrlRA2A1Fvp/MLofY7DJEhf9xshslmpdFOHOOim8qrv3rf7sS",
-	"h6tWMyt7H37tS/N9CB9/5he3EESNbRJq7tPvUCQJtr7oQM3DWp2d0uo2BUDrwqMyimqfX0c23HGrvwTo",
-	"iobPDrx1cHvzFAWOSCpCatQPNkx/lU1vcXNLs0MtX5ChEuWjG4A9Top0c+wDIUDO28aGPnHfs0f2GMRR",
-	"VuQdBFTS1Ix5UzgPl/sWkKEMP8WBgSK1RF1JabkiaiHXXMwJVWRixnaJY5sAXIL17drqO+YxsYgLEZGZ",
-	"Mw5GhV3w8WiEfqZJ4tJoRiH1632ezdkrRpM32NrdZVpXFHNVAuwY1dzSdn2H/W4ipUuqApG3GWaABe1i",
-	"/XHiJaxFB2GW6vupOOvJni2DW7X74A0ELh4VE7zZwHc3uzfdmF+Nz785X7e0ufKMULu2V895TzcOqQhB",
-	"XzJCZxDqueAYgN7ivb1LeOb2Mdjr77ZB3G9MZ8qXXFcaLCoKHgFWP71Bt3QB3W//DBWaC3eBsSbhPvwm",
-	"78/xXYmVE0Wtpc4AM0/k0fku0WWND4MgCytbLOZbGK4L2VZaZlSR0esguxoe7jZJtpOnJUl/O/zMky+H",
-	"EIq26bAr8aTI183kGurwpb+9TiYWw+9vZxfEa3RyQF43MB2OffUEQlkgo2OVq0UVJeqRIragSVHNHGqI",
-	"yWxJU7RhkRXVC7KnGE1ZUiR8MKVtUauxKBCqmIizDczjTJhjJpkQqq7UPtGS2Oo5h17xHKt/2S2gagBc",
-	"j9TYaEMnhBZIb3gMcUUsshmmXZtZYbyZjcrxCEF4AuQ7RvREIKRFT4yIkhjNhStSgrBZ051e8xjCvKjv",
-	"xK3Dy3DflmapPRZTlkoxN43IA/KBzQCsCwb3bPQkcohxFkMuich6wVOGM1lSs+kFFTHGYwhilNISxAGw",
-	"v0RmSAcofHvUTQBHP5elbTHh6oqolZRpMDT/A3xXbtt7Ok8Nw5RCD+A9b6czYs2du1yb+4krpIMX4Pvl",
-	"YXPvsk2XHomreWv90dqN7mWsToo2xihkXVN02ExcmT1nwfPYDVfa8Le7ULm5mVN+ZRTqZP+OOu+DsEJV",
-	"VW7MPrxP4Q7Xuk9Pik2/pspt/NoBhZ2DMK9TFySdYGuQEZHLBpBrUcH0K2G+IDgULvi9T7Jdb+jgDjj8",
-	"bMH/vhyyG83QzBs+2M6ZRlkJMIAbc7NgFuvQAQPGKeVLCHo2hCpxBfdAcfBDJYxQlquxgC9YAkeMkGvy",
-	"v8nEhiFOIpKLlCkwYTj+w44UApAdEyoIjFqZFq3wX8jM/DIW1OEU/mov7EXLZE9IwCaMIHRnPyJwkOHo",
-	"ucI2EwzkMMtkD8ixwBkZZXRC9p6PiHIRvogFPNqPEG+XLxlOEIeQmCnMZIaoZZZWpcFgLBBFsg1J7YRM",
-	"BFuf4dRPSzQQRrOUG83H8BUuSuiUOIPZQBWqBzkgXOW3rlNit0KCd0op0Wvp1W7o1JSBJkie3RNLgh9/",
-	"uXsqiWO+3Ua/cypJ+Ovfha3zzvYQnJaVTim/djCt/hHni1V4ej/AaX7Z/nD2KJblmlRAsY6rxkaUKrRx",
-	"iIAv2KaSnRBZ0WzHAsy7cB2fbiDyLCF701ztExfO6EM+AuYtEqjmLwJkWSOxMEFhLFy66OSESL1g2Zor",
-	"VmmryHLwUlSajU1sbi+kTphPxgKRk+lS2tLHuaH8lXe3QyLBCnptw3K59Ak3OMSRXHORGP2dKzIx160J",
-	"2eOQ/8qvWVTkyJnTaCHzjNC53He6tuEYmwiCCbnmr4mWkyIefiyEXENui0zYhOC6Tu2FzF0rimySmrN+",
-	"xlPIcVQsZbE+sGksRpbjJaZEcvKx/oBZzY0bwktt+q+572akEWa6B5k25uCFdR2LJSAY20yemAoP4xjp",
-	"hAhMrrrxwYKqtzJjE6JZmsLRZpYb9JYbDaMYC9AIVVu6il+66Pdt2Ls/I1yRitli5RJq1yzjWpnIlFNg",
-	"qolQk7Y+vDHcOaFZU3V1H+3Y+oN+S0XtT9y0WDHXCgXw0zlAZnMMFfIwWB/095523q/W504m51uuQ4dh",
-	"9PEf1jDab02sPPp9mjPPKxFmqgBH5hnBrRNV0CXg0mKNfdVkiaVXGeluRk7Xkhdja26GnyslQb90+XVP",
-	"Ec718Wh0UoL2Nw6UAguUFt62JsCni+G+D5z48M2lWpL8TjaucAf1qrT3ekF62D3zRwpkr8Zqlqmdvv4M",
-	"hVAyGqOPd7ft08uyErWCov3Fwt+KhTXlaRvr2mX/g0T3vStLE5T8bU+DqDgvHAQmXjugyo27lnzLA8MF",
-	"A4Xtij/KrOGVKVKQ6wgH+8cEdqMKXI/NfIs6KmNRj4N0YGpFUv87c1fGC9VNGcJdx0DIWMzMBdRcoKZs",
-	"LEwPCUYMCamt58cLx7aID660TPUueOxdoZ+OXhSepLGwFmWyV4BFxFSYDtQVX/mVKdwtcMmTJGX7UJPL",
-	"RZ+jlbRSM4YlBVB4NWmxDE5C2PwJmdjvLz3dm4WxCd7Ka3cyX8hXb375S7bdyX65k1g7tfXqv4q3yyw0",
-	"rHCXJlBht9+B26tCqFIIB91gKo8X1bPgxddwv+lKqLYvgMANVREaAM8GfoT7DaLwFPEZBIo3QsOcRPXE",
-	"B4RUcv0ACtTuxwoUt2o/WC7oVSNawt6o6kfHnpw1ziAvLi4iNvQC8LmKiAtZ1sYJefF2CGaAL8uYD6qr",
-	"db8yuY5CpT8Iehy5tZ8qm9VuQx8Kf1KSIwezyQE5LaF1XCBr6CR1tRyfhuMOdLb5S6v9c0v+P1Kcwy4C",
-	"v87rqB1x5R8Cf8Uz+PEMFfng3bMrMQ0upCEgCB/4rOBzFE1mafAGHk4keute/MDQWPlwSpPr6VzTDCLJ",
-	"Q7vHDOJrKRyUFGSCmmw55KLWlvtHmc2Z9pJa3SePlDP0VJbSPd4pTHyayviKJS1LCCks7Sf6h1wUXrAp",
-	"ja+MSiISsreSaUqCrelc7R9D7V+8D2dsGHvIm0g4Im3NSswetCU5lc4YXSoyWc0vk3y5IsMhVun+zzhX",
-	"Wi4nhAst4XHGwAQ1OSAXZm8p637lYiwm7CZO84TBg1dU0wnZg0BQSmb8hiUk5UrvkyvGVtb4m7AZF6hB",
-	"THNNzJIIiVYrcmqHaIaLMScgutAD+AgDiooatlB8D0MX956ORvsH5NnoCNUaNyWZkXL4tpz1WHChNE2x",
-	"QJ/fQfAmWOH1wQOdf5VOdkLyfPxVd7Vyj255JH5DUWBOsKOH776L80jBePWEN7naNGqdmROH2v1QMj0o",
-	"3a6T/+v18RVEl87b67v43INu0a9y/JiuWjFiqa5HzrzP5DxjSpWREI5VLGfXJcIDE1UzpYexFILF9Szh",
-	"3f1ONkzDtkUAuDvgdyrId8EAgNP1/cCi7QIY+SGSdHt1X060KBZ87x6fCqtdZBuzg+2CVDZzqbQ+NH/Z",
-	"Svmsh9b4f9yrf24+sNME1MwwB5ivacbVXRGlv+a4aXlAxGDVN6fNlBG4DgWOGzNDNKVY+GIrD/H80ajk",
-	"VUXhI1X2YTRNx80Pw8IruWoNMTyHEDPlF5FA4NAiTIiw33KaKh9Hnux59i6YAH6jqbqyr4+FxZrfq5jG",
-	"qAbrpHbQ1qBIryWZMnO7dCxsleopW9BrpojDt7HZR8M1T6DyPrppaJo2sr0jsuDzRVHScZVxmXG9qZTU",
-	"sbfLsYhplnG017nMpWDitVz97ChwgWFPDxC39s2js7ZMAgtj93jxV8p1n/cu+JLJvNerVdShHh+c5lqe",
-	"xld9XvVhQt7KhO36zY+ZXO6EyKZa4di6xeN7uXr3X0YyPkabWMNZAHYaLYmtpP7HicR+L1eExplUqoIA",
-	"W9SBBxniySUqkkOZgdDx5aaRdjsbjFrEJqKE+dCYQSH6MqV8qUi+guTHUgxNqoG9FDH+vUI8Dq++6n6O",
-	"AIMLbtc2JWS6qThlE3hB5tqKUJ7ZIF2CdbBPyGRq9umExHSlqgAZSOGxMGITv14ekNM0JTa7xh+yWkA/",
-	"woZRv05a5OLXQQDdCfnwLzn1l5x6QDmFVjmxISzlcz5NPQ/sntpvAc26lWQKJY40JFMJeeojnrbKq9LZ",
-	"2YB1DYeiYFJe8XI1O2/lPt8fCzSbYhUjKw6tJCoFkAWdqEu9A3IGUh8rEtmro/MujsXj0VM8Cmw63nGB",
-	"r10UfvGwlXEaC5aC7KQCImmKCURF7gfKS0JjDUkfji0tT5rFj8qiqpCrJ3MdgfLp+VBaxOLXQ5C9Cyjs",
-	"X7L0brL0L+nYkI5FnBzsfRSWFUzYh5GKuVq0G/1+wcttxdmIYKcOYEIKGzxvGrKXxFLKGe0T74ilJBuL",
-	"pRRSS8FjogzVRVwkZ3GhzDXVkIILxTJItvJCCSKiitXdEKhtBmgXcrnkAAybsAx8OH70QZHbbKOYrXvL",
-	"msK8hOlmNAcIT/RcyYzPuaBpGSVoYxTNiCSES2Zsxaj2J4HxIshaWM8fibXmQu0fjMVLKeI8y5jQLv4F",
-	"aAvT0QCOMUfLKhYssU/2T5AxcrVAR3Q1ZmUsJqtMJnnMsvN8OjEfMVuECkoz5XrBhIYJmh6umICkRqP/",
-	"gmB/i/Vtiz/pDVTbHItQjs3BWIzFr1BSygPTIHuTH1+/Obv84eOPP559uHz1+sNkPyJQWgZmiKRmRR8s",
-	"wZTxkrZkw/T+WIAdpNXFHpEkz6CeTM0/D555+BartThclzKeyMP6JWvKteMKHL67LSCon0VkMLzABXlG",
-	"FNlDsDvt8jIRYYVyrfaPgV028PlMbUTMyjgmaLvAbnJkQOgZy5yQd+/S4rHryE9cqXA2hizBLqiVSWA3",
-	"NNbpBrJQD8biVzdQHAIAubDErqQNgwWp4WLjnMdIsKicoNsgz0ZPjgmEho1FcdEEVq+MTpG9RMbqEPo8",
-	"WCb7YWQ+tbinpMavUSfRDHf3TPbqVz3Mzkc7jh4DjPsOH9+tDr9X2afy8z4Fn4xcwoEBd5oegGG5WJlL",
-	"eJb8oU5okDDuENMSbbEZWZq9/FvomKwc1+aUDZ3XsOnakgGsFK+c1zUE9jhlNOtKFwMqgD4vZCOj+YRw",
-	"XSJp5Rbh8O/n5DRZckHilDOhHykygW5AGcCjAezKRU3zR84ErA7gxQmJaZp6sCAeolUAKbks0MrVWNhs",
-	"NSv0/E8lZhNQsIObU95VvfcKMsIdzdc3Iper3VKLowRxN6oM15GrEltBH3UZISeharKVGqBkzyaHRLXi",
-	"SwCyijn0mO1tQ7poYBo2gAby9+mccmGpUVOXFPqMzQEor80Fzc9HsaAEiEnLdXH+86xWAhNLUCJs2cam",
-	"ZJhLOsSdebWZ/OuhFKFxAyrAXAp2TGh8ZYbFETQOikDNgNgbkkqlLXCM0R0uqpn85thEs6I7ke35hie4",
-	"eWQRZZXECiu+AkUYN4eXWROjKCmX2OnWtNRCM1aMH6mWC82SfdAbKHxpg8SBo/GItkFLMqvrtACBVqPX",
-	"R/+i7aPX1mDCx/57x+Tp6Gkd/SxcYbjYkV/5nlwVL0gduzO5V3G1Jff61qgAD5nNBhMEgnZF466N5PHy",
-	"af8geW02h7MdoR54ExQ9sxFcmFzTEJcxJfMsZvdTlaho7bDwTajO4pw/l6992yKt25gVBmlG3FJqrXRW",
-	"3n1xf5ZiiKa/shwaEsm/M9hl9m+6ZYwxut/7L/RO2YvlKpsD6pqzdTtsj5OmRUHjatKxOi6haIzOAtsx",
-	"WLbZobEXdYDHiHIGX6DCU4JikL1ZKqEfqskI8Fo8FJ0KZo6hn9k3Kb8uvOolXI46qUD2/CcB+BkyJHbQ",
-	"5l9lr0NQLzAC/QSxifAPWz+5jjJ9QibmIDUtQ/QwnzHEQIuvSmxgF1LGdMZjhejUe4BqMxZuRWzE7gGZ",
-	"pBQJCfEAKB4apXy9+qi+oqZIiQuPsEiK7CnG2go9QkkeRE9d5fqAm0NNs+Q9y7B2KozDQ6O3ZhokBURK",
-	"P7OQQYockicQgmaJWWmFxlclOhDLhhZmqEIQfDwWoWZtGWp1OmcFBly4krXNcnIt27vz8MhaLPAGvaZ4",
-	"hT7xnYmOu0HR4despW7lO7dffr/CrhhiWyBb8fzuSB4bpdkSY1iQfhFESeUa4ruvWWnewtChB5dnXgXj",
-	"VolWAFCVwqqUwVaP3LtiK43mGqMkhxTUyOWRGbXWAlBByYWDqkRE+w6Fs71xUyjogxqxl4tdEWVhCeoM",
-	"WJbr7QY1N+A9LoazlM8XRZPm1iIgID/B0KWl0fctLY7tTC3uJK3ZfYt6/p4pcI+WQUdOY4ebGsTig/JS",
-	"NGOhjjOm8NaLVw6wPODFUeeZMN/nEA45ZUb9Lqy9+zZhvV4rX8klQ328ViqfxGZqXCTsxsj2KWjqlfPD",
-	"rkrjCGmBXDsBqWzrSU/gOuVEULWCvjtTCiKN0NpppM0+XjIdq0L6AxdzVV7c3cYkNEkIgjIrFJjeFRTV",
-	"AjLRWS7AVIyzyXKGXS0R+dqRyoGhQV3sAlQNl7NS2NcGi23LgDQK1H0WYn9ouLM/JTh+T+tm6Rp9EBSo",
-	"r31jel/b/7BV3alTVB4GY0C5X+qFiB/k0EHla7sKfXBLRZnU9OSxaFWUPesesP6kEn4GiVEobNs2N7oW",
-	"/6TxoP0kREUm/MmEAixv2y3428LCWad2ubermnkVFO4r7elwIfEq1V4nbLmSZmlOvHpX4Km1MPKYj1Ok",
-	"45SKi7mJZFAQrBUG7qvbEh+c+/5IAGte1C7iTpVB+aUnwy+N73sn7tlK146z9mfkkS4EM1QQ/zj4ZTUu",
-	"qsKUfRUznzksu+24F/DG79eqYcbXYb0FbeD+DbdAt9+HzRYsYIcZm2WsKzTsZWnGqlhiwDHnHFiAIC4Y",
-	"SyBR3jTIxRyLT1pM7Vnq4f6gF85KuDnN56VR03n5rEkPYqkKB7SFE1jINZabhCppImb76LfL2Epm2tOE",
-	"izQyez019+WpTKDCURnXFEDlgSmcGwI9ZHoxdGA768aHgVfuBbXq14xrVsu242K4ZEuZbQo7p6ua5Ogn",
-	"5NrnQmCdO2feNfK862a1wpI8gSsMxJnINQSZTPP4imncSGaUVWUODbHFO4lekJlMU8s2Y5FB1dc9jME+",
-	"IotjcmQZLiLPzZ/PIvL4Kfz+LCLfkYRu1DF5PrJQ+U+ej/Yj27wiNOVzMDZZOzZbyXgRkSu2UWTyj3/8",
-	"4x/Dt2+Hr15d/PTT8du3x+fn/z0p71QOy76omKnypb1gudUZC8/C7TbOiY2acKXEyuzDQ5tZCE5+0xqY",
-	"pKmOF0XdMPXI24F77JoJPUylXEXk5fuPGNwiZUpimeZLYYvG4mjAMLt/QCbOsl/z4RSIWIrsFeY2RSxw",
-	"R7IfeeZ8sOILuU5ZMkcjozognnMI7ebo/hhD5QGIjJeaporsVQyiRhwde0E7fe7AVmSgFPDrChz4XhrQ",
-	"HQ6g07d1t1Xhm/F8OFzMVTQWEyvFJuFKotauajZV2ClQIBvUDs/fN1D7Q5vevu1t/9MDHwS52naDsfLy",
-	"21xgyiPYsLxikBQMlmbYkfXTId9dQcFdYHuunhGHVNB0o3ncflq8xMCe0v/hSU1wFpQSrxAUGIPrnA3T",
-	"jVfUWmmeplZMosDTLLu2Xp4JtjuJyGQh86wE2TUCLqEb82DN2NWE7L0+f0fMPxVEHE2WUujF5GQs4HSg",
-	"mQuBx8Yf2UCvqPXceGXBfDFD57hEmDKnlcwzdTAWb1GgUUHA3FS0rqBEDHk6GnVKndOC1L3Ej2s9WJ0C",
-	"6TSIBmZsg2iQUPOloccgGgAt/pAVKf4SdHcTdCWLtUk6EC/fRtK9rYUnQEizZXIbZFr87S4tNr/Y+UPv",
-	"QRgGb2u5OsQ0ig6ludCLMhbLLFGY9DCTWZFkUASYzHhqHdC/5TSjQnOB0Zj2jUMjx5LpT4ymerEp3ZQQ",
-	"5/9IEXAtWgq4m4LnLqgnhtiUyuI2+W+WSVTCJkJqNiGKbszdbdMinn6AqT886FOlnzYGNSS4B2a7qKKe",
-	"FHk1FQ6CmIh7PU5v4V9C1nZOI2UxSQptnuzlApBI2gzf+ydGLe6Omyr17gNXdAys3lridaAlLynodsL1",
-	"e0jn059H4vc9cL12nj/tPxx5D438D3a7e5z8B/GzhfxrEXGDfMDTseljC8q399U0BEg8sLkzdMmiwtNd",
-	"1M4wTLVPqCYUrj8nNswJbAFFVKWXaXhA3lfT9Ca9BSncNeCVcpR49IakH9mrpVRQRO8rIrM6Vf1vkVYQ",
-	"vkPUJlzZhHazTaVMGRW3FRF1GfHnFRJ/aldXJQcrgrKtGDTn7wOMf3PFpu/PQtFP7OxQuRZT2tGnAgZu",
-	"Uq/bUMsvgryhg20Kz/0VD73z1u7YlM/++Md2r2Ta5sL0Tar9A8XSnRa7rQxjqB7/gHE/hTPKzPlBtiPc",
-	"lA49fIDWLfiD1Aui1lzHDowB8ifBz4Y2xAl0doBtXgLEL15HaCJX2sGOFdc3skfJLOUriycOKQFQRn/F",
-	"MgVBO4hpkEjB9k9IHe/A5uZP7Tg80IAS1WEs0Et3UKIpNJwS4EiyN3+bV+mhNawp1xY6BXpCwANzM8MG",
-	"3VWf9Ljpkz2oqW8Ri2xENgRpY7tkZlgLUls9JIf9bQYCZX1PFTNBixbz1lvoh0R0LbvZYhUo+MmeQPdn",
-	"JmAN6Avbm4VtkKsyta+66GhU1qynSaHNgVuaE6KWQIF34thlH1rAErpaQQH+wp3ciRuCm6sJGHKCblU3",
-	"mSSjHPDWFyxNKkEICEFbQfRzWSLk3WyG1nL8HFlUeS1jCQKfwSMXhG9xUS+KFSbASw3cWheNgAq6Got1",
-	"xrVmAoC+AtLEVoG3XysULIRrgtELPMMEcrOdRcxTBr7abEOeEcCUeT1zbmNPergu9zzZksi12Cclg6Jz",
-	"o5gEpDDhkN3nYzH16vmVAwDR5pO5afajSM6izpOVYs9GT7DA31iEa6wckAkTZrGSCVnmCiZDyd/P3/1M",
-	"rOZvne9PR6PiVbJnn+0DvR3aRhCh9rwpLx4Ae7rsYScckIcRVkxvdSlaflaG7YRcE/6NrO4XeSaaIk4K",
-	"yFmeze5NeHVqC51Y0L9CeUrA3EEhJ/0KkE+Lze9qgZlz3JUTq0ojsleA5vlJVCeQ1ujQ+diNZkKV95kS",
-	"cEdh7vZaZldczFuOxvdy9ZVOx2pPfQ7I+zoQqzCDtvEHP+ZO+8h+skX0I2p3nd8PxuKuQpBsk4EBxvgz",
-	"isHdufJ3IwRrbP2gMhA60R1RFSxNIejrGBKFwOioiGsav0ZkHa60Q6a2PyOCz9oIsBKFlNpiUJCMmm0i",
-	"GyCFZlbXHtgwLRTOQq7JkoqNuX4YxSMqAFt8WCL8cixWPL6yyIDYFugW6YZQ8vHj61fHPuQZydicK20G",
-	"ARAzjWE7vdKoFka9SuEaF1k9tZjnkm7MPoXqUC4jA181EzYfIjwaLujGAqRN7J+F27OsrGIlCqbb12lt",
-	"yJO2Ob0u7HI+ZNg0dNHmiIDEbBwEpNDx5BvBeF2UAylW1GEayMwyofkh4131J/w95/bK3Tdd5kBQwoVS",
-	"PsD9/SJDd+BXRcrryQNmaPeOc1f2vcoMQTTHr20NopArIBoALQ3VPjc9id6o/lm0Un5SRh7J6b9YrMOR",
-	"12Yp/jAYQMg5hPoIJBDfi0Berl67z9TIi70hZmeM6jyzhV8Ro6fO83OqWTKUKyYCXH843QwFXTKoQByz",
-	"n+my4qcLiDT47IcN+M8fokJuMY6+xWuPRo+fbqte+5cXOygzDJnPDD8+UAb5HbcPDE2RmGYZVIKmBJjD",
-	"eoV9a5DzAPt21yWczDvsrb5mbbtzIEZk+14BaKqHiXj5cztzenHv75NxLwo2reSWoehvJpRFiNWSsZgJ",
-	"nW5QdW1kQd8z+3YWoG9l678xbX0cF9k9YML9GYukP5Qh0SN7l7oPTKa+qcB2WhrclUVhbquKbLKHeZgW",
-	"K8jB1Nh39x+I892yd9XbTEnB8w7iHvC+BfM9hF5jeK8UjCQSIHdofAVgQ8WsijwsgDlF0HalaWrhh0gm",
-	"09Te1vGKOzVNlP4XKP9pMfFdDdBjAv6+yQF5j5b9hCX5Cq5OFRB+jAIF09ZeAZVfFCrxMPcjwjUi6ps7",
-	"8owizrrf2v5BEax8OEnS3yzwm59PZc1u5kLtNtUbQOkDH2bfgNGzGxbn2vB6sV7fEKKcxlenInlvCzZ0",
-	"4nx7I94drTz48T1Z6fz5FGUOdptO4bm41Xza/R7FcABTzGwFluAGKDDuM0bvXJTza1o7TlerdIObA9I3",
-	"retNyyWPaZpuasKtYPKdK4tUkcpzvThM5ZyLdqeJoejff70gcjbzbW9FBRfF5wICFeQxeTJ6AvbyQ5sg",
-	"ix+KYyO8WDobGpajXLBkLH66ePsGQ78U3aCXxaZ8W+PZNcv4jDNFpoxmkDd6xYSCMvAF8hyNXZiBSIiQ",
-	"Y0NkZSG9cWRDLsiUpVLMISXao4UZ8yyTAlDeuG7xwrwxxAGVcesm0uxGHy70Mq2e0PUTP3wE36xSKhCW",
-	"HIiyh5TbN6z1BFmr9pWsmlDtF7PZ/iAaLECIwTjfSNzXWHugTWlpDBK4k8V5xvVmcPzPT5UEdOCCau+K",
-	"iUSZZYZM6qHMtdFJKzWxecKENs2FeHaVT1Meb007t/wqc91ufDsTyTmywV2tqFUrlrzyEuMMAUvzkxfZ",
-	"WjFZyateNqpECisPWihuK3p/Hg/k1XhwDNh+XyrgDJgcTSz/G1ZnInkI6i/bI7LeQysQFg1xU7YAm4+4",
-	"//dfL4ZHR/vHXh0Dp6/YeE+FxfiF0owmRM7GAsOr5zkFBRHqrfjSBcWSowNXRhUTZRiNjV6AxMkZv2GJ",
-	"UaNEQlMp2FiA1Zc42tiUfDPPYzI2V9nxYIIAFkU9hkdQNnLFIrJKc4UvTyIyUfnU/CeTKcOiPGMxQfpO",
-	"9ivCMBoLSqDWdkWyFXSwcJnFoI6xbbJHUyUJVWRiNtYlTyb7UcXZIFMGsVpLqIkpSwrAKEjKrlkKDrIV",
-	"VQCCvC4CPmAEUaFqQpkiI46dbjcWII2ts6ck6dPREZl8Hg+YOQUNY44Hhh6Xbg+MBxEZD2KZsODDL0jc",
-	"sSirXZTcQDU0bzgZfFKuNhPE3RlSgmNo/4D8XDh5SMaWbDllGUuOESYiuDsUVDMo3DcRwX9qQ1ObroR/",
-	"zzK5vATaWLiuqsxrenzGQsVyxZQbrIIQQ/T77P3y8ezs58uLs59Pf375j8ufzk5fnX3Yj8h6weNF6bri",
-	"xceExljcIEJ28ruDQRVeM6xtWunh4vLlm9PXb/ctz/OwCyt04r12guL3C/xTDLHlNC1kHah/R/fW72mu",
-	"oTgQiPdA3wVXFnvPLaVlQNz2sHi3vzuXZ8TnL9HnAQoRMzRzanypndSoJRgVEnZswPd6z4fEAgJQu6xB",
-	"GKL6kB5O20NghXB0G09hf+AOc2G7BJ/lItcQvZvIteg88N/wayYAdxkKjtKEm79ObBBeV6E1WxXMOw8h",
-	"XpKLub/QdpV2WubSOGIxhtoVAfRdDVMZ0/SYTJw0PLAWd5CxRX6Eb4aHi09kI7MSMIsUohSEYAk9z6E4",
-	"kpSa7E0yiMhxCamHJF9pvmT7J67YEaIPFbXPCiCJlSuhfzAWLxGfBpHLHRY31ocmbsaHqwyAGlmuPAXD",
-	"psKjPqPaIp0tzR7U3gddnAu6UgvZau5T5fN2BqymNRcEQ6pzjSgXEEqhILrJZy7HHrcXIk1yb+M1MqNL",
-	"DlFdexitdYk8cGmrAZhTHn+3jtXL/yh/SqaXKylT+GnGU2bLjEdj4b6h2RVLLs018hKC/myi0GQfgvsd",
-	"ZElBshPi0I7csMbCjcs+ufyPS+DWz6Ax/Od4YH83WlEE0CcYcWO/gj8u/8P16yDXMKkASjy47A1X7wCB",
-	"U2wlxGZ1hmLya5ldmeF45Eh/u0zYyui1BQWK3y6nGxyMG0rxmRfydLmUCbt0gXD7JaRLEZlt1HqlCZvN",
-	"ZPb/c3dtvW3jWPivEH2pvNA6QTfbRZ2nou0CRTEzmOZVA4uxmZqwTKmilEQY9L8P+J3Di2Q5vWGaYl4K",
-	"pBYpiuQ55Ll9X7cinRYoqJAPP11XJ4qU9kyQ8UtR/mvdqHbNUC48JYUB7JS0nceOuZVVj2IWYEfRRj6V",
-	"cxn22xeLK6z+ppLafJvZX1siWXpIGOOwhHtd0kxkN3V7kJ04X54vLxa5rx59dn7+3RI5znyhfBsLypBh",
-	"U6nT7vDfTnq9yexD7Zxa140tfUUKZKMd3AU8T4jkYOSApX9bmIywfuqGLlhir5y9ZtgIKt3BsUY1Vyky",
-	"Bv7w1JrSsjubmRy6nTqskE52+7/CaCq0UQfNVId5dIyXI894mQtlNu3QBF5wq83eA0DGlGDmFy8Mfr4j",
-	"8w5FNswKGw6PUm72YRaYBSABkqwqbpFzIpozdArjzLKleOWWAaiLzl7DLJGQqFbLSltmfKVXpMANWd0K",
-	"HxMoF+JQ33ItwIRvj11MxIcQIjLOesQo0uADEaU6K6OEiIX6I6Z7qG/G4G7YQgmaOd9KI6qdt5nLViHg",
-	"sca/SUF31/aKSiI429psA6YehTmSH7UtzF41HdyCRPNAX9VJHSBgmrpp4EemAgsnRmi99RnBrWI+Y5XQ",
-	"ueaFQdZwMpL7RoMvRIoPsnMqGSsqKzeTxwGRNBYSpjtcdHIsT8pkAWYLTUFhxduIOPrES7A4G1Hi77dJ",
-	"CjLmNlneVpkuF72hsW4Tkr83JDP/dh+1EpJXikqBKk2Y8og946shA7xtWSWFeNbdrrYqMoLMbDB3KfOM",
-	"z3BK8DTf9FZtPW0g3h+YfUmMdMdrU/gvyJNfvMZGCV9VW5IeX+VGagTd5p62z4sWSoTgjugtgRRyDJUC",
-	"XHVvoKDeGjLk6laMJrDMQ5TOLTUiE0mMrjCTIF2I0YlpiO4yVQgjpplkEwqG12TyJb8HaMa8c4fEP5NG",
-	"6G2lCMR1ERwi46VzEr/Zqc1+WZhfZOWOFsAJNX0nMh9urRvhzjYnATQLUQdyms1yuVwEpDL+3BjXjKoe",
-	"D1zk9EoneaRFpBmCQ4eT8EEh6qsWmUSL3vDf+3syDOAd81ySYTlL01dVCfWSHDtno9PioKQh9qdZ9kZ0",
-	"eYXTDxr350zoTAb4SPn6oxE8XuzuByRsfnewj/YUHduYNTCIQmwz7NKchIqigLkXU+iU+ZAg386+JQvU",
-	"Nz2VBnrQ994sS+6AnHf9AOi0xMrilLgeQtWAFW1vDIX9YUMuxTs1kF8fGLjsb796/e6pRXb38Ha7WDFp",
-	"qwEdvHb3Nauc/SmyEgXfFBIpF5fRyHfPijHneUnRiPVO2l0JwuuDm96+2coO+rmkmV57UF63CvzHJVjz",
-	"UdBquklPd3xTsarjgTAkpfW4MlhVFHpGcr52gG6Md1J8outRZKPOFuN344nAM0ZPltOTbJQKcnH+Yin8",
-	"g5RM4hQyNdlSh3ulGnaRYAcWRob68+CeX04+HNEW+bFXl65Hys5JJ+0zuvU9yjdUS6rjd04k/Gm1Kwb4",
-	"qNqVR/AQzjjNKFWu0A7/9tT3F3/H8F/V5qbSm+4BeJt2EKBJsX6zUpV1svXYL2oV4zTUnZB2Tzxyj6TU",
-	"/WYOqo7Rutshj2shdPeD1HbM3k+0NkT7jP1o83r7/4xn7u6aL399rbYrUe7V4KxqyHcu3JUKF+prq0zn",
-	"EQP2aljkeHTdtOpG3ztFLvfKFKbSnWrdiUV2b9nqRq1lt67bNV35XN9NvdmJg11RsRdAtsmAgPuGTAVn",
-	"TapWbwpTEl7nG1CJOrM9mqB0BMTLrugtSAsWS/He9QqHXQIYtleDyK6Hjv9zcSkOmi3cAPFr9QHpOfji",
-	"I448vs3yjffiJGCXW4YrtwI/s5LDAB9VyfEIHi57dxvkH3xDfO8hZMLFITh6MtYpU28RO8q+Sr1M0mC/",
-	"WrtMwpFzsUhMC23yvq2erJ7suq5ZnZ0hNrSrbbd6/vw/z7CpedhTjVTNxsJiajbHso4Z73GzitZzRjQC",
-	"3qEWoUwWSR55b+e586U+JLhIwdWXtKybmYYJQYL3Lx0itBc3lZv9fNNRLuCD+cSzieoznQKTAOVldfOU",
-	"fShJdQj+PG7Ftb+NR/bjx31uz8kmNh/RYyWU5/B/Mr0Q9xZ5cWbmn+i0cmH76/D/1ItVipikx4TY42Gm",
-	"DNcz3U8pHjwuLHewrT7ONJoW6I2T2I9XmVPST2zTbeLl8QBASXW0TwZn/IjYa3jPcb93XxD8TxAcY87E",
-	"n7PMBf5Kc/X6nX3KtzTSTiCtgjM6ducVyHFvx4AP6TcHoUy6okr5uXHNxShzQltwPca4STphFAo5sQuS",
-	"OSdMM6Rjjj6MKRw+1zxhWUhEPeKmH6/XDK+PZ/Mx9d14CLNSUjeDNy6VEXSqUiYYXaC9Cy2ZDf2Bbikn",
-	"PsgXYIMIeaOqSmRGdvqWf9kMie701dWf/vj0VwAAAP//",
+	"7L17c9u4si/6VVC6pyr2OZQt5zUzdu265Uk8azI7mXhi50ytvZRrQSQkYZkCNARoRTsn3/0WugESJEGK",
+	"8iPJzJn1x5pYJPFoNBqNfvz60yCWy5UUTGg1OP40YB/pcpUy+PdpfP0j1fHiHfsjZ0qbn1S+XNJsMzge",
+	"SMHIkilF54wsqEhSlkTE/DijHP49kxmhRNAlS8g8k/lqEA1uaJoz0w6Nr4VcpyyZL7Hnf30apIwq9ioZ",
+	"HA9GRz88nh3FPwxH9Oho+B179mxIj6aPh/GT5Cl7NntOv5t+P4gGK5pprrkU8NGz2Sh+TJ+y4ZPpd8nw",
+	"KXt8NPyBfh8Pj5LH7MnsKX02fR4PooHSVOdqcAzzTplmySAa6IwKReOiLZklLBsejUZHg8/RpwHLMpmZ",
+	"T2iWkITFKRfw2RceMVK2a7iPB58/RINYCpUvWfYPoPrxYMrTlIv54PPnyFtTlae45OWa6gUuX54xkjGY",
+	"nSLmR/inXdGMJSzlNyzblAv6r0+DJP1jcDyjqWKRo5fI0zQacJGwj4PjkSXXO2w3KV4uaPIrXTJD5Fxp",
+	"uWTZ8OnjQTT4I2c5s09gmspQJI9jptTgWGc527p620Z21BgZNvuAAzPrhIsR3FuG5Cu5WrGkvsX8PfSN",
+	"7hc3L8Nf1WnR1SrlLDkBlpoaLiRcEdduRJT0mI0rx4LJHfnswVfzCFfzhRQzPs8zFlxTSqAPsuZ6QSjR",
+	"azlccpFrO9+IzPgNI1RrtlxpFREm4myz0iwhK7pJJU2Uv/ZGrKoVjc141UIa2SpXZmQoxPFbLsWZoNO0",
+	"JAJ0dcnNNI8ej6JBxnS2ec2XXA+On322ZPBJoKm6rkkQb5pqJYViTd5VWmYsIXZEEUnYjBppQ7iI0zyp",
+	"snHs2itG2T25gg/fMc2E+fmCxVIkCtY+YTR5zbRm2W84F8sqCUvphiXnmTRLauYCb6d/nM40y97Qj++Y",
+	"zrg59xxv9aXhkn684P/NoL0l/fg75do89Qe1yrjMuN7AH5kbdtGu7TELzQdW6KUZ/OD4aDSqr1k00Dod",
+	"HD95bp6suUjk+sd8NmPZ4Hj0ub7jf5g+Zk+T57PhEX0SD41kGP5g9v6T2TP6XfwDO5o+TgYBJoAfoIUn",
+	"5q3Zd3T4ePrUyIzns+H39CgePku+Yz/MjuiT6bM4zDUvi3U5p3PWVCXMupEUXiByBnIAuh0uZcKa+oMV",
+	"i6g41M+7q6vf3p+9P7t68/bl2dXVIBrEGaOaJad6cDx4PHr8fHj0eDh6fHk0On72w/Hj7w8eP//uvwbR",
+	"IKGamsZh4ma+RlJHAy01TQfH338GfvEFLh0+Tp6Oht9Nv/9++MNT9myIojb+IRmxo4GVT29wqIPjgWUx",
+	"wj4uaK5QkuKZ3hjZ0fHo6fHo8cGzo8dmZNzr9Pvh85npNHn8ePh9/GQ6LER8/EPiS/mGkLuV/F9lMslj",
+	"ll3kUydpGwwCLPlC5sKyZEbjysH0/fC76Wg0/C5+kgy/Z09nw2f0+fS7+PvkBzaabddnVnTOBcUpfRqk",
+	"yPpHhuPlbKaYRl63y3RkuO212aNnHzUTSfiAXUuylBkjKIIVmWVySYRc+zym3DY8ejxqNBoSfYaP45Ty",
+	"JWHwVlXOsY8rnjEVWuojjwl3PtXhgyvb+hXd0rxg67N+A8mYYGsjno5qJ6GhxblctdPAbs4IT7aEaLl1",
+	"P2/dwjuT5d4lxA/Pn7cJiaOC+x4/OzDnKK8x/9Hj4Xd0dDT8Yfo4HnrjjO90ifg6G3zkbXB8vVMxuv/x",
+	"uo/UC7PXLIc2htxk2VwtWoUBfmZOHtjEdpQR4QJ+KKfg8SzXbIns1TVD0N22MkxT8eq+0+zcY/UcC3V3",
+	"jyK7JHfbJZNnSls1MQLhgMIWrpcrRrVZCer0yGpf/mWg1Pntdn+1w8azn1ztsll78DK215OZw7pW4yLi",
+	"7mDwNHHrBT1t3YKVhzi4GjOV9+AgFbvVjTAV76yiPCQVk3yV8phqViHkPXB+F6ntlf+yfCF8TYyvCRUo",
+	"jwgVCVnlakE43J1uJI9ZRKiWSx7TNN340kiuWEbtJembNaZFA71ZMZwmst5uMpQu8QwyUjOqSlRPqllK",
+	"hcSofVQeTnY8hspWcFVWKKTiTKVekJLcJJbLJde6qu1lTvTVTBalxLqjyaFJyq5d/MPwKH5yNPyOfvfd",
+	"8PsnydOhtyFHjdX/jh4lT6bPZsOn8fds+HT25PHw++kPybBc+++S2i7zaN6UVltmVVmU+pJs/dqb4ePR",
+	"8LvZ8+fD6eP4ydAT3D8MPn/G2zBdMm0offxpcJpreRpfm38mTMUZX1nuW8obBmdSnGdKZkQK4iyesCM1",
+	"vWZESGun2qN6uJRKD6WI2b65qwmcOthHBVKH2r6igYoXbAkKpJ3mVMqUUQGXZLDMNgdkxmK6cIq1Mhp1",
+	"xnSeCbJnbSvkqK1vMLRVel7Sj3yZL51BYcmF/bOgPReazVnm7D2+7hwaHKjzZL2QqiCaIRQSiGaM5Iol",
+	"J4QtV3pDzMOpYsJMhwpFJlVlfNIyjaoK70/nf2RsNjge/D+HpSfjEJ+qw7cwTJoCl6IdwoipN0xTp8hX",
+	"p0NTJc1yM408AFN7pIjKp8VrRGmaabKSXGhVroBhz7ZFSKrdbuEDmOM51cAL0NzK/FG05q5PGfsj557h",
+	"rB9NClqcu03f0ZWv+d5Xd6pJdrw25yu8K3JFllRsSrVbFYq4XPVg+fK7O/A92A87KIOnzZ2pcuEx1k+Z",
+	"XDZpMxFyPYFtQy75kilNl6sTsuZCEXnDsgprvpEJayGKqndUI81rJuZmss+fFuRQOnP2u4t6J41hrhcs",
+	"Y1WPH24UZSQoLReTcE0WVBkRaoXFTGbHZELTdEL2wDfA5lwILuYnYzGZZXJ5Vfwyich6QTXszV8uQMyc",
+	"b/RCChKn3FD4EZFrQTRTWhHFRBIRroxGRVNO1b4h40Sw9WQs9oRcn8AfQynSzaTy3gE5CworGF0mr1n2",
+	"SI3F5OXZT6fvX19eXbz/8eLFu1fnl6/e/gpybHJATsWGSL1gGQGlAJonT0cjQyAu5tAUjWMGNn4pmDog",
+	"l+5qNBYJi7kyxEKnmyMnj6/VwVj0WGLLCeUSM2F4/V+DQTSgaTqIBlXCom0I/x8IMvgQ4oNLJqjQPzOa",
+	"sKzJA2YCGt6A6WWo4RIaawUT2UtkrA7hjXhzsEz2D8g7Rs300w1ZL5jwCEyyXChwl4zF5Lf3Z2e/Xl2e",
+	"/Xr664t/Xv18dvry7N1/mP02OUEir7liRDCzH1Ipr1lCqI6APRgc3G4oHNfQipCxsKOdjOz/hoH/s/87",
+	"MotK3r9/9dJIIyOfYlAA4PpKl8XMGTcDGos13exHROVZJnORmCVfL7hmBFwbhM+FudyeWP6KytPRf6vk",
+	"utqIff5SC7pihAq1ZpkCFptwcUNTnpCPwz9yxsTQDm0B60b2lrnSZGp2q5nO/mQspmwmzfYVG70wQzXE",
+	"PyC/c70gPvEvr168Pn31ZhIRSrS8ZoLENMs2jp9RjM/4R/Qbu8EeE+q6tsxPBQ7dyPRy4E8OCA53lcmP",
+	"G6KYufZoc/th6QwWM2NGO1Njgb2ZHf9IHZCXLE4puJyEXe9CPzcNqFiumEK/I/SrQCuJWZoO1zxh0DQu",
+	"yFhw7W0wHHW5w6r0DJ3j/l7hSyZz3dwmqRTz4UqmKbg9Ui6Y4aglT1Nujc7lIffEsF7bQadtD8FT7jlw",
+	"rXfOjYLn3O+Udw4xF5qnhBaeaJpl/IYpkKS2/wlZUaVA+Q+Ncm166FR5PptjFO9aoBz8SH27fSwNH8E/",
+	"wYUcw8Ie/luhQ6DfgXsGvmLoqqbu03QmM3NmyYy4fcPFKtcnxHApbFyqSLygYs6Swedo8KvUP5k9/fCD",
+	"E5KoPF6QjCmZZzEboO397X/26NoP5ZGCFX6o8FDc24e+ad8MqN8Mql81ieys8UaVYNkNy3DKD07AXLCP",
+	"KxabM9ZGtqAYANcc4QkBhZ+uVoxmoGV6B1Aq52a87wW9oTyl05Q9/HjPpdLzjF389tocVbnIGI0XpmvD",
+	"nd7YuCJqkWttuDORa3FCwEbvrVglhOuVZqBZrjIjGDVnKuB1qcuA4ogy/Wq5GqbshqWk8hXBoA5YWOaW",
+	"VOSpJZe9sldFo+fzqGiej589i7Z/WzFVdFPZHG7mE2eR+GQ0n7czMMp0fXcaX1/gJ58/9BhRzSLRnNOS",
+	"C/f3UUipKq8Q/xrUjd3+dEuNTE7/zWI9qAR0FfKyusiNULvC6raVCCXrfIbYhlf4HV6fnPkpy+jGPG8w",
+	"Uz9aV2/o28ldI1d9di0kaqXOFxr135vja22OMhCtuvBglG2qIrsslLW4fmpoVY0QtFA/tYC0Hv159tYe",
+	"bxdm01DnjVXppjvONGrQ3/XhqOaPsT7DOlEgmqZt1S4KpnTXVt/DUHZbhMSatqyfOnBxjQanYvPLxdtf",
+	"AwY/sSHmCd7SI+dzxMuGzjPBEjLdaIx+Nf8YNJn+43Auh7ZLowccvKNrp26ZvnMN4hmp2ZRAaE1xE6W5",
+	"XlwVxP/QJUq6F80tCXQQovOPoEq8M1u9PqiFVFpYTmsKGZ6EuX4lMx1+spbZNfpqPoXuIP6wi65te9if",
+	"10RwKhD0VnJNba9Pf2Y01YtNeDMkGeXinOatW9VyWXBmQuoWKjG49Jtn5n4BgTlc6OdPB1ErgVqIl3Ht",
+	"tM+AtdgnnuvU3xnF5IteQhR8QeMFe2d02QCLmmc/c108LiaUyNwMrGhP5MspDtp9o8JzSqimU6rCpEu4",
+	"un7HaNLybV3uejKv7TYeDeoUbNk0Zdf+FKIaCVoJeCk1TVU7Bduo0T3hxS6k7zmhRedcAqHM1Ql5Mbq3",
+	"UFO8cN5+SgcY49/arzr0jnIK1hncxwrvAlZ3nkiN1NjlFnqWHuWGIlqEQYdkUIXgXQTtS8Z3TMn0Bg0a",
+	"NbUxrHm0P2n5ylG1m2rexMvmqkOKCmdLSQXbfDn1FrqX2j26/jpXoHoVaMolaCGpOrKa23Vp3XzYYct6",
+	"VpS5XZS3GvlKXajuIW2Otjm0rUT7za18lVarCgmK+2T1pZQqbRuDyMq+d5/TWPMbFiYbRvy+pvMWDaSM",
+	"IgkxJF+y13RexNeHWoAoOTfq7crMbhLC96YWrUR1QtUH4c+6MYkqzULrWb2ot42oxwa6cCEw9YVe0o+X",
+	"OKq2DWGOphaCt6uZxdB+53rR2viWjaSprqjXF6gIRIPXdD5HVeklo2FF2/envSgjhHtdvpru0p0+Kjy9",
+	"vb7UcsXj6lZsvlOz1wCPtVC1xiRWHbe9VC95bm1D6+V1EvlM4pYlCnosg1RoW4wQ05a5JrcR8rG/0M0j",
+	"wEaNdFpI7F2zTBgJBc0kjCZDm/GSyfUjRbjNmj1/e3FJDumKH94cHSbpH4efePL5MGOrlG4GbfdBz7y/",
+	"lV3KpJPADHnLeJ3/By5j7Zu1eyu3aAqVGPS+lpBgS36kelC8u0DnT7cwXW0xklg7xKskYCkJqzP+eVA/",
+	"viurWpmY5cIq2XzG9Va4e3+4XKyaOC9SJ3qair0NFxA01fSdmoqAyTyhlXK5PVulE7ZRfBA8AjH0vc7W",
+	"mVwrsqQ6XjgH9oyn2kbEd3da0Mg1XpnnFqrn2XwXPXQroyalolmdYE3GKOs/T4ImiPZNdRtt1I2pZPbq",
+	"vLpJ9A6EnXf7pEnC0eR+7hGrSO6sWPTIkiu1Yqkm12yDicSzXLGEZBSCDvSCCoLiFNYd05Psij5SEEBU",
+	"7NCw2tv3YrnDLfRzD4LUXJENi/Y7uX5nV7jbtt1Y4mV5fARkqjOhOyVqSTmGdsSsRXHqyzA4ohAzFA7i",
+	"6ix3Mn6G2kVrWIB8nkWqNDoLAc7jAdhoyj+Dkwa/dqsWWjVnLwqbXC7Kf4Ml0nwTav+GZartgMXLxBXv",
+	"Y2C1g/FscCEyvUqY0JCzHArySqhaTCXNElBb8E2SyDhfMqFdIBtLE2VjOidKU5HQVAo2gdgbDA+bsYyJ",
+	"mI2Fi6kj5Xs2rGkPHPReWNAjtX9CJjTXi0lEJiqfmv9kMmVqAlb7CQXew25kntl4ubpT1PFnU9FxMT74",
+	"DgGnN8ZgxTRNWWaDXciUKZ4wRVb5NOXxMcmMsJUi3URknXHN7L/hZ/ghIjRZcogt6q2l01hfxWmuNMuu",
+	"FkXUXeMzo2mIuXtzm8Bxa/sCX3/HZtBGrgPB5xM5m0H06eTfaz0JqX5ep/2MeaHuPzSkeLqmG0XM2Uek",
+	"H5YRkfWCxwsC2w2jSLEdImeQKCPXYtDDQGi/6q/l1IYdWi22pDzt5ztUVxiiJgNhlOYbDPy0/BKwg9iP",
+	"r5hDEfjU9VbaalAxO2f3pXtnvmouGoI/ZFLMmdLENE0WLE0s42NsK+T7icq2CO4cN7iWXeqCRM0bNkDl",
+	"mgmypCtIj9gDnI1ffr8kcjaz/e/7O6//LJvLXAqp8NodI3MmZLqpxOxAHGNkWFYxpSCuXUuiFpB33lwa",
+	"hbeh5txhqpiUcII7xJ8txpDaWFqkCoZbCzbo47DH6NwWrmwE6TKaqHqY6V4oXHc/OEf84gpikWGs2/p1",
+	"c7ddYcTpXjNEdb8MQyVFtGZr/22X3iKYGbTIajTziR+X696EhbAkNIsxaKOwvlJpPg8K81wVR3lNFvun",
+	"aJXBWaoYqfEG2cOYYvOmzDWRgu0PtpkoXedOmFWHWxVcATFUlzmNo8kTvMHTzUqk8lipbDd7SuHecPIh",
+	"csd5ybz+woaYrEvjeVGeZ7WLGUvTYtXqvMIVKZUY0ARbLCU8bAJxcngXudTKQaW+2cZ8t2H43Xk5ZCGx",
+	"fGRXucpc/qIVampJ9h6rFoxmaCH5roPu6v6dXb76VdQ7po7xFIq2H32REeFGXqPYExKPUouLUx50oQV5",
+	"TecXmuqAO4bezHv67pf0Y983WcKp6PsyF7fxYJtxFz1hKzjE0HpYq/65f1EPm1eu5q0m4JTOrxbm6tBz",
+	"YilV+sq2mwAESw8NEM1VV2mbX0OmCVP6Khe7NlzNoe+yxl61+l7AbtH+WPMlMyO/Ul2utMqltFW7P/HV",
+	"iUSCSq9JxmKZJQSbUINdXfG1Ra5MqEGAGsn8gVeWKTBvn1dalizAHkHGDUIWVVnXo3aVnIg3ZJRJIdfk",
+	"f3kplPaTk1JPcUg8jxQpocyiMm3k++dPe2RHdo+/zbTZP7bSQ0vaLWQ2/KyCj9SjwSpMUo8PCrSk0Ebo",
+	"bw5zE/FjHF3TtVH5NArMMsRjb0qzncdjNR3TanITUiaJQXykHfJJmSMGOmcl7cx+S/bsy/vEqhFmfpOG",
+	"Fca7u/byp33untMF0+2sN4UIwc44QHyFJW88/0eP0D3PGOpcvc222+2rdcdCrbXAsKLaZMrWtyx6W3xk",
+	"b9oUmkXXcl2spEzxzQcm6kqu3mx/byuBA830orpPkyDl8dNT8AL6OWP9LNrdRvltLtX7DP8uZVHVjVl3",
+	"crqI40529InSPy2jfzJG0x/evOVkjCrAcZA2aTTgkCd7CAQiycvXv+3jCemCA5+OfngeUkHaZgt+21Bg",
+	"ciVSIRDOVMYQ1/MCNdkw7XKxCktTHWMvIilTiqxK2NPQZvMeB8mViyGNrwGKNgNoLnO19/tCqOhg2y2u",
+	"V0v6AtFkTzFWxDy4bEd1WMaU7G/3yRaO2CIIujJvj9gdjLktSvDPtid77MWXTFuzdccm7Ar0i5vhct7E",
+	"UtQMd9GmWi4e4bCkuIyTq3W1PRrunsN9uiUPgIya/WT0OaXrAqePcbblRsfVmYOLvrc1WNrjtGvqdqpw",
+	"ZG6NUb5jiFCJAtZzMe4vqAieYAx3IISlxIMOivAC+zn01Id3bn3+uj1IBtCft0fIePc8r8VK99iWN94P",
+	"bUH1DhNnS+zVPfG+f40q1NcePOlyFFvD0B8+FqxHDNg5QgqF4sECoe6FSdRthiISzBcA5cS6IsS6wstq",
+	"0qK6AaxkiOrHQ8cB4zTz+q1D4acd4XpOtv+4KQ+hQH4MVRCn3n5TwF/K8AtH8CmQc7GZZrBi4CP7sM24",
+	"VOkuqs/Dft1BjnuKunOMbqOyA2fbLUR4V7Degqo3MmMhxLyMlaocBNQROtMQasUVWSGLBU6l+4/+i4pR",
+	"7hAHWAwd8B8aI+4RA2i3RM9QwKqI8tiyRXP1c1+N4LxK62psKahqXBHadW1mgHKzdaRGtO/DsAnWtFb9",
+	"NESRbi2Md1j2KkpN8+pSv6S4y15F0vZRRx9Mr7lfLcUdzlVKwKNDf84tX3cqK/DKxe0O4b/Pbnd2+1SM",
+	"vO3YfmxXl6Z6jPe48ViiXmaWgXd2h9n+rO38znekGyb0lTuQ++51xGkGuu6W5lJxQu3mRMIoiHK4hbbV",
+	"8C75DiOPWtVhb1ub1zxkCYMWdlYKcLG3JX/ZtsMD0xmP1YWgK7WQIQvdKg84qDbKAg3VDlgeZ7L0mTVF",
+	"S65CcIJbPgtErpiNhmMITcoP8a1HCKRGvxUs7sjrBLs2lPoJejsp11zMrUmzzwlZtBc1+m82F5rPki1l",
+	"6IyH1UZIBNXqex0FF4J91CwTISWp87MFo6vLsHL1D0nMUyKnmnLBElJcBd9etLb1XoXSGVxTXJBcseDH",
+	"mepD+QwMZ+WgvU49EkRVQoZXoFTaq2uQ2bzDHuED27TSVa4WLIlcSTgqEgLm2P4WURhM64VetSdY9Egn",
+	"h1uPoU8Dy2zFMtS/IqK4iBmZSulF4ZWjyLw9E6Zis2FbMKLS8O1pbUgMBHbUJcWY7k7kfKWteahmA7dY",
+	"jyHitAo5bMujWeTfQwoJVwiHCCR1sdJBWc/niJVZSqA21KTb+ao67d7taQ2tFu9Om7abzIWmmW51MPlH",
+	"wU6IVEY+QBG7S6NIvLS6T3E219tq0smHUWuqKwuJo91xTCuq1FpmdYCto9Hjp6G3LU5PPVjN/E5wr0SE",
+	"KqjAYr5B8Gl8UCKTPnv65PG+uXkLZiPHS+jRZ8+ePOuOIYkqAw1gbayoueOagf1//xoNf/jwP/9H89ry",
+	"YSv2UokIU8+Mw0lA3PKg2tvp8L/o8L+vPth/jIY/XH34NIqeP/78P0I3J6XSMGc7peYuiGfAD5V9Da1u",
+	"5/wQ1FTnHm0LGW3LHuq7CcOmhjzLmNAXmrUgbeTL1dtcr/LwlYOldKVY4gE59BD97bIrY+CO7OiwmcBl",
+	"NLYBDhSNNNhI1WBT+MS32hTLaFePMo2JdtL6kmZzdr+i7m9pdM/SSIVc4SpdyoT9h2UHm+pgesUIq4Qr",
+	"WmHpb0DE/G+a8qTFTEzT9I0rZLJLCmq3d9yQoMsHvWzvEoMJukABWrDBzBOzp1o/rWuCdp38DqttRHac",
+	"O+O0OOIEV0XesEv58vVvd8E2uktcQyBB2GaZ0zRjNNlceVbrtuzZB4mNsCPbFiRRx17oOtsc1ExdXNmb",
+	"TlnmQmYFVPIQ6zcIumTH5Gj4+NkzEi9oRmNtqw5OPF3jYPhhEhH2MWYrPRaTA5vWenCA1TE2JKZCSAzN",
+	"TJKMKcUSqEhA3r97TVZUL/bHohqvFJAJnkDb8zoffqiO5H/+n38dfNj6/KD26//aD2pKvzqzaNjUVVhN",
+	"+5u7ihZbvWCBmBHbR9viVtrrdNP1MMTZyK/+TgTVYXtXPbF6nOnZfhRVC+IUMwgR4O2qLVaNYq2sHorW",
+	"Sq76vpmrxW1SQuA77CiCgYWn4oUFBjas+R0ybTBLbmYB1q1CEdhAD7xl/t/gnnl7w7IbztYheLVANErp",
+	"N+1iziJJyOZy9H+/fuKhMaIDeqXdQlZ6NcOYmFtiI7tAWb24yW3Rjh0Ri3cLN/SdtiUYa3cMYlUCdsDb",
+	"7Swl8AqjTuesTQVS122IeItM5vOFvRrV7OaQ6c2Sc5bhHaXvxkdK7fphA5a63nuw5aCy5eOr9YD1bEhR",
+	"b6kc9SqWOJswVNLO79NbjdDgzr8+YpJXG24exH/0R9hZGKR8s8HAvY74YiQdgS6tW9aoermIaUtgZDsY",
+	"YhnLUTawNa6jMdSmzOuONt0i8triICqQlrVjbl7kjWJ2GrHiqqzSPnJZpiLsUkmp0i5qf8cMxG3A2LcN",
+	"audiOEv5fKEJF2CMTXrEte+CeNX3DOCtaG6+j75CwGiHOPXK2gY5rpK60mZt67zb3SaHJpgx03Vp8ssD",
+	"3eJy6uX31RIfC4ADUtZYbbvb7iBzwNPmGW6amHZ3i2VulLD/9OCAbCEurd6Ky+TDlvuwCpbfb1lvj4B3",
+	"ReGsrvn7yxe44uHwgFsHpnRFmW1byP/LUS/r9pQykmkrUmWVBX3mdAzbzpbetMNMCLW0FDrw34dZ0eX5",
+	"/bjRbZqze6UW++Gl8mOX4cMui5nQb2dQHsB7pUWltU3VOo1qw2y02zX9NjgIQIz+LWcZ7zSsJnlWKHrV",
+	"jfjzz8dv3hxfXBwsl8sgJixvF2zZJhyvCRBR5PFo5BnIgk43h+vchMKjXJ/d2AptW7m9ePvSBqTtCOiN",
+	"oK+ORCWwsSuBWG3fH12f5CRzpt3QOM+X5dHeskzmVSpouvnvLkt32WDHS0YBucxd6cCwQnhaNNRPqPSr",
+	"vuEM6LUeKkNqTiJqTr4PcXFLtaX1qAU1260MomqyoP+Gkw1Vjp7a3boNkbHSV6jl0HymVbEWjNZC/WiP",
+	"ayIYSxRZza/wMygF0hsQLSRJQ7l0ptHWuw+UbdluOPXrqFQcP70/CjEV1ibFAWwLDQwqEuZhIcO3DgVL",
+	"qzT2UpuIZTQ5R4FuF7OHCeUBdqn55H/v8Dq/YV0juHs1HttCVAiGihzw+o/qNKxMpkGMPuJhIfX7VUJ1",
+	"58oVL+28fNXm74V49mbZ0ew28la+r4wxCk61Dx1h1xU7p5e4qW6hhrHHDPbeGzRitmulYRqtGmDxtEON",
+	"7PIy2wF0P+1q2yxcewvuaWsLLedw2WyjEX/UjTF6BBk0iNOHaXYwz/pWVS+GoSqzK1xT4cnaqVUTMZUd",
+	"UNWYA9pZTaeoHtEVPgvq67lqqdNbcR221OhVjJGilFLjbnrLqqbBmDkALZ28xD8m95Kb3VZ3mF4zUcaL",
+	"+9CWgPt56zpffWno3Zvr3sP371+9LL2Hg86Iob1/jYY/0OHsdPjTh0/ffx76fz7d5c+jx59b3ISNW3uo",
+	"4EiSrxASXyiesGoe3AmZM8Eycy9HezCqjjIjdKqYCPlDb1sNzTB6a2Aubpk3iEBYI3ocs5W2EfB20UpF",
+	"+I3q/0Uh4/tpv25jbq2CXLeNwJvtJNg1xrqj4Ky10PW08di3e2VF2aA2W8vfmvRevbwQ9JrtYAPrl4G1",
+	"Nb+xs9BTNUIT3sfrOZZp9+0opVP2Q9SWbdaGkWqW9ZEiVjggAnNEBLthbrNEuIW4Jgua9Ede3mJ5q7wR",
+	"BHesrtWl155br5bCvtXsRFvaqaBCiIMx9yNlNNuKlaOahfDaSrY1iV3GU1F1zRIyk5mlLuCjUtVZjai7",
+	"6wc2sBedRw1KtFPUZdOE4m9COVE0vlZEL6gmRcABoc65F/SK2crXLclGHjBHi1etDLwIjCRjK5lpLuaE",
+	"EvOiOUiDrjlwELRwBOQ7dYzRgkftFRtbEZuUkfSAibLNF2OIBi6bqlJNunWJtiFEJV1lH9lHrlofdvnp",
+	"2ni1Xu61UXbH9dgxnxb4p9vk5LdCxj5w/dJ7DpioxQ0E4C7KXd4D6mIbZkXZWWiVbhE04S1sCYUcvPq2",
+	"5de3FTK+r6CtHZJLt0U9fTsBBX3DBoKBJvcWRxby0FmstAAwge+Mc9swCoxQbY9/CXLdQ8sVwJNqxVwr",
+	"6kZY3Kkq7qDRH+xPfRQ0jKDZ3peNtLlTXyrstavsv2r3PbEgHdQlwUM+nI//MPv4K+3TuhUj5TdGuSG5",
+	"SIzGHkazjIgbVVuu9fbE7WK1v3QkaYcE8Lc78lidr+t7qnWnv6bzc8mFDpYaeE3nb/pm5k3z+JrpGoZe",
+	"JWV2l9ZWctXh3Oy6RYYsGPYuVDQalZPzRlaZQzvBgmkPvZSX2oaBmj9gpblh2QaZFwRMcUnqhah3nxGj",
+	"Zexxfw2lT0hnAMnotkU7i0jenjhdVt1UbVweX//UEYRO4+tdw6JpfN2FHwIvXDSupv7z22y8sM8z/aNj",
+	"F4FxcNfZ7bqPaXbNkmIQ/b5ApaP4aPsW8OLZUDJui7zvNmbI1RnYg9ue+jDowRd2jqTP1WJLo7la3KbV",
+	"bk7stsZ5hqo+/ibLh1XzU2UMtYlWaenRvbqHKhsm8jasx9+1wYY4ImzTqXFb28FQJX9tjWtSorGxqrug",
+	"S0Z1VT4wxH3DRd7qPgzI7q3AWqoZONbj6m5laYvL7x0V863OnMvixZArEJ9EtVkXw+0EQvHNC4FYYzhq",
+	"8YpEUjbTROYafFQK6k6WiWMtKvs7ppmA9IAyWr9ISh91q+G/1cw/ntUoYSndsOS8Q+d1SDPUu4yYIU/Z",
+	"TGbmOgAq8YbsjfYH0bYxpX+czjS4aN4x7XggYOlCQFouxVlXicoKfHJ41HtPRqP9rhI1o3AFiY/hoKy9",
+	"0b7VzFHHZ2ImsxjNtNta/J1y0PF6r6AP/9wcxoLPFw4kSUHBWls4EsMgpxtSXNgPzXWdrORK+ZQ4GsH/",
+	"vJEPi5+CaNLIgN6KBK6w6MM4JlIQPiOTrMa2WA22lasnhCtCp/KGkRHZo2NRfE/M/iRzfmP6gBK/S0aF",
+	"IuULUuxb0AM5mx2QU0HYx1XKY64JlPomay5sPd9AJdOdt1cVfbt2iVNkz5By/6S8xvVo7XVYYd97st+9",
+	"bMEWLbp32654vsvo1lwkco0BfF0CovS3uPo/f+Sc6VuIis9bJGxhwG03coQk5n1KyS8r3TplVF9xcwuE",
+	"+cae77d3vhhafZM5t5lPSyzUftD2js4O5L7OMcF1D/FMbagBwkUd3BtYjRAnBZe+VV85BwXxTupfxsCP",
+	"1l+Z+xGq9dm64T0Uw9CIgkrmQirdauq9xYWQt97TMn2bew0Cvb5KbnunKeZnhxDZDIKi3e0K/9fSmwsm",
+	"aeXEW2a9tlj87wS0cQsX5FYvU6eYbXGk7eaKWYUxnvujdxQS51TQdKN5rG4lD3a82hW93uvdzvdB9urd",
+	"ccBtmNt21UnTNmCUprx/o+YtlAU06S672g2Pu1vItncCk2l7XEfCrTQXtU2mNjK/j8qkOgnYYkbtOA7+",
+	"1KQtDoAvQ+Nsc5cM6yT9oyXmLEn/eCfX7xhCegW1R5nxORc0vdwawNYdLNiV4LoCVey0LTK/MypyeyHk",
+	"lhfuIeTwQ7R7GF9blJ43nUYjVT3DDu1DEGy5Dayte9C3CYkr4NeCEAm1bF5kwTZuqvBAnStD84QypGju",
+	"/YmnYQCiVmExozyVNyzrciRKNWopduW84GRPSPKbvBiOCMadcjHfb/ckF9kZPeqjomz48TaoObEze5d9",
+	"lu3Vp+7Ps5XKLRnGybSzpGySUS7Oaa5aY+XarFSUKNMtSXjGYi2zDeGqDNxPgtYhdJy3LNgfOc2o0AhP",
+	"b5iFcEHwi8OOGMiCr7aWw/X5sIyEaF5l2hd8nfEigahWWg0tYwueMkJXpmkFYz8mszw1RFLXEcmFa6Ck",
+	"2vZAtco4qzSMvOWt0iPIJoZD3rFZxiDuve2YMoPAAyoMRw9TjTpSXbGYfMZmLGMiZjYcFe3zEO1AbB9k",
+	"wTIWQV4AhH/AplCQJVtDwgmgc22DLuwL0ae6w/1CoQJdd5T2ILNWf32zC7RFY9JTn2tu9f3wgUNVy4Gv",
+	"rnktDNiHbS2KiVRHOEtb4oMhAnMKpolHiiyxgglZs4wRw/yatdmNgS1b7qe16brOgzdzewesFXBpQ1Zr",
+	"5NyZ97bG8oQQMkLlhpB4UbGn2nZlrjruignVFLT2TuTdTu/zLTP5Oq+59evlLJPLloQZzbKbSkimH+La",
+	"I5y6JIDXmu0Rmmin65baz18lkvZPFym7Q2jcFmxFXJRbx6XGeaYwLat2e6U6XjD1olkCuT7brldCs35R",
+	"1jWudxKaXys4nNKnseY31nTVNzdsu14TYPKdAnV3D7ftHzS788B7Rkx6QFgueNIyRo3StwmqxIF15mT8",
+	"negQXMzOHIcWRSduAX55COfjdjcgGtDv7Av8E3j77lCbukKnJunvrbDobT0IX81DYHm5teTtl0VfvuMJ",
+	"skO6z8PpHUHEwy+QrNNMIt0h/8Y7QPqEmveH7Q3EB35BD9/Omsad/Hz3sk9v577rDWt8x7h2j0/aITpv",
+	"s6J3w8PsWdq4ww6/W23hL14WuCzyVBC3fXnuFNER0EpquQuzGYs1S8637AZbjqpNmK7OskxmnZKhwyPX",
+	"AnRRIzy+FtmWeu+brqD40HXLiyZ3k45CZPKnHRoMKyiyU7ZIMi1JGQxL22E+RVuNkPc3XeIHVLFWpNBt",
+	"eRG/c714XbTQcvKeOhCDNheIuei2qcG1WdphtYyh0WBlBLtVqoDr99lsxmPORLzZJmmKGiq+B7t5u0r5",
+	"jEFE7C0gHCraWUuzHpIDF3O1E5ZDdWy9QR3azEspv2EnpK+R6VYGJb+GbN/FackxKyb/pRM5K1Vd60wX",
+	"vDBL3hnzsFVvu+cL0O1Uq93tY9tuSQ3ludNy1ghg9CqldFXspdbZQFKqNFlnUjPndYjI8KgsqwBZmiTh",
+	"LVnElfoqO1g9LosP7znwCqMR+xthfof3+5bg6grI8hi6Vjyl0HH9GitO1Dfjed0UivN4S8mVMEV3Tvm8",
+	"mQO482spV7ukOu6YtrlFV5ieS5meFod2s8EWO6rfgWniVZLerQF3kN+mgc70U1f4p/vpLfJTb7V6O+a1",
+	"Lrn4KWPsIpV6h5T2+08cdYWSOg0pu1MRKiq/WOUXG3Ue61suv2vkvWLZHVt5p9Sb6S0buKXzsmBPn8r1",
+	"lNWexauaCaPBLNOm5Anxc435oo6bQhH+U1uJxgJXyFyTPhVJUpEKYRmcMbp8sYlTdorFBhuYmuGrZQv8",
+	"htEtY9NaqXEW5YKPbpOPVVxYQ+CahbJNMOABCgraGKIk/aMP5otXaqSOtdnL9ZWr9kLnvu7pAv/838qg",
+	"vRYUtA6cwrtUH642tp0tStTMnszRCoDX4qa5yhj8ty0q5RZhkC7irtZ+O86cN+VWoFRbj7NbTaxsqM9l",
+	"zOXV3EUC3wsycA0r1uZ1Tq6ufnt/9v7s6s3bl2dXV5M+W6AekttveO/fv3oZGJbZmFiL2UtrLKQCxAhZ",
+	"URHTJQOgYQd+cHVfELGj1kn7DspsY+e7fZaGyZCR4P8DeeoiId7M4S0smGR+pfF1KQXNePaDQVFQx+RK",
+	"rnbxxBpmM3o0e7u6BR2aNm0kSo0ntm6XNqspja+vytjn/tvGCpx28b9ebIiQGuBo1lQZSbvkWpvTxooA",
+	"TF7eH0S3CEEHZsRx78aO5bi7+K075L11OyHg0F6BeIbHLI2v1X4vcLMy7q8WvSQIT1JGIMwObWKGpEJq",
+	"QlerlPtExRL5jvIF1fcxqnMNcanupFMLmiVX01wVOaNXC5b6FcrjVKq20uRuL1zZMbRkTd0OMzbI5aFO",
+	"a7wQ+Rzdvit+Mz28kGKW8ngnsOlWG1An+9yRCNamg6PaMqnWkxG94VcLisWld9JOynk3ef/i5X8+UgRG",
+	"+yrZWmA9VCWfBdRVLF5I4gUVc5YQb/ARWfMVwrQDN5Ryuy5PfMHNxfVV4Ul7wNO9L6o1SoyrHXD6A+HS",
+	"g1o7UWWRtzJKR16UzymNsUNgcJgZgA1Q3qMzD63Z3OgSaRpcmtvtqBa2KbnCjMEwSo8R3M/u9KnmaOTG",
+	"2b4UTjNoLMI129S26bOjx1EbAFGZtpSvFIMUasQ8DoruG5rushGKChVBVRI7ZAmBVk/cdpAZIMCjk0CR",
+	"yafPkxNXbMAsiR1e4+KDBeHM7LcQrVXQXbPN1SpjM/4xRMCtO/OabbZgPu2sytbVmT7q7M7qL1+xK6qv",
+	"ZHaFoCQBFXgl4wVZ8jTlZX3Qne0/d9ZI7eq1SZ9Mrm+lXr+T66Db4jYJemYI2yYg162btsExOSaCXNFw",
+	"3EixH3vtwtqwTZ+uiUpPwQlAAsQ/aB7y40jByNw8IhKKNhD0Q5A9ejMna8bnCyvQFV2uUgZKbQPhNFDM",
+	"E4OAgw+W9GP4dy62VwU1veGr2JDtZ8u8LzMWmPvlws1dZwyKgxtqIAEisqJKMXN/BEcIodaKJtMUcsaU",
+	"dXNxTfYM77jEGjLdjI0mzjLnE7thmYKg4SXdkJhm2Ya451TEC6b2Tyx4acroDDCjiDd2BHmqndarvDkd",
+	"WwiVfCRHo1FkMX0rSWCPFKJoNdrDHJmr7aFDPi8ZHlcs2/Wrz1tqDtbi9KRMr8qwix3GBl9y67jZ9Ttl",
+	"/TV3mtWSLWUIBCRT6mrqMlx3GNkNz3RO01t8+zmYjDbnqsB1qo3Qk9R36kQvzJ3SkDSUFNuv+XMpU+hC",
+	"VXPhdvsyNLp8pfmSXaky9vv2k7UFZ+yP/1ZSHLyja69wOn7+Br3idwpp2xbrYPFptr/RXc+xC39odzQh",
+	"DQH7W/CQbMzADisBkt2wBRxPXYW/b+fA8tuNivH1iZ0IACS19NcDCsmj3ldAQirYpcZbnVEL7Ueyty3D",
+	"8n5n6WuNdfcjti+pug4HjRcJrL30VNNO70iQlpRXHE0rnNStkaG2xSeV4VK3DQu3AUhFsEr/2O9LJqjQ",
+	"4RVwyLItnkdry4cGIjKy/xsG/s/+7yhYQdB8H4fKsmc5I4Wl16p35oBT5OMQfL9D7Jvs/fb+7OzXq8uz",
+	"X09/ffHPq5/PTl+evQubqfCLHdgK3u/NWHYu0aAE5XU9thO/vXJ1h6lctZqHcsAFJnItwrGXqrBQ8bZW",
+	"8BWwNfHO1kLxcQUTVjsKzt+XnLVs+7bc6j7p091p0pf+4VSd/KuLt8Pvn4+OyCF599ML8uTJkx8i9GHJ",
+	"DP4rc01mGfqNaUqsMnNSPKPkv821hjtr5fvLF2Oxd77RCykeKTIxd0cj7A+4kmgY2NufmMsQJYLyGwZY",
+	"tfsH5JSYNytwtVwrsuSJgCTo95cv8KriWV+eP63agkeB3XaZ0RjcLBCh0Y7YVDpqmxnJaHdsu2qb28UO",
+	"FVkBYOrK2dh2TOG5ukUF2K2Or+KFLrtpztofY/1CvPvtBG2+FZ/JaSn9ilpuSSQJun+85bBL2XDe+4Oo",
+	"cEOFMA1CNhetSqngTq1w63kwYei2uWUtQdhAAIWWA1fow44/lMPsoFf6HSbVzbf1NMHWe6dXFc0/EKFa",
+	"5h/g9F5EuNC0Jw2unB1lV0JAF82Edar0lWJMdIqWjkAeHNTWF0Svaj/eu9WW60OJvIG3zrrLOVmF4rul",
+	"i26rdf828v/Siv+do89qqX19zPjaMUeobjNsdXA5kpQrbQ5mx3tSMEuvbaPqL/I/bLVjPGDMWz2LEBau",
+	"hbHcZ29XLKPhormTVa4WE1uXYgIUmJC9lF8zcmge7RuyGm1mllINtYzJ3gQOjElEJsVQ8A84ICbRWEwq",
+	"YzYPbfnjyf4JmdD42vWIBZlYmiizaIc0vg6acr/ULijiG7a++VA1we8W1lnJqO1PmlvtyN2VuJ2K75cR",
+	"qj2dsfG1S9b90K96dtxS//wrl+LfUje/6dk22xTjewJO7ZAbeYu0aD2MpBMjO6kNTSEU2ARLLtzfzR3h",
+	"JlDmi/ao2x/1Fuc1Enmz3EqoNgN1e5zUrrF51e5aQvQ6fLk7J67XT5s6PGsfqljrU80s1RZHvYPQ3Yrd",
+	"uw1I+NXdkHt3CWDrVaE/fIFuAfS19zvXZ2gdQDjDraGQYfcowoICDNP5rM/m1rUPuxOWvlJxxNtm5+2a",
+	"sEVv5r/IaQXU6f7TAKc0vpaz2Q4dJNMXUghW1uW7e7JhZ57ev+VUvZSiBTsgpfOOb++QjXcL0v9Jc/jk",
+	"qntLfK3qkLf0O3bWePRlSrM6pEeJeg3Iggt3LcbYN6muIiACOXb+pmvKhibLVrd2W8pfsX3qaXxbCl6G",
+	"TpmKyH9QN/1WSIIdheCfoDh0L8yBNt+ThZLo3sQO2aTrSHbv9Gtpy/Y2b73sPBjwlYqGWH96vk0iurd6",
+	"DOZ8q6ArXutqLYTncV4VSo2hB0gb6i0wnQC567RtrK1H2ajBHEFOu13tnXDgynYUiIra2Bog8vWxJcr5",
+	"+WARpc/UdtguLFu9xbdVM7+MOjfbUW3pjIj69+6KVkqVvmi1+d9W57Mb4HwLpsHuAVw7FHzrEdDUV6GY",
+	"dagP/67pDo2pBzEmFYvzjOvNhdlW9jBnNGPZaY6oevjXT47Wv/x+OajnQPzO9YJMfvn98urs19MfX5+9",
+	"/A9zq58QVxjZWlkwbY9j1t4qn6Y8hroKikxMZzLj/w3vHZMfoc+xGOej0ZNYy2uG/2QTsgf9nL7+x9t3",
+	"ry5/fjM5Jj+/OX0RkXcXp0Rm5Cx5eXF6Qq7ZRkHaLg7r4uzFu7PLSYR/nb//8fWrF1f/efbPyVjIDH/8",
+	"5ff/vLh6/+71ZB9LRUCnjxTJZMqw4umKKrRiFxN6pMjERbpQUK0mJGU3LI3GAorVPh09OSCnZMkB6MmM",
+	"j4sbmvIEmydUqDXLFHk6OjogQMVffr8kcjYje14Ezz70umA0MTThqsghoSKxNI5TzoQmC6qwtgeOBg3s",
+	"IDDBXgFULbfJQuvV4PNnsLbMZNPYdkqSTK6GXBCosBOzpeljJjGM+jczbfLmNxv4c0AuF1xBkRSzxBCk",
+	"wsU8LTJD5YzoLNcL08BY4LAzmWsWEQtuZf6BCibMDOeABCV7dUIfWw6KIOJoKEW6icZQy4ThH/g7/BAR",
+	"miy52DdjtJWUM6J0PlVF3wSWBdmU2jxpGN0h9jcWWCOFCzJn4hBKMs+ZMIzAEuQ0rg/GYixeSHGDIMoW",
+	"u20h0wSo5s35eCyGBE9yaGryaYzGsfHgmIwHBwcH48HnyQF5Q1Mj5VhCfrl4+2sU4iT0qUToBsO0hcfP",
+	"no0FIfGCZjTWhsFkRmSuFU8YmfzrdPhfdPjfo+EPVwfDDxOYrsWRx8+PRqMR+H+UZVDydDSC1zAX0bRt",
+	"s2ttHAxEqzsEuIKrn338SJS0AHbAoFDSOducEI5ygGGSheKp4Sxr7TowtClCgJA+RdgPF+T95QticyNT",
+	"rllGUzL5r8kJWckVmRQAmhPYDEseZ9LGAEG751QvyIpmdMmAMKbx9+9eDxMWy4Ql8M7ZR53RkhdBlizp",
+	"hkwZoUnCEqSSURROinnhliS5uBZyLeAbW46a69RsNtwuhg3+IQfRwGZBDI4Ho4OjgxFgsa+YoCs+OB48",
+	"ORgdPAH3n16ARD6kK354c3RooR1WUgVi/srK2xOyZ8SapedknyzljfXAQYTII0UQnJ5oCb+64u97uCJG",
+	"4VjTLFH7ZtXHwuIKYAsIGyBFjAmo64URkCu5gjxDw0aQshFfs+SATBAyZEICLYAYMGQuKkfnQvO0BP4z",
+	"0rUE/obq4bliCclXkXlJeLNy48fpjIUPuoIZ6YZ7IYVFmX1KJkn6x8THZlGEapjUie00NOaDsTi1Zcon",
+	"1nc3Kaph16ibMaEjkgv2cWX0ANsAOWfZEFyrMtexXNri7lyMhfn+8WhEpjLZIOsU54zRMgblNQIdw5aD",
+	"W71l5Ss2RvJnOEDAZ2aF3o8y2Vinq7bBZpBTHkOvh/+21XnYR0x2aqCDh7p1Lx+WlxfUM0Bt3+pC9D+q",
+	"qFFGo0CnCuxKGMzj0WjH4Xs+me2DRx9MZey9biYVbIjareRzFMg4y4q3n+KMQq0XMz/8kSYFkaLBsz6f",
+	"XMCZBwcOfvNk+zfvBb2hHN00n31LhGFFIdcpS+aMYPgj8OUBAC3OFWKwgouyemgPjgfloTwon64y+dG0",
+	"a53/0Jsn8g5BrLQLvld4VGWsgILgwsN1kVnCsohg2Y1CVMx4prQ5vgoZBdvSnUpjYaEoyHRjDhpqRIkv",
+	"YXETz1DRoUsfSIaL8teYpukxShDTxFjAd+6EdCL6GBP38SzmqhSKLCkBWnCchuCox2i5GoJyNBaTStjE",
+	"xNJBGXmISofp9YCcCiyGRoAby1H868OkReIASu7XlDdL/rGfrIGR3krg1L78ulLHDgbf/3Kyh6xYBkwS",
+	"Ge7lYpVr3Dd/TqG0pGJTYjhxAVLK89E+jKRy5dIOjZiaZ0wNi7JD8xBSwzvDMSi4bLIqDBc2/GOSsJgv",
+	"aaoOyARrhL43swE1yC9sSPa4trfo1fwK34xpvGD7B40N/Q+mz+3QLmyRoltwdr+NVe0owHwgIgVdqYW8",
+	"JctUl79ozEhl2/vFb68fYX1HrszKFJdXWE2CY60wQ1HyrpUlzOUywBFIaTusJksglHVK563c8JrO3cXZ",
+	"nE+QceAOK0iy4Qh5hKr2CZk4jwKwhJ+b7hg/yABYBITOm0KdY8FTBvU/0bLn8jT6LXmZtvEZYiwD7Wl5",
+	"n605yJd+DVoMmQ93ZPpeYthRucXa3bIb0Oz8pSRuZfucyxVJ6RzOgfLG5JL/sUSZA0MA1SkiVBFKpqB2",
+	"mVndzzYyzzq3kEWeC26hyYpm17YO7cRtJhz0I0XoDcvMZkLrsNlg+DpJpZgPVzIFWVsm5r1AU8JkLGwN",
+	"WK/g2XSD6D5g1eRL5gfIqpfM6ogO48W9hVa98sWxgF2OODCJpTt0VsAVUF1chg3T7594HZXzBJiZPSHH",
+	"wglBPFau2Urvh1Q7JwjertTfguABTj9H3MJj/i1ueZYNkeVKC73jdJYVe9/em/C+9GX2OO7LoZ+Wb/d7",
+	"mIvP4f13ZVr23wz9IAzt6PwN83RdopcHWuSOLzjY0Gfx0Oxc1FPsYuGinGRZb/lvDr5/Dg6Q+RtkYBex",
+	"USgF0w0puMg6/DjcYb+ekEbMmaGHThLUxt4KRpjQ2QZHivAAe84ZHpGVzHREVjzZxysv1wq1JKR/bVLk",
+	"jMYLxKcCH+jkE72ZR2TJRUSW9GMEtVY+T6xvptD72pG7DsgkXuUHFrNpgp4O+KmAf5qg766GJGWhrxKq",
+	"FlNJs4SwjysWa9WiZ1WAbv4KO9sLZyjb3JLK0taWFwIRbOtJE+/xQYVEGJXoG1Xe7JaytSFwb6jSOflF",
+	"7Bq4gFtlwaQMq5q42yTs6xMysUFWE7ixlEgi1nuOJcbQpo9mdKXJM7Pvc83UyVhgiqKaEA9dw7oj0S2P",
+	"32VUzI0O4NkFC0uKJeuEuAJfYxGnuYKa1lBhlexNahF1cO1K+Q1ru15Vgt7+3vZ9tn1HiY0H3fThGOdv",
+	"cNO/pJoOVykV1koAbutCm20IgIiYT128gt1VDygVEP43R9zVsKvuFMOTbDzRcREhBgpNymaayNzseZ1n",
+	"AtxXRimwYVAHBC0yqtzp6C/TaiwmL/GlieeHA6upjZg5IJOiHtzkcKKpup6UCEnS2tKRb4Mn+Qs3ud/K",
+	"+q1fxyUGfpntzqRiwLs7xQKfPoBXrGCXZJe5FLvzFpPZsrOhliNxwyoSWP8c7i/cG4TajSEzt8lgC+EO",
+	"q2z+crfu7P1CKw3E1NUFAHihhxAH064NnGKgjMUKc0N2Tg6jc5tfbYiSRO+dnMFEPBuszCDEi46FyqdF",
+	"8+Di4fokWEDUHNr14jMH5LRWBAZfXVA1FkJ6w8ASpWAgA81ivWCZF/dD1jJPE6I0zbT5NWNkzwy5MjqQ",
+	"yzY6FHQdNudCcDE395ElW05BE7K9YNeqYlyGSrZ0PvEpgdFwY+HcRSujIwE8LzQQkQmoMfAZBLDOZopp",
+	"sPf7J0TZYkQmS/rRKAXmG4xNMg1z4QC1XOiDvaPloqik5YJByARQ6EFRmrym8zkX8wmhU3nDyJPRaCxs",
+	"SxEBYkwuIMByUgLKIVEhIM017t59yWgSDFl4zZV+4cdCqPuQ1A/tLaqMuD2joSG1XEDp+h50C3Nbz+Qa",
+	"7up7biPjGkS4j7xrekrnoErjEkEwHrxSky8VYXBnA0StwcMUearVtGZ4wfJdpUr3Xdghaiv8WlTgePJ8",
+	"NNqHKn5NtXfJxWs6vyiA57+Q7tuLB+uU6uu0tKvgCY+voxvvWVYtxrFPVpRniqwXUnXIKSOezENwthl1",
+	"0VuiiKxlFjKrPThvf4L/fsajE6pENNgbvYwV0XF35t7yPvRyTvWiz8s4wDdMUwAuetArXIUM2PE2dc8G",
+	"4H6lmxwM0Sg5FUlbBGYro2+geLcVtexNp6JNqP1dmRJ1ti0aXRTW2i7oEo4IRagiLYwbwflR7EEIOXQx",
+	"8XhYFEGHnz5PnC11LApMfneXTSRrM6h+NZa/KwPTJOGIxXReyQvszdh49WyCNDcZfOr4RtCvxeKnDZY2",
+	"LOxiTAoWicg126Blvhzx15C16HtWh5/gv7uK3p9kdh+GgXsWwdZr+7e8/iLy2lxTb6UG95LKO3PwYamS",
+	"HX4q/v35UDFWySKq8vYFY9eV1Sk1wj8vaxdzuB9BvgWysAnIDDzyRt6w5FL2gr8qluvXTojjdhyrLrAq",
+	"WyBpx0rF1UO3gnJRGWzZfn3iH3ocXHff6U9HT7d/8qvUP8lcJPfhsZc3LJRaZwVCaVoCqwzqdNbUGMib",
+	"6X3a3dE21yYz6sKh7saTZyI5Jpjejfl3rdM6IZMCwse9bPMNwYnnLmBUQxY2lmyDAlI2SLtiG4OeJ2TN",
+	"hUIT0VTqBabh8hsmDsh7AVCmlQpP0Vh4ZrKKbc8mnxpawtiIlhILxNqsP9O0q8gd0kQbgvKblY87exva",
+	"JF0FvKmnOzEawMq1CJuAPLgPN8PtRXXJLu8bUrInHlA0MJvosm3W25AEaTZnulIBYTcU+X4yuxxis8sQ",
+	"Ff6vk90o0bwswplzVHxVce1f/9uVOFy1mlnZ+/BLX5rvQ/j4M7+8hSBqbJNQcx++QZEk2PqyAzUPa3V2",
+	"SqvbFACtC4/KKKp9fhnZcMet/gKgKxo+O/DWwe3NUxQ4IqkIqVE/2DD9RTa9xc0tzQ61fEGGSpSPbgD2",
+	"OCnSzbEPhAA5bxsb+sR9zx7ZYxBHWZF3EFBp690XzsPlvgVkKMNPcWCgSC1RV1JarohayDUXc0IVmZix",
+	"XeHYJgCXYH27tvqOeUws4kJEZOaMg1FhF3w8GqGfaZK4NJpRSP06z7M5e8lo8hpbu7tM64pirkqAHaOa",
+	"W9qu77BvJlK6pCoQeZthBljQLtafJ17CWnQQZqm+n4qznuzZMrhVuw/eQODiUTHBmw18d7N70435xfj8",
+	"q/N1S5srzwi1a3v1nPd045CKEPQlI3QGoZ4LjgHoLd7bu4Rnbh+Dvf5uG8T9xnSmfMl1pcGiouARYPXT",
+	"j+iWLqD77Z+hQnPhLjDWJNyH3+T9Ob4rsXKiqLXUGWDmiTw63yW6rPFhEGRhZYvFfA3DdSHbSsuMKjJ6",
+	"HWRXw8PdJsl28rQk6R+Hn3jy+RBC0TYddiWeFPm6mVxDHb70j1fJxGL4/ePskniNTg7Iqwamw7GvnkAo",
+	"C2R0rHK1qKJEPVLEFjQpqplDDTGZLWmKNiyyonpB9hSjKUuKhA+mtC1qNRYFQhUTcbaBeZwJc8wkE0LV",
+	"tdonWhJbPefQK55j9S+7BVQNgOuRGhtt6ITQAukNjyGuiEU2w7RrMyuMN7NROR4hCE+AfMeIngiEtOiJ",
+	"EVESo7lwRUoQNmu602seQ5gX9Z24dXgZ7tvSLLXHYspSKeamEXlA3rEZgHXB4J6NnkQOMc5iyCURWS94",
+	"ynAmS2o2vaAixngMQYxSWoI4APaXyAzpAIVvj7oJ4OjnsrQtJlxdE7WSMg2G5r+D78pte0/nqWGYUugB",
+	"vOftdEasuXOXa3M/cYV08AJ8Pz9s7l226dIjcTVvrT9au9G9jNVJ0cYYhaxrig6biSuz5yx4HvvIlTb8",
+	"7S5Ubm7mlF8ZhTrZv6PO+yCsUFWVG7MP71O4w7Xu05Ni06+pchu/dkBh5yDM69QFSSfYGmRE5LIB5FpU",
+	"MP1KmC8IDoULfu+TbNcbOrgDDj9Z8L/Ph+yjZmjmDR9sF0yjrAQYwI25WTCLdeiAAeOU8iUEPRtClbiC",
+	"e6A4+KESRijL1VjAFyyBI0bINflfZGLDECcRyUXKFJgwHP9hRwoByI4JFQRGrUyLVvgvZGZ+GQvqcAp/",
+	"txf2omWyJyRgE0YQurMfETjIcPRcYZsJBnKYZbIH5FjgjIwyOiF7z0dEuQhfxAIe7UeIt8uXDCeIQ0jM",
+	"FGYyQ9QyS6vSYDAWiCLZhqR2QiaCrc9w6qclGgijWcqN5mP4ChcldEqcwWygCtWDHBCu8lvXKbFbIcE7",
+	"pZTotfRqN3RqykATJM/uiSXBjz/fPZXEMd9uo985lST89Tdh67yzPQSnZaVTym8cTKt/xPliFZ7eD3Ca",
+	"X7Y/nD2KZbkmFVCs46qxEaUKbRwi4Au2qWQnRFY027EA8y5cx6cbiDxLyN40V/vEhTP6kI+AeYsEqvmL",
+	"AFnWSCxMUBgLly46OSFSL1i25opV2iqyHLwUlWZjE5vbC6kT5pOxQORkupS29HFuKH/t3e2QSLCCXtuw",
+	"XC59wg0OcSTXXCRGf+eKTMx1a0L2OOS/8hsWFTly5jRayDwjdC73na5tOMYmgmBCrvlrouWkiIcfCyHX",
+	"kNsiEzYhuK5TeyFz14oim6TmrJ/xFHIcFUtZrA9sGouR5XiJKZGcfKw/YFZz44bwUpv+a+67GWmEme5B",
+	"po05eGFdx2IJCMY2kyemwsM4RjohApOrbnywoOqNzNiEaJamcLSZ5Qa95aOGUYwFaITqgExSBDKG24q5",
+	"OUlyNIpGoxHZW5vTcAJbJdZpOR2ocTscwoeAyz2aEMVEovZPxgJzadxBSsnT0egYurQGdDS9tObJ+DWT",
+	"vm2L4v1Z/4oc0BbzmlC7pjfX6lOmnAI3T4SatPXhjeHOmdSaquv7aMcWPvRbKoqOorTAUr1WGoGD0CFB",
+	"m/OvEMTBwqTfer57vyKjO9m6b7kOHRbZxw2L7J/GJNtvUaxA+jYNqReV2DZVwDLzjODeiSq4FnBdsmbG",
+	"aprG0qvJdDfzqmvJi+41d9JPlWKkn7s8yqcIJPt4NDopywU0jrIChZQWfr4mtKiLHr8PhPrwnalaDP1O",
+	"1rVwB/V6uPd6NXvYPfNnCqGvRomWSaW+5g4lWDIao3d5t+3Ty6YTtcKx/c3CX4uFNeVpG+vaZf+TxBW+",
+	"LYsilPxtT4OoOC8c+CZeeKC+jrsQfc0Dw4UhhS2aP8ms4Q8qkp/r2Ar7xwR2owpczM18iwouY1GPwHQw",
+	"bgWcwFtzS8er3McyeLyOvpCxmJmrr7m6TdlYmB4SjFUSUlufkxcIbrEmXFGb6i302Lu8Px39UPiwxsLa",
+	"ssleAVMRU2E6UNd85dfEcPfPJU+SlO1DNTAX94722Uq1GpYUEOXVdMkyLAoB+ydkYr+/8pRvFkZFeCNv",
+	"3Ml8KV++/u1v2XYny+lOYu3UVsr/In42s9Cwwl2aQIXdvgGHW4VQpRAOOuBUHi+qZ8EPX8LxpytB4r4A",
+	"AgdYRWgAMBx4MO43fMNTxGcQot4ISnMS1RMfEMzJ9QMoULsfK1BWq/1guaTXjTgNe6OqHx17ctY4g7yI",
+	"vIjYoA9ABitiPWRZlSfkP9whjAK+LKNNqK5WHMvkOgoVHSHo6+TWcqtsPr0Nuig8WUmOHMwmB+S0BPVx",
+	"IbShk9RVkXwajnjQ2eZvrfavLfn/TBEWuwj8Oq+jdsSVfwj8HUnhR1JU5IN3z65EU7hgioAgfOCzgs9R",
+	"NJmlwRt4OIXpjXvxHUNj5cMpTa6nC00ziGEP7R4ziC+lcFBSkAmqweWQBVtb7p9kNmfaS6d1nzxSztBT",
+	"WUr3eKcA9Wkq42uWtCwhJM+0n+jvclH436Y0vjYqiUjI3kqmKQm2pnO1fwxVh/E+nLFh7GF+IuGItNUy",
+	"MW/RFgNVOmN0qchkNb9K8uWKDIdYH/w/4lxpuZwQLrSExxkDE9TkgFyavaWs45eLsZiwj3GaJwwevKSa",
+	"TsgehKBSMuMfWQIOuX1yzdjKGn8TNuMCNYhprolZEiHRakVO7RDNcNFJB6ILfY+PMJSpqJ4LZf8waHLv",
+	"6Wi0f0CejY5QrXFTkhkph28LaY8FF0rTFEsD+h0Eb4IVXh880PlX6WQnDNHHX3RXK/folkfiVxQF5gQ7",
+	"evjuuziPFIxXT7WTq02jypo5cajdDyXTg9LtOvk/Xh9fQHTpvL2yjM896Bf9IseP6aoVnZbqeszOeSbn",
+	"GVOqjMFwrGI5uy4RHpiomik9jKUQLK7nJ+/ud7IBIrYtApDhAb9TQb5LBtCfru8HFm2XwMgPkR7cq/ty",
+	"okWZ4nv3+FRY7TLbmB1sF6SymUul9aH5y9boZz20xv/tXv1r84GdJuB1hjnAfE0zru6KZf0lx03LAyIG",
+	"q745baaMwHUocNyYGaIpxQInW3mI549GJa8qCh+psg+jaTpufhgWXslVa3DjBQS3Kb98BUKWFnFChP2R",
+	"01T5CPZkz7N3wQTwG03VtX19LCzK/V7FNEY1WCe1A9UGRXotyZSZ26VjYatUT9mC3kAYGiLr2Lyn4Zon",
+	"UPMf3TQ0TRt55hFZ8PmiKCa5yrjMuN5UivnY2+VYxDTLONrrXM5UMOVbrn51FLjEuKcHCFz76uFZWyaB",
+	"Jbl7vPg75brPe5d8yWTe69Uq3lGPD05zLU/j6z6v+gAlb2TCdv3mp0wud8KCU61AcN3i8Vyu3v6nkYyP",
+	"0SbWcBaAnUZLYmu4/3liwM/litA4k0pVsGeLCvQgQzy5REVyKDMQOr7cNNJuZ4NRi9hEfDIflDMoRF+k",
+	"lC9dUK2Hlj+phhRTrC7glQBySPlV93ME6F9wu7bJKNNNxSmbwAsy11aE8syGBxOswH1CJlOzTyckpitV",
+	"heZACo+FEZv49fKAnKYpsXk9/pDVAvoRNoD7VdIiF78M9uhOmIt/y6m/5dQDyim0yokNYSmf82nqeWD3",
+	"1H4LXNetJFMoZaUhmUqwVR9rtVVelc7OBqBsOBQF0wGLl6t5gSv3+f5YoNkU6ydZcWglUSmALNxFXeod",
+	"kDOQ+lgLyV4dnXdxLB6PnuJRYBMBjwtk76LkjIfqjNNYsBRkJxUQSVNMICqyTlBeEhprSDdxbGl50ix+",
+	"VJZzhSxBmesIlE/Ph9IiFr8cdu1d4Gj/lqV3k6V/S8eGdCzi5GDvo7CsoNE+jFTM1aLd6PcbXm4rzkaE",
+	"WXXQFlLY4HnTkL0kllLOaJ94Rywl2VgspZBaCh4TZagu4iItjAtlrqmGFFwolkGalxdKEBFVrO6GQFU1",
+	"wNmQyyUHSNqEZeDD8aMPiqxqG8Vs3VvWFOalajejOUB4oudKZnzOBU3LKEEbo2hGJCFcMmMrRrU/CYwX",
+	"QdYie5gfZ4i15kLtH4zFCyniPMuY0C7+BWgL09EAyzFHyyqWSrFP9k+QMXK1QEd0NWZlLCarTCZ5zLKL",
+	"fDoxHzFb/gqKQuV6wYSGCZoerpmAdEqj/4Jgf4OVdYs/6Ueo8zkWoSSbg7EYi9+hmJUH40H2Jj+9en12",
+	"9eP7n346e3f18tW7yX5EoKgNzBBJzYo+WILJ6iVtyYbp/bEAO0iriz0iSZ5BJZuafx488/At1olxiDJl",
+	"PJGHMkzWlGvHFTh8d1tAOEGLBWF4gQvyjCiyhzB72mWEIrYL5VrtHwO7bODzmdqImJVxTNB2gRrlyICg",
+	"N5Y5IePfJeRj15GfuFLhbAxZgl1QK9DAPtJYpxvIfz0Yi9/dQHEIACHDEruSNgwWpIaLjXMeI8GicoJu",
+	"gzwbPTkmEBo2FsVFE1i9MjpF9hIZq0Po82CZ7IcxAdXinrIav0SFRjPc3XPoq1/1MDsf7Th6DDDuO3x8",
+	"tzr8XgWnys/7lJoycgkHBtxpegCG5WJlLuFZ8qc6oUHCuENMS7TFZmRp9vIfoWOyclybUzZ0XsOma0sG",
+	"sFK8cl7XsN/jlNGsK10MqAD6vJCNXOoTwnWJ4ZVbbMVfLshpsuSCxClnQj9SZALdgDKARwPYlYtq6o+c",
+	"CVgdwIsTEtM09QBJPCytAEZzWRqWq7Gw2WpW6PmfSswmoGAHN6e8q7fvlYKEO5qvb0QuS7ylCkgJH29U",
+	"Ga4jV5+2gnvqMkJOQnVsK9VHyZ5NDolqZZ8A3hWz9zHP3IZ00cA0bAANIAfQOeXCUqOmLin0GZsDUN6Y",
+	"C5qfj2LhEBANl+vi/OdZrfgmFr9EwLSNTckwl3SIO/OqQvnXQylC4wY8grkU7JjQ+NoMiyNcHZSfmgGx",
+	"NySVSlvIGqM7XFYxBMyxiWZFdyLb8w1PcPPIYtkqibVdfAWKMG4OL7MmRlFSLrHTrWmphWasGD9SLRea",
+	"JfugN1D40gaJA0fjEW2DlmRW12kBfK1Gr/f+RdvHza0BlI/9947J09HTOu5auLZxsSO/8D25Kl6QOnZn",
+	"cq/Wa0vy9a1hAR4ymw0mCATtisYFvAcvn/ZPktdmczjbsfGBN0HRMxvBhck1DXEZUzLPYnY/9ZCK1g4L",
+	"34TqLAv6a/na1y0Pu41ZYZBmxC1F3kpn5d0X91cphmj6KwuxIZH8O4NdZv+mW8YYo/u9/0LvlL1YrrI5",
+	"oG44W7cDBjlpWpRSriYdq+MSBMfoLLAdgwWjHQ58UYF4jPhq8AUqPCUqBtmbpRL6oZqMACnGw++poPUY",
+	"+pl9k/KbwqteAvWokwpY0H8QAL4hQ2IHbf5V9joE9QIj0E8QFQn/sJWb6/jWJ2RiDlLTMkQP8xlD9LX4",
+	"ukQldiFlTGc8VoiLvQd4OmPhVsRG7B6QSUqRkBAPgOKhUUTYq8zqK2qKlIj0CMikyJ5irK3EJBQDQtzW",
+	"Va4PuDnUNEvOWYZVW2EcHg6+NdMgKSBS+pkFK1LkkDyBEDRLzEorNL4ucYlYNrQARxWC4OOxCDVrC2Cr",
+	"0zkr0OfCNbRtlpNr2d6dh0fWYoE36DXFK/SJ70x03A2KDr9hLRUz37r98u0Ku2KIbYFsxfO7I3lslGZL",
+	"jGFB+kUQJZVriO++YaV5C0OHHlyeebWTWyVaAX1VCqtSBls9cu+arTSaa4ySHFJQI5dHZtRaC30FxR4O",
+	"qhIR7TsUzvbGTaGgD2rEXi52RZSFJagzYFmutxvU3ID3uBjOUj5fFE2aW4uAgPwEQ5eWRt+3tDi2M7WI",
+	"l7Rm9+XaZnd7psA9WgYdOY0dbmoQiw/KS9GMBVnOmMJbL145wPKAF0edZ8J8n0M45JQZ9buw9u7bhPV6",
+	"lX4llwz18VqRfhKbqXGRsI9Gtk9BU6+cH3ZVGkdIC9jbCUhlW8l6AtcpJ4KqtfvdmVIQaYTWTiNt9vGS",
+	"6VgV0h+4mKvy4u42JqFJQhAOWqHA9K6gqBaQic5yAaZinE2WM+xqiZjbjlQOhg0qchdwbriclZLCNlhs",
+	"WwakUaDuswT8Q+Od/SVh+XtaN0vX6IOgQH3pG9N5bf/DVnWnTlHzGIwB5X6pl0B+kEMHla/tKvTBLRVl",
+	"UtOTx6JVUfasexYi0Q8/g8QoFLZtmxtdi3/ReNB+EuKvDAwHy9t2C/66sHDWqV3u7apmXgWF+0J7OlzC",
+	"vEq1VwlbrqRZmhOv0hZ4ai2APebjFOk4peJibiIZlCJrhYH74rbEB+e+PxPAmhe1i7hTZVB+6cnwi/L7",
+	"3ol7ttJFXdcZMM+UFoOwI+ekGs9rNFCsQOcgmyN3aoxFAUQFilFxYUCU3RMysl+DZmueUoSdxyIzFi43",
+	"Qvu8D/Lrqa3VHDXQW2cyTeX6gLwo7+JLRlUOx9uccoF6fvNqBPjEOPWC0tZ1lkiwAZVHL96C3HkKXgK8",
+	"Ko3Fnn9L2EfLa2HggcJ+kGw3Mrcf/LkMjTA72YbAuKSPGh7VccWgtF/zRRy3qdz/YPprOBR216a7MFVH",
+	"f5GjsxtaD28ufx5gvZp4K1ykFG+JclaTeu6u6kpSoDH14a06RtfrdkNcwhvfrlHOjK/D+QDK7P37HYBu",
+	"34bLAQy4hxmbZawrstGT/BVDIviVnf8VoPcFYwngPJgGuZhj1VYLRj9LPdgqdCLbA3pO83lpk3dOamuR",
+	"hlDAIn7ComEs5NqekhDiELN9PNYytpKZ9i5yRRakta5cmvHIBEqDlWF5AVApmMKFIdBDZsdDB7azbngj",
+	"eOVeQNd+z7hmtWRRLoZLtpTZpjDTu3Jjjn5Crn0uBNa5c+JoA6agrkYVjpAJ3MAhTEquIUZqmsfXTONG",
+	"MqOs3kXQj1C8k+iFVWQsHmcG5ZL3bJkCsjgmR5bhIvLc/PksIo+fwu/PIvIdSehGHZPnI1tj4snz0X5k",
+	"mzcqCJ+DrdS6YdhKxouIXLONIpN//vOf/xy+eTN8+fLy55+P37w5vrj4r0lpEnBFIIpSsypfWq3Jrc5Y",
+	"eA4at3FObNCPq8FXJs8e2sRYiFExrYFHhep4URTcU4+8HbjHbpjQw1TKVURenL/H2CwpUxLLNF8KW20Z",
+	"RwN+hf0DMnGOqZoLsgB0U2SvsBYrYnFnkv3I80aBE0rIdcqSOdrI1QHxfJvo9kHv3RhKdkBiBxxvZK9i",
+	"zzfi6NiLOetjwrEiA6WAX5DjwNcJQcM4gE7f1L2uhWvRUym5mKtoLCZWik3CJXitW8BsqrB2WQBz1A7P",
+	"b7vQwENbjr+userDAx8Eudp2Abfy8uvcv8sj2LC8YpDTDspnQ+G049xVQcFdYHuunhGHVNB0o3ncflq8",
+	"wLi00n3nSU3wdZUSryxAAyHkzlc23XjV4JXmaWrFJAo8zbIb66ScYLuTiEwWMs9KjGgj4BK6MQ/WjF1P",
+	"yN6ri7fE/FNBwNxkKYVeTE7GAk4HmrkMDmz8kY1TjFrPjZfWBIAJZsclQJo5rWSeqYOxeIMCjQqsqVO0",
+	"ropCOp1S57QgdS/x41oPVldBOg2igRnbIBok1Hxp6DGIBkCLP2VFlb8F3d0EXclibZIOxMvXkXRvatE1",
+	"EJFvmdzGSBd/u0uLTY937vx7EIbB21quDjELqENpLvSijMUySxTm7MxkVuTIFOazGU9t/MQfOc2o0Fxg",
+	"MLF949DIsWT6M6OpXmxKLzukqTxSBDzjlgLupuB5u+p5TTYjuLhN/jfLpDVHCqnZhCi6MXe3TYt4+hGm",
+	"/vCYZZV+2hjUkOAemO2yCtpTpIVVOAhCeu71OL2Fe7Ruo0VInUKbJ3u5ACCdNr/N/olRi7vD/kq9+8BV",
+	"6wN7r5Z4HWhJqwt6TXH9HtJ3+teR+H0PXK+d50/7D0feQyP/F0eNeJz8J3ETh9zDEXGDfMDTsekiDsq3",
+	"82oWDeTN2NQv3+VGKh43z6d2QkIuPi9R9oCcV7NMJ70FKdw14JVylHj0hqQf2atlBFl/WBFY2KnqfytO",
+	"rMaEK5vQbraplCmj4rYi4i9eXtBb0L+0Q6ySQui7xXZyiT2o2Nmh5DMiMqBPBQzcpF52JOiS3qbw3F/x",
+	"24f0Tz/78x/bvXLBmwvTNyf8TxQKelrstjIKp3r8Q4mGKZxRZs4Psh3hpnTowVu0bsEfpV4QteY6dlgi",
+	"kP4LfjYbMgOdHWCbV4BQjdcRmsiVdqh5xfUNAlBSvrJw+JDRYtQCsmKZgpgzhORIpGD7J6QO12GhJaZ2",
+	"HB7mRQlKMhbopTsowUAaTglwJNmbv00L9sBG1pRri/wDPSFeh7mZYYPuqk963PTJ3oymilnALZtQADkG",
+	"2C6ZGdaCzGwPiGR/m4FAWd9TxUzQosW88Rb6IQGJy262WAUKfrIn0P2ZCVgDucX2ZlFH5KrMTK0uOhqV",
+	"NetpUmhz4JbmhKglUOCtOHaxbhZvh66M2ltmxXTD3uDmauLdnKBb1U0mySiHcgELliaVIAREUK4AUrok",
+	"J/J2NkNrOX6OLKq8lrGChs/gkcshsbC+l8UKE+ClBuyyi0ZABV2NxTrjWjMBOHUBaXKCFRjt1woFC+Ga",
+	"YPQCzxD/wGxnEfOUga8225BnBCCRXs2c29iTHq7LPU+2JHIt9knJoOjcKCYBGXg4ZPf5WEy9cpTlAEC0",
+	"+WRumv0okrMoU2al2LPRE6xPORbhEkEHZMKEWaxkQpa5gslQ8svF21+J1fyt8/3paFS8Svbss32gtwOL",
+	"CQIsXzTlxQNAp5c97ARj8zDCiumtLkXLz8qwnZBrwr+S1f0yz0RTxEkBKfez2b0Jr05toRPK/HeorgqQ",
+	"USjkpF/A9Gmx+V0pO3OOu2p4VWlE9grMRz8H8ASych24JPuomVDlfabEi1IIPbCW2TUX85aj8VyuvtDp",
+	"WO2pzwF5XwdiFSXTNv7gx9xpH9lPtoh+BJ2v8/vBWNxVCJJtMjDAGH9FMbg7V34zQrDG1g8qA6ET3RFV",
+	"wdIUgr6OIc8NjI6KuKbxawSGgtwDlIz2ZwSgWhsBVoLoUlvLDBIGsk1kA6TQzOraAxumRXJayDVZUrEx",
+	"1w+jeEQF3pCPqoVfjsWKx9cW2BLbAt0i3RBK3r9/9fLYR+wjGZtzpc0gACGpMWynVxrVwqhXKVzjIqun",
+	"FvNc0o3Zp1DczOVO4KtmwuZDRPfDBd1YfL+J/bNwe5aFgaxEQbSIOq0NedI2p9elXc6HDJuGLtocEYAr",
+	"gIOADFCefCUUustyIMWKOkgOmVkmND9kvKt8ir/n3F65+6bLHIZPuM7PO7i/X2boDvyiQI89ecAM7d5h",
+	"Gsu+V5khiOb4tS2hFXIFRAOgpaHap6Yn0RvVv4pWyk/KyCM5/TeLdTjy2izFnwbCCjmHUB9AB+J7EYfO",
+	"qqEVpkZe7I2QPGNU55mtW4wQU3Wen1PNkqFcMRHg+sPpZijokkEB7Zj9SpcVP11ApMFnP27Af/4QBZ6L",
+	"cfStvXw0evx0W/Hlv73YQZlhyHxm+PGBABDuuH1gaIrENMugkDklwBzWK+xbg5wH2Le7LuFk3mFv9TVr",
+	"250DMSLb9wogqz1MxMtf25nTi3u/Tca9LNi0kluGor+ZUBZh5nDGYiZ0ukHVtZHEf8/s+8mrpP8ZxH8J",
+	"gN1+BPyDaevjuMzuAdLwr1jj/6EMiR7Zu9R9YDL1VQW209LgriwKc1tVZJM9zMO0UFcOZcm+u/9AnO+W",
+	"vatcbEoKnncVGgCuXjDfQ+g1hvdKwUgiATGKxteAlVXMqsjDApRerDmgNE0tehbJZJra2zpecaemidL/",
+	"AtVrbUkHV8L2mIC/b3JAztGyn7AkX8HVqVJDAqNAwbS1V1R6KOrseCUjIsI1FoQwd+QZxTIBfmv7B0Ww",
+	"8uEkSf+wuIV+PpU1u5kLtdtUrwFkEtEBegaMnn1kca4Nrxfr9RUR9ml8fSqSc1tvpBOm3hvx7mD7wY/v",
+	"yUrnz6eo0rHbdArPxa3m0+73KIYDkHhmK7AEN0BRoiFj9M41Zb+kteN0tUo3uDkgfdO63rRc8pim6aYm",
+	"3Aom37kwThVoP9eLw1TOuWh3mhiK/vL7JZGzmW97KwoQKT4XEKggj8mT0ROwlx/aBFn8UBwb4cXS2dCw",
+	"HOWCJWPx8+Wb1xj6pegGvSw25dsaz25YxmecKTJlNIO80WsmFJnmHnAijV2YgUiIkGNDZGUR6XFkQy7I",
+	"lKVSzCEl2qMFYJRkUmiEZGjxwrw2xAGVcesm0uyjPlzoZVo9oesnfvgI/rhKKcK5IFH2kHL7hrWeIGvV",
+	"vpJVE6r9YjbbH0SDBQgxGOdrifsaS2e0KS2NQQJ3sjjPuN4Mjv/1oZKADlxQ7V0xkSizzJBJPZS5Njpp",
+	"paQ7T5jQprkQz67yacrjrWnnll9lrtuNb2ciuUA2uKsVtWrFktdeYpwhYGl+8iJbKyYred3LRpVIYeVB",
+	"C8VtQfpP44G8Hg+OAZrycwWcAZOjieV/w+pMJA9B/WV7RNY5tAJh0RA3ZesH+gUjfvn9cnh0tH/sleFw",
+	"+oqN91TwIhdKM5oQORsLDK+e5xQURCgX5EsXFEuODlwZVUyUYTQ2egESJ2f8I0uMGiUSmkrBxgKsvsTR",
+	"xqbkm3kek7G5yo4HEwSwKMqJPIKqpysWkVWaK3x5EpGJyqfmP5lMGdaUGosJ0neyXxGG0VhQAqXiK5Kt",
+	"oINFey0GdYxtkz2aKkmoIhOzsa54MtmPKs4GmTKI1VpCSVdZUgBGQVJ2w1JwkK2oAgzvdRHwASOIClUT",
+	"qmwZcex0u7EAaWydPSVJn46OyOTTeMDMKWgYczww9Lhye2A8iMh4EMuEBR9+RuKORVmspeQGqqF5w8kW",
+	"gwpLi0HcnSElOIb2D8ivhZOHZGzJllPEhYKGg7tDQTGOwn0TEfynNjS16Ur49yyTyyugjUWbq8q8psdn",
+	"LFQsV0y5wSoIMUS/z95v78/Ofr26PPv19NcX/7z6+ez05dm7/YisFzxelK4rXnxMaIy1OSzkl98dDKrw",
+	"mmFp3koPl1cvXp++erNveZ6HXVihE++VExTfLvBPMcSW07SQdaD+Hd1bv6e5htpWIN4DfRdcWew9t5T/",
+	"P3dX19s2jkX/CtGX2oXqBLPdWYyDfSjaWaDofmDbVy0kxmJqwjKpilIcoch/X/DcS4qy5XSa2U6KfQkQ",
+	"26Qo8vLy8n6cwwJI2x6L9/i783hGfLnPvjwjJeKH5k+N+6OTmqwEb0Jix87EXv/Hh8QWCagPeYMoRfV7",
+	"Rjj5CTMrRKMbEoP9Oz+wN/xIxCy3fYfs3coezIMH/t/1rTKADQdfrqy0/++Kk/Ae4glkUrvkPES+pDaf",
+	"0oXmVfqmZR6dI4wxdN4QoNjVy9puZL0WZdCGK/a4Q8fG+ojUDY+LT8aZWRXcIlGVQgmOzAka3F7WdmJR",
+	"tsjICQWpF6JvOr1Xy6vA1UXoQ5G6LwJJNIrhu1a5eUP4NAS8H6Dkid5chDe+aFrgjKreJQYGl8KTPePO",
+	"ZTrznH1Xfx8e8dHIxm3tWXefG78/L4DTsuY4YTTruiOUC6RSOGQ3pcIVxOPxSuR0ur8ma+JG7jWyuhaU",
+	"rVWQDBRMZuFPefqcA6vFi/Gj6rporK3x0Y2uFbPkZ7kJbWS7U1Xhr5EFkv64UKhcIrk/QJbEKbsSAe0o",
+	"DCs3YVz8TfGigLR+gcXw1/wZf+6togzQJ5Rxw63wT/EiPDdArlFRARhKQvVGoOsg4BQm8jwlF4kvf7Dt",
+	"zg8nmY76c1Gpxtu1cQbiZ8X1QIMJQ4nNkpSnYm8rVYREuOUI6RIzs71Z7zqhbm5s261Jp0UGNeTDH6+r",
+	"34qU9kyMBytRviga1RYM5cJTkhvATknXBeyYW1n3KGYBdhQJ8rmcyyhvv3m74tbf1FKbx137rSOOsIc2",
+	"4zgs4R+XNBOLG9vuZScuV5erV8ssVI/+dHn5u3fkNPOF8m0cGG+GTa3Ou8P/ddbrTdc+1M6pwjauDBUp",
+	"2Bvt4A3wLMHTxSXHX7faKjcLwvqxDRlYYqf8fc3wJaj0B0eBaq5SLBj4IzDDSsfubCYi6bZqv0Y62e1f",
+	"cqOp0EbtNTN1ZqNjvJx4xstMKLNphybS2jttdgEAckwJZnr83ODrA13vUGTDpMbx8CjlZhdngUksEiDJ",
+	"uuYWGSei+YtObvy1bCXe+GUA6qK/r2GWaJOoVstaOyYspkekwA0L24oQEyiXYm9vuRbgiC6SXUxE5xEj",
+	"Mv72iFGkwQfi+fW3jBJbLNYfMVuJvZmCu0GEEjB+tkpHVLtwZy5bhYBHgb9JQXfX9opKIjjb2lQRU4/C",
+	"HMmX2uVmp5oObkFiKaG36qSOEDCNbRr4kanAwm8jtK5CRvAEiziwEWe5QdZwMpK7RoPuRopPsvMqGSsq",
+	"az+TpwGRNBYSpzsaOhmWJyViATGLpqCwYjEiiknxGiTkRpT4/12Sgoy5TZa3VabLRG9orFXCUfkr7ZmX",
+	"/qXWQvJKUSlQrYkSAbFnvDX2AIstq6QYzzpsrVMjoc2MgHmjLBCWwynB03zTO1UF1ks8PxJT0zbSHa9N",
+	"Ht4gS74JGhslfLV1tHtClRupEXSbBdbJsLVQIgR3RO8IpJBjqBTgsr2Bgnpn6CJnWzGZwDKLUTq/1IhM",
+	"JDG63BwF6WKMThyH6K5ShTAhSkqEUDC8JnOHxSV8zZMW/DukAcihA6Q0ricjgMuFNEJXtSJ8V7GprSOc",
+	"Sa0CSpmj4pwgAUjHZQ4eJu+URmzlreL5rCKvhu8tGutEMaqV6QJTK3s2UER10E4Jt9PYhIetrdU6yd8N",
+	"6fiBs/YkzJlMoVcNMF3iQVPw0NfisvSGAB8XTCXNFxJ+dhkCEoctfG9erxbXvRtKP1WWOVcxwUFvQ/V6",
+	"YSNXJT9smfFGLLaqrtiPOGWd40iGZJ69yM07dxqsUZf5qa9lO25KZoc6yIHQ6Xg3FZh3/0yck3ALhqWn",
+	"zGl/WPm9i4NynUJg+feg5mFvMssSy4Kf/L2Cs8rmBr8kgFE+dCNdPJWekVQBvCodOwtGQm8bELhcbqjs",
+	"VlGMT3QH7W96g5DcGTbQUX+Q7mvbkQArCuj8Q9bePAIkVtN3YhFSBmwjvH3mtTjt5PEc51Sx1Wq1jGh7",
+	"vGXH2PxoruAHr7wiUThQ+CSUZjiWXLA4h8pb5jGkJ/z57o72ATy8gc43qqTS9HVd4ohMTKeLicXjF4SI",
+	"A2YJdNHlR1hwsBp+zKTkZIBPVHMyGcHTxZ//gKTj3x2wJpki0xOzhnMAe3EBKc1oU1EkOwvqDOfifFib",
+	"bxiPyWQOTc+lMu/1XXAtJPcYrh14ADhdYmVh6UD/cGPR9sZQ6gr8ICvxXg0UmwKOM+v6j2/fP3eoUBje",
+	"Vcs182b7HwANSBunWq/gFiVAC/jgWl6Njir/21Gm8FFJEbViK9229KZOv/fT2zeV7GBjlDTTRQCW9qvA",
+	"/1wJKSqNomzTHfV0YGvbqY4HEk8MxkYim6G1h4T/pB2gG8d7FV7R9ygWk86W02fjF5HqkX5ZHltjk3Sm",
+	"V5e/rET4ISVEeYUcDA50uFOqYTcfJDA3MmIoxBDT6ujFETGUn3t15XukDLN00r6iWz+gBEm1pDr+zcmw",
+	"P6x2xQCfVLvyCB7CyqcZpeorkvDHl2/88j2G/8aam1pvugcgmtpBgKnKBWElpIBE9Ni37xRjjdhOSLcj",
+	"Ks8nUupBmKOqY8T5dsjGtfC21R+jtscKlERrY2tfsC94Xm//jTH5/X3p9T/fgiXI33VKziDNhDepcCm8",
+	"dsp0AfVipwZvtO/UUDStutF3XpHLnTK5qXWnWn9ike+mbHWjCtkVti3I5PN9N3azFXu3phsSgOLpEgwX",
+	"JF13hfHmv97kpiSL91ewOXd+NNGNQkdAcivrHYg3livxwfcKp3MCerdTg1hcDx1/uLwSe81emghT7fQe",
+	"KWZ44xOaUrZm2eJ9dRZ0zi/DR78CP7KSwwCfVMnxCB6GbvAC8n9sIX4IMEjRcIjOygXrlOM7Ljt7v0m9",
+	"HKVyf7N2OQqpz8XTMS0k5H1bP1s/23Zds764QHxza123/vnnP/0EoeZhH2ukejaeO5YXcDz2PjtuCMtq",
+	"9AAtyG0QnMIjHM8yqYXo3VxPlCMyYntFd3XS0jYzDROSj+Aj3Y/wdNxUbnbzTSf5rA/mxM8WW8x0ClwN",
+	"lEja5jn7AZMKJ/x72orr15uATsk/D/lpZ5u4bMJQGGF+OQDMFFnc28jtNDP/xGiYCddfx8+pF6cUkflP",
+	"vUPTYeKLl/zFaffHNCUB25g7qOrPM42Oi0ynhRinq8xlFWfEtEo8lQHEKqnwDwUNjIEy9hqfc9rv4Tck",
+	"sCQopGPez5dZ9o1g0nx8+949ZyuNtJMfMG6vybiCAjnt7RS0JH3nuCmTrgjtYW5cc3H2jBBDfI9j7C+d",
+	"MArnnZGCZM4Jlw8pxZMXYxqSrzVPmEKSrT5i/5+u1ww3VWCkMvYwHcLsLrHNEC6Xygg6VSmbkQzo4EJL",
+	"ZkN/IivlzAsFEAFw0W9UXYuFkZ2+5W82Q6I7A0LA/X/u/xsAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

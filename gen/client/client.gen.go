@@ -310,6 +310,27 @@ func (e StreamCycleAckStatus) Valid() bool {
 	}
 }
 
+// Defines values for StreamCycleResponseSkipped.
+const (
+	AlreadyClosed StreamCycleResponseSkipped = "already_closed"
+	LeaseHeld     StreamCycleResponseSkipped = "lease_held"
+	ShardBusy     StreamCycleResponseSkipped = "shard_busy"
+)
+
+// Valid indicates whether the value is a known member of the StreamCycleResponseSkipped enum.
+func (e StreamCycleResponseSkipped) Valid() bool {
+	switch e {
+	case AlreadyClosed:
+		return true
+	case LeaseHeld:
+		return true
+	case ShardBusy:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for StreamStateOpType.
 const (
 	Delete StreamStateOpType = "delete"
@@ -348,10 +369,11 @@ func (e TransactionOperationType) Valid() bool {
 
 // Defines values for SubscriptionMode.
 const (
-	SubscriptionModeAll     SubscriptionMode = "all"
-	SubscriptionModeEmpty   SubscriptionMode = ""
-	SubscriptionModeNew     SubscriptionMode = "new"
-	SubscriptionModeNewOnly SubscriptionMode = "new-only"
+	SubscriptionModeAll           SubscriptionMode = "all"
+	SubscriptionModeEmpty         SubscriptionMode = ""
+	SubscriptionModeFromBeginning SubscriptionMode = "from_beginning"
+	SubscriptionModeNew           SubscriptionMode = "new"
+	SubscriptionModeNewOnly       SubscriptionMode = "new-only"
 )
 
 // Valid indicates whether the value is a known member of the SubscriptionMode enum.
@@ -360,6 +382,8 @@ func (e SubscriptionMode) Valid() bool {
 	case SubscriptionModeAll:
 		return true
 	case SubscriptionModeEmpty:
+		return true
+	case SubscriptionModeFromBeginning:
 		return true
 	case SubscriptionModeNew:
 		return true
@@ -396,10 +420,11 @@ func (e ListMessagesParamsStatus) Valid() bool {
 
 // Defines values for PopNamespaceTaskParamsSubscriptionMode.
 const (
-	PopNamespaceTaskParamsSubscriptionModeAll     PopNamespaceTaskParamsSubscriptionMode = "all"
-	PopNamespaceTaskParamsSubscriptionModeEmpty   PopNamespaceTaskParamsSubscriptionMode = ""
-	PopNamespaceTaskParamsSubscriptionModeNew     PopNamespaceTaskParamsSubscriptionMode = "new"
-	PopNamespaceTaskParamsSubscriptionModeNewOnly PopNamespaceTaskParamsSubscriptionMode = "new-only"
+	PopNamespaceTaskParamsSubscriptionModeAll           PopNamespaceTaskParamsSubscriptionMode = "all"
+	PopNamespaceTaskParamsSubscriptionModeEmpty         PopNamespaceTaskParamsSubscriptionMode = ""
+	PopNamespaceTaskParamsSubscriptionModeFromBeginning PopNamespaceTaskParamsSubscriptionMode = "from_beginning"
+	PopNamespaceTaskParamsSubscriptionModeNew           PopNamespaceTaskParamsSubscriptionMode = "new"
+	PopNamespaceTaskParamsSubscriptionModeNewOnly       PopNamespaceTaskParamsSubscriptionMode = "new-only"
 )
 
 // Valid indicates whether the value is a known member of the PopNamespaceTaskParamsSubscriptionMode enum.
@@ -408,6 +433,8 @@ func (e PopNamespaceTaskParamsSubscriptionMode) Valid() bool {
 	case PopNamespaceTaskParamsSubscriptionModeAll:
 		return true
 	case PopNamespaceTaskParamsSubscriptionModeEmpty:
+		return true
+	case PopNamespaceTaskParamsSubscriptionModeFromBeginning:
 		return true
 	case PopNamespaceTaskParamsSubscriptionModeNew:
 		return true
@@ -420,10 +447,11 @@ func (e PopNamespaceTaskParamsSubscriptionMode) Valid() bool {
 
 // Defines values for PopQueueParamsSubscriptionMode.
 const (
-	PopQueueParamsSubscriptionModeAll     PopQueueParamsSubscriptionMode = "all"
-	PopQueueParamsSubscriptionModeEmpty   PopQueueParamsSubscriptionMode = ""
-	PopQueueParamsSubscriptionModeNew     PopQueueParamsSubscriptionMode = "new"
-	PopQueueParamsSubscriptionModeNewOnly PopQueueParamsSubscriptionMode = "new-only"
+	PopQueueParamsSubscriptionModeAll           PopQueueParamsSubscriptionMode = "all"
+	PopQueueParamsSubscriptionModeEmpty         PopQueueParamsSubscriptionMode = ""
+	PopQueueParamsSubscriptionModeFromBeginning PopQueueParamsSubscriptionMode = "from_beginning"
+	PopQueueParamsSubscriptionModeNew           PopQueueParamsSubscriptionMode = "new"
+	PopQueueParamsSubscriptionModeNewOnly       PopQueueParamsSubscriptionMode = "new-only"
 )
 
 // Valid indicates whether the value is a known member of the PopQueueParamsSubscriptionMode enum.
@@ -432,6 +460,8 @@ func (e PopQueueParamsSubscriptionMode) Valid() bool {
 	case PopQueueParamsSubscriptionModeAll:
 		return true
 	case PopQueueParamsSubscriptionModeEmpty:
+		return true
+	case PopQueueParamsSubscriptionModeFromBeginning:
 		return true
 	case PopQueueParamsSubscriptionModeNew:
 		return true
@@ -444,10 +474,11 @@ func (e PopQueueParamsSubscriptionMode) Valid() bool {
 
 // Defines values for PopPartitionParamsSubscriptionMode.
 const (
-	PopPartitionParamsSubscriptionModeAll     PopPartitionParamsSubscriptionMode = "all"
-	PopPartitionParamsSubscriptionModeEmpty   PopPartitionParamsSubscriptionMode = ""
-	PopPartitionParamsSubscriptionModeNew     PopPartitionParamsSubscriptionMode = "new"
-	PopPartitionParamsSubscriptionModeNewOnly PopPartitionParamsSubscriptionMode = "new-only"
+	PopPartitionParamsSubscriptionModeAll           PopPartitionParamsSubscriptionMode = "all"
+	PopPartitionParamsSubscriptionModeEmpty         PopPartitionParamsSubscriptionMode = ""
+	PopPartitionParamsSubscriptionModeFromBeginning PopPartitionParamsSubscriptionMode = "from_beginning"
+	PopPartitionParamsSubscriptionModeNew           PopPartitionParamsSubscriptionMode = "new"
+	PopPartitionParamsSubscriptionModeNewOnly       PopPartitionParamsSubscriptionMode = "new-only"
 )
 
 // Valid indicates whether the value is a known member of the PopPartitionParamsSubscriptionMode enum.
@@ -456,6 +487,8 @@ func (e PopPartitionParamsSubscriptionMode) Valid() bool {
 	case PopPartitionParamsSubscriptionModeAll:
 		return true
 	case PopPartitionParamsSubscriptionModeEmpty:
+		return true
+	case PopPartitionParamsSubscriptionModeFromBeginning:
 		return true
 	case PopPartitionParamsSubscriptionModeNew:
 		return true
@@ -1469,20 +1502,63 @@ type QueueDeleteResponse struct {
 
 // QueueDetail defines model for QueueDetail.
 type QueueDetail struct {
-	CreatedAt string               `json:"createdAt"`
-	Id        string               `json:"id"`
-	Name      string               `json:"name"`
-	Namespace string               `json:"namespace"`
-	Options   QueueOptionsResolved `json:"options"`
-	Task      string               `json:"task"`
-	Totals    struct {
+	CreatedAt  string               `json:"createdAt"`
+	Id         string               `json:"id"`
+	Name       string               `json:"name"`
+	Namespace  string               `json:"namespace"`
+	Options    QueueOptionsResolved `json:"options"`
+	Pagination struct {
+		Limit  int `json:"limit"`
+		Offset int `json:"offset"`
+
+		// Truncated more partitions after this page
+		Truncated bool `json:"truncated"`
+	} `json:"pagination"`
+	Partitions []QueueDetailPartition `json:"partitions"`
+	Task       string                 `json:"task"`
+	Totals     struct {
+		Completed  int `json:"completed"`
 		DeadLetter int `json:"deadLetter"`
+
+		// Failed always 0
+		Failed     int `json:"failed"`
 		Partitions int `json:"partitions"`
 
-		// Pending not yet consumed by the queue-mode group
-		Pending int `json:"pending"`
-		Total   int `json:"total"`
+		// Pending not yet consumed by the queue-mode group, in-flight included
+		Pending    int `json:"pending"`
+		Processing int `json:"processing"`
+		Total      int `json:"total"`
 	} `json:"totals"`
+}
+
+// QueueDetailPartition defines model for QueueDetailPartition.
+type QueueDetailPartition struct {
+	CreatedAt string `json:"createdAt"`
+	Id        string `json:"id"`
+	Name      string `json:"name"`
+
+	// NewestMessage when the newest stored message was stored
+	NewestMessage *string `json:"newestMessage"`
+
+	// OldestMessage when the oldest stored message was stored
+	OldestMessage *string `json:"oldestMessage"`
+	Stats         struct {
+		// Completed consumed by the queue-mode group, less the dead letters
+		Completed  int `json:"completed"`
+		DeadLetter int `json:"deadLetter"`
+
+		// Failed always 0
+		Failed int `json:"failed"`
+
+		// Pending not yet consumed by the queue-mode group, in-flight included
+		Pending int `json:"pending"`
+
+		// Processing delivered under a live queue-mode lease, not yet acked
+		Processing int `json:"processing"`
+
+		// Total messages stored
+		Total int `json:"total"`
+	} `json:"stats"`
 }
 
 // QueueLagPoint defines model for QueueLagPoint.
@@ -1558,7 +1634,10 @@ type QueueOptions struct {
 	MaxWaitTimeSeconds *int `json:"maxWaitTimeSeconds,omitempty"`
 
 	// Priority (0) higher queues are served first by namespace/task pops
-	Priority         *int  `json:"priority,omitempty"`
+	Priority *int `json:"priority,omitempty"`
+
+	// RetentionEnabled when absent: on if `retentionSeconds` or `completedRetentionSeconds` is above 0 (a
+	// retention time given alone means retention on), else off. An explicit false wins.
 	RetentionEnabled *bool `json:"retentionEnabled,omitempty"`
 	RetentionSeconds *int  `json:"retentionSeconds,omitempty"`
 
@@ -1976,10 +2055,16 @@ type StreamCycleResponse struct {
 	QueryId     string       `json:"query_id"`
 
 	// QueueName the source queue (when the cycle acks)
-	QueueName       *string `json:"queueName,omitempty"`
-	StateOpsApplied int     `json:"state_ops_applied"`
-	Success         bool    `json:"success"`
+	QueueName *string `json:"queueName,omitempty"`
+
+	// Skipped an idle flush that was not applied (success true, nothing committed), and why
+	Skipped         *StreamCycleResponseSkipped `json:"skipped,omitempty"`
+	StateOpsApplied int                         `json:"state_ops_applied"`
+	Success         bool                        `json:"success"`
 }
+
+// StreamCycleResponseSkipped an idle flush that was not applied (success true, nothing committed), and why
+type StreamCycleResponseSkipped string
 
 // StreamQueryConflict defines model for StreamQueryConflict.
 type StreamQueryConflict struct {
@@ -2797,8 +2882,11 @@ type PopNamespaceTaskParams struct {
 	// AutoAck move the cursor on delivery and take no lease (at-most-once)
 	AutoAck *AutoAck `form:"autoAck,omitempty" json:"autoAck,omitempty"`
 
-	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning) or
-	// `new` (now; `new-only` is an alias). The first decision for a group sticks.
+	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning;
+	// `from_beginning`, what the JS and Python clients' own tests send, is an alias) or `new`
+	// (now; `new-only` is an alias). Empty or absent means the broker's
+	// `DEFAULT_SUBSCRIPTION_MODE`. Any other value is a 400 naming the accepted ones. The first
+	// decision for a group sticks.
 	SubscriptionMode *PopNamespaceTaskParamsSubscriptionMode `form:"subscriptionMode,omitempty" json:"subscriptionMode,omitempty"`
 
 	// SubscriptionFrom `now` or a Timestamp; wins over subscriptionMode
@@ -2839,8 +2927,11 @@ type PopQueueParams struct {
 	// AutoAck move the cursor on delivery and take no lease (at-most-once)
 	AutoAck *AutoAck `form:"autoAck,omitempty" json:"autoAck,omitempty"`
 
-	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning) or
-	// `new` (now; `new-only` is an alias). The first decision for a group sticks.
+	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning;
+	// `from_beginning`, what the JS and Python clients' own tests send, is an alias) or `new`
+	// (now; `new-only` is an alias). Empty or absent means the broker's
+	// `DEFAULT_SUBSCRIPTION_MODE`. Any other value is a 400 naming the accepted ones. The first
+	// decision for a group sticks.
 	SubscriptionMode *PopQueueParamsSubscriptionMode `form:"subscriptionMode,omitempty" json:"subscriptionMode,omitempty"`
 
 	// SubscriptionFrom `now` or a Timestamp; wins over subscriptionMode
@@ -2881,8 +2972,11 @@ type PopPartitionParams struct {
 	// AutoAck move the cursor on delivery and take no lease (at-most-once)
 	AutoAck *AutoAck `form:"autoAck,omitempty" json:"autoAck,omitempty"`
 
-	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning) or
-	// `new` (now; `new-only` is an alias). The first decision for a group sticks.
+	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning;
+	// `from_beginning`, what the JS and Python clients' own tests send, is an alias) or `new`
+	// (now; `new-only` is an alias). Empty or absent means the broker's
+	// `DEFAULT_SUBSCRIPTION_MODE`. Any other value is a 400 naming the accepted ones. The first
+	// decision for a group sticks.
 	SubscriptionMode *PopPartitionParamsSubscriptionMode `form:"subscriptionMode,omitempty" json:"subscriptionMode,omitempty"`
 
 	// SubscriptionFrom `now` or a Timestamp; wins over subscriptionMode
@@ -3015,6 +3109,9 @@ type DeleteQueueParams struct {
 
 // GetQueueParams defines parameters for GetQueue.
 type GetQueueParams struct {
+	Limit  *int `form:"limit,omitempty" json:"limit,omitempty"`
+	Offset *int `form:"offset,omitempty" json:"offset,omitempty"`
+
 	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
 	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
 	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
@@ -3670,7 +3767,8 @@ type ClientInterface interface {
 	// now). `mode` describes the consumers of the partitions the filters select. `total` is
 	// the number of messages in this page, as in the newer reference broker (counting every
 	// match would scan the whole window); `pagination.hasMore` tells whether a next page
-	// exists.
+	// exists. `limit` goes up to 10,000 (what `queenctl messages list --limit 10000` sends);
+	// above that is a 400: page with `offset`.
 	//
 	// Corresponds with GET /api/v1/messages (the `ListMessages` operationId).
 	ListMessages(ctx context.Context, params *ListMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3950,7 +4048,14 @@ type ClientInterface interface {
 	// Corresponds with DELETE /api/v1/resources/queues/{queue} (the `DeleteQueue` operationId).
 	DeleteQueue(ctx context.Context, queue QueuePath, params *DeleteQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetQueue One queue with its options and counts.
+	// GetQueue One queue with its options, a page of its partitions and the queue's totals.
+	//
+	// `totals` cover every partition of the queue; `partitions` lists them by name, `limit`
+	// (default 1000, at most 10,000; 0 lists none) at a time from `offset`, and
+	// `pagination.truncated` tells whether more follow. Counts are measured against the
+	// queue-mode group, as every resources route does; `pending` includes what is in flight
+	// (`processing`), and `failed` is always 0 (a failed message is redelivered, then
+	// dead-lettered: `deadLetter`). Unknown queue: 404.
 	//
 	// Corresponds with GET /api/v1/resources/queues/{queue} (the `GetQueue` operationId).
 	GetQueue(ctx context.Context, queue QueuePath, params *GetQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4245,7 +4350,17 @@ type ClientInterface interface {
 	// expired, after its response was lost, or after a later cycle, changes nothing. The
 	// refusals (`Message not found`, `Invalid or expired lease`, a stale ack) roll everything
 	// back and answer 200 with `success: false`; the source messages are redelivered through
-	// the lease. A cycle without `ack` (an idle flush) has no source position to check.
+	// the lease.
+	//
+	// A cycle without `ack` that deletes state keys (an idle flush closing quiet windows) is
+	// applied only when nothing can have changed what it closes since the client read it, and
+	// otherwise skipped whole: nothing is written, and it answers 200 with `success: true`,
+	// `state_ops_applied: 0`, no `push_results` and `skipped` saying why: `shard_busy` (another
+	// cycle of the shard was being applied), `lease_held` (the consumer group holds a live
+	// lease on the source partition: a regular cycle is on its way) or `already_closed` (a key
+	// it deletes is no longer stored: the window was closed already). The windows it meant to
+	// close stay stored until the next flush or regular cycle closes them, so a window is
+	// never emitted twice by a flush and a regular cycle that both close it.
 	// Malformed input (unknown op type, invalid sink queue name, ...) is a 400 and an unknown
 	// `query_id` a 404, checked before anything is written. A database failure is a 5xx and
 	// also commits nothing. `null` for `state_ops`/`push_items` means none.
@@ -4276,7 +4391,17 @@ type ClientInterface interface {
 	// expired, after its response was lost, or after a later cycle, changes nothing. The
 	// refusals (`Message not found`, `Invalid or expired lease`, a stale ack) roll everything
 	// back and answer 200 with `success: false`; the source messages are redelivered through
-	// the lease. A cycle without `ack` (an idle flush) has no source position to check.
+	// the lease.
+	//
+	// A cycle without `ack` that deletes state keys (an idle flush closing quiet windows) is
+	// applied only when nothing can have changed what it closes since the client read it, and
+	// otherwise skipped whole: nothing is written, and it answers 200 with `success: true`,
+	// `state_ops_applied: 0`, no `push_results` and `skipped` saying why: `shard_busy` (another
+	// cycle of the shard was being applied), `lease_held` (the consumer group holds a live
+	// lease on the source partition: a regular cycle is on its way) or `already_closed` (a key
+	// it deletes is no longer stored: the window was closed already). The windows it meant to
+	// close stay stored until the next flush or regular cycle closes them, so a window is
+	// never emitted twice by a flush and a regular cycle that both close it.
 	// Malformed input (unknown op type, invalid sink queue name, ...) is a 400 and an unknown
 	// `query_id` a 404, checked before anything is written. A database failure is a 5xx and
 	// also commits nothing. `null` for `state_ops`/`push_items` means none.
@@ -4910,7 +5035,8 @@ func (c *Client) ExtendLease(ctx context.Context, leaseId string, params *Extend
 // now). `mode` describes the consumers of the partitions the filters select. `total` is
 // the number of messages in this page, as in the newer reference broker (counting every
 // match would scan the whole window); `pagination.hasMore` tells whether a next page
-// exists.
+// exists. `limit` goes up to 10,000 (what `queenctl messages list --limit 10000` sends);
+// above that is a 400: page with `offset`.
 //
 // Corresponds with GET /api/v1/messages (the `ListMessages` operationId).
 func (c *Client) ListMessages(ctx context.Context, params *ListMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5450,7 +5576,14 @@ func (c *Client) DeleteQueue(ctx context.Context, queue QueuePath, params *Delet
 	return c.Client.Do(req)
 }
 
-// GetQueue One queue with its options and counts.
+// GetQueue One queue with its options, a page of its partitions and the queue's totals.
+//
+// `totals` cover every partition of the queue; `partitions` lists them by name, `limit`
+// (default 1000, at most 10,000; 0 lists none) at a time from `offset`, and
+// `pagination.truncated` tells whether more follow. Counts are measured against the
+// queue-mode group, as every resources route does; `pending` includes what is in flight
+// (`processing`), and `failed` is always 0 (a failed message is redelivered, then
+// dead-lettered: `deadLetter`). Unknown queue: 404.
 //
 // Corresponds with GET /api/v1/resources/queues/{queue} (the `GetQueue` operationId).
 func (c *Client) GetQueue(ctx context.Context, queue QueuePath, params *GetQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6035,7 +6168,17 @@ func (c *Client) GetPrometheusMetrics(ctx context.Context, reqEditors ...Request
 // expired, after its response was lost, or after a later cycle, changes nothing. The
 // refusals (`Message not found`, `Invalid or expired lease`, a stale ack) roll everything
 // back and answer 200 with `success: false`; the source messages are redelivered through
-// the lease. A cycle without `ack` (an idle flush) has no source position to check.
+// the lease.
+//
+// A cycle without `ack` that deletes state keys (an idle flush closing quiet windows) is
+// applied only when nothing can have changed what it closes since the client read it, and
+// otherwise skipped whole: nothing is written, and it answers 200 with `success: true`,
+// `state_ops_applied: 0`, no `push_results` and `skipped` saying why: `shard_busy` (another
+// cycle of the shard was being applied), `lease_held` (the consumer group holds a live
+// lease on the source partition: a regular cycle is on its way) or `already_closed` (a key
+// it deletes is no longer stored: the window was closed already). The windows it meant to
+// close stay stored until the next flush or regular cycle closes them, so a window is
+// never emitted twice by a flush and a regular cycle that both close it.
 // Malformed input (unknown op type, invalid sink queue name, ...) is a 400 and an unknown
 // `query_id` a 404, checked before anything is written. A database failure is a 5xx and
 // also commits nothing. `null` for `state_ops`/`push_items` means none.
@@ -6076,7 +6219,17 @@ func (c *Client) CommitStreamCycleWithBody(ctx context.Context, params *CommitSt
 // expired, after its response was lost, or after a later cycle, changes nothing. The
 // refusals (`Message not found`, `Invalid or expired lease`, a stale ack) roll everything
 // back and answer 200 with `success: false`; the source messages are redelivered through
-// the lease. A cycle without `ack` (an idle flush) has no source position to check.
+// the lease.
+//
+// A cycle without `ack` that deletes state keys (an idle flush closing quiet windows) is
+// applied only when nothing can have changed what it closes since the client read it, and
+// otherwise skipped whole: nothing is written, and it answers 200 with `success: true`,
+// `state_ops_applied: 0`, no `push_results` and `skipped` saying why: `shard_busy` (another
+// cycle of the shard was being applied), `lease_held` (the consumer group holds a live
+// lease on the source partition: a regular cycle is on its way) or `already_closed` (a key
+// it deletes is no longer stored: the window was closed already). The windows it meant to
+// close stay stored until the next flush or regular cycle closes them, so a window is
+// never emitted twice by a flush and a regular cycle that both close it.
 // Malformed input (unknown op type, invalid sink queue name, ...) is a 400 and an unknown
 // `query_id` a 404, checked before anything is written. A database failure is a 5xx and
 // also commits nothing. `null` for `state_ops`/`push_items` means none.
@@ -9320,6 +9473,45 @@ func NewGetQueueRequest(server string, queue QueuePath, params *GetQueueParams) 
 		return nil, err
 	}
 
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Offset != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "offset", *params.Offset, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
@@ -11177,7 +11369,8 @@ type ClientWithResponsesInterface interface {
 	// now). `mode` describes the consumers of the partitions the filters select. `total` is
 	// the number of messages in this page, as in the newer reference broker (counting every
 	// match would scan the whole window); `pagination.hasMore` tells whether a next page
-	// exists.
+	// exists. `limit` goes up to 10,000 (what `queenctl messages list --limit 10000` sends);
+	// above that is a 400: page with `offset`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11485,7 +11678,14 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /api/v1/resources/queues/{queue} (the `DeleteQueue` operationId).
 	DeleteQueueWithResponse(ctx context.Context, queue QueuePath, params *DeleteQueueParams, reqEditors ...RequestEditorFn) (*DeleteQueueResponse, error)
 
-	// GetQueueWithResponse One queue with its options and counts.
+	// GetQueueWithResponse One queue with its options, a page of its partitions and the queue's totals.
+	//
+	// `totals` cover every partition of the queue; `partitions` lists them by name, `limit`
+	// (default 1000, at most 10,000; 0 lists none) at a time from `offset`, and
+	// `pagination.truncated` tells whether more follow. Counts are measured against the
+	// queue-mode group, as every resources route does; `pending` includes what is in flight
+	// (`processing`), and `failed` is always 0 (a failed message is redelivered, then
+	// dead-lettered: `deadLetter`). Unknown queue: 404.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11822,7 +12022,17 @@ type ClientWithResponsesInterface interface {
 	// expired, after its response was lost, or after a later cycle, changes nothing. The
 	// refusals (`Message not found`, `Invalid or expired lease`, a stale ack) roll everything
 	// back and answer 200 with `success: false`; the source messages are redelivered through
-	// the lease. A cycle without `ack` (an idle flush) has no source position to check.
+	// the lease.
+	//
+	// A cycle without `ack` that deletes state keys (an idle flush closing quiet windows) is
+	// applied only when nothing can have changed what it closes since the client read it, and
+	// otherwise skipped whole: nothing is written, and it answers 200 with `success: true`,
+	// `state_ops_applied: 0`, no `push_results` and `skipped` saying why: `shard_busy` (another
+	// cycle of the shard was being applied), `lease_held` (the consumer group holds a live
+	// lease on the source partition: a regular cycle is on its way) or `already_closed` (a key
+	// it deletes is no longer stored: the window was closed already). The windows it meant to
+	// close stay stored until the next flush or regular cycle closes them, so a window is
+	// never emitted twice by a flush and a regular cycle that both close it.
 	// Malformed input (unknown op type, invalid sink queue name, ...) is a 400 and an unknown
 	// `query_id` a 404, checked before anything is written. A database failure is a 5xx and
 	// also commits nothing. `null` for `state_ops`/`push_items` means none.
@@ -11853,7 +12063,17 @@ type ClientWithResponsesInterface interface {
 	// expired, after its response was lost, or after a later cycle, changes nothing. The
 	// refusals (`Message not found`, `Invalid or expired lease`, a stale ack) roll everything
 	// back and answer 200 with `success: false`; the source messages are redelivered through
-	// the lease. A cycle without `ack` (an idle flush) has no source position to check.
+	// the lease.
+	//
+	// A cycle without `ack` that deletes state keys (an idle flush closing quiet windows) is
+	// applied only when nothing can have changed what it closes since the client read it, and
+	// otherwise skipped whole: nothing is written, and it answers 200 with `success: true`,
+	// `state_ops_applied: 0`, no `push_results` and `skipped` saying why: `shard_busy` (another
+	// cycle of the shard was being applied), `lease_held` (the consumer group holds a live
+	// lease on the source partition: a regular cycle is on its way) or `already_closed` (a key
+	// it deletes is no longer stored: the window was closed already). The windows it meant to
+	// close stay stored until the next flush or regular cycle closes them, so a window is
+	// never emitted twice by a flush and a regular cycle that both close it.
 	// Malformed input (unknown op type, invalid sink queue name, ...) is a 400 and an unknown
 	// `query_id` a 404, checked before anything is written. A database failure is a 5xx and
 	// also commits nothing. `null` for `state_ops`/`push_items` means none.
@@ -16362,7 +16582,8 @@ func (c *ClientWithResponses) ExtendLeaseWithResponse(ctx context.Context, lease
 // now). `mode` describes the consumers of the partitions the filters select. `total` is
 // the number of messages in this page, as in the newer reference broker (counting every
 // match would scan the whole window); `pagination.hasMore` tells whether a next page
-// exists.
+// exists. `limit` goes up to 10,000 (what `queenctl messages list --limit 10000` sends);
+// above that is a 400: page with `offset`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -16826,7 +17047,14 @@ func (c *ClientWithResponses) DeleteQueueWithResponse(ctx context.Context, queue
 	return ParseDeleteQueueResponse(rsp)
 }
 
-// GetQueueWithResponse One queue with its options and counts.
+// GetQueueWithResponse One queue with its options, a page of its partitions and the queue's totals.
+//
+// `totals` cover every partition of the queue; `partitions` lists them by name, `limit`
+// (default 1000, at most 10,000; 0 lists none) at a time from `offset`, and
+// `pagination.truncated` tells whether more follow. Counts are measured against the
+// queue-mode group, as every resources route does; `pending` includes what is in flight
+// (`processing`), and `failed` is always 0 (a failed message is redelivered, then
+// dead-lettered: `deadLetter`). Unknown queue: 404.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17337,7 +17565,17 @@ func (c *ClientWithResponses) GetPrometheusMetricsWithResponse(ctx context.Conte
 // expired, after its response was lost, or after a later cycle, changes nothing. The
 // refusals (`Message not found`, `Invalid or expired lease`, a stale ack) roll everything
 // back and answer 200 with `success: false`; the source messages are redelivered through
-// the lease. A cycle without `ack` (an idle flush) has no source position to check.
+// the lease.
+//
+// A cycle without `ack` that deletes state keys (an idle flush closing quiet windows) is
+// applied only when nothing can have changed what it closes since the client read it, and
+// otherwise skipped whole: nothing is written, and it answers 200 with `success: true`,
+// `state_ops_applied: 0`, no `push_results` and `skipped` saying why: `shard_busy` (another
+// cycle of the shard was being applied), `lease_held` (the consumer group holds a live
+// lease on the source partition: a regular cycle is on its way) or `already_closed` (a key
+// it deletes is no longer stored: the window was closed already). The windows it meant to
+// close stay stored until the next flush or regular cycle closes them, so a window is
+// never emitted twice by a flush and a regular cycle that both close it.
 // Malformed input (unknown op type, invalid sink queue name, ...) is a 400 and an unknown
 // `query_id` a 404, checked before anything is written. A database failure is a 5xx and
 // also commits nothing. `null` for `state_ops`/`push_items` means none.
@@ -17374,7 +17612,17 @@ func (c *ClientWithResponses) CommitStreamCycleWithBodyWithResponse(ctx context.
 // expired, after its response was lost, or after a later cycle, changes nothing. The
 // refusals (`Message not found`, `Invalid or expired lease`, a stale ack) roll everything
 // back and answer 200 with `success: false`; the source messages are redelivered through
-// the lease. A cycle without `ack` (an idle flush) has no source position to check.
+// the lease.
+//
+// A cycle without `ack` that deletes state keys (an idle flush closing quiet windows) is
+// applied only when nothing can have changed what it closes since the client read it, and
+// otherwise skipped whole: nothing is written, and it answers 200 with `success: true`,
+// `state_ops_applied: 0`, no `push_results` and `skipped` saying why: `shard_busy` (another
+// cycle of the shard was being applied), `lease_held` (the consumer group holds a live
+// lease on the source partition: a regular cycle is on its way) or `already_closed` (a key
+// it deletes is no longer stored: the window was closed already). The windows it meant to
+// close stay stored until the next flush or regular cycle closes them, so a window is
+// never emitted twice by a flush and a regular cycle that both close it.
 // Malformed input (unknown op type, invalid sink queue name, ...) is a 400 and an unknown
 // `query_id` a 404, checked before anything is written. A database failure is a 5xx and
 // also commits nothing. `null` for `state_ops`/`push_items` means none.

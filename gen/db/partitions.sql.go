@@ -330,6 +330,41 @@ func (q *Queries) PartitionGetByQueueAndName(ctx context.Context, arg PartitionG
 	return i, err
 }
 
+const partitionIDsByQueue = `-- name: PartitionIDsByQueue :many
+SELECT p.id FROM queen.partitions p
+WHERE p.queue_id = $1
+ORDER BY p.name
+LIMIT $3 OFFSET $2
+`
+
+type PartitionIDsByQueueParams struct {
+	QueueID   uuid.UUID
+	RowOffset int32
+	RowLimit  int32
+}
+
+// One page of a queue's partition ids, by name (the queue detail route):
+// a range of the (queue_id, name) index.
+func (q *Queries) PartitionIDsByQueue(ctx context.Context, arg PartitionIDsByQueueParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, partitionIDsByQueue, arg.QueueID, arg.RowOffset, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const partitionListPage = `-- name: PartitionListPage :many
 SELECT p.id FROM queen.partitions p
 JOIN queen.queues q ON q.id = p.queue_id

@@ -217,6 +217,14 @@ SELECT p.id,
 FROM queen.partitions p
 WHERE p.id = ANY(@ids::uuid[]);
 
+-- name: PartitionIDsByQueue :many
+-- One page of a queue's partition ids, by name (the queue detail route):
+-- a range of the (queue_id, name) index.
+SELECT p.id FROM queen.partitions p
+WHERE p.queue_id = @queue_id
+ORDER BY p.name
+LIMIT @row_limit OFFSET @row_offset;
+
 -- name: PartitionCreatedSeries :many
 -- Partitions created per bucket of bucket_seconds (aligned on the epoch) and
 -- queue, oldest first. An empty queue name matches every queue.

@@ -245,7 +245,15 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One queue with its options and counts. */
+        /**
+         * One queue with its options, a page of its partitions and the queue's totals.
+         * @description `totals` cover every partition of the queue; `partitions` lists them by name, `limit`
+         *     (default 1000, at most 10,000; 0 lists none) at a time from `offset`, and
+         *     `pagination.truncated` tells whether more follow. Counts are measured against the
+         *     queue-mode group, as every resources route does; `pending` includes what is in flight
+         *     (`processing`), and `failed` is always 0 (a failed message is redelivered, then
+         *     dead-lettered: `deadLetter`). Unknown queue: 404.
+         */
         get: operations["getQueue"];
         put?: never;
         post?: never;
@@ -581,7 +589,8 @@ export interface paths {
          *     now). `mode` describes the consumers of the partitions the filters select. `total` is
          *     the number of messages in this page, as in the newer reference broker (counting every
          *     match would scan the whole window); `pagination.hasMore` tells whether a next page
-         *     exists.
+         *     exists. `limit` goes up to 10,000 (what `queenctl messages list --limit 10000` sends);
+         *     above that is a 400: page with `offset`.
          */
         get: operations["listMessages"];
         put?: never;
@@ -1324,7 +1333,17 @@ export interface paths {
          *     expired, after its response was lost, or after a later cycle, changes nothing. The
          *     refusals (`Message not found`, `Invalid or expired lease`, a stale ack) roll everything
          *     back and answer 200 with `success: false`; the source messages are redelivered through
-         *     the lease. A cycle without `ack` (an idle flush) has no source position to check.
+         *     the lease.
+         *
+         *     A cycle without `ack` that deletes state keys (an idle flush closing quiet windows) is
+         *     applied only when nothing can have changed what it closes since the client read it, and
+         *     otherwise skipped whole: nothing is written, and it answers 200 with `success: true`,
+         *     `state_ops_applied: 0`, no `push_results` and `skipped` saying why: `shard_busy` (another
+         *     cycle of the shard was being applied), `lease_held` (the consumer group holds a live
+         *     lease on the source partition: a regular cycle is on its way) or `already_closed` (a key
+         *     it deletes is no longer stored: the window was closed already). The windows it meant to
+         *     close stay stored until the next flush or regular cycle closes them, so a window is
+         *     never emitted twice by a flush and a regular cycle that both close it.
          *     Malformed input (unknown op type, invalid sink queue name, ...) is a 400 and an unknown
          *     `query_id` a 404, checked before anything is written. A database failure is a 5xx and
          *     also commits nothing. `null` for `state_ops`/`push_items` means none.
@@ -1648,6 +1667,10 @@ export interface components {
             windowBuffer?: number;
             retentionSeconds?: number;
             completedRetentionSeconds?: number;
+            /**
+             * @description when absent: on if `retentionSeconds` or `completedRetentionSeconds` is above 0 (a
+             *     retention time given alone means retention on), else off. An explicit false wins.
+             */
             retentionEnabled?: boolean;
             encryptionEnabled?: boolean;
             maxWaitTimeSeconds?: number;
@@ -1691,13 +1714,46 @@ export interface components {
             task: string;
             createdAt: string;
             options: components["schemas"]["QueueOptionsResolved"];
+            partitions: components["schemas"]["QueueDetailPartition"][];
             totals: {
                 partitions: number;
                 total: number;
-                /** @description not yet consumed by the queue-mode group */
+                /** @description not yet consumed by the queue-mode group, in-flight included */
                 pending: number;
+                processing: number;
+                completed: number;
+                /** @description always 0 */
+                failed: number;
                 deadLetter: number;
             };
+            pagination: {
+                limit: number;
+                offset: number;
+                /** @description more partitions after this page */
+                truncated: boolean;
+            };
+        };
+        QueueDetailPartition: {
+            id: string;
+            name: string;
+            createdAt: string;
+            stats: {
+                /** @description messages stored */
+                total: number;
+                /** @description not yet consumed by the queue-mode group, in-flight included */
+                pending: number;
+                /** @description delivered under a live queue-mode lease, not yet acked */
+                processing: number;
+                /** @description consumed by the queue-mode group, less the dead letters */
+                completed: number;
+                /** @description always 0 */
+                failed: number;
+                deadLetter: number;
+            };
+            /** @description when the oldest stored message was stored */
+            oldestMessage: string | null;
+            /** @description when the newest stored message was stored */
+            newestMessage: string | null;
         };
         QueueDeleteResponse: {
             deleted: boolean;
@@ -2882,6 +2938,11 @@ export interface components {
             ack_result: components["schemas"]["StreamCycleAckResult"];
             /** @description why nothing was committed (success false) */
             error?: string;
+            /**
+             * @description an idle flush that was not applied (success true, nothing committed), and why
+             * @enum {string}
+             */
+            skipped?: "shard_busy" | "lease_held" | "already_closed";
         };
         StreamStateRequest: {
             query_id: components["schemas"]["UUID"];
@@ -3034,10 +3095,13 @@ export interface components {
         /** @description move the cursor on delivery and take no lease (at-most-once) */
         AutoAck: boolean;
         /**
-         * @description where a named group starts on a partition it has no cursor for: `all` (the beginning) or
-         *     `new` (now; `new-only` is an alias). The first decision for a group sticks.
+         * @description where a named group starts on a partition it has no cursor for: `all` (the beginning;
+         *     `from_beginning`, what the JS and Python clients' own tests send, is an alias) or `new`
+         *     (now; `new-only` is an alias). Empty or absent means the broker's
+         *     `DEFAULT_SUBSCRIPTION_MODE`. Any other value is a 400 naming the accepted ones. The first
+         *     decision for a group sticks.
          */
-        SubscriptionMode: "" | "all" | "new" | "new-only";
+        SubscriptionMode: "" | "all" | "from_beginning" | "new" | "new-only";
         /** @description `now` or a Timestamp; wins over subscriptionMode */
         SubscriptionFrom: string;
         /** @description claim up to this many partitions in one pop (default 1) */
@@ -3134,8 +3198,11 @@ export interface operations {
                 /** @description move the cursor on delivery and take no lease (at-most-once) */
                 autoAck?: components["parameters"]["AutoAck"];
                 /**
-                 * @description where a named group starts on a partition it has no cursor for: `all` (the beginning) or
-                 *     `new` (now; `new-only` is an alias). The first decision for a group sticks.
+                 * @description where a named group starts on a partition it has no cursor for: `all` (the beginning;
+                 *     `from_beginning`, what the JS and Python clients' own tests send, is an alias) or `new`
+                 *     (now; `new-only` is an alias). Empty or absent means the broker's
+                 *     `DEFAULT_SUBSCRIPTION_MODE`. Any other value is a 400 naming the accepted ones. The first
+                 *     decision for a group sticks.
                  */
                 subscriptionMode?: components["parameters"]["SubscriptionMode"];
                 /** @description `now` or a Timestamp; wins over subscriptionMode */
@@ -3190,8 +3257,11 @@ export interface operations {
                 /** @description move the cursor on delivery and take no lease (at-most-once) */
                 autoAck?: components["parameters"]["AutoAck"];
                 /**
-                 * @description where a named group starts on a partition it has no cursor for: `all` (the beginning) or
-                 *     `new` (now; `new-only` is an alias). The first decision for a group sticks.
+                 * @description where a named group starts on a partition it has no cursor for: `all` (the beginning;
+                 *     `from_beginning`, what the JS and Python clients' own tests send, is an alias) or `new`
+                 *     (now; `new-only` is an alias). Empty or absent means the broker's
+                 *     `DEFAULT_SUBSCRIPTION_MODE`. Any other value is a 400 naming the accepted ones. The first
+                 *     decision for a group sticks.
                  */
                 subscriptionMode?: components["parameters"]["SubscriptionMode"];
                 /** @description `now` or a Timestamp; wins over subscriptionMode */
@@ -3249,8 +3319,11 @@ export interface operations {
                 /** @description move the cursor on delivery and take no lease (at-most-once) */
                 autoAck?: components["parameters"]["AutoAck"];
                 /**
-                 * @description where a named group starts on a partition it has no cursor for: `all` (the beginning) or
-                 *     `new` (now; `new-only` is an alias). The first decision for a group sticks.
+                 * @description where a named group starts on a partition it has no cursor for: `all` (the beginning;
+                 *     `from_beginning`, what the JS and Python clients' own tests send, is an alias) or `new`
+                 *     (now; `new-only` is an alias). Empty or absent means the broker's
+                 *     `DEFAULT_SUBSCRIPTION_MODE`. Any other value is a 400 naming the accepted ones. The first
+                 *     decision for a group sticks.
                  */
                 subscriptionMode?: components["parameters"]["SubscriptionMode"];
                 /** @description `now` or a Timestamp; wins over subscriptionMode */
@@ -3494,7 +3567,10 @@ export interface operations {
     };
     getQueue: {
         parameters: {
-            query?: never;
+            query?: {
+                limit?: number;
+                offset?: number;
+            };
             header?: {
                 /**
                  * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with

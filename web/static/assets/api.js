@@ -119,7 +119,8 @@ export const api = {
 
   getOverview: () => get('/api/v1/resources/overview'),
   listQueues: (q) => get('/api/v1/resources/queues', q),
-  getQueue: (name) => get(`/api/v1/resources/queues/${seg(name)}`),
+  // The summary shows the totals only; limit 0 skips the partition list.
+  getQueue: (name) => get(`/api/v1/resources/queues/${seg(name)}`, { limit: 0 }),
   deleteQueue: (name) => del(`/api/v1/resources/queues/${seg(name)}`),
   listPartitions: (q) => get('/api/v1/resources/partitions', q),
 
