@@ -72,6 +72,26 @@ func (r *Registry[K]) Notify(key K) {
 	r.mu.Unlock()
 }
 
+// NotifyMatching wakes every waiter parked under a key for which match
+// holds. It visits every key with a parked waiter, so it is for the rare
+// announcement that names no exact key (one from an older broker, which
+// names no tenant); Notify is the common path.
+func (r *Registry[K]) NotifyMatching(match func(K) bool) {
+	r.mu.Lock()
+	for k, set := range r.byKey {
+		if !match(k) {
+			continue
+		}
+		for w := range set {
+			select {
+			case w.C <- struct{}{}:
+			default:
+			}
+		}
+	}
+	r.mu.Unlock()
+}
+
 // Len is the number of parked waiters under key (for metrics and tests).
 func (r *Registry[K]) Len(key K) int {
 	r.mu.Lock()
