@@ -59,6 +59,7 @@ type testConfig struct {
 	Dashboard          http.Handler
 	StatsFlushFunc     func(ctx context.Context) error
 	Migration          *migration.Runner
+	SharedState        SharedState
 }
 
 // newServer wires a broker and its HTTP adapter as cmd/queen does, starts
@@ -76,7 +77,7 @@ func newServer(t testing.TB, c testConfig) *Server {
 	t.Cleanup(func() { require.NoError(t, b.Stop(context.Background())) })
 	return New(Config{
 		Broker: b, Pool: c.Pool, Logger: c.Logger, MaxBodyBytes: c.MaxBodyBytes, Auth: c.Auth, ServerID: c.ServerID,
-		Dashboard: c.Dashboard, StatsFlushFunc: c.StatsFlushFunc, Migration: c.Migration,
+		Dashboard: c.Dashboard, StatsFlushFunc: c.StatsFlushFunc, Migration: c.Migration, SharedState: c.SharedState,
 	})
 }
 

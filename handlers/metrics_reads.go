@@ -69,6 +69,7 @@ func (s *Server) GetPrometheusMetrics(ctx context.Context, _ api.GetPrometheusMe
 	var buf bytes.Buffer
 	e := metrics.NewExposition(&buf)
 	s.writeProcessFamilies(e)
+	writeSharedStateFamilies(e, s.sharedState())
 	if err := e.Flush(); err != nil {
 		return nil, err
 	}

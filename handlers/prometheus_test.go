@@ -11,6 +11,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 )
 
@@ -26,7 +27,7 @@ func (b *testBundle) scrape() map[string]*dto.MetricFamily {
 	require.Equal(b.t, "text/plain; version=0.0.4; charset=utf-8", resp.Header.Get("Content-Type"))
 	require.Equal(b.t, "no-cache", resp.Header.Get("Cache-Control"))
 	_, _ = io.Copy(io.Discard, resp.Body)
-	var p expfmt.TextParser
+	p := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := p.TextToMetricFamilies(bytes.NewReader(raw))
 	require.NoError(b.t, err, "%s", raw)
 	return fams

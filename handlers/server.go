@@ -54,6 +54,10 @@ type Config struct {
 	StatsFlushFunc func(ctx context.Context) error
 	// Migration runs the pg_dump | pg_restore routes; nil answers them 501.
 	Migration *migration.Runner
+	// SharedState reports the broker-to-broker transports for the stats
+	// route and /metrics/prometheus (shared_state.go); main wires the mesh
+	// and PostgreSQL NOTIFY. nil reports no mesh.
+	SharedState SharedState
 }
 
 // ConfigDefault fills the zero fields of a Config.

@@ -293,6 +293,60 @@ func (e RetryResponseResult) Valid() bool {
 	}
 }
 
+// Defines values for SharedStateStatsAuth.
+const (
+	Hmac SharedStateStatsAuth = "hmac"
+	Off  SharedStateStatsAuth = "off"
+)
+
+// Valid indicates whether the value is a known member of the SharedStateStatsAuth enum.
+func (e SharedStateStatsAuth) Valid() bool {
+	switch e {
+	case Hmac:
+		return true
+	case Off:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SharedStateStatsReason.
+const (
+	BindFailed   SharedStateStatsReason = "bind_failed"
+	NoPeers      SharedStateStatsReason = "no_peers"
+	SyncDisabled SharedStateStatsReason = "sync_disabled"
+)
+
+// Valid indicates whether the value is a known member of the SharedStateStatsReason enum.
+func (e SharedStateStatsReason) Valid() bool {
+	switch e {
+	case BindFailed:
+		return true
+	case NoPeers:
+		return true
+	case SyncDisabled:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SharedStateStatsTransport.
+const (
+	TcpMesh SharedStateStatsTransport = "tcp-mesh"
+)
+
+// Valid indicates whether the value is a known member of the SharedStateStatsTransport enum.
+func (e SharedStateStatsTransport) Valid() bool {
+	switch e {
+	case TcpMesh:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for StreamCycleAckStatus.
 const (
 	StreamCycleAckStatusCompleted StreamCycleAckStatus = "completed"
@@ -883,6 +937,43 @@ type MaintenanceStatus struct {
 	PopMaintenanceMode bool       `json:"popMaintenanceMode"`
 }
 
+// MeshFrameCounts defines model for MeshFrameCounts.
+type MeshFrameCounts struct {
+	// Dropped a peer's queue was full or the peer down
+	Dropped int64 `json:"dropped"`
+
+	// In received and authenticated
+	In int64 `json:"in"`
+
+	// Out written to a peer
+	Out int64 `json:"out"`
+}
+
+// MeshPeer defines model for MeshPeer.
+type MeshPeer struct {
+	Connected       bool   `json:"connected"`
+	Host            string `json:"host"`
+	MessagesDropped int64  `json:"messages_dropped"`
+	Port            int    `json:"port"`
+
+	// Resolved the reference's name of connected
+	Resolved bool `json:"resolved"`
+
+	// ResolvedIp the peer's address while connected
+	ResolvedIp *string `json:"resolved_ip"`
+
+	// Self this entry is this broker, not dialled
+	Self bool `json:"self"`
+}
+
+// MeshServer defines model for MeshServer.
+type MeshServer struct {
+	Alive         bool    `json:"alive"`
+	HttpAddr      *string `json:"http_addr,omitempty"`
+	LastSeenAgoMs int64   `json:"last_seen_ago_ms"`
+	ServerId      string  `json:"server_id"`
+}
+
 // MessageActionNotFound defines model for MessageActionNotFound.
 type MessageActionNotFound struct {
 	Error         string `json:"error"`
@@ -1187,6 +1278,28 @@ type NamespaceSummary struct {
 	Namespace  string        `json:"namespace"`
 	Partitions int           `json:"partitions"`
 	Queues     int           `json:"queues"`
+}
+
+// NotifyStats defines model for NotifyStats.
+type NotifyStats struct {
+	Channel string `json:"channel"`
+
+	// Dropped events lost (queue full, NOTIFY failed)
+	Dropped    int64 `json:"dropped"`
+	IgnoredOwn int64 `json:"ignored_own"`
+
+	// ListenerPid the backend of the LISTEN connection
+	ListenerPid *int64 `json:"listener_pid,omitempty"`
+
+	// Listening the LISTEN connection is up
+	Listening     bool  `json:"listening"`
+	Malformed     int64 `json:"malformed"`
+	PublishErrors int64 `json:"publish_errors"`
+
+	// Published notifications sent (only without the mesh)
+	Published  int64 `json:"published"`
+	Received   int64 `json:"received"`
+	Reconnects int64 `json:"reconnects"`
 }
 
 // OpCounts defines model for OpCounts.
@@ -1659,6 +1772,71 @@ type RetryResponseReplayedAsStatus string
 
 // RetryResponseResult defines model for RetryResponse.Result.
 type RetryResponseResult string
+
+// SharedStateStats defines model for SharedStateStats.
+type SharedStateStats struct {
+	Auth *SharedStateStatsAuth `json:"auth,omitempty"`
+
+	// AuthFailures refused connections by reason (timeout, not_hello, bad_hello, unsigned, bad_mac, frame_mac, sequence, busy, frame_error)
+	AuthFailures *map[string]int64 `json:"auth_failures,omitempty"`
+
+	// Enabled the mesh runs
+	Enabled bool `json:"enabled"`
+
+	// Frames frames by type name
+	Frames *map[string]MeshFrameCounts `json:"frames,omitempty"`
+
+	// HandshakeFailures connections refused before the handshake completed
+	HandshakeFailures *int64 `json:"handshake_failures,omitempty"`
+
+	// MaintenanceMode push maintenance as this broker applies it
+	MaintenanceMode  bool        `json:"maintenance_mode"`
+	MessagesDropped  *int64      `json:"messages_dropped,omitempty"`
+	MessagesReceived *int64      `json:"messages_received,omitempty"`
+	MessagesSent     *int64      `json:"messages_sent,omitempty"`
+	Notify           NotifyStats `json:"notify"`
+
+	// PeerCount configured peers (QUEEN_MESH_PEERS)
+	PeerCount *int        `json:"peer_count,omitempty"`
+	Peers     *[]MeshPeer `json:"peers,omitempty"`
+
+	// PeersConnected outbound connections up
+	PeersConnected *int `json:"peers_connected,omitempty"`
+
+	// PopMaintenanceMode pop maintenance as this broker applies it
+	PopMaintenanceMode bool `json:"pop_maintenance_mode"`
+
+	// Port the bound mesh port
+	Port *int `json:"port,omitempty"`
+
+	// Reason why the mesh does not run
+	Reason  *SharedStateStatsReason `json:"reason,omitempty"`
+	Running *bool                   `json:"running,omitempty"`
+
+	// SequenceRejections replayed or skipped frame sequence numbers
+	SequenceRejections *int64 `json:"sequence_rejections,omitempty"`
+
+	// ServerId this broker's id on the mesh and in NOTIFY events
+	ServerId string `json:"server_id"`
+
+	// Servers peers by the server id they announced, from their inbound frames
+	Servers      *[]MeshServer `json:"servers,omitempty"`
+	ServersAlive *int          `json:"servers_alive,omitempty"`
+	ServersDead  *int          `json:"servers_dead,omitempty"`
+
+	// SignatureFailures MACs that did not verify (HELLO or frame)
+	SignatureFailures *int64                     `json:"signature_failures,omitempty"`
+	Transport         *SharedStateStatsTransport `json:"transport,omitempty"`
+}
+
+// SharedStateStatsAuth defines model for SharedStateStats.Auth.
+type SharedStateStatsAuth string
+
+// SharedStateStatsReason why the mesh does not run
+type SharedStateStatsReason string
+
+// SharedStateStatsTransport defines model for SharedStateStats.Transport.
+type SharedStateStatsTransport string
 
 // SpoolFailedFiles defines model for SpoolFailedFiles.
 type SpoolFailedFiles struct {
@@ -2882,6 +3060,12 @@ type ServerInterface interface {
 	// GetHealth Liveness and readiness; 503 when PostgreSQL is unreachable or the broker is draining.
 	// (GET /health)
 	GetHealth(w http.ResponseWriter, r *http.Request)
+	// GetInterInstanceStats The reference's older name of /internal/api/shared-state/stats; the same answer.
+	// (GET /internal/api/inter-instance/stats)
+	GetInterInstanceStats(w http.ResponseWriter, r *http.Request)
+	// GetSharedStateStats This broker's broker-to-broker transports, the mesh and PostgreSQL NOTIFY.
+	// (GET /internal/api/shared-state/stats)
+	GetSharedStateStats(w http.ResponseWriter, r *http.Request)
 	// GetMetrics This broker's counters since it started, as JSON.
 	// (GET /metrics)
 	GetMetrics(w http.ResponseWriter, r *http.Request)
@@ -5611,6 +5795,34 @@ func (siw *ServerInterfaceWrapper) GetHealth(w http.ResponseWriter, r *http.Requ
 	handler.ServeHTTP(w, r)
 }
 
+// GetInterInstanceStats operation middleware
+func (siw *ServerInterfaceWrapper) GetInterInstanceStats(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetInterInstanceStats(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSharedStateStats operation middleware
+func (siw *ServerInterfaceWrapper) GetSharedStateStats(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSharedStateStats(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetMetrics operation middleware
 func (siw *ServerInterfaceWrapper) GetMetrics(w http.ResponseWriter, r *http.Request) {
 
@@ -5870,6 +6082,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/system/maintenance/pop", wrapper.GetPopMaintenance)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/system/maintenance/pop", wrapper.SetPopMaintenance)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/status/buffers", wrapper.GetBufferStatus)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/internal/api/shared-state/stats", wrapper.GetSharedStateStats)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/internal/api/inter-instance/stats", wrapper.GetInterInstanceStats)
 
 	return m
 }
@@ -9273,6 +9487,48 @@ func (response GetHealth503JSONResponse) VisitGetHealthResponse(w http.ResponseW
 	return err
 }
 
+type GetInterInstanceStatsRequestObject struct {
+}
+
+type GetInterInstanceStatsResponseObject interface {
+	VisitGetInterInstanceStatsResponse(w http.ResponseWriter) error
+}
+
+type GetInterInstanceStats200JSONResponse SharedStateStats
+
+func (response GetInterInstanceStats200JSONResponse) VisitGetInterInstanceStatsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSharedStateStatsRequestObject struct {
+}
+
+type GetSharedStateStatsResponseObject interface {
+	VisitGetSharedStateStatsResponse(w http.ResponseWriter) error
+}
+
+type GetSharedStateStats200JSONResponse SharedStateStats
+
+func (response GetSharedStateStats200JSONResponse) VisitGetSharedStateStatsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetMetricsRequestObject struct {
 }
 
@@ -9740,6 +9996,12 @@ type StrictServerInterface interface {
 	// GetHealth Liveness and readiness; 503 when PostgreSQL is unreachable or the broker is draining.
 	// (GET /health)
 	GetHealth(ctx context.Context, request GetHealthRequestObject) (GetHealthResponseObject, error)
+	// GetInterInstanceStats The reference's older name of /internal/api/shared-state/stats; the same answer.
+	// (GET /internal/api/inter-instance/stats)
+	GetInterInstanceStats(ctx context.Context, request GetInterInstanceStatsRequestObject) (GetInterInstanceStatsResponseObject, error)
+	// GetSharedStateStats This broker's broker-to-broker transports, the mesh and PostgreSQL NOTIFY.
+	// (GET /internal/api/shared-state/stats)
+	GetSharedStateStats(ctx context.Context, request GetSharedStateStatsRequestObject) (GetSharedStateStatsResponseObject, error)
 	// GetMetrics This broker's counters since it started, as JSON.
 	// (GET /metrics)
 	GetMetrics(ctx context.Context, request GetMetricsRequestObject) (GetMetricsResponseObject, error)
@@ -11557,6 +11819,54 @@ func (sh *strictHandler) GetHealth(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// GetInterInstanceStats operation middleware
+func (sh *strictHandler) GetInterInstanceStats(w http.ResponseWriter, r *http.Request) {
+	var request GetInterInstanceStatsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetInterInstanceStats(ctx, request.(GetInterInstanceStatsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetInterInstanceStats")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetInterInstanceStatsResponseObject); ok {
+		if err := validResponse.VisitGetInterInstanceStatsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetSharedStateStats operation middleware
+func (sh *strictHandler) GetSharedStateStats(w http.ResponseWriter, r *http.Request) {
+	var request GetSharedStateStatsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSharedStateStats(ctx, request.(GetSharedStateStatsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSharedStateStats")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetSharedStateStatsResponseObject); ok {
+		if err := validResponse.VisitGetSharedStateStatsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetMetrics operation middleware
 func (sh *strictHandler) GetMetrics(w http.ResponseWriter, r *http.Request) {
 	var request GetMetricsRequestObject
@@ -11703,400 +12013,423 @@ func (sh *strictHandler) GetStreamState(w http.ResponseWriter, r *http.Request) 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17c9w4ki/6VRC6J8KlPVRJbrv77EixccNtu3c8a7fVlrwdu1N9RRSJqsKIBdAEqHKtj7/7DSQeBEmA",
-	"xdLDbvf0/DFtFUk8EolEIh+//HSQ8XXJGWFSHJx+OihxhddEkgr+elZL/iy7Vv/MicgqWkrK2cHpwZrf",
-	"ECRXBGV1JXiFOEM5KegNqbYIsxxJfE0Q46ggWBA0wfJozYU84iwjhwfJAVVtfKhJtT1IDhhek4PTA2z6",
-	"Sg5EtiJrrDqV21I9mnNeEMwOPn9ODn7EMlv1B6TGorpAayIEXhKBJEcVkXXF0CQnC1wXEj2O9T2HRv2e",
-	"1/gjXdfrg9PHJycnycGaMvNnYgdFmSRLUsGgnnMm6jWp/r3idRke3FI9QpsVF45oilCaQLgiqBYkP0Nk",
-	"XcotUg/ngjA1HcwESq+ufnn/8v3LqzdvX7y8ukoj08haw/Cn878qsjg4Pfh/jpvVPtZPxfFbGCYuflaN",
-	"qNm8IAWR5A2ROMcS96eDC8HVchOpeQCm9kggUc/da0hIXElUcsqkaFZAVnWUAfJ2tzv4AOZ4jiXwAjRX",
-	"qj9ca0tDg4p8qGlF8oNT1fdYmjhanONKUjWhga5K+849dif6ZM8KTNeoLhVnyxUVaI3ZFrnOBaIMcUZQ",
-	"ycsRLN98dwe+/6UmNRmgzAf1/O5UufAY66eKr/u0SRnfpLBt0CVdEyHxujxDG8oE4jekarHmG56TCFFE",
-	"t6MOaV4TtlST/eGpI4eQFWXL3jChk94wNytSEYSR6i43IgE2ilASFDeLiahEKyyUCDXCYsGrU5TiokjR",
-	"RG26OVlSxihbHiJezVjKyCZFE8Y3Z0j9+4izYpsiKhBmCBcUi8MpulwRtKCVkCgnGRWqnwXQzI6EZtdi",
-	"OmMjqGOI2FCHMMUmfz84SA5wUaiPyEb/Pwzl4LcQxdRa8Vr2CVVwtjwqeVGgnOC8oIwo7l7ToqCCZJzl",
-	"nkx5cnJychJjc2l6CPL4D+pLn8tPglz+K6aDQ6yZpAXC9uhBuKroDRGKHVPTf4pKLAQRkVFuVA+DAu+z",
-	"2kSi5Ew1cvrp4EecvyMfaiJgZBlnkjD4Jy7LgmZYDfL4H0KN9NPI7fayqnilu+oc9rhY8EpxLK8QZTe4",
-	"oDmirKzlGWJcrihbog0WKFthtiT5wefk4Gcuf+I1yx9+cIwjUWcrVBHB6yojqvdzXr79j3vr+pyX7wzp",
-	"g9QxCofq+IJUN6TSY33wmdeMfCxJJkmOFpgWdUXO4Dgm6gNEcwTnNC5Lgis4HEBsVPyaVKjgSzXe9wzf",
-	"YFrgeUEefrznXMhlRS5+ea3EUs0qgrOV6lqxlTc2KpBY1VIqtsr5hp0pPa7awlY0nYBuml2DLvhKEjgQ",
-	"yoqXpJJU749sWCOjS8YrpW+pfiUvjwpyQwrU+goBDfTCErukrC4MufRJ1pFpyQEodK/yzoHx3fffJ7u/",
-	"deJffz9E5ffvX71QnwiJZQ0zxkXxdnFw+vfh755l1xf6k8+/dUf0OTmQFWYCZ80YunNYU2b/fhyS6M1J",
-	"//dOY+3pNccBn/+DZFLNxa6oJ9jai4qza8Y3BcmXa3tfoZKsxS5itVjlc6Im9Up/p7UcMxJcVXirnveY",
-	"Zxxt24p0n7wd8nRnEyFJlBoPNMo/mf1LMfs7IuoisLB58SGkA+yzMJTl5KPXiFNnzJq9I/CfPNyPGzvw",
-	"yJj+QNEf/baos4wIEe68tyrDdNczTXr0t31Yqvlj7M6wS5QEliCyaheOCa3KqzhPXV3b3aoz2bWlxqzO",
-	"sN8C1HjGtn+7ePtz4J7Ntkg9QTe4qEmChFRnFpgNtGWD5Gi+lQSUePWPg/62+3i05EemS3WOT9/hzRut",
-	"sUDftQRxq6nZlzD6EmMnimu5unLED83FcejwotklgQ5CdP4RVIF3amt3B7XiQjLDaX2hQvMw15e8kuEn",
-	"G15dk+pV8LvOsF3Xpj3dn9dEcCr1YkGqhms6e33+V4ILudqGN0NeYcrOcR3dqobLgjNjXEaoRFiu/nn6",
-	"6UAp9ljq7354epBECRQhXkWl1R4DRhqfeLZTf2e4ybteQhR8jrMVead00QCLqmd/pdI9dhPKea0G5tpj",
-	"9XquB22/EeE55VjiORZh0uVUXL8jOI9825W7nszr3u2aR10KRjZN07U/haRDgigBL7nEhYhTMEaN4Qmv",
-	"9iH9yAmtBufC2YIu64pE9SK1Q0WJM3IrtYSXzvw2TskAG9hb81VQz9BWsFHGLsUM4voWA++QVne5g37m",
-	"ThtSLPUrEZnTIvAQAceS7R0RvLjRloOOWhjWNOJPIl9Zqg5TzZt401x7SImzaTZUMM03U4/QvdHWtYV9",
-	"cAXaqn1fDkELedte3N+ea2NN1x1G1rOlvO2jrHXI1+g+XUdEf7T9oe0k2i925du0KlskcPfB9ksFFtI0",
-	"lj+T4+82zzJJb0iYbHyxEES+xsuIxuG8AkGGpGvyGi8vtDEz3IJUEtuOerfysp+E8J0WrpWkS6juIPxZ",
-	"9ybRplloPdsX7diIRmygi3q9xtW2v9Br/PFSjyq2IdRRFCF4XK10Q/uVylW08R0bSWLZUqcv9MGfHLzG",
-	"y6VWjV4QHFasfdv784pgOZqPRcArsddHzqEy6kvJS5q1t2L/nY69BXgsQtUOkxj12/TSvtTZtQ2tl9dJ",
-	"4jOJXZYk6N0IUiG2GCGmVev5mkip9ed9hXzmL3T/CDDO2UELiLlbfoZrqJYTfd90TnB+VMAwUcU3jwSi",
-	"eQK3yvO3F5foGJf0+ObxcV58OP5E88/HFSkLvD2I3f/s/XIMu+i7QGSGNDJe62iBy1d8sw5v5YimUFY8",
-	"rzNSXdTz8ZaPYEtw43/Oaxa5eMoKZ2SU6N7fKGLsDiDShyxTjTrjnwfd47u1qq2JGS5sk81nXG+Fh/fH",
-	"ueGYjji3zpWxpl5vwwUETYmXlGHLGx0Vga5pZKX0mTdCOuk23AfBI1CJoT5bV3wj0BrLDLxpEhy1hdTS",
-	"bEenjka28dY8d1C9rpb76KE7GTVvFM32BDsyRqCKrPkNyYMmh/imuo02asfUMHt7XsMkegfCzrtt4jyn",
-	"2oR+7hFrgQtBui4vjNZUiJIUEl2TLaJq1otakBxVWK5IheQKM6TFKaw7R558eyQQ3zDkdmhY7R17sdzj",
-	"Fvp5BEE6rsOeBfsd37wzKzxsy+4t8bo5PgIy1ZrMrRK1xopvGGYZiShOYxlGjyjEDM6h257lXsbOULva",
-	"+hUgn2eBaozMjIGz9wBsMs2fwUmDHzqqhbbN1ytng6tZ82+wPKpvQu3fkErEDlh9mbiiYwyqZjCezS1E",
-	"plc5YZLKbV+oXCrlBYvVnOMqB7VFv4lyntVrwqSNeSFFLkzoVCokZjkuOCMpBN6pHVeRBakIy8iMaS/0",
-	"I4Ga95BY4ZKgCTjUP9SEsKOy4h+3j8ThGUpxLVdpglJRz9V/Kl4QkYKVPsXAe7obXlcmtqbr1LT82Vd0",
-	"Ph7p3vQ7CJzUQsdd4qIglYkqQXMiaE4EKut5QbNTVClhy1mxTdCmopKYf8PP8EOCcL6mEOgzWkvHmbzK",
-	"ilpIUl2tCM4jDKY0Dba0b+4SOHZtn+vX35EFtFHLQIxnyhcLCPJK/7GRaUj18zrthixu8FYgdXwdRG1p",
-	"DceZdsarHZ1phMhH1pgW45x34koxCJY8MBP1jY7aMgsYMEyYj68IU/1EBLB7q4haOBQrjzeEWhq8U199",
-	"/i0J8LOQFWdLIiRSTaMVKXLDiTouLVG8zVp8GmRlO7jItjGBJPCGifC4JgytcQlhwZMNlSv0t18vEV8s",
-	"TP+H/lYYP8v+MjdSI7x2pwiEc47m21bQixSkWCSIcSSIEBDPKTkSK74JrrHQ15P+3GGqOhj3DPgd+bNV",
-	"u2ejSNxQRYcZMnIwwjgOB628EkW9DO79WjjJ39m6vtBtk58UgqDOyNFEx0GrN3ktEWcQNTx8ztrO7VZr",
-	"D7e9rQKbpLsjepLMEwtBYWj2SyOFWsxghJpeOcu9iZX+Q8fe80aodbRzUhRuLbqcQAVqTjJQByLXZRq+",
-	"B9u9v89eiPJFo3TEWIpGTRMmcBxeO9ibJ0MXY8MPZrXaTNIMJ2m0k4bQI9Yp6LSOEHnfQQ91/84sWPcG",
-	"4gnDUy3rkt0CNlGCQkkFLS0Y1wKbLzriNLQgr/HyQmIZsMLjm+VIF+0afxz7JskpZmNfpuw2jko1bteT",
-	"bkUPMbQexph77t/Pwrfqq2XU8lfg5dVKaYwjJ1ZgIa9Mu/kVHmcZ1laKqyJmzuZFToS8qtm+Dbu76VWE",
-	"75sXoiZ3uK7GH0u6JmrkV2LIg9K6i0Q1wjP/IM45UeehRBXJeJUj3YQ42NcD21nk1oR6BOiQzB94a5kC",
-	"8/Z5JbJkAfYIMi7Bgrz8KAnLo751j9ouiv5ff3g6IlVkuLuYAWp8xBv5WNKKiH2cexELMDy7Mu2NZXlG",
-	"Ni/3GkFFGNnE3HrjjRZ2In7kmW26MyqfRoFZhljiTWNc8Viio9oZBSpF61pINCcI66g1M+QzhNlWJwmA",
-	"qoeZ2JBKoKcnJ8h+iybm5UNtI9PzS3t3Ze9CM8rr8Xl4ThdExllvDnFbg9FZ+hWSv/Gs1CMCqjyTlXXI",
-	"9duOW8G65t9Oa4FhJZ3JNK3vWPRY1Npo2jhFYGi5LkrOC/3mAxO15OWb3e/tJHCgmVFU92kSpLz+9Bn4",
-	"avwUmnF2x2HT6S7H130G5TayqO1s6rqibBzoIDv6RBkfDD8+BL7vtexfQyqCBSS1QgQu1/fnjksDTXRW",
-	"NEcvXv9yqDVEG8L19OQvP4Q0hthswbsWChdt+ZMDQSdNZGc3TUqiLZE2w8WZH0ArOVrz3KTxJqggQqCy",
-	"4moBdVBCoJvmcZBcNTvC2TXJIaFR3RrUjdrvC04fEWw74iAzpHfp3RNBiPNM2+Qvcdx4/g93e86cu8yF",
-	"prbm7RF7gDF3xXJ9a3tyxF58QaSxZQ5swqFwrKwf1ORNrNCa4T7aVOSeEA4eyZpopk5Xu2OW7jkoY1jy",
-	"LCq+hl2q9DnI2m0JnDEWu8gFjIqXLKu2pbzHNVib43Ro6maqcGTujCS9YyAH3hYc53ssxv2FfsATHWkb",
-	"CDRQpL2kLYZtyVbKK+Pt6j+F2IsXpMBDz1/HQxmkLMbEMbghtlpsda/b8sYb2jwffICAHREy98T7/jXK",
-	"qa8jeNJmikWDhR8+YmdEpM65xlcIRe0EApKdBdNuBhev4wuAZmJDcTxDQUAdadHeAEYyJN3jYeCAsZp5",
-	"99Yh9KcDQVVWtv+4bQ6hQNYCFhBNHL8p6F8aJ7kl+BzIudrOK1gxcJz8tssW1Oou6c7DfD1AjnuKjbKM",
-	"bmJnA2fbLUT4UEjVCos3vCIh+KCKNKochD0hvJAQEEMFKjWLBU6l+4/RStwo94jWckOHrPreiEdEapkt",
-	"MTJgqy2iPLaMaK5+RqISnFdFV41tBFWHK0K7LmYGaDbbQAB7fB+GLaaqtfanIYoMa2F0wLLXUmr6V5fu",
-	"JcVe9lqSdow6+mB6zf1qKfZwblMCHh37c458PaiswCsXtzuE/zy77dntUzHxtmP82G4vTfsYH3HjMUS9",
-	"rAwD7+29Mv0Z2/md70g3hMkreyCP3etAG/Cu7JmM0PIZ7efz0cEHzXCdttVzBvn+HY9a7WHvWpvXNGQJ",
-	"gxb2Vgr0Yu9K0TFthwcmK5qJC4ZLseIhC11ZB/xJW2HgWzoHLM0q3ri4+qKlFqEwrx2fBQJG1EbTYwhN",
-	"yg/E7Dr0C6XfMpINZN+BXZv+T+Sit8FUUrY0Js0xJ6RrL+n1328uNJ81WfPQGQ+rrRPVRdRVehJcCPJR",
-	"koqFlKTBz1YEl5dh5erfOVJPEZ9LTBnJkbsKvr2ItvVehILObVOUoVqQ4MeVGEP5CgxnzaC9Tj0SJG1C",
-	"hlegUdrba1CZ7LAR3v5dWmlZixXJE1TysjSAEWCOHW8RhcFEL/QiHgY/IukXbj2KPj2EqJJUWv9KkKAs",
-	"I2jOuRfz04yi8vZMmIr9hrVYaDd8e1orEgOBLXWRG9PdiVyX0piHOjZwA30XIk5UyOm2PJol/j3ESTgn",
-	"HBKQ1G6lg7KeLiu4rDQSKIZlcztf1aDdOx58HrV4D9q07WQuJK5k1MHkHwV74QQp+ZAVdU4ulSLxwug+",
-	"7mzuttWnkw9W1VdXVlyPds8xlViIDa+6sEePT757GnrboKd0Y8vU70jvlQRhgTDS32gkTv2gAWr8/umT",
-	"7w4PdmLSNEgZ3Qwi3QyExIP+rO606sn/9/dnR/+Nj/7n6jfzj5Ojv1z99ukk+eG7z/8rdHcRogjzllUr",
-	"7oIEBSvS2lnQ6m7eC0HwDO6SWFRlLMti7DYIX/brqiJMXkgSQSSo1+XbWpZ1WOknBS4Fyb2E9xHCNy49",
-	"KgIOwYEO+4kuSmc60APVZhLdSNtk4rzSO616TXioR5neRAdpfYmrJblfYfMHlAci5A4WxZrn5N/Mgpig",
-	"dnVH01FGORW4xVS/g03+n7igecRUiovijUU23ydZbthDrEgw5Iddx7vUDvWh9OUIapF6org6+mlXGzLr",
-	"5HfYbiMx49wbUcISJ7gq/IZc8hevf7kLCstdfPuBVEaTD4uLiuB8e+VZbmN5fg8SH2BGtitQoJslPnS6",
-	"WFCMrsAw2n6De80rB8J6pFGpGV6TU/T46Lvvv0fZClc4U5cHxBco9U776dFvaYLIx4yUcsbSqUnAm041",
-	"XPYWZZgxrsMT87wiQpBcXQsxev/uNSqxXB3OWDtmJyATPJVj4nV+9Ft7JP/yf/8+/W3n82nn1/99GNRV",
-	"framwbC5x1kOx5t8XItRT1AgbsL0EVvcVnuDrqoRxigT/TTekC4G7M9iJKqINb+aj5I2Qr6bQYgAb8tY",
-	"vBbWxTNGqDolL8e+WYvVbbIY4DvdUQIDC0/FC40LbFj1OySH6ASthYFuNkd6YAM98Jb5f4N75u0NqW4o",
-	"2YSAoAIRGY3vcIg5XV6LST8Y/373xNMX8gGQiLiVqPHshdH6dsQHDsFFerGDuyL+BqL27hZy5zsuG5jI",
-	"4Ti8tgQcAOLaW0roS4R4tiQxFUhcx7C7VhWvlytzOenYjiEFluTnpNK3hLEbX1Nq3w97gLnd3oMtB5Ut",
-	"HwlqBABhT4p6S2Wp17JGmRyXhnZ+n95qhAZ3/vWxXbxiMcsgUp0/wsGSA82bPQYedcS7kQwEe0S3rFL1",
-	"apbhSHBgHLatiWdoGtgZ29Abal/mDUdc7hB5sViAFvhe55hbulRHnVCFjLiyMSsJOrGJkSzsViiwkDZy",
-	"fc+kuV2QvbcN7KbsaFHQ5UoiysAgmY+I7d4Hm2fsGUCjuFO+n7pFwGSPWO3W2gY5rpW+EbN3Dd7tbpNH",
-	"EswaGbo0+YVHbnE59XLc2izT5Najpuha7G67h8wBb5NnuOmjb90tntfKmecFplFEzPuFjgpxaftW3CTg",
-	"Re7D7UPQjj2y3h4B74oX2F7z95fP9YqHXeS3Ds4YirTatZD/5Ph8XXtKE82zE1OvzYI+c1qGjbOlN+0w",
-	"E0KVHhFL4Qdw119qUtFBy2JeV07TaXPiX/96+ubN6cXFdL1eB+EbaXxnV9tw0J4uavbdyYlnIQr6fSwE",
-	"ax+1ClP58sYUP9q53O7tSxOVtCf2rsZntCRqMEhtWbB2+/7oxmSoKKF+g7O6XjdnW2SZ1KuY4WL7P0Om",
-	"3qbBgZfUCXxZl0XsKqUO9GeuoXG7ahwwvrUgd3poDak/iaQ/+THE1TmcsdwOscIVyb1Imj4L+m/Y4KA2",
-	"R8+3kowII2j3FWo5NB89/vf2iOnGxQ3kPeFsFbfwQeGD3QY+vxJBy0Ex+qPQ2uuyenoAu8K4ggeeegi9",
-	"jBqKLk7QY/mYJCRYXaszwqSh+Yir/gNsJvXJf+7xOr0hQyO4ez0L00Li9m9ru3r9J10atibTI8aYXbzi",
-	"8n2ZYzm4cu6lvZev3fy9EM/cgAaa3UXe1vetMSbBqY6hI+w6t3NGXRPaW6hnlFCDvfcGlTQcWmmYRidS",
-	"s1NMSz39cRtd0SFvqBnA8NOhttXCxVuwT6MtRI7LptleI/6oe2P0CHLQI84YptnDjOhb/zxfe1tmt7im",
-	"xZOdU6sjYlo7oK3YBpSoztHfPklbfBZUq2sRqVTZcnFFqlQKQpArTtK7Q92y7l8wugpQB9MX+o/0XvJo",
-	"Y5U38TVhTWyvj/4Hla4Pbls5ZywNvftd18v1/v2rF42XK5Dx0/JqnRz9BR8tnh399Nunf/185P/5dJ8/",
-	"H3/3OeLO6t0uQzh5eV1qkGkmaE7aOUtnaEkYqdT9UdstO2XmA36729YXUoweDaLUW+aNBnfrED3LSClN",
-	"tLJZtEZffSPGf+Fk/Dirld2YO+uCdu/w8GacBPvGww6UbDSWpJG2CPP2qAwWE3xlylAb09OrFxcMX5M9",
-	"bDXjsmV25qINlk5px/LB+/oWrQsV+xA8jfPwtySWGUTvx7DTeiMId9cm8aXXniVzpKJlOwEMaBPiNh1T",
-	"XxBc7cQgEf0yULGCRX0J08ToYHFNcrTgVaKFCcBEYjFYi2O46wc22rrOkx4l4hS1WQqhmI5QrgnOrgWS",
-	"KyyRc2I3NeGDnhZT5zWSxOEBHkQ8NY0zPzCSipS8ghra2JYHD7t7wOgc4QjIIxkYowHlmbhNKJAJds9H",
-	"wO+Y5t0YkgObpdKqnRpdol3IO/lQ0TPykYrowyHfT4xXu8UNe0UnbI8D84nA6twm1zmKnPmg1fvi6beR",
-	"6pM7Aa12BG/c2S86jEG1i4NDvu/GQzkYuBJyCRiAokA2sG/9t2vkqBrlqNd4ec4pk0Eo3td4+WZsIP68",
-	"zq6J7IDWtHJU9mmt5OWAIXlIFQipobaks200aSbnjaw1hzjBgjGWo8oGddgPkNdB1b4h1VaznTolm9Nz",
-	"FITNfYanNIFOozRjIMiY+JEAdMBtaxm5sKGRwBhGDokYl2fXPw1EvOHset8YLOwK8otomxc9ncV/fpuN",
-	"FzZcFx8GdhHc8Pad3b77GFfXJHeDGPeFFpjuo91bwHOeayG466QY1nJ5+RIu9bGnPu5o8IW9w/ZqsdrR",
-	"aC1Wt2l1mBOHr1TetWWM0dDwYaeKvj+GzkTbtPTo3t5DrQ2TeBvW4+/OYEMcEVb2O9wWOxja5O+scUdK",
-	"9DZWexcMyaghqGFF3DeU1VEbcEB270SyEH0n/QidzsjSiN32HWbLnRa5S/diyJ6rnySdWbvhDmYet4pt",
-	"9wOb4KjV6hEqyEIiXkswNApEpfCi1CNB1e+IJAxiET2cc4trfpIMBlz/0rkX+FX8SYG3JD8fQE21qd3u",
-	"xog2WA15Tha8IignBYXJTU4OD5JdYyo+PFtIsLO9I9LyQOAKpBHgKGcvhwoFtfAKw6OePDk5MYi3YUz4",
-	"kzBk88ewA3xycmiulglA8RO24FWm7++7WvwVU9DxRq+gj7fYH8aKLlcWlUBAHS9TvkeHnMy3yCnrx0pV",
-	"RyUvhU+JxyfwP2/kR+6nIHyjZsDBFan2ZtM2bGTnNi/QRA3p8MwQfSeZ2yCTHaI9ORyefrBFA0sZ464f",
-	"9hndhrKcb3QcxNBGawxaFrj+Q02JvMWW+7xDUrkbcjydIyR57lPafFkpMbjXx27bW0Cj3nLvfDGY1T5z",
-	"7jIwNCBe4zBZLZ0tOmuXY4LrHuKZzlADhEsGuDewGiFOCi599Nw/B0XrTmpURcBQOV4p+hGqwpiyhCMU",
-	"rNCIgsraigs5VG9+34sVjd53Knmb+4FGKHuV3/Zu4OZnhpCYqEfX7m7F+Wvpn45Jopx4y1SViKn2Ttmx",
-	"t7Dx7rSpDorZiIl3P3NmGQYnHJ9y6yTOM4aLraSZuJU82POK5Hq91zuSbx0f1bvlgNsw94DJuNv+CG3l",
-	"jVhGKAswiEP2qRuaDbdQ7e4EJhN73IVwazWXxCbTGZnfR2tSgwSMmCMHjoNvmrTuAPgyNK62d0mLyosP",
-	"EU/+iKrlvKJLynBxuTMsYDhyYigrpQRV7FksTHEwRGR3wb3IC/cQf/Fbsn9wRCz2wZtOr5G2nmGG9lsQ",
-	"JTCGsDI86NvEHDjMlGBeYycFR7NgjJtaPNDlytA8oX6WNpv+RIswakBUWCwwLfgNqYYcclycRKo0WIxP",
-	"NGEc/cIvjk6QDsKhbHkYd626UNURhb20bPjxNqnumTUfN3027XWn7s8zSuVIVlQ+H6yFBrX0z3EtosEI",
-	"zY21G4ooVLcopxXJJK+2iIomijEPwlvp4InIgn2ocYWZ1LiqilkQZUh/cTwQZOL4amcdN58PG/98/yoT",
-	"X/BNRV00dacmCC4EQZsVLQjCpWpawNhP0aIuFJHEdYJqZhtoqBagU/ei7Y+zTcPEW942PYJsojjkHVlU",
-	"BIIAY8eUGkTrgArgWewC+xkLahMeaBkvUDt8QYjHQESdzv0utEFVh1+PuWO23w9Leywip624pp0gJx/o",
-	"zEFQt0e4KCLRT+3a2muNe402pCJQQFmScFX+SvNE5HLYma7tPHgtNhewDux3DIukF/2v3tsZjhLKKQ2B",
-	"1GviJY6hY1uiFgMXtRxLDCrzIFbdoAv1ljkFg3fM7t1uUfF1JHRXkuqmFTHkRz6NCBZrCOC1ZnqEJuJ0",
-	"3VEx8N4Ag/YA9/79gFU8ACzRDjQivShD1b8HTURZXQkeqPU/xzJbEfG8XzivO9uhV0Kzft5Uw+t2Eppf",
-	"FE5FyGeZpDfGbjQ2Sn23UhFg8kHTF5QL80AUdpdBB4iXfb4Qo6rahgY+YCXz7WAedITuyzFGh9Ld0Xfn",
-	"H+fQwYjT8r6xlDqQQoFqUI0aMaIS1K6STk1ng5rPeMNfd1cHToeIopNFMsUfwvO32wenrdd3dsR9A662",
-	"O1Q0bNGpT/p7K0d1W/P9VzPPG16OFkr7sniFdzxB9ogsfzi9I4gRtBvtan+YxGD+XqhTsTvo1jtAxsRL",
-	"jwe6CwS5fUH32t6axp2cbPeyT2/nOxsNBHjH4GyPT+KgVrdZ0bshSI0siDdgBN+vIt0XLybXFCZwxI0v",
-	"z53CKQJaSScAf7EgmST5+Y7dYEooxIRp+bKqeDVcUTzuDouk3HYIr19LTEuj981QZHfouuWFRNtJJyEy",
-	"+dMODYY4iuyV8pDPG1IGY8L2mI9rqxe3/WZI/Jja/xFosV3B/b9SuXrtWoicvM9simbM/6AuujE1uDNL",
-	"M6zIGHoNtkawH7YzXL9fLhY0o4Rl212SxqGO++7j/u2qoAsi6ZqgWySotrSzSLNeniplS7FXpmp7bKNT",
-	"VmPmpYLekDN0p8y/XYqdX3ls7OJEEqXc5DvptOMLiN1SO2zVAusyXfDCzOlgwMFOve2eL0C3U632t4/t",
-	"uiX1lOdBy1kvetDDFh+q84aNswEVWEi0qbgk1uuQoKPHDRAxpBqinIZNpW1E8j2sHpfuw3uOetKhgOON",
-	"ML/C+2OLVgxFQ3kM3YEbdzquj0puRX0/mNZOwZ3HO0DKwxTdO2/xZglokK85L/fJ19sz93CHrjA/57x4",
-	"5g7tfoMRO6rfgWriVV7crQF7kN+mgcEcSguVP/z0FkmWt1q9PZMz15T9VBFyUXC5R172/Wc/2tICg4aU",
-	"/akIVQCfl/XFVpxn8pbLbxt5L0h1x1beCfFmfssGbum8dOzpU7mbdzmy3EM/6zGYKtmXPCF+7jBfMnBT",
-	"cLE3nZXoLXCLzB3p05IkLakQlsEVwevn26wgz3R5nh66V/hqGQFBUbplplprNE5X4u7xbZKh3IU1BPPl",
-	"lG2kAx6gBI8J4MmLD3F2C4Jzd1G/Rrm+ahEvzunrnjbqzv+tiZiLYLwMQC/dpV5fu7HdbNHgd41kjii8",
-	"T8RNc1UR+G8sKuUWMYg23K3TfhxFx5tyFLLNVLAaVhNbG+pzr979fWEUdlDr0JpgJlB6dfXL+5fvX169",
-	"efvi5dVV2tsCgfjXccN5//7Vi8Aw1EbU1Qq9HEInBSAmyIiGDK8JQBzajP2r+wKnO4nuVd8hWW3NfHfP",
-	"UjGVZhz4/0ByNcuRN3N4S5cUUL/i7LqRemo8h8EgKAA6v+LlPp5XxVxKbyZvy1vQoW/D1kTp8MTO7RGz",
-	"kuLs+qoJNB6/TYyAiYv7zWqLGJeAobLBQknWNZVSnS5myyOIhzwcxF2LBoQrZtTj3o8dm3EP8dtwfHl0",
-	"O2mUnIku5uqOVZxdi8ODkYcTcNcVLsuCxnTOW2LKBfkm1GmHuonPI3E++0X18JyzRUGzvYAjo1aUwQW5",
-	"IxGMVaRbKjk4qejZov3JVyusCxruWbKYRbnp4sV/PBIIRvsq31nUM1SZlQQUPl0wB2UrzJYkR97gE7Sh",
-	"pYZcBW5oJGF3h/qikLLrK+eLesDz0dSo6p2Jes9d7YGxGwgwPui0k7QWdSdjDKTx+JzRWyIIpQ0vPiy7",
-	"lpja/aXtv1SdxkURXIrb7aAImzRcoMagGGPECO5nN/pUszSy44wvhT1be4twTbadbfn94++SGO5Mk2VT",
-	"l4JAxq/GQAwq9ze42IfxHbp0UBnTHZIcQatnlv15hQCGDczqAqWfPqdnFihYLYkZXu+qoGuuqNnvIFpU",
-	"sF2T7VVZkQX9GCLgznPsmmx3QP3srQx2FYIxCuHeCiQtyRWWV7y60hgaASWy5NkKrWlR0KYG1d4Wkzvr",
-	"dGb1YtKn4ptbKajv+CZo6L9NPpkawq4J8E100/Y4ptapE1c4HGnh9uOoXdgZturTNtHqKTgBSBl4ox0Y",
-	"d4o+2OWWMnn8u98YLgIyhNOwP+qChNjKHbgRxr0TPlyWuF4SJCtCEkRwtlJXsQX6hG+WCVpTlqA1/piA",
-	"s+jzQZf+Boza/PgPwdn0Hd54NfsEXpfFYNn/29kq/XYTN78xbrIAEEWkvxGQEx71vwLihGO3Dm8OOqhC",
-	"47zE4joceufSgEbJLtXOaH9aJHFIj+b+S7/fpWzzuOA648a9RcH3S58vOmljsSShMXlAw/k+l/7Wa8uF",
-	"Vxdvj/71h5PH6Bi9++k5evLkyV8SbZzhFfyX1xItKm0AxQUyh++Ze4bR/3BGELWXhveXz2dscr6VK84e",
-	"CZQqka5YeUoF1+f15DBFfIEwYpjeEKQeHk7RM6TeRLhQremmqBRoTXMG2TzvL59PZ6x9J/vhaftKdhJQ",
-	"iS4rnIH9wBXpC+f9NxbHWHXM2Am4Z+FLgCm4sqrvnrGoV7coqrLTouNeGLrO1CT+WBdGgECH/YAmd2b5",
-	"Wxk8rurCjojIoBXGWw5XP7PDE/4gWtzQIkyPkP1Fa1MquFNb3Hq/1cAj0URAAHXDrKqthV0244+UNt3j",
-	"mGhvvp0nRWUrvI+LE3bNPxChIvMPcPooIijdexwNTA/7EwK66GdeYSGvBCFsULRkOyra7n6BjcJe995t",
-	"t9wdSuINPDrrIRthG9DllpaynvnrNvLelnvd223aiUkfc5uWlhlCpY9ga4OlDxVUSHUQW17rjmWHwv+A",
-	"XtZu3DpQPMIB9rO3JYkVDk7LWqxSA+ebwp5N0aSg1wQdq0eHih5K7VgUWCL1HE1SkOxpglI3FP0HSPI0",
-	"mbG0NWb10NQFSw/PUIqza9ujxrEnRS4UtY9xdq0VmS/Ers7+v5PXHqr+1d0CB1o5G+NJcauts792tVeh",
-	"uSYGYqTxMru26SChlR2oM/6Vy8ztqAnXt/yqbaj9XQGjb8jMukMaRE8FbsXEXud3X8gEmH5Nmf27vwPs",
-	"BJoMhBE16ZLRqnSHRN4sdxIqZkeL+w339f62u4s4gQdsnXunQnVPky7a1hiqBIvwRSNz9hCyI6v13S47",
-	"bQQQ2z4O3VFl7MI32Qg+m7lo2T5D6wDCGNR3J8PuUYQFBZgOEDem5VuXhBkOgf1KNWNuG++9bwgwvln+",
-	"jc9bMAH3H1g+x9k1Xyz26CCfP+eMkaZcyd3D1wcjv//B5+IFZyRWfX058O0d4rtvQfpvNCqcl8Nb4msV",
-	"zbmle2Ow9I0vU/pFczxKdEvjOC7ct0bN2DDtloAIRG37m64vG/os297asSByt326geE76gCFTpmWyH9Q",
-	"b+LOJLc9heA3UDNvVBZbzPFjkhOHN7HNlR06ku0741rasb3VWy8GDwb9SktD7D493yUR7VsjBnO+U9C5",
-	"14ZaC2WInreFUm/oAdKGegtMJ0DuLm17a+tRNukxR5DTbgelHvav784rbKmNUT/0189WbObnpx86J6bd",
-	"j3FhGXXV3lbN/DLq3GJPtWUwcOMf+ytaBRbyImp8v63OZzbA+Y4suf3jTPao3zEibmKsQrEYUB/+0dEd",
-	"elMPoBbBTXvB+4aWZyiveHlEGQKw7IysCZOQCyVXBP1SE8LQm19M5vQUXa6oALxjRLUlV1C2LFzcOV8g",
-	"WdVypRqYMV1GruK1JAkyqfLqH1q5ANMO1gH4BbkhBZqkH48gOe1I/5yeorKeFzRTH+H8iLNim8wAlpjo",
-	"P/Tv8EOCcL6m7FCN0RQXq5CQ9Vy4vtENLmiOde11k4UBozvW/c2YhjumDC0JO4YqZUvCSAXRr4uKrxGV",
-	"0xmbseec3WhINoMEseIF1KJF3pxPZ+wIaSkOTaWfZtowMjs4RbOD6XQ6O/icTtEbXCgOJzn628XbnxO0",
-	"pgBAgHiFKIMhG3t5on0TiKupfff99zOGULbCFc4kqQRY7WspaE5Q+vdnR/+Nj/7n5OgvV9Oj31KYrkGl",
-	"1J8/Pjk5Adu+QJiJDanQ05MTeE3HZau2TdaECUbAcyyIxZMwHwn0/cePSHADh1FQ8J0CFNwZolIxCXAB",
-	"wkjQQnGWsXRMFW1cHIamj4u9oAy9v3yOTJx4QSWpcIHS/07PUMlLlDo4nhStsEBrmlXcBGJAu+dYrlCJ",
-	"K7wmQBjV+Pt3r49ykvGc5PDOy4+ywg0vXpOtQGu8RXOCcJ6TXFNJHRJnbl7aDolqds34hsE32nUhqSzU",
-	"dtPbRbHBv/OD5OCGVELvspPp4+mJLgtOGC7pwenBk+nJ9Am4duQKpNwxLunxzeNjkyhWchEIik5dDmCK",
-	"JrxCqaFneojW/MZ4V8BN/0ggDXWJJIdfbT3EiV4RddhscJWLQ7XqM2aylnQLOimJs0wH429WvCBIV5fX",
-	"bKRWForMT1GqExBTFGgBxIAisysCVzNJiwZG5JFAaQMjmKpma0FyVJeJeol5s7Lj19OZMT+FU+e7KO4t",
-	"sRBQpXKK0rz4kPqZngJhCZM6M52GxjydsWdoSW8IQ6nx06SusF2HuhVhMkE1Ix9LdQaYBtA5qY7AbcZr",
-	"mfG1qXdI2Yyp7787OUFznm816zjTtDphDhoVsgEX+ZHnW+MRkyZkBxJkMvjs+B8GrFurSztdNU7T1IdC",
-	"c3wZJ4rdEcCS352c7NXzKH2ulbPV0eU+d6PSOSOocm8/1eMJte7Gffwjzt0Uk4Pvx3xyAacFiGr9zZPd",
-	"37xn+AZTbdz+7N/f1CIyvilIviRIR2/Bik4B8GQpNBYSOHbax93B6UFznB00T8uKf1TtGpco9OYJi2PY",
-	"kHGR8UoL+Qqg/gtKciVfm3xLXuWkSpCGv3WbDKpyKsHvdjcwtJXnM2ag4NF8q0Q0VpvQl02a/RdaRcBr",
-	"P8GTsubXDBfFqd57qokZg+/s2WKF26lO/9GnGBWNOCF5kzipx6kIrjUAycsjUCtmLG05k1NDB6EkiT6u",
-	"Va9T9IwhnfgD3NiM4u+/pZG9CmhVD7dToflvdLuiklRA10QtOGVlLTWrfZv7eI3ZtklHpgw2tucMepjN",
-	"bZH+j9XOXlZEHDnE7GUoZeqdWmm910tSZYRJGC7ske9QTjK6xoWYolTXlnmvZgNnrkGh1+w/oRIxQnKB",
-	"yuWVfjPD2YocTnt74N+JPDdDuzD42nfiyMEAi1ZHAeYDqcJwKVb8lizTXn7XmBJkpveLX14/EpCWRoVa",
-	"GXdTgtVEeqwtZnDVGqIsoW4yAY7QlDbD6rOERmEr8DLKDa/x0t7SlEiHGGNXFFvpVlRCap3W685Qak2X",
-	"wBIbQpcrk/VnGT/IABq/Fi91mJLRuSGWg+pCOQTqxmgTgo3MHrfkTaD2589JuD3J77M1m3s5rkGTzPnb",
-	"lxDDlsoRs1pkN2j71peSuK3tc85LVOAlnAONeq5NcgnS6PrmT61tJAgLhNEcNBU1q/vZRurZ4BYyIArB",
-	"LZR6pVVTu5n0oB8JhG9IpTaTNkOpDaZfRwVny6OSFyBrm2yI5/rems4YBHQKH6t/vtVptgCBQdfEj7QT",
-	"L4hRq2yypX0LTdSAmhdnDHa5TsjMDd2hM1SzHIoBYOluXorpD8+8jpp5Qr7nhPEZs0JQHyvXpJSHIW3I",
-	"CoK3pfhTEDzA6WeJ61xzv8ctT6ojzXKON5DldFK5vW+uGvqK8WX2uN6XR36aotnvYS62FbJdmtmfDP0g",
-	"DN2pRP575OmuRG8OtMQeX3CwaQP5Q7OzKwUyxMKBms5/cvD9c3CAzL9DBrauYacUzLfIcRGwrq0h/PWE",
-	"tK5+d+Rlawe1sbeMIMJktdUj1WC+E+t1S1DJK5mgkuaH+spLpdBakqZ/Z1LoJc5WOgl8xqhAaTDzOzWO",
-	"AKf3oQm+WbZuRzolWxxOUZqV9bQWpLqqRarN6vCTnh/8CI4iczlHH9HjkxPQewGTEIvVnOMqR+RjSTIp",
-	"InpWK/H/j7CzPb9p0+aOmPlYW56vNdjWkz7wyoMKiTBKw+9UeTNbysCa6r0hGk/YF7Fr6AXcKQvSJn4j",
-	"tbdJ2NdnKDXRHCncWGDnwryMq1aj42szuLY8C4m+V/u+lkSczZjOdRJp46WyNhLjA9bfVZgtlQ7g2QWd",
-	"JcWQNUUWm37GsqIWUI4NigOhSdoJ3YFrV0FvSOx61Yqu+XPbj9n2A+iwD7rpw8GUv8NN/wJLfFQWmBkr",
-	"AfhInTbbEwAJUp9a57jZVQ8oFVyB7rh365kuWW2CV06NQ4fDY1SQhUS8Vnte1hUDj49SCgyq3BRpi4xo",
-	"drp2MUkxY+kL/VLqua7AamrCM6YodaUM0uNUYnGdIgfcyY0tXfNt8CR/bidnMfAfwovkOnlAN9LI/nfs",
-	"AijZ4Uqyu6yyb8NVpPkIYcNEvLIMCeymubG1URrO3ttTpC0aEOzU3Szg5DyCAIX4yflMRzBA6JRwQ7YO",
-	"AaWfql9N7AjXni6+gIl49kpeQewNnjFRz13z4A6h8ixYJ0YdcF2M4Sl61sH+1a+usJgxxr1h6Eo0YEyC",
-	"U3izIpUXkIE2vC5yJCSupPq1ImiihtwaHciwGSOFMHoBWVLGKFsq3X1N1nPQGkwvumvRMsRCwSK8TH1K",
-	"6DClGbOulVLpEwC6Cg0kKIUjHz5TP+viqmAb96Vp02KC0jX+qA5Q9Y0OGlENU2bhZqxn3dxnauYA022s",
-	"AUoBOhGUivQ1Xi4pW6YIz/kNQU9OTmbMtJQgIEZ6AZFvKXKIsZqoEClkG7fvviA4D3rEX1Mhn/uu9jv7",
-	"A0e5RlpdxuOEe2LHhupt7uEgVVfTim/gYjqxO9HW4IaN4N1JC7wEvVHTGMKc4JWOgGjt5jvftjsNHhea",
-	"KaJ2JLWYhnFa1dQ6ame44I7DbX3yw8nJIVRP6Otsa8pe4+WFgy/8QorbKJ7qznysx81Q1dvNX0exmxjW",
-	"c+M4RCWmlUCbFRcDgkPJC/UQPEVK1/GWKEEbXoVsQg/Oq5/gv5/1WQZYoz121S6ylijoM2uIms0rx/AV",
-	"1INU14wdL+sO3xCJAY7jQe8TrWnpjnfpUyb08CtdK2CISotoSUIXkirUga7Fr0EqN2p367gWh/symVaK",
-	"dqhMSVgtusBrEOECYYEijJiAfHd7CkLGbDSwFuYuaOzT59Qa9masIgtSEZZZSwTKOYlZ9+6Nhe/KkDjP",
-	"qUYQOW9lt4xmVH2v+RxMRmjTfm75gOGvxbLPeiyqWNIGMLglT9A12WqzbzPiryELtWNTHH+C/+4rGn/i",
-	"rvLaA4rIX1x93T/l6cPLU3VPu5UaOUpq7s2Rx40KdPzJ/fvzsSCkld/Q5tULQq5bq3Pu1WP+vbCqG9P9",
-	"CNodwFd9/E1Y8zf8huSXfBTIiiP/z4OIlnG0lCFIFANTvWeFpfYh18qlbg22ab878d9GHCx337lPT57u",
-	"/uRnLn/iNcvvw12rbuiBJB6zwRtbCZgZtA5lbGeBPIPRp9EdjU0xGdDd7F0fDn/J8lMoc5SaTJ/otM5Q",
-	"6oAi7Msmswk8OPYCg+WM8Qpp4HxEJaRJ9Yw90HOKNpQJbfOYc7nSCX/0hrApes8AEA8cPVZ7S2bMs/u0",
-	"jFUmzU3REsaGJOeJViF0fpFq2lYSC2l+PcH3xeTdb7e3PHcgs33Ij5G+oeQAViIiPAL7+35N1/uK3mb5",
-	"3/ek3kgUieRAbYrL2Kx34U/haklkC8B6PxDgcTK4GWK/yxAV/ulksZZQXhbVwlrSv6r49a/PcSVLr1rH",
-	"bOp9eNdL530IE38ml7cQLD22DzX32+9QxDCyuRzATtIVTQalz+1KXraFQWsU7T6/zF6/49Z9DknsPScR",
-	"uIfgtuQd5FTqE5xLfX5vifwim9igJzbX9k4yF9FKTqtULd+o0RfbUz8lGhKStiYuhfquJDSBwiZt+QXR",
-	"brhQY946b9X60KRmN7GBemCg6Ky1LiMkL5FY8Q1lS4QFStXYrvTYUkicNs5EUwxBPUYm9zpBvLLGssTZ",
-	"yb47OdF+kTS3OQ4nIfXovK6W5IUrGz8y/uWD51lvdvSeIaSRiJPujvndhKU2VAKi7TJsAEsZ4n87Dndj",
-	"EemVcob94c5iNOELuDa17SZa4wdFv2ViNuV972hW7rvRbs23X51PI22WnlFm3/a6CcPF1mKKaHiGCuEF",
-	"xMmtqI7ejXgP7xLbtnsM5vq4axD3GxBX0DWVrQaNGxUglTv1z73i548DXtJIFzr4INzHjnrqX0poAZ5+",
-	"OLW8NFj7X8MC64RMY5IQLo/RouL0XKMxkbKXCyAvPhx/ovnnYwgq2g4YVGjushQrvoF6Q8WHV3mqQ2bS",
-	"f395ibxG0yl61ctkP/XPfYhpgDj2sharNhDLI4EMPjySq4rXS43DwHi1xqZWJCqxXKGJILgguQtzJ0Ka",
-	"4h0z5kBgCMuqLczjJVPyPk8RFtfiEEmOTPGBY6/2gFFsDO+KDsbNIzFTasYZwg5MSZ8HtClmCsmmalY6",
-	"csiEZ3iEQDQH8p3O6pOTJxkQEv5J0gQJruNy9Io0OEfGZiU3NIOAHex7C7s4FNQ3Ihlqz9icFBwK40o+",
-	"Re/IAvBwYHDfnzxJXClrUz43QZsVLYieyRqr3cowy7QjnyGl7TWp6wCvwypFOgC6mmA7AT36JW+MajkV",
-	"10iUnBfBgOR38F2zbSMHm2KARvoAGtrtlDFdkuAu98tx4kfPy4uW/PywGURe8d6A0NOrc2vFzBhM7mWs",
-	"Vir2xsh4VwWzoCxUqD1k8KbIRyqk4ld787BzU8dtqTTV/PCOyuSDsEJbB+3NPrzv4LIT3Xdn7Xr0eiN3",
-	"DhzdOQjnLnVBcjGygT2f2JhmvmEtGKwG3wfC9uAmPPpk2vcqC3bt408GL+vzMfkoibZvhg+qCyK17APk",
-	"rK1S2YmBB7NYWlmB6RrCURWhGiguyZWKpv6UiPEN+t8oNVFn6Yy5uLMfTg41oI9prbl7GmSyGMZQSNa9",
-	"hNlAqYpRYs6WdxmSdftVB3ogsQdT0rP7QhKv1ePvy+N+5zupnpZh5ILeWBA8Xxr6OxCe3g9SkF8cNJwu",
-	"pQtepC0UmNO2AUdfi3FP3oD/y+ROnCmlwlNqZgxMZnCFmm8hGiZHk3ktDpENmfJhwQBRUBOoY1MH3L4c",
-	"UamjjGfM5kelZ4jLFak2VJBWWy5U2Ysz7zeWmmQ2iH9Wn8yYxqXEa26q+9WK8teeWq+JBCvotQ3LZWOg",
-	"7eA01tiGslypblSgVGnaKZpQSPiiNyRxSSFKlq94XSG85IdWzVIcY6K5dQaa+iuVPHUxtDPG+AYC1HlO",
-	"UqTXdW50catRupDwjoNyQQtI6hGkIJmcmlh0pXpq/bWBLvHBrYBZ1WULQthMvpu66lSoF8o2gXB5JaNh",
-	"XWdsDfiQJhw/w8xDkNR00pAjtoDfdIXFG16RFElSFOCNVcsNR9xHCaOYMVAeRCzm3C8K8GWNK/dnCHG5",
-	"RBFLAxP7psl1CioVFAOTpEyksT68Mdw5I88UBb5zO6ZSj9+Sq5KlN6GuHWc2OfgyjIw4UMeKk2/BSlq/",
-	"97zJcVWx9jL73XIdBoxT3/3BjVNGvvw+LVMXrSgZ4QAxaYX01kla6dFowri127QDrP1C3XezV9mWvLg/",
-	"dSn41Cqe9XnI9/VM4xF+d3Jy1kAc9w4IB2aHnQejj1Bn40otqu5u9b1dbPNO5ook2EG3Htu93hIedg98",
-	"S8Gy7fixJv3K128BBr7CmfaD7bcdRl2SkyhKz58seV8sKTEtYqy4bir0fgMRR28buOiGX420Tpw8txhr",
-	"Ws0HzH57DfiaAt0GNIRNPj/xqmcAd+aablrw4SmC3SUC11E1X4cKP2Pd2CyL1uMyYd+qu6m+wHxswkS7",
-	"icMVyYi68KkLy5zMmOoh11EPjEtjZPdCPk2atAXKb9+9Tr0r69OTvzij/YwZYx+auAzrDDPVgbimpY8W",
-	"bm9da5rnBTmcomdNhKs2oLYQ8EnukGjbiUhNgIXGZU5Rar6/8nRjEk7ofcNv7Ml5yV+8/uWfQFbdv5HN",
-	"EPBZqxDvA5vZ1MLBig2d1C32+R14GFqEaoRq0OMg6mzVlu1/+RKeDtkKB/UFClj8W0IA8Hwg3vt+/c+e",
-	"4rswhdo74S1WQnriAMK8qHwABWf/YwJKb8QPiktXJb5xNJsbTPcomPBF70zxYnsSZLzWAOjinNW8qT8Q",
-	"cpjs4QeGLxt3OZbtqiQV3yQhrHiknTvU2B+FyTw1XmPnmchrzcEknaJnDb6EDa4LnYz6y6cnT8MuW1lt",
-	"/3m0zj+GJP+WXMT7CPAu72rthQpfqP/pCvZdwa397t1rW+5g6w0OCLYHlv10qUWNWhp94w0nH7yxL74j",
-	"2tj3cEqQ7elC4gqiW0O7Rw3iSykQGDkyQR2bGvLROsv9E6+WRHqJbfaTR8IaVlpLaR/vFbo6L3h2TfLI",
-	"EkKYfPyEflcz5xWa4+xaqRgsR5OSFwUKtiZrcXgKlQb1fbUiR5kHvaYJh7ipkKUzjkwBMCErgtcCpeXy",
-	"Kq/XJTo60vUg/y2rheTrFFEmOTyuCJh80im6VHtLGHckZTOWko9ZUecEHrzAEqdoAjFxGC3oR5Kjggp5",
-	"iK4JKY3xNCcLyrRGMK8lUkvCuLYSoWdmiGq4WOo4LiqMR+yRjsVwFfOgYJGO4po8PTk5nKLvTx5rNcVO",
-	"iVeoGT4Ek3E5Y5QJiQtd1MjvIHhTa/H6A4HJtTvZC1Huuy+6q4V9dMsj8SuKAnWCPX747oc4DznG6ybV",
-	"8HLbK3YDATlmPzRMD0q07eT/en18AdEl6zjAv8892q34RY4f1VUU+BDLbiTJecWXFRGiiQywrGI4uysR",
-	"Hpiokgh5lLkitANonCP8NiZswbSFALk14Ldx5LskgCpn+35g0XYJjPylYTJd981EbdG1+/ewtFjtstqq",
-	"HWwWpLWZG6X1ofnL1OUlI7TG/7Sv/rH54D9dpeIYB6ivcUXFXWFSv+S4cXNAZGB1V6fNnCC4DgWOGzVD",
-	"bRoxmJxGHurzR2olry0KH4mmDygwbbj5YVi45GU05O4CQq6EjyKuwfdcmA0iH2pcCB9IGE08+xVMQH8j",
-	"sbg2r8+YARuetExdLijW4LWCIr3haE7U7dKysFGq52SFb4hAFuPCJGIcbWgOdX61GwUXRS+jNEEruly5",
-	"ml5lRXlF5bZVU8HcLmcsw1VFtf3NJnEEkzt5+bOlwKUOGxoRx/XVo5V2ZMXr4qAjXvwVUznmvUu6Jrwe",
-	"9WobSWTEB89qyZ9l12Ne9aEC3vCc7PvNTxVf74WyJKIQS8Pi7pyXb/9DSbrvtI2rZ8wHu4vkyFST/XYi",
-	"jc95iXBWcSFaKIquFq4uX93IGczyY16BEPHloJJeexuAImJQI//4cHRBofi8wHQtUF1CXlcjVtJ24Kqt",
-	"qN9UVrCgym13bwK4OnBb1q4WNN+2nKA5vMBraUQirUwQKtKFTc9QCuWTU5ThUrST6jWFZ0yJQf31eoqe",
-	"FYVOTSC5P2Sxgn6YCRN+lUfk3O1Q9/ZCJ/tT7vwpdx5Q7mirGdsiUtAlnReex3MiDiNAOLeSNKFEh56k",
-	"aWAGfZTBqPxpnIs9KMVwKAeatBysLTBQ+As+P5wxbdbUZSaMeDOSpREoJrG9K8Wm6CVIcV0ywlztrDdv",
-	"xr47eapFO+NozvPtqUtlctUGPHxSPY0VKXRtdgaRKG4CictV0PIP4UxCkoJlS8OTavGTpuod5MDzWiag",
-	"HHo+joiYuz1q412AGP+UjXeTjX9Ku560c3FjsJe18GvhMD6MlKvFKm5k+0VfJlvOPQ0waHPbOTPB3qoh",
-	"cylrpJbSDvWdrJFMM7bmjEvOaIaEojrLXHIQZUJdCxUpKBOkgmQfz3WfIOFWd6uL/EOiPV+vKYAx5qQC",
-	"n4nv7XdpwCZK17iTjOmpGWwgGgKEofYU8YouKcNFEzVnYvbUiDiED1akJFj6k9DxFpq1dAFlTawNZeJw",
-	"OmPPOcvqqiJM2vgRoC1MR0Je/lJbMjXIvnlyeKYZoxYr7fhtx3zMWFpWPK8zUl3U81R9REwlE6jvUat7",
-	"uYQJqh6uCYOkujNbq/+NLijo/sQfobzZjIVyQqYzNmO/Ql0SL48fTdKfXr1+efXj+59+evnu6sWrd+lh",
-	"gqAcAsxQk5q4PkieQrZAQ1u0JfJwxsDuEHVpJyivK6iB0PGHgyccvtUVBiykRBOP4+Frog2m0nKFHr7V",
-	"5jVQl0keV7xAGfoeCTTRAFbS5gVqcAdMpTg8BXbZwucLsWUZaeKAoG2H92LJoFEvDHMWWB3c8y1sGt11",
-	"4idatDhbh/zALuhAh5OPOJPFFrIgpzP2qx2oHgJgSJDcrKQJCwWpYWPLrIeGkaSZoN0g3588OUUQWjVj",
-	"7iIIrN4anUCTnGfiGPqcrvPDMNqWWHlJdQ9haFVd7OVBfHz/RT70GLSZfXd5D7WjdQwtrKvqAZaaslJd",
-	"L9WCf0NnG+xNK/4l11bDCq3VLvgQOmBaB506n0InHbBrLKzcyL/WSdfBC84KgquhxCCgAmi2jPdyUc8Q",
-	"lQ38TW3wwf52gZ7la8pQVlDC5COBUugGjlEtVMEC6sqvPrLGSjGFF1OU4aKYol9N4J0PQxPAAW1qyVEx",
-	"YyYvyYgL/1Ou49IxWGzV+WgL9Hr1sOC24p/Uic2yjSDBN5DDSgmgMrEF7VpYfDa34CxU+K5Vgg1NTJpB",
-	"0inNAZCDOvtZ5+ma4CMcmIYJ9YDMa7zElBlqdBQNob2b6ujgN+qq4mc2mHRyjdBIpTs5adWpQKYrgGms",
-	"oa0J7lfXVYiQ8ip3+BclzkLjhnzuJWfkFOHsWg2LaqQnKBGyAGJvUcGFtrwTOHUv2znY6sDRBjN7lpmT",
-	"QZ996pHBVxRc4/v7qgciVIl9tSZKxRA2hc+uaaO/VcSNX1OtZpLkh3DiYvjShCcDR+vDzYTX8KqrDQJu",
-	"UYde7/0rp4/l2AHBnfnvnaKnJ0+7kEXhYohuR97xxtgWF3q2ZqdRr4BdJGv21vncD14pHwg0FAe6UZLE",
-	"y4T8RjKeTLZeHE8ZeA1UHsXYNkCrb2KqiOB1lZH7qXHhWjt2VnQxWCrt5+a1B2QF14vqMlJJp/GL3X11",
-	"fubsSFulmmo3epa++mvWyb+0NeGp2nM7fqX2SkxrlkmdGDeUbOIIKGtXaNk4k9v5oeK0QfVQSgTsp2AZ",
-	"SwsW7OoizlhBhPlCayANHgGaLAoO/WCJTgD6wgMkacGPKPopxlcXaeuQbZBHxFkL/eTfdCFpdITMoNW/",
-	"ml6P4LzXwctnGuZF/2HqSXZBU89Qqk421TIEnpqy1erga6AxbTSSrmuswVYnABAyY3ZFTLDnFKUF1oQE",
-	"V7Le373KiF55Ol9zEqiBLdYIMwJNBCGxulxQ0UFjEJa1nFJ1ykiSn5NKl66DcXhgycbioEnRrv+NjtET",
-	"iF4yxGy1grPrBmiFVEcGsaVFEP14xkLNmrKc4tmSOPS/cGVPk/BiWzbXwKPH5vKtL4MbrG+DZ77fynI3",
-	"aB70hkTKjL21++UBpZXrIxbE5J7fHQUByuzr+AVNgAQiZGoJsb03pDG16LCRBxdIXgXIeA17C8bTSJtG",
-	"iBrNbHJNSqlNB0rtDKl8ic0JUoqiAeMBSO9pW6RpWwOG07Wnezv6aB3Ty5NtyaKwCLTGFMO2ZoepO+WE",
-	"sqNFQZcr16S6BzAIxs512MpaadCGFqdmprUWqbhjg3QFij2z1AQ3ASdWB4a7D8Rhg/rgmjGInxUR+h6p",
-	"lXi4y+urmKwrpr6vIRRuTpRC6yyPhyaZuFv8V/A10Rpup/YvytTUKMvJRyWc56D7tg4Asyq9MyACP3UG",
-	"YvXC4d15MqRdEtgeCo5IJ9rypsTFob62WVaF0HfKlqK5CtuNiXCeI41NKrTE8y51+lxHqaxqBmZLPZvK",
-	"FpNeawBYSyoLDAV1RR3AlF7OViFFEyi0K5tNaUBDhWkfGvrpnxis2XO7PQgizpe+g5x39jNsPXuKuEqP",
-	"cF1u+L9b+PFBDhGtDe3Waae31FxRR3Gdsajm6tm/gPXTVugRJLlo4RnbrNpt9Y3E9o3b8a09/gfb5LBc",
-	"sWvm14W8Mg7QZq+2Vd824NUX2qPhQqxtqr3KybrkamnOvHon4NUz6Mg6V8KlSjSKhVL1KygIE4W4urP1",
-	"7MG56VsCj/IiKjUGTxMA3dji/VLBvn39nu1ScQypb2HNh9CZPtgS0d8INlOHK9oQTF/EzqUOs2FL5CW8",
-	"8YDrqjoYsD/CcXv/pkeY+O/D6gg2nOOKLCoyFKfzvDHEtEwR4OuxPhGAE2aE5JAlrBqkbKmrexmA3UXh",
-	"gZhox44ROUtcLxuznHUcGaMUBLY4n6bJpV7xja7nBWVuWEYOtSuoIiWvpKc6uhwacz9TF8Y5z6HSRRNk",
-	"EoAYgSlcKAI9JAtCB6azYXAMeOVeIHh+ragknVQjyo7WZM2rrbPU2eoZln6Mb3wuBNa5c9pRL8m1a1dy",
-	"ttAUdH4IXeAbiFuY19k1kXojqVG2tSVtSnTv5HKFFrwoDNvMWAVl9SY6wPUxWp2ix4bhEvSD+vP7BH33",
-	"FH7/PkH/B+V4K07RDycGN/vJDyeHiWleIFzQJVhbjCWWlDxbQYV9gdL/+q//+q+jN2+OXry4/OtfT9+8",
-	"Ob24+O+0uYRYYGtXwkzUa3MjsaszY56N1m6cM+OItyVlmtSrY5NWBX5j1RoYVbHMVq5+jHjk7cAJuSFM",
-	"HhWclwl6fv5ex0twXqCMF/Wamap8ejRgmTycotTapjteCAfvI9DE2ZsEMqgF+WHiGaTBDs34piD5UlvZ",
-	"xBR57g1t+dUG/BnAkEPYMZe4EGjSsggqcXTqxYGMuTQakaGlgA8yPvX9DHD4T6HTN13Hi/MueF4IypYi",
-	"mbHUSLE0XNrNGBbVpgqbtV1a94hL5u8H5fmhbVVf9zr92wMfBLXYdaUw8vLr3CiaI1ixvCCQEQmmVtiR",
-	"3dOh3l9B0bvA9Nw+I44xw8VW0ix+WjzXsSKNA8CTmmAtbySeExQ6INJa2+dbr2qokLQojJjUAk+S6sa4",
-	"OVLdbpqgdMXrqkEAVQIux1v1YEPIdYomry7eIvVPAUEs6ZozuUrPZgxOB1zZeGTd+CMTO5REz40XBmlU",
-	"pz+cNvA66rTidSWmM/ZGCzTMENhzXOsC6kWgpycng1LnmSP1KPFjWw9C22s6HSQHamwHyUGO1ZeKHgfJ",
-	"AdDim4Sz/1PQ3U3QNSwWk3QgXr6OpHvTcbBDlKxhchO36P62lxaTjGkdgvcgDIO3tVoc65j2AaXZ6UUV",
-	"yXiVCx2BvuCVi/h2IRILWhgP7IcaV5hJynSAn3njWMmxfP5Xggu52jZ+Ogi6fiQQ+NYMBexNwbOvd6P0",
-	"Tb6au03+D6m4VsJSxiVJkcBbdXfbRsTTjzD1h0e8afUTY1BFgntgtss25INLcmhxEAQF3OtxeguHjGZt",
-	"62URBpDBafNoUjOAYYhZlg/PlFo8HPnT6N1TW4EIzMqS6+tAJEkk6KfR67ePt+aPI8HHHqBeOz88HT8c",
-	"fg+N/BP7nT3O/EYcUyGHVILsIB/wtOs7pYLy6rwdqQ6x6Sa9Aq9J4ly9DqhfMdUhwhJhuM6cmbgduNu7",
-	"OD8vjWuKzts5UOlowQh3B3ilGaU+SkPSDE06UfdYQ5G5UKNB1f0+Is/DOn5nAq1NZTbPnPOCYHbbLd/d",
-	"83/cTf+H9iW10m4SqLGoo7p8vtYBWshWzb43C8I4MbJHmUmd/6t9HmCARl2Q+E5KCaSKTHcpJPFKf3fe",
-	"qgOb7Ptv/1gdlQ/ZJ/TYvMhvKNjrmds9/Sr++ngGQO05nCFqzg+yveBmcuwlR0e31I9crpDYUJnZTHRI",
-	"gQO/linrD51NdZtXgCeq1X+c81JaTCR3XUITjBYFLQ14MQSRQ4XuklQColB0QnfOGTk8Q91kb5OYPDfj",
-	"8DKmm5T2GdNesWmTSt5zAujq+fqmbVLjvFR1dfc2uBFz4rK91U1IN2iv1mjEzRpNoLSzgV8xIcAQFWyK",
-	"3y8Ua0F2opfGfrjrQi6Mr6d1LY9oGW+8hX5I+Mimmx23cMdP5kS5v2s56eX9m95Mzjovm2yu9qJrI64k",
-	"I6/wMYdpc31PIo75t+zUJpwZtAZcKrW0iWMfBk3Qm6uPlnCm3Zh2MnmFKYA7r0iRt5z+Gu+yBTdm0xLQ",
-	"28VCW6f155pFhdeyxjv3GTyxUd8GhPHSrTACXuqBZFrvv1agxYxtKiolYYBaFJAmpgSz+VpowYKoRDpa",
-	"gFY6B1htZ5bRgoBvtNqi7xEAarxaWDetJz1slxNPtuR8ww5Rw6DameAmAUkvesj28xmbe8W9mgGAaPPJ",
-	"3DezYU1OVyTGSLHvT57oal8zFi7oMEUpYWqx8hStawGTwehvF29/RkaTN87upycn7lU0Mc8Ogd4W7CAI",
-	"h3nRlxcPAHTb9LAXDMPDCCsid7rwDD8LxXaMbxD9Slbuy7pifRHHGaSpLhb3JrwGtYVB4NlfoVYdAI5o",
-	"Icf9cnBP3ea3hYTUOW5rEbWlEZo4BDA/a+cMEuEs1Bj5KAkTzf2kQRsROl13w6trypaRo/Gcl1/odGz3",
-	"NOaAvK8DsY2ZZhp/8GPu2RjZj3aIfg0R3OX36YzdVQiiXTIwwBh/RDG4P1f+boRgh60fVAZCkV4RB4h/",
-	"B1eJywo/GKtA2w8IWVRWakaS6q9N8YSQmTA5AGKoaX/qew28Uf3dtdJ80kQN8Pk/SCbDUZOKlt8MhIRe",
-	"enWxa3KXIDZP47rYQrAeUxpmGo3VtyBY1pWpWKchHrpMu8SS5Ee8JCzAtsfz7RHDawKlEDPyM163bPKB",
-	"GG747Mct+MrGlOpz7Y6tovf45Lunu8ro/emBCsoAReaXir8eKP3xjtsBhiZQhqsKSkxiU+Bce3T8m6L1",
-	"3vg2mTXCRbHPXhlr8jI7Afy7u3kfgE7GeZ//2IbbUdz4+2TES8d2rbwNLZr7yRqJBgKoSEaYLLYIKqb1",
-	"UvjumR0HK9VG2bSp3n9pz4M/a/jfpWQokDHm04fUABBqX1WgWq0I9NymUHtbpKKJzlkywBIW08C8e/hA",
-	"nGyXfagwV4EcD1tsXlub2LPA+XWPeQVwESjngM+As2tApnCzakoS80pvcIyExIXBqkAVLwpToEKbPeeq",
-	"icZ22hSnnzFbLOwUga0+naJzbZXLSV6XcIVtoQfriCm4lk4cxq9DTPfAghN1VQIoYMY1ep8GgWlaO5y6",
-	"wL7jNC8+GJgfP/fAXJnVrdduqteAyQT+h7HBVS8/kqyWitfdej3YTcX28JUuta0RxA17DlMZUFoUv5Bc",
-	"c4lDsK0IvnOJqy8JrPqsLIut5iDIBzK2ZcnXNMNFse1IAMcJe+OGt9FUa7k6LviSsrhVUFH0b79eqgu6",
-	"Dybs8NkFXTLwxPFT9OTkCRiEjk3Glf6QnaodTorFkWISTBnJZ+yvl29e61gFYUuamxxCY2+6IRVdUCLQ",
-	"nOAKEpGuCRNQVNVh+eDM+tFYjhifKSILAzuqR3ZEGZqTgrMl5Nh5tFBjXlScAW4OlREz42tFnHNd+XwH",
-	"20vyUR6v5Lpo83v3WAyfUx/LAjMNnQpEmWjKHSrWeqJZq/OV9eXYNJGJWaTDg+RgRXBugpZfc70T1b/j",
-	"J3tvkJ0cRlj3dn+CsFyohYVkvCNeS6V6tWpK0pwwSeU2yKVlPS9otjNz0XAorwdqQ79k+YVe+LvagdvG",
-	"FH7t5VYokjVWEC/4qmU54dejTCU5Zz0JoAPPPs0O+PXs4BQQkT63Mnp1Rh0yPK7YmbD8Iei9jocVnEMr",
-	"EHsHzn9TEsVH/v3br5dHjx8fnnp4yvbgNkFIQpevZUISnCO+mDEdw7esMWhKgJjuSxAteiwdqFA6CWt8",
-	"wcYFB9k2uiyzkJjluOCMzBjYC5GljcnjVPM8RTN1R5sdpDrr2eFCP4LCTCVJUFnUQr+cJigV9Vz9p+IF",
-	"0bD6M5Zq+qaHLYGXzBhGUJ2yJb0cHQzImBvUqW4bTXAhOMICpWorXdE8PUz8maueIeBgDVWneEMBGAUq",
-	"yA0pwMpbYgHYjxvntYQRJE7ngkIDSuRaJWfGQOJukw5Jn548Rumn2QFRJ51izNmBoseV5frZQYJmBxnP",
-	"SfDhZ03cGWtQtxtuwBKaV5wMLidbXQGCRxQpwXN6OEU/m/MG7P9rsp6TiuSnOrc4uDtERJ6/slvkAbUY",
-	"10dE2LttCtrJ/VVtflZLwMYHWRTo2xHUsY2lt6Gd5lhglPtIfF/pI0rpL8BKiUOTdqfIPUuvFYT3DN2/",
-	"dQDQQ66+6SFAfz26ractPnCHNTNdql0vVrWE2Kicb1hnqV7TG8IAOBGqUeGcqr/OTFDDUNUOU2LCE80Q",
-	"f0LZ0l9asy57LWxzYTUYCfEzSdvvjwqe4eIUpYarxdRYKSGlxcWP+qZL0LMT4+nO4apqP9bivQF/pVAv",
-	"gHOJJmkFHk6bUHOM6lLSNTk8s/j/Gj3BFdJwibClrX86nbHnOr9eQ49aME1dDBDZGR+XFSA5kVp4Z51J",
-	"5dNHa0zOvTE0e1AbDHRxwXApVjxqghHN83giliORpjOVtmI5hFX+7eLtz61CvGZytxcUfQLv4i60wGsK",
-	"fvGJ9ndf6VW/Mgi8SjHQvxt30tW/ND/l86uS8wJ+WtCCmCqSyYzZb3B1TfIrdU+5grAJEzqdHkJ4pE2y",
-	"diQ7QxafwQ5rxuy4zJOrf7kC/vwkMl6Sf5sdmN/VkZxAsraOJDdfwR9X/2L7tSAxOiwTYJVt/KvFGNap",
-	"3qaQTh8R2U0eKrVXLXIUH65yUiqlylHA/XY13+rB2KG4zzyn8dWa5+TKhhIcNknoLrZN6ZRCIrJY8Eqe",
-	"ainm6jBARGF3XdXm04FjGuV1itJ/uSpJdWWSzw1JZgyAMrCQNtv9Bhc1hAMD2oVm5FjUiuO30RsUrpVl",
-	"gSm73b2SC2rqarewKxvJojrwXkSTBa/WWKKT6cn06WFiM2K+Ozm58x5su+iFrAheCwDm3mYFiZsh30at",
-	"jfqWAfkD5IqXIrVRvLAbqq3SoROvfgro1FB2NZ+xicYj4KVWitA1UdcDZnTuVB0OVxABn6KJSU62tZiw",
-	"MGZEA7csV2R9it6/f/Xi5v/MGNXByWRNTYWfpDFIpi2LZJogwrJqW7rCkIKyawtS1YRRmQKTMwaPN/o2",
-	"AYHJpoyYOyBSnF07KhioXg/sqijMF4k21IJePWPqFjBFz9UyADKUuh4AlfS2IBXFBRWmRJjuwk8unfAK",
-	"WVtseojW/MbET3bKzBirhQYtdpZwdVmBUfhGX11Zi6rzFjaVi9k2mMx80QagARbyIEqNrtkg79grWloR",
-	"MDRfwf97SWrqxq3DSE2EGssd7o82L3sPqZixa1JKsDRpLGY9K4mpS1MveVmCaVIHpaptZOoNmyiqipgC",
-	"eMSr/5XMGERaeSP5WFIA9cZoiaUSwrCiuFCU7BuifRu0I7dTZhJYHh9uGuCnqXauEcNGujQNemaKQqem",
-	"PnETtgW09Za3IkwmqGZ6rLlX2+al3jNHalKnCJuV0uHTBdVAseDDg1nDHjBsa0SS8yPoovYOtjvAYErx",
-	"siUC4Q5syLyoBclttRzo35WC09tIXclhyDM7g8R7YmU0pD0UXOjdYzMDtBiBZhNbrcZuLQirhttvLTSQ",
-	"kvFdaccCrxkIqFdMX754hVoETBPnHVFLDcZuzzcyYx3niPONoK5r5MwXCC04eI8JkYEAMyUOLA9oillb",
-	"gt7+E8wQzQuigeYO3f27vXRqx2crkl1PZ+wNLtTRApAHZS3RxLq5eInUaaZ2gKZCIwNN+MF0Oj10aCpm",
-	"uo0/qRH18MLTRHepdp6WIphtnf3ABC5C5Syb6WFKVegevv/4USv/YIyxJZTccqasLooUxIt37By3Tos1",
-	"wUzXWAgWLYImL+D0A4n7QP4cr4ev5M9pjeDr+XO+QGTZnR1Amin0uQtUg8pXsO8mwGaJ3hXaM5TYfQZC",
-	"IewmMurVbcLV7KexeLU1/WhvUp4Sp3YhbQdbdiCjMKwsiPn5FgQbfIyqmjHtL4Vr3xT9B9lqOzAA7Rn7",
-	"7MWL/3gkEOz1V/nhqSk2xqAAKBWmyCzJ0SSFLDdtQk8Pz5qbuHoXtatcptp6fbXCYpVCoca1Im9d5liC",
-	"gE01pa8s8p9aBfPHGdRJhSweJjstbYyqIYg0AzG4V8Imu8OqQnZLU8Om2uoytE6phCmqFtGk1dhhu294",
-	"w1Xz0G+m3aOo5UN/evKXKbIvai+8kqj6k1w3eE1IaewYwIEzhl3SnTPnTjsTB+s8/lCTM9WiDmvwibZD",
-	"OL4jS6quqVp0/GIiqh5OPEIPX1U8mhEMoZFqkhBQDzSL3j7I9i8PMfznnC0KmsmBJPtqiwCtXFhucxXm",
-	"Le8Y66MgJruUS4TFtS638pWksuVGJ6sMpme1TZq1QFR+IbnbxAl7Yhf25rGxXYUF708G9VRpe89+fkHy",
-	"U5Rek62618IGTZBSakClnQvCpM1zvCbbwwRevSorsqAflSTG14TNWEElqdSRo2+eaUVLcoXlFa+utNKl",
-	"2i55tkJrcapLKQIUp1bhwWSilXV1nyMVzWYs1aheL6Fklro4N5dALcMbdRPVAqCND6fonWoVjGQeDIm6",
-	"yU/mW2l+PDxDa2rumA4IUNA1xFzAjHulZIw+aXTOp1EYELUMF2oFHlRKQQ9fVUqZEQxn26kV/gPraO9s",
-	"5ro7up2tZGKEQtfgYmxNe8mHTgTf3uJBjRnmrWNK66o4OD1YSVmeHh+Dj2TFhTz94Ycn3wGQvxlXV2YU",
-	"QZ9QEzZqfDr94qmgvDQ3zFa1+8RLkT70YlxrES7Diunaw1tw5jDvS14GPvSAjq0NZt1AgJhPcXYd/rQV",
-	"gjUY6xgMog00CrmOkGrCy0fGzuBFosOf/a/0BdgUC2het+EW0U9E0qo74RXfBBuhwfk3rTX49gH66zoV",
-	"nRrOWkMlRNc07BRabg3Tr7UYaL4L1Wzx4EwDefEh8FE3WacdYNtfZRMuG2HT3LOEWGABr563DVQ1ealN",
-	"q66ffrubEW5vD+mpiQX4FEQgtkrHxYv/EI+MHqXFD1SPAINt05yVEP3W+omk/pzdpvSa0hl4oXGFPHeJ",
-	"zuJULTa+BZ9g2l0Q4QKP5horBaLgWhMzUMy7PvfQkr2t3uCf9tcrgM9vUfkZ37SHENwlvNza+xthSB+b",
-	"OjhHq7jWzORRgy61HnHw+bfP/38AAAD//w==",
+	"7L17c9y2li/6VVC6p8qtOdTDiZMzW6qpW4rtzPYeO1YseVJ7duc20SS6G1tsgCZAtXty/N1vYeFBkATY",
+	"bD3sOJP8EUsiicfCwsLCevzWbwcZX5ecESbFwdlvByWu8JpIUsFvF7XkF9mN+jEnIqtoKSlnB2cHa35L",
+	"kFwRlNWV4BXiDOWkoLek2iLMciTxDUGMo4JgQdAEy6M1F/KIs4wcHiQHVLXxoSbV9iA5YHhNDs4OsOkr",
+	"ORDZiqyx6lRuS/VoznlBMDv49Ck5+AHLbNUfkBqL6gKtiRB4SQSSHFVE1hVDk5wscF1I9DTW9xwa9Xte",
+	"4490Xa8Pzp6enp4mB2vKzK+JHRRlkixJBYN6zpmo16T694rXZXhwS/UIbVZcOKIpQmkC4YqgWpD8HJF1",
+	"KbdIPZwLwtR0MBMonc1+fv/y/cvZm7cvXs5maWQaWWsY/nT+V0UWB2cH/89Js9on+qk4eQvDxMVPqhE1",
+	"mxekIJK8IRLnWOL+dHAhuFpuIjUPwNSeCCTquXsNCYkriUpOmRTNCsiqjjJA3u52Bx/AHC+xBF6A5kr1",
+	"i2ttaWhQkQ81rUh+cKb6HksTR4tLXEmqJjTQVWnfecDuRJ/sWYHpGtWl4my5ogKtMdsi17lAlCHOCCp5",
+	"OYLlm+/uwfc/16QmA5T5oJ7fnypXHmP9WPF1nzYp45sUtg26pmsiJF6X52hDmUD8llQt1nzDcxIhiuh2",
+	"1CHNa8KWarLfP3PkELKibNkbJnTSG+ZmRSqCMFLd5UYkwEYRSoLiZjERlWiFhRKhRlgseHWGUlwUKZqo",
+	"TTcnS8oYZctDxKspSxnZpGjC+OYcqZ+POCu2KaICYYZwQbE4PEbXK4IWtBIS5SSjQvWzAJrZkdDsRhxP",
+	"2QjqGCI21CFMsck/Dg6SA1wU6iOy0f+HoRz8GqKYWiteyz6hCs6WRyUvCpQTnBeUEcXda1oUVJCMs9yT",
+	"Kd+enp6exthcmh6CPP69+tLn8tMgl/+C6eAQayZpgbA9ehCuKnpLhGLH1PSfohILQURklBvVw6DA+6Q2",
+	"kSg5U42c/XbwA87fkQ81ETCyjDNJGPyIy7KgGVaDPPmnUCP9beR2e1lVvNJddQ57XCx4pTiWV4iyW1zQ",
+	"HFFW1vIcMS5XlC3RBguUrTBbkvzgU3LwE5c/8prljz84xpGosxWqiOB1lRHV+yUv3/7Hg3V9yct3hvRB",
+	"6hiFQ3V8RapbUumxPvrMa0Y+liSTJEcLTIu6IudwHBP1AaI5gnMalyXBFRwOIDYqfkMqVPClGu97hm8x",
+	"LfC8II8/3ksu5LIiVz+/VmKpZhXB2Up1rdjKGxsVSKxqKRVb5XzDzpUeV21hK5pOQDfNbkAXfCUJHAhl",
+	"xUtSSar3RzaskdEl45XSt1S/kpdHBbklBWp9hYAGemGJXVJWF4Zc+iTryLTkABS6V3nnwPjmu++S3d86",
+	"8a+/H6Ly+/evXqhPhMSyhhnjoni7ODj7x/B3F9nNlf7k06/dEX1KDmSFmcBZM4buHNaU2d+fhiR6c9L/",
+	"o9NYe3rNccDn/ySZVHOxK+oJtvai4uyG8U1B8uXa3leoJGuxi1gtVvmUqEm90t9pLceMBFcV3qrnPeYZ",
+	"R9u2It0nb4c83dlESBKlxiON8k9m/1zM/o6IuggsbF58COkA+ywMZTn56DXi1BmzZu8I/JOH+3FjBx4Z",
+	"0x8o+qPfFnWWESHCnfdWZZjueqZJj/62D0s1f4zdGXaJksASRFbtyjGhVXkV56mra7tbdSa7ttSY1Rn2",
+	"a4AaF2z7t6u3PwXu2WyL1BN0i4uaJEhIdWaB2UBbNkiO5ltJQIlXPxz0t93HoyU/Ml2qc/z4Hd680RoL",
+	"9F1LELeamn0Joy8xdqK4lquZI35oLo5DhxfNLgl0EKLzD6AKvFNbuzuoFReSGU7rCxWah7m+5JUMP9nw",
+	"6oZUr4LfdYbtujbt6f68JoJTqRcLUjVc09nr878SXMjVNrwZ8gpTdonr6FY1XBacGeMyQiXCcvXj2W8H",
+	"SrHHUn/3/bODJEqgCPEqKq32GDDS+MSznfo7w03e9RKi4HOcrcg7pYsGWFQ9+yuV7rGbUM5rNTDXHqvX",
+	"cz1o+40IzynHEs+xCJMup+LmHcF55Nuu3PVkXvdu1zzqUjCyaZqu/SkkHRJECXjNJS5EnIIxagxPeLUP",
+	"6UdOaDU4F84WdFlXJKoXqR0qSpyRO6klvHTmt3FKBtjA3pqvgnqGtoKNMnYpZhA3dxh4h7S6yx30M3fa",
+	"kGKpX4nInBaBhwg4lmzviODFrbYcdNTCsKYRfxL5ylJ1mGrexJvm2kNKnE2zoYJpvpl6hO6Ntq4t7IMr",
+	"0Fbt+3IIWsjb9uL+9lwba7ruMLKeLeVtH2WtQ75G9+k6Ivqj7Q9tJ9F+tivfplXZIoG7D7ZfKrCQprH8",
+	"Qo6/21xkkt6SMNn4YiGIfI2XEY3DeQWCDEnX5DVeXmljZrgFqSS2HfVu5WU/CeE7LVwrSZdQ3UH4s+5N",
+	"ok2z0Hq2L9qxEY3YQFf1eo2rbX+h1/jjtR5VbEOooyhC8Lha6Yb2C5WraOM7NpLEsqVOX+mDPzl4jZdL",
+	"rRq9IDisWPu29+cVwXI0H4uAV2Kvj5xDZdSXkpc0a2/F/jsdewvwWISqHSYx6rfppX2ps2sbWi+vk8Rn",
+	"ErssSdC7EaRCbDFCTKvW8zWRUuvP+wr5zF/o/hFgnLODFhBzt/wE11AtJ/q+6Zzg/KiAYaKKb54IRPME",
+	"bpWXb6+u0Qku6cnt05O8+HDyG80/nVSkLPD2IHb/s/fLMeyi7wKRGdLIeK2jBS5f8c06vJUjmkJZ8bzO",
+	"SHVVz8dbPoItwY3/Oa9Z5OIpK5yRUaJ7f6OIsTuASB+yTDXqjH8edI/v1qq2Jma4sE02n3G9FR7eH5eG",
+	"Yzri3DpXxpp6vQ0XEDQlXlKGLW90VAS6ppGV0mfeCOmk23AfBI9AJYb6bF3xjUBrLDPwpklw1BZSS7Md",
+	"nToa2cZb89xB9bpa7qOH7mTUvFE02xPsyBiBKrLmtyQPmhzim+ou2qgdU8Ps7XkNk+gdCDvvtonznGoT",
+	"+qVHrAUuBOm6vDBaUyFKUkh0Q7aIqlkvakFyVGG5IhWSK8yQFqew7hx58u2JQHzDkNuhYbV37MVyj1vo",
+	"pxEE6bgOexbsd3zzzqzwsC27t8Tr5vgIyFRrMrdK1BorvmGYZSSiOI1lGD2iEDM4h257lnsZO0PtautX",
+	"gHyeBaoxMjMGzt4DsMk0vwYnDX7oqBbaNl+vnA2uZs3PYHlU34TavyWViB2w+jIxo2MMqmYwns0tRKZX",
+	"OWGSym1fqFwr5QWL1ZzjKge1Rb+Jcp7Va8KkjXkhRS5M6FQqJGY5LjgjKQTeqR1XkQWpCMvIlGkv9BOB",
+	"mveQWOGSoAk41D/UhLCjsuIft0/E4TlKcS1XaYJSUc/VPxUviEjBSp9i4D3dDa8rE1vTdWpa/uwrOh+P",
+	"dG/6HQROaqHjLnFRkMpElaA5ETQnApX1vKDZGaqUsOWs2CZoU1FJzM/wZ/hDgnC+phDoM1pLx5mcZUUt",
+	"JKlmK4LzCIMpTYMt7Zu7BI5d2+f69XdkAW3UMhDjmfLFAoK80n9uZBpS/bxOuyGLG7wVSB1fB1FbWsNx",
+	"pp3xakdnGiHykTWmxTjnnZgpBsGSB2aivtFRW2YBA4YJ8/GMMNVPRAC7t4qohUOx8nhDqKXBO/XVp1+T",
+	"AD8LWXG2JEIi1TRakSI3nKjj0hLF26zFp0FWtoOLbBsTSAJvmAiPG8LQGpcQFjzZULlCf/vlGvHFwvR/",
+	"6G+F8bPsL3MjNcJrd4ZAOOdovm0FvUhBikWCGEeCCAHxnJIjseKb4BoLfT3pzx2mqoNxz4HfkT9btXs2",
+	"isQNVXSYISMHI4zjcNDKmSjqZXDv18JJ/s7W9YVum/ykEAR1Ro4mOg5avclriTiDqOHhc9Z2brdae7jt",
+	"bRXYJN0d0ZNknlgICkOzXxop1GIGI9T0ylnuTaz0Hzr2njdCraOdk6Jwa9HlBCpQc5KBOhC5LtPwPdju",
+	"/X32QpQvGqUjxlI0apowgePw2sHePBm6GBt+MKvVZpJmOEmjnTSEHrFOQad1hMj7Dnqo+3dmwbo3EE8Y",
+	"nmlZl+wWsIkSFEoqaGnBuBbYfNERp6EFeY2XVxLLgBUe3y5HumjX+OPYN0lOMRv7MmV3cVSqcbuedCt6",
+	"iKH1MMbcS/9+Fr5Vz5ZRy1+Bl7OV0hhHTqzAQs5Mu/kMj7MMayvFrIiZs3mREyFnNdu3YXc3nUX4vnkh",
+	"anKH62r8saRrokY+E0MelNZdJKoRnvsHcc6JOg8lqkjGqxzpJsTBvh7YziK3JtQjQIdk/sBbyxSYt88r",
+	"kSULsEeQcQkW5OVHSVge9a171HZR9P/6/bMRqSLD3cUMUOMj3sjHklZE7OPci1iA4dnMtDeW5RnZvNxr",
+	"BBVhZBNz6403WtiJ+JFntunOqHwaBWYZYok3jXHFY4mOamcUqBStayHRnCCso9bMkM8RZludJACqHmZi",
+	"QyqBnp2eIvstmpiXD7WNTM8v7d2VvQvNKK/Hp+E5XREZZ705xG0NRmfpV0j+xrNSjwio8kxW1iHXbztu",
+	"BeuafzutBYaVdCbTtL5j0WNRa6Np4xSBoeW6Kjkv9JuPTNSSl292v7eTwIFmRlHdp0mQ8kSsfqzwmoBz",
+	"JRQtWPGyDFnXMSoJqPpwykA2zkLd/UxmhXoIuRQHyRhaai2p46AgGaG3JvxUXWWU1plhbZAc0WYwzUsp",
+	"nFLdRjnSMxjTVi8A+EC3njjyxGh7SSJ+WGNKDfLMigs5ZKcWM29VRhAiHola2TCo4E3ImSifCMgfVMq4",
+	"bxQOmG9MezMayUk2PIPzvCJCoM2KFqTV5u44AVIsIrdPwmQFLg/vLpqAZpVTXBTBMQfibZtYW39gjlTt",
+	"WZoBBdYmxhJXzlLeuarErWIrKcuZollEcxdyJghhM7zks/VY8aWv6GF9uWs0d68mZpiBXiPzVUS5AFew",
+	"n6E3zq0x7JnZ5Vd/yJj/RtVp+7K7nm4bZj542vlEGZ9rMz7Dph8UEdrbWEDOPAT4c22e63hM0USDLnD0",
+	"4vXPh/oCaiNEn53+5fvQhSQ22+j50gpXCciuJnC8m4Up0ZZIm0DnrJtwHB2teW5QAhJUKElTVlwtoI55",
+	"CnTTPA6Sq2ZHOLshOeRLKzmodoHfFyi3Ith2xP9uSO/QIyaCEBf4YnNLxUkTWHS4+2Ry3ngX+d6at0fs",
+	"AcbcFSr6te3JEXvxBZHGVTKwCYeiPbN+zKQ3sUJfPPe5rEXMEOHYtKwJlux0tTsk8oFjvoYlz6Lia9il",
+	"6roIoAAtgTPm/I/Yd6h4ybJqW8oHXIO10daHpm6mChr5zkD1e8aJ4W3Bcb7HYjxcZBk80YH8gTgmRdpr",
+	"2mLYlmylvDLO9JAKKqvtC1Lgoeev45FSUhZjwqTcEFsttrrXbXnjDW2eDz7+yI4AvAfifV9nc7fjETxp",
+	"E1GjuQiPHxA4IhDwUsO3hIICA/kOzkFiN4MLB/QFQDOxoTDBoRjDjrRobwAjGZLu8TBwwNiLf9eoIfSn",
+	"AzGbVrb/sG0OoUBSFBaQrBA3ROi/NDE4luBzIOdqO69gxcAv++suU3Oru6Q7D/P1ADkeKPTSMroJzQ+c",
+	"bXcQ4UMRmyss3vCKhNDJKtKochBVifBCQrwdFajULBY4lR4+BDRxo9wjGNQNHUA7eiMeEQhqtsTIeNC2",
+	"iPLYMqK5+gnPSnDOiq4a2wiqDleEdl3MythstoH8mPg+DDtkVGvtT0MUGdbC6IDjoKXU9K8u3UuKvey1",
+	"JO0YdfTR9JqH1VLs4dymBDw68ecc+XpQWYFXru52CP95dtuz26di4m3H+LHdXpr2MT7ixmOIel0ZBt7b",
+	"OW76M665e9+RbgmTM3sgj93rQBtw3u6Z69RySe/nUtaxTc1wnbbV8zX77mOPWu1h71qb1zRkCYMW9lYK",
+	"9GLvygA0bYcHJiuaiSuGS7HiIQtdWQfc1Vth0KE6ByzNKt540PuipRahKNIdnwXi0dRG02MITcqP8+7G",
+	"CxVKv2UkG0juBbcZ/e/IRW+DqaRsaUyaY05I117S67/fXGg+a7LmoTMeVlvjYIhoJMZpcCHIR0kqFlKS",
+	"Bj9bEVxeh5Wrf+dIPUV8LjFlJEfuKvj2KtrWexFyy9imKEO1IMGPKzGG8hUYzppBe516JEjahAyvQKO0",
+	"t9egMsmnI4KJdmmlZS1WJE9QCa4V7RDMboKpPBGLKAwmeqEX8SybEZgCcOtR9OkB0JWk0vpXggRlGUFz",
+	"zr2QwmYUlbdnwlTsN6zFQrvhu9NakRgIbKmL3JjuT+S6lMY81LGBG2TNEHGiQk635dEs8e8hTsI54ZCA",
+	"pHYrHZT1dFnBZaWRQDGorLv5qgbt3vHclqjFe9CmbSdzJXElow4m/yjYC4ZMyYesqHNyrRSJF0b3cWdz",
+	"t60+nXwsvL66Yr3fe46pxEJseNVFVXt6+s2z0NvGJd6LaeCVRHqvJAgLhJH+RgP96gcNDux3z7795vBg",
+	"J+RVA8TTTVDUzUDGDejP6k6rnvx//7g4+i989N+zX80Pp0d/mf3622ny/Tef/lfo7iJEEeYtq1bcB2jO",
+	"OMW9nQWt7ua9EMLX4C6JBW3HkrjGboPwZb+uKsLklSQRwJN6Xb6tZVmHlX5S4FKQ3MPTGCF849KjIuAQ",
+	"HOiwn0endKYDPVBtJtGNtE0mziu906rXRJ97lOlNdJDW17hakocVNn9AeSBC7mBRrHlO/s0siMmZUXc0",
+	"HcSYU4FbTPU72OT/iQuaR0yluCje2MIJ++TiDnuIFQmG/LDreJfaoT6EjhABRVNPFFdHP+1qQ2ad/A7b",
+	"bSRmnHsD1ljiBFeF35Jr/uL1z/cBebqPbz+QKW3S7XFREZxvZ57lNpZG/CjxAWZkuwIFuiAUQ6eLxdzp",
+	"Cgyj7Tew+rxyGM9HGvSe4TU5Q0+PvvnuO5StcIUzdXlAfIFS77Q/Pvo1TRD5mJFSTll6bPJ7j481Gv8W",
+	"ZZgxrqOfdTQdydW1EKP3716jEsvV4ZS1Y3YCMsFTOSZe50e/tkfyL//3H8e/7nx+3Pnr/z4M6io/WdNg",
+	"2NzjLIfjTT6uxagnKBA3YfqILW6rvUFX1QhjlIl+Gm9IFwP2ZzEStMiaX81HSbsAh5tBkABc0sU2klOV",
+	"rTBjpAjrTLFwYTAiClRwIdFEhwwv6qJI0E9vr1/9+HekMVsOR0YLayz1Gd+wkcGOBRWSMFLNylja3xxn",
+	"N4TlNuHs9aur65c/2dBUbdMe3U80jKzXKuDSl8FD3dVAGBvlW88LKlYzOFrFfh+FVowpHjCA/AJBaaAJ",
+	"Z0WTImtwQ1YjF82Gc48cWUUMlcZNpet6Mzzqr4g/2x65Gtb1RtrmNH9JWuML7aC3ZSziEevqViMuCyUv",
+	"x75Zi9Vd0gzhO91RAgMLT8ULLg0ceervkL2pM6gXJgPAKMWBI+iRD53/N3jqvL0l1S0lmxBSYyCmqfG+",
+	"D4l3l3hq8gPHv9/VGbVJawDFKW5nbXzjYTjdHRG2Q3jOXvTtrpjZgbjX+wWt+q7/Bsd5OJK1rUMMIGXu",
+	"fc7qa7i4WJLYJULcxMA1VxWvlytzve94XwCjguSXpNL37LEbX1Nq3w97CS3d3oMtB68rPlTjCITgnh7i",
+	"LZWlXsuea5JQG9r5fXqrERrc5ZcHX/OquS2DULL+CAdrAjVv9hh4lJLsRjIQLhXdsuqyVDOdfDUCeN1f",
+	"YLu9mwZ2Rgf1htqXecMxyztEXiyapoWO2znmlg6LQGc8IyOubNRXgk4tcgELO+YKLKTN/dgzq30Xpv5d",
+	"UyMoO1oUdLmSiDIw6ecjsiP2Ac8bewbQKDCkH+nRImCyR7ZDa22DHNfKr4xZjAetI3dJ9AymdQ6ZHfzK",
+	"YHcw73hJ6J3rmQO/QU1V1Gj+4XiZAyq1Z/rsw2PeLyLeypnnBaZRyOqHxXYMcWnbrtRkyEcsSu1D0I49",
+	"st4eAe8L6Nte8/fXz/WKh4NM7hzeNBSruGsh/4cD6HYtkk083E7Q2zYL+sxpGTbOlt60w0wIZfREDGMH",
+	"0Nd/rklFB23zeV05TafNiX/969mbN2dXV8fr9TqIr0zjO7vahk0tuuroN6enno016Dm1GOl9WElM5ctb",
+	"U51w53K7t69NXN+e4PgaQNmSqAEJt3U72+37oxuT46WE+i3O6nrdnG2RZVKvYoaL7X8POUuaBgdeUifw",
+	"dV0WsauUOtAvXEPjdtW4yjXWB9PpoTWk/iSS/uTHEFeDLMSyo8QKVyT3YtH6LOi/YcPr2hw930oyIhCn",
+	"3Veo5dB89Pjf2yOmG1k6kDmIs1XcRg6ViXabyP1SQS0X3+iPQmuv697qAewKhAweeOoh9DJqKLp6UI/l",
+	"Y5KQYHWtzgiThuYjrvqPsJnUJ/+5x+v0lgyN4P4Fp0wLidu/re3q9Z90adiaTI8YY3bxisv3ZY7l4Mq5",
+	"l/ZevnbzD0I8cwMaaHYXeVvft8aYBKc6ho6w69zOGXVNaG+hnlFCDfbBG1TScGilYRqdWOdOtUv19Idt",
+	"dEWH4gnMAIafDrWtFi7egn0abSFyXDbN9hrxR90bo0eQgx5xxjDNHmZE3/rnRau0ZXaLa1o82Tm1OiKm",
+	"tQPaim1Aieoc/e2TtMVnQbW6FpFS0i0ncaSMtCAAnKOrh/XuUHcszBuMTwRY4PSF/iV9kEz0WGlsfENY",
+	"Ex3vw/Nm6pJ8cNfSdmNp6N3vul6u9+9fvWi8XIGcuZZX6/ToL/hocXH046+//eunI//XZ/v8+vSbTxF3",
+	"Vu92GQKyzetSV4FgguaknfV3jpaEkUrdH7XdUpuAeIXwXBAW8tvdtQCgYvRoGLLeMm80+mqH6FlGSmni",
+	"/c2iNfrqGzH+Cyfjx1mt7MbcWbi7e4eHN+Mk2DeifKCmsrEkjbRFmLdH5YCZ8EUNQGLTs169uGL4huxh",
+	"qxmXb7Yzm3Owtlk7Ghbe17fosgCgOA8jr3Ee/prEcuvowxh2Wm8E8bXaJL722rNkjpScbqdQAm1C3Kaz",
+	"UgqCq50oPqJfpzFWUTCA5uai3LC4ITla8CrRwgRwnLEYLJY13PUjG21d50mPEnGK2jyfUExHECMxuxFI",
+	"rrBEzomNsHUYBT0tphB7JA3KgwyJeGoaZ35gJBUpeSUpWyIM8Vbq0AvjBdoYrlDAUDhayI3RwFpN3CYU",
+	"yKSL5CMArEzzbgzJgc3zahU3jy7RLuyqfKgqKflIRfThkO8nxqvd6sO9qlC2x4H5RICp7oIWEIW2ftTy",
+	"uvEE9kh56J2QcDuCN+7tFx1GcdvFwSHfd+OhHAxcCbkEDMRXIJ/et/7bNXJUjXLUa7y85JTJIFb+a7x8",
+	"MzaVZV5nN0R2YJ9aWV77tFbycsCQPKQKhNTQn2zJ/NIZdu3kvJG15hAnWDBKeVRdvw77QWkUULVvSbX1",
+	"gHPd6TkKBOohw1OaQKdRmjEQZEz8SAB8467FBl3Y0EhoGSOHRIzLs5sfByLecHazbwwWzm6GUt7hhaue",
+	"zuI/v8vGCxuuiw8DuwhuePvObt99jKsbkrtBjPtCC0z30e4t4DnPtRDcdVIMa7m8fAmX+thTHxg8+MLe",
+	"YXu1WO1otBaru7Q6zInDVyrv2jLGaGj4sF0RuTWGzkTbtPTo3t5DrQ2TeBvW4+/OYEMcEVb2O9wWOxja",
+	"5O+scUdK9DZWexcMyaihWgCKuG8oq6M24IDs3okFI/pO+hE6nZGlEbvtO8yWOy1y1+7FkD1XP0k6s3bD",
+	"Hczd9/XOYN5JtUVaPUIFWUgEqQv4hghEpfCi1CNB1e+IJAxiEb1CJLbwyGkyGHD9c+de4F0nclLgLckv",
+	"B3CHLTiCuzGiDVZDnpMFrwjKSUFhcpPTw4Nk15iKDxcLCXa2d0RaHghcgTSGIuXs5VAlvxbiZ3jUk29P",
+	"Tw1mdLhoy2m4psLHsAN8cnporpYa0Z2wBa8yfX/f1eIvmIKON3oFfcTS/jBWdLmyuB4CCm2a+no65GS+",
+	"RU5ZP1GqOip5KXxKPD2F/7yRH7k/BQFQNQMOrki1N5u2gVc7t3mBJmpIh+eG6DvJ3IZp7RDt28Ph6Qdb",
+	"NMCuMe76fp/RbSjL+UbHQQxttMagZSvLfKgpkXfYcp92SKp3XuWFPSTPQ0qbzyslBvf62G17B3DhO+6d",
+	"zwZU3GfOXQaGBgZvHKqxpbPFN+5yTHDdQzzTGWqAcMkA9wZWI8RJwaWPnvuXoGjdS42qCBgqxytFP0Bh",
+	"EVM3eISCFRpRUFlbcSGjNro7XKxo9L5TybvcDzTG36v8rncDNz9XYKX0Ss+9GqM4fyn90zFJlBPvmKoS",
+	"MdXeK7/8DjbenTbVQTEbMfHuZ84sw/Ce45PWncS5YLjYSpqJO8mDPa9IrtcHvSP51vFRvVsOuAtzD5iM",
+	"u+2P0FbeiGWEsoABMGSfuqXZcAvV7k5gMrHHXRDEVnNJbDKdkfl9tCY1SMCIOXLgOPiqSesOgM9D42p7",
+	"n7SovPgQ8eTnxYd3fPOOaCSbcFX7ii4pw8X1zrCA4ciJoayUElSxi1iY4mCIyO6KuJEXHiD+4tdk/+CI",
+	"WOyDN51eI209wwzt1yDOZgyjaHjQd4k5cKhDwbzGTgqOZsEYN7V4oMuVoXleQeD/lcSSxLJ2ag2TbunA",
+	"Fwuloq1xFiSAen1mggYG0VJHQHt0yzwuakFyDxRFoPnWFiibqBOM1xKsPrMVKQqeoDnO7Y81E3TJSK7/",
+	"uMZZghYVXhP9oyAfasIykqB5Lbb2EQRcHYZgWL1qr/1olzURK1TVTAThWqDpO+PIdutw9qikmweP9bYk",
+	"yKhRvQmsMMvFCt+Q1lq1m/IJbYlvDBxqmq4J1EJe2Kse6szW3ehjzCLvNYRbtRoRLsuCgmE2jIhzt/KX",
+	"7rM9EWjcd4J07lzxbwA0Z7szPNWDV4KABVLNsnDVIBeemkPtTIEmP79/+fKn2ZuXV3+dXb58+e7qMBzD",
+	"Q0yg0ljMdF2qNJSiq1qatUqWtofIaznnNWvv4EgURcnL2Qg+4eU92CSM5QgYTzBM2MfmAhrSg5TcCRSO",
+	"XW0d4pFXsr1mYMXQMpTxmaZ7ciC2LJsZzEa1f+aU5bOBCMSqZqxtl/OhC40Ym1Xknx4+e1eO6hMC8QqJ",
+	"GwpA2SA1nBQ0eJVi3HZu1QcNVFvVi/FEIOrqRwJtIPSWWVwvjfsVTLyE9kUI21rxuYnN0W+pPgD0DjPG",
+	"a5YpeW/DxGmFKNMra2RwMp7pTTHWsCFHDW/WLcvao5AAWMPIG3TJsKyrIXH85uK5CRLMaQ5MdUsqutii",
+	"yV9fvn79Vi0nzGskzBZoRnYLWMaUWXmkFmc3BixxZji/6Gtvy0Z2shOAQZ2k5LzQrtwfaRFGMopeYBT9",
+	"+C2phoKEuDiN1F6zyP1owjj6mV8dnSIdGEzZ8jAe7uXSZ8bQHe4rP9wFfiezLu2mz6a97tT9eUapHNH5",
+	"8vlgAfW8wpRd4lpEAyRj6hFGQnWLclqRTHJdhbk5usIKE3BCZME+1LjCTOpqCYpZlEjRX5wMBL46vtpZ",
+	"/N3nwyZmsG9ejS/4pqIuw6ujq+FCEFPbGpeqaQFjP9MV0nMqbpTiahtoqLa7PnVrnG0aJt7ytukRZBPF",
+	"Ie/IoiKQmBC7OqtBtC7NAYytXRCeY6EqwwNtXZq7MXhDRst4XGY0EK7fhXby6pSwMXbv9vvhG6jVL/on",
+	"oj61IzqAKyzTHuGiiERktw/pta5mgzakIsgUwY+UcAeeiBisO9O1nQdN9cYo3CnmE8NH62Ukqvd2hsiG",
+	"cC5Cpac08RLH0LEtUYsB43GOJQYz3iAC9WBY1x3zHAft3l3NRSlGkXQiSapbXESisUcEsDcE8FozPUIT",
+	"cbruqAP+YCCGe5Ts+f0AaD0CVOIOhES9KJdx4TrstsrqSuiktY45G8tsRcTzfjns7myHXgnN+nlT47rb",
+	"SWh+UYg3IS8ySW+NL2ts5txupSLA5IPuOCgC7AE77RyJhp3b5wthtcC9Bz7gufN9cx6cle7LMUaH0t3R",
+	"d+cf59DBLJjyofEdOzCHgRqvjRoxor7rrkKtTWeDms94O053VwdOh4iik0XQax4jGml3XJD2qN87OOgr",
+	"CP+5R53yFp36pH+wIrN3DSn4YiEDhpej5Y8/L4byPU+QPbLdHk/vCOIW7kbg3B+6OYgpEOpU7E4E8g6Q",
+	"MTlc48F3A4H3nzHkZ29N416BPw+yT+8WzzManPieCWMen8SBNu+yovdDtRxZ5nrAMb9fnenPXiK6KTfm",
+	"iBtfnnuFeAa0ko4zfLEA59bljt1gCqPFhGn50tXeiEmGgRCdCAxI10APryWmpdH7ZijbLHTd8tK07KST",
+	"EJn8aYcG01Qj2SsNM583pAzGqe8xH9dWL5fszZD4AVUsCne6K+HwFypXr10LkZP3wsJGxPwP6qIbU4M7",
+	"szTDioyh12BrBPvVm4Dr98vFgmaUsGyns9tVQvFD2vq3q4IuiKRrgu4AmtHSziLNetgZlC3FXugZ7bGN",
+	"htGImZcKekvO0b3QCHYpdn494bGLE0nedpPvQHyMLwt8R+2wVeG3y3TBCzOng0GQO/W2B74A3U212t8+",
+	"tuuW1FOeBy1nPUe4V+9kqHoztuEZBRYSbSouifU6JOjoaVMcAeAPUE7DptJ2lZQ9rB7X7sMHjsTW6Qnj",
+	"jTC/wPtjS9ENRWh7DN0pgeJ0XL9SihX1/QQfOwV3Hu8onBKm6N5YCrdLQKh+zXm5D4bAnngIO3SF+SXn",
+	"xYU7tPsNRuyofgeqiVd5cb8G7EF+lwYGcR1s+Z7hp3cAfrjT6u0JGLGm7MeKkKuCyz2wYh4ekcGWOxo0",
+	"pOxPRajt/bysr7biMpN3XH7byHtBqnu28k6IN/M7NnBH56VjT5/KXSyIkSWo+kgMQfiGvuQJ8XOH+ZKB",
+	"m4KLvemsRG+BW2TuSJ+WJGlJhbAMrgheP99mBbnQJQN7iKPhq2UEmE3plplqrdE4XeHqp3dJ0HYX1hD0",
+	"qFO2bSD3glc2gCcvPsTZLVgwpItEOsr1VYt4yX1f97RBcv7fmij+CO7cABzkfapwtxvbzRYNpuhI5ohC",
+	"DkbcNLOKwL+xqJQ75EXYcLdO+3FkP2/KURhZU1VzWE1sbahPTRLGbGlTgx4EN7mDpIvWBDOB0tns5/cv",
+	"37+cvXn74uVslva2QCAnZ9xw3r9/9SIwDAifhRrkHq6BkwIQE2REQ4bXBOJpLYrQ7KEAc0+je9V3SFZb",
+	"M9/ds1RMpRkH/h8AfGE58mYOb+kyR+qvOLtppJ4az2EwCAqKr8x4uY/nVTEXJNy8Le9Ah74NWxOlwxM7",
+	"t0fMSoqzm1mT/DR+mxgBExf3m9UWMS4B122DhZKsayqlOl3MlkcQD3k4iAUbTVJTzKjHvR87NuMe4rfh",
+	"nLfodtLIfRO40TbHKs5uxOHByMMJuGumMxliweN3w7kN8k2o0w51E59H4nz2s+rhOWeLgmZ7gVlHrSiD",
+	"C3JPIhiriB7VjklFzxbtT56tsC6yvNf53sy7z01XL/7jiUAw2lf5zlL9gbRQE8XS2ZBQxA9lK8yWOq3O",
+	"Dj5BG1rqJC/ghkYSdneoLwopu5k5X9Qjno+mbmbvTNR7brYH7n8gwPig007SWtSdjDGQWuxzRm+JIJQ2",
+	"vPiw7FpiaveXtv9SdRoXRXAp7raDImzScIEag2KMESN4mN3oU83SyI4zvhT2bO0twg3Zdrbld0+/SWJY",
+	"eE1STF0KAklgGpc5qNzf4mIfxncVL4LKmO6Q5AhaPbfszysE0LBgVhco/e1Tem6LF6glMcPrXRV0HTg1",
+	"+x1Eiwq2G7KdlRVZ0I8hAu48x27Idgf84N7KYFchGKMQ7q1A0pLMsJzxaqbTXgNKZMmzFVrToqBNXcy9",
+	"LSb31unM6sWkT8U3d1JQ3/FN0NB/lxx3NYRdE+Cb6KbtcUytUydmOBxp4fbjqF3YGbbq0zbR6ik4AUgZ",
+	"eKMdGPeKPtjlljLYQrvfGC5MNoQdtT8SlITYyh1YVsa9Ez5clrheEiQrQhJEcLZSV7EF+g3fLhO0pixB",
+	"a/wxAWfRp14muymQYf74T8HZ8Tu88eoIC7wui6H6lHe0VfrtJm5+Y9xkAXCsSH8jYLA86n8BFCzHbh3e",
+	"HHRQhcZ5jcVNOPTOpQGNkl2qndH+tEjikB5NFKXrzoBbu7y8jdP5rsF1xo3rXH7jI+iufb7opI3FkoTG",
+	"5AEN5/tc+1uvLRdeXb09+tfvT5+iE/Tux+fo22+//UuijTO8gn95LdGi0gZQXCBz+J67Zxj9N2cEUXtp",
+	"eH/9fMoml1u54uyJQKkS6YqVj6ng+ryeHKaILxBGDNNbgtTDw2N0gdSbCBeqNd0UlQKtac4gm+f99fPj",
+	"KWvfyb5/1r6SnQZUousKZ2A/cIWDw1hEjcUxVrE7dgLuWYwb8u9nVvXdMxZ1dodCbzstOu6FoetMTeKP",
+	"dbEmZuFWxoNf70QesjJ4XCWoHRGRQSuMtxyupneHJ/xBtLihRZgeIfuL1qZUcKe2uPUyGPl61yDpSDSR",
+	"xoNAGa6qrS0F0Qaz6ZZb3+OYaG++nSeFbn10nLBr/pEIFZl/gNNHEUHp3uNoYHrYnxDQRT/zCgs5E4Sw",
+	"QdGS7aiyv/sFNqoejPduu+XuUBJv4NFZD9kI2yBzd7SU9cxfd5H3tgT93m7TTkz6mNu0tMwQKscIWxss",
+	"faigQqqD2PJadyw7FP5H9LJ249aB4hEOsJ+9LUmFw4Xx0rIWq9SUGEhhz6ZoUtAbgk7Uo0NFD6V2LAos",
+	"kXqOJilI9jRBqRuK/gUkeZpMWdoas3poapWmh+coxdmN7VHX1iFFLhS1T3B2oxWZz8Suzv6/k9ceqybn",
+	"/QIHWjkb40lxp62zv3a1V/HbJgZipPEyu7HpIKGV9Wrj/s5K3+6oU9u3/KptqP1duwGR4OkOaRA9FbgV",
+	"E3ud330hE2D6NWX29/4OsBNoMhBG1MlNRqvSHRJ5s9xJqJgdLe433Nf72+4u4gQesHXunQrVPU26CKBj",
+	"qBIsDByNzNlDyI6sIHy37LQR4LD7OHRHldYN32QjmLHmomX7DK0DCGNQ350Me0ARFhRgOkDcmJbvXKZu",
+	"OAT2C9Wxu2u8974hwPh2+Tc+b8EEPHxg+RxnN3yx2KODfP68wcB8mPD1wcjvf/K5eMFZJButwMuBb+8R",
+	"330H0n+lUeG8HN4SX6qQ3x3dG4Pl+HyZ0i/k51GiW67PceG+dfPGhmm3BEQgatvfdH3Z0GfZ9taOBZG7",
+	"7dMNDN9RmzB0yrRE/qN6E3cmue0pBL+COr6jsthijh+TnDi8iW2u7NCRbN8Z19KO7a3eejF4MOhXWhpi",
+	"9+nlLolo3xoxmMudgs69NtRaKEP0si2UekMPkDbUW2A6AXJ3adtbW4+ySY85gpx2t/IuYf/67rzCltoY",
+	"9UN/+WzFZn5++qFzYtr9GBeWUVftXdXMz6POLfZUWwYDN/65v6JVYCGvosb3u+p8ZgNc7siS2z/OZI+a",
+	"YiPiJsYqFIsB9eGfHd2hN/UAahHctBe8b2i5QHnFyyPKEMCzZ2RNmIRcKLki6OeaEIbe/Gwyp4/R9YoK",
+	"wDtGVFtyBWXLwsWd8wWSVS1XqoEp06VtK15LkiCTKq9+0MoFmHawDsAvyC0p0CT9eATJaUf6z+kZKut5",
+	"QTP1Ec6POCu2yRRgiYn+Rf8d/pAgnK8pO1RjdKjsQtZz4fpGt7igORiCoHM1fhjdie5vyjTcMWVoSdgJ",
+	"VE5dEkYqiH4FOHcqj6dsyp5zdqsh2QwSxIoXUB8feXM+m7IjpKU4NJX+NtWGkenBGZoeHB8fTw8+pcfo",
+	"DS4Uh5Mc/e3q7U8JWlMAIEC8QpTBkI29PNG+CcTV1L757rspQyhb4QpnklQCrPa1FDQnKP3HxdF/4aP/",
+	"Pj36y+z46NcUpmtQKfXnT09PT8G2LxBmYkMq9Oz0FF7TcdmqbZM1YYIR8BwLYvEkzEcCfffxIxLcwGEU",
+	"FHynAAV3jqhUTAJcgDAStFCcZSwdx4o2Lg5D08fFXlCG3l8/RyZOvKCSVLhA6X+l56jkJUodHE+KVlig",
+	"Nc0qbgIxoN1LLFeoxBVeEyCMavz9u9dHOcl4TnJ45+VHWeGGF2/IVqA13qI5QTjPSa6ppA6JczcvbYdE",
+	"NbthfMPgG+26kFQWarvp7aLY4N/5QXJwSyqhd9np8dPjU0B2LAnDJT04O/j2+PT4W3DtyBVIuRNc0pPb",
+	"pycmUazkIhAUnbocwBRNeIVSQ8/0EK35rfGugJv+iUAa6hJJbmsfQI3miV4RddhscJWLQ7XqU2aylnQL",
+	"OimJs0wH429WvCCK9hCDrdhIrSzObkh+jFKdgJiiQAsgBhSZXWHamklaNDAiTwRKGxjBVDUL5V7qMlEv",
+	"MW9Wdvx6OlPmp3DqfBfFvSUWAipvHKM0Lz6kfqanQFjCpM5Np6ExH0/ZBVrSW8JQavw0qSu226FuRZhM",
+	"UM3Ix1KdAaYBdEmqI3Cb8VpmfG1qMFM2Zer7b05P0ZznW806zjStTpiDRoVswEV+4PnWeMSkCdmBBJkM",
+	"Pjv5pwHr1urSTleN0zT1odAcX8aJYncEsOQ3p6d79TxKn2vlbHV0uV5VIc4Iqtzbz/R4Qq27cZ/8gHM3",
+	"xeTguzGf6CIbIKr1N9/u/uY9w7eYauP2J//+phaR8U1B8iVBOnoLVvQYAE+WQmMhgWOnfdxBiRR7nB00",
+	"T8uKf9zqSjuiNukjnrA4gQ0ZFxmvtJCviClLA8VPmnxLXuWkSpCGv3WbDCqFK8HvdjcwtJXnU2YLuMy3",
+	"SkRjtQl92aTZf6FVBLz2Ezwpa/6a4aI403tPNTFl8J09W6xwO9PpP/oUo6IRJyRvEif1OBXBtQYgeXkE",
+	"asWUpS1ncurK80hujmvV6zG6YEgn/gA3NqP4x69pZK8CWtXj7VRo/ivdrqgkFdA1UQtOWVlLzWpf5z5e",
+	"Y7Zt0pEpg43tOYMeZ3NbpP8TtbOXFRFHDjF7GUqZeqdWWu/1klQZYRKGC3vkG5STjK5xIY5RqmvLvFez",
+	"gTPXoNBr9p9QiRghuUDlcqbfzHC2IofHvT3w70RemqFdGXzte3HkYIBFq6MA84FUYbgUK35Hlmkvv2tM",
+	"CTLT+9XPr58ISEujQq2MuynBaiI91hYzuGoNUZZQN5kAR2hKm2H1WUKjsBV4GeWG13hpb2lKpEOMsZXv",
+	"kBlMJaTWab3uHKXWdAkssSF0uTJZf5bxgwyg8WvxUocpGZ0bYjmoLpRDoG6MNiHYyOxxS94Ean/6lITb",
+	"k/whW7O5l+MaNMmcv34OMWypHDGrRXaDtm99Lonb2j6XvEQFXsI50Kjn2iSXII2ub37V2kaCsEAYzUFT",
+	"UbN6mG2kng1uIQOiENxCqVfuPbWbSQ/6iUD4llRqM2kzlNpg+nVUcLY8KnkBsrbJhniu763plEFAp/Cx",
+	"+udbnWYLEBh0TfxIO/GCGLXKJlvat9BEDah5ccpgl+uEzNzQHTpDNcuhGACW7ualmP7w3OuomSfke04Y",
+	"nzIrBPWxckNKeRjShqwgeFuKPwXBI5x+lrjONfd73PKkOtIs53gDWU4nldv75qqhrxifZ4/rfXnkpyma",
+	"/R7m4kt4/12TZvYnQz8KQ1s6/455uivRmwMtsccXHGzaQP7Y7OxKgQyxsKuE0pQK+5ODH56DA2T+HTKw",
+	"dQ07pQBKl5uRA+uSWwp32C8npHX1uyMvWzuojb1lBBEmq60eqQbznVivWwIlkxNU0vxQX3mpFFpL0vTv",
+	"TAq9xNlKJ4FPGRUoDWZ+p8YR4PQ+NMG3y9btSKdki8NjlGZlfVwLUs1qkWqzOvxJzw/+CI4iczlHH9HT",
+	"09NEV48mKMdiNee4yhH5WJJMioie1Ur8/yPsbM9v2rS5I2Y+1pbnaw229W0feOVRhUQYpeF3qryZLWVg",
+	"TfXeEI0n7LPYNfQC7pQFaRO/kdrbJOzrc5SaaI4Ubiywc2FexlWr0fG1GVxbnoVE36l9X0sizqdM5zqJ",
+	"tPFSWRuJ8QHr7yrMlkoH8OyCzpJiyJoii00/ZVlRCyjHBsWB0CTthO7AtaugtyR2vWpF1/y57cds+wF0",
+	"2Efd9OFgyt/hpn+BJT4qC8yMlQB8pE6b7QmABKlPrXPc7KpHlAquQHfcu3WhS1ab4JUz49Dh8BgVZCER",
+	"r9Wel3XFwOOjlAKDKneMtEVGNDtdu5ikmLL0hX4p9VxXYDU14RnHKHWlDNKTVGJxkyIH3MmNLV3zbfAk",
+	"f24nZzHwH8OL5Dp5RDfSyP537AIo2eFKsrussq/DVaT5CGHDRLyyDAnsprmxtVEazt7bU6QtGhDs1N0s",
+	"4OQ8ggCF+Ml5oSMYIHRKuCFbh4DST9VfTewI154uvoCJePZKXkHsDZ4yUc9d8+AOofI8WCdGHXBdjOFj",
+	"dNHB/tWvrrCYMsa9YehKNGBMglN4syKVF5CBNrwuciQkrqT6a0XQRA25NTqQYVNGCmH0ArKkjFG2VLr7",
+	"mqznoDWYXnTXomWIhYJFeJn6lNBhSlNmXSul0icAdBUaSFAKRz58pv6si6uCbdyXpk2LCUrX+KM6QNU3",
+	"OmhENUyZhZuxnnVzn6mZA0y3sQYoBehEUCrS13i5pGyZIjzntwR9e3o6ZaalBAEx0iuIfEuRQ4zVRIVI",
+	"Idu4ffcFwXnQI/6aCvncd7Xf2x84yjXS6jIeJ9wTOzZUb/MAB6m6mlZ8AxfTid2JtgY3bATvTlrgJeiN",
+	"msYQ5gSvdAREazff+7bdafCk0EwRtSOpxTSM06qm1lE7wwV3HG7rt9+fnh5C9YS+zram7DVeXjn4ws+k",
+	"uI3iqe7Mx3rcDFW93fxlFLuJYT03jkNUYloJtFlxMSA4lLxQD8FTpHQdb4kStOFVyCb06Lz6G/z7SZ9l",
+	"gDXaY1ftImuJgj6zhqjZvHICX0E9SHXN2PGy7vANkRjgOB71PtGalu54lz5lQg+/0LUChqi0iJYkdCGp",
+	"Qh3oWvwapHKjdreOa3G4L5NppWiHypSE1aIrvAYRLhAWKMKICch3t6cgZMxGA2th7oLGfvuUWsPelFVk",
+	"QSrCMmuJQDknMeveg7HwfRkS5znVCCKXreyW0Yyq7zWfgskIbdrPLR8w/KVY9qLHooolbQCDW/IE3ZCt",
+	"Nvs2I/4SslA7NsXJb/DvvqLxR+4qrz2iiPzZ1df9U54+vjxV97Q7qZGjpObeHHnSqEAnv7mfP50IQlr5",
+	"DW1evSLkprU6l1495t8Lq7oxPYyg3QF81cffhDV/w29Jfs1Hgaw48v80iGgZR0sZgkQxMNV7VlhqH3Kt",
+	"XOrWYJv2uxP/dcTBcv+d++z02e5PfuLyR16z/CHcteqGHkjiMRu8sZWAmUHrUMZ2FsgzGH0a3dPYFJMB",
+	"3c3e9eHwlyw/gzJHqcn0iU7rHKUOKMK+bDKbwINjLzBYThmvkAbOR1RCmlTP2AM9p2hDmdA2jzmXK53w",
+	"R28JO0bvGQDigaPHam/JlHl2n5axyqS5KVrC2JDkPNEqhM4vUk3bSmIhza8n+D6bvPv17pbnDmS2D/kx",
+	"0jeUHMBKRIRHYH8/rOl6X9HbLP/7ntQbiSKRHKhNcR2b9S78KVwtiWwBWO8HAjxOBjdD7HcZosL/OFms",
+	"JZSXRbWwlvQvKn7963NcydKr1jGbeh/e99L5EMLEn8n1HQRLj+1Dzf36OxQxjGyuB7CTdEWTQelzt5KX",
+	"bWHQGkW7z8+z1++5dZ9DEnvPSQTuIbgteQc5lfoE51Kf31siP8smNuiJzbW9k8xFtJLTKlXLN2r0xfbM",
+	"T4mGhKStiUuhvisJTaCwSVt+QbQbLtSYt85btT40qdlNbKAeGCg6a63LCMlLJFZ8Q9kSYYFSNbaZHlsK",
+	"idPGmWiKIajHyOReJ4hX1liWODvZN6en2i+S5jbH4TSkHl3W1ZK8cGXjR8a/fPA8682O3jOENBJx0t0x",
+	"v5uw1IZKQLRdhg1gKUP8r8fhbiwivVLOsD/cWYwmfAHXprbdRGv8oOi3TMymvO89zcp9N9qd+faL82mk",
+	"zdIzyuzbXjdhuNhaTBENz1AhvIA4uRXV0bsR7+F9Ytt2j8FcH3cN4mED4gq6prLVoHGjAqRyp/65V/z8",
+	"acBLGulCBx+E+9hRT/1zCS3A0w+nlpcGa/9LWGCdkGlMEsLlMVpUnJ5rNCZS9nIB5MWHk99o/ukEgoq2",
+	"AwYVmrssxYpvoN5Q8eFVnuqQmfTfX14jr9H0GL3qZbKf+ec+xDRAHHtZi1UbiOWJQAYfHslVxeulxmFg",
+	"vFpjUysSlViu0EQQXJDchbkTIU3xjilzIDCEZdUW5vGSKXmfpwiLG3GIJEem+MCJV3vAKDaGd0UH4+aJ",
+	"mCo14xxhB6akzwPaFDOFZFM1Kx05ZMIzPEIgmgP5zqb16em3GRASfiRpggTXcTl6RRqcI2OzkhuaQcAO",
+	"9r2FXRwK6huRDLWnbE4KDoVxJT9G78gC8HBgcN+dfpu4UtamfG6CNitaED2TNVa7lWGWaUc+Q0rba1LX",
+	"AV6HVYp0AHQ1wXYCevRL3hjVcipukCg5L4IBye/gu2bbRg42xQCN9AE0tLspY7okwX3ul+PEj56XFy35",
+	"6XEziLzivQGhp1fnzoqZMZg8yFitVOyNkfGuCmZBWahQe8jgTZGPVEjFr/bmYeemjttSaar54T2VyUdh",
+	"hbYO2pt9eN/BZSe6787b9ej1Ru4cOLpzEM5d6oLkYmQDez6xMc18w1owWA2+D4TtwU149Mm071UW7Non",
+	"vxm8rE8n5KMk2r4ZPqiuiNSyD5CztkplJwYezGJpZQWmawhHVYRqoLgkVyqa+lUixjfof6PURJ2lU+bi",
+	"zr4/PdSAPqa15u5pkMliGEMhWfcSZgOlKkaJOVveZUjW7Vcd6JHEHkxJz+4zSbxWj78vj/u976R6WoaR",
+	"C3prQfB8aejvQHj6MEhBfnHQcLqULniRtlBgztoGHH0txj15A/4vkztxrpQKT6mZMjCZwRVqvoVomBxN",
+	"5rU4RDZkyocFA0RBTaCOTR1w+3JEpY4ynjKbH5WeIy5XpNpQQVptuVBlL86831hqktkg/ll9MmUalxKv",
+	"uanuVyvK33hqvSYSrKDXNiyXjYG2g9NYYxvKcqW6UYFSpWmnaEIh4YveksQlhShZvuJ1hfCSH1o1S3GM",
+	"iebWGWjqt1Ty1MXQThnjGwhQ5zlJkV7XudHFrUbpQsI7DsoFLSCpR5CCZPLYxKIr1VPrrw10iQ9uBcyq",
+	"LlsQwmby3dRVp0K9ULYJhMsrGQ3rOmVrwIc04fgZZh6CpKaThhyxBfyOV1i84RVJkSRFAd5YtdxwxH2U",
+	"MIopA+VBxGLO/aIAn9e48nCGEJdLFLE0MLFvmlynoFJBMTBJykQa68Mbw70z8kxR4Hu3Yyr1+C25Kll6",
+	"E+racWaTgy/DyIgDdaw4+RaspPV7z5scVxVrL7PfHddhwDj1zR/cOGXky+/TMnXVipIRDhCTVkhvnaSV",
+	"Ho0mjFu7TTvA2i/UfT97lW3Ji/tTl4LfWsWzPg35vi40HuE3p6fnDcRx74BwYHbYeTD6CHU2rtSi6u5W",
+	"39vFNu9lrkiCHXTrsT3oLeFx98DXFCzbjh9r0q98/RZg4CucaT/Yftth1CU5iaL0/MmSD8WSEtMixorr",
+	"pkLvVxBx9LaBi2741UjrxMlzi7Gm1XzA7LfXgC8p0G1AQ9jk8yOvegZwZ67ppgUfniHYXSJwHVXzdajw",
+	"U9aNzbJoPS4T9q26m+oLzMcmTLSbOFyRjKgLn7qwzMmUqR5yHfXAuDRGdi/k06RJW6D89t3rzLuyPjv9",
+	"izPaT5kx9qGJy7DOMFMdiBta+mjh9ta1pnlekMNjdNFEuGoDagsBn+QOibadiNQEWGhc5hSl5vuZpxuT",
+	"cELvG35rT85r/uL1z/8DZNXDG9kMAS9ahXgf2cymFg5WbOikbrHP78DD0CJUI1SDHgdRZ6u2bP/L5/B0",
+	"yFY4qC9QwOLfEgKA5wPx3g/rf/YU34Up1N4Jb7ES0hMHEOZF5SMoOPsfE1B6I35QXLsq8Y2j2dxgukfB",
+	"hC96Z4oX25Mg47UGQBfnrOZN/YGQw2QPPzB82bjLsWxXJan4JglhxSPt3KHG/ihM5qnxGjvPRF5rDibp",
+	"Mbpo8CVscF3oZNRfPjt9FnbZymr7P0fr/GNI8q/JRbyPAO/yrtZeqPCF+p+uYN8V3Nrv3r225Q623uCA",
+	"YHtk2U+XWtSopdE33nDywRv74juijX2PpwTZnq4kriC6NbR71CA+lwKBkSMT1LGpIR+ts9w/8mpJpJfY",
+	"Zj95IqxhpbWU9vFeoavzgmc3JI8sIYTJx0/odzVzXqE5zm6UisFyNCl5UaBga7IWh2dQaVDfVytylHnQ",
+	"a5pwiJsKWTrjyBQAE7IieC1QWi5neb0u0dGRrgf5b1ktJF+niDLJ4XFFwOSTHqNrtbeEcUdSNmUp+ZgV",
+	"dU7gwQsscYomEBOH0YJ+JDkqqJCH6IaQ0hhPc7KgTGsE81oitSSMaysRujBDVMPFUsdxUWE8Yk90LIar",
+	"mAcFi3QU1+TZ6enhMfru9KlWU+yUeIWa4UMwGZdTRpmQuNBFjfwOgje1Fq8/Ephcu5O9EOW++ay7WthH",
+	"dzwSv6AoUCfY08fvfojzkGO8blINL7e9YjcQkGP2Q8P0oETbTv6v18dnEF2yjgP8+9yj3Yqf5fhRXUWB",
+	"D7HsRpJcVnxZESGayADLKoazuxLhkYkqiZBHmStCO4DGOcJvY8IWTFsIkFsDfhtHvmsCqHK270cWbdfA",
+	"yJ8bJtN130zUFl17eA9Li9Wuq63awWZBWpu5UVofm79MXV4yQmv8T/vqH5sP/tNVKo5xgPoaV1TcFyb1",
+	"c44bNwdEBlZ3ddrMCYLrUOC4UTPUphGDyWnkoT5/pFby2qLwiWj6gALThpsfh4VLXkZD7q4g5Er4KOIa",
+	"fM+F2SDyocaF8IGE0cSzX8EE9DcSixvz+pQZsOFJy9TlgmINXiso0huO5kTdLi0LG6V6Tlb4lghkMS5M",
+	"IsbRhuZQ51e7UXBR9DJKE7Siy5Wr6VVWlFdUbls1FcztcsoyXFVU299sEkcwuZOXP1kKXOuwoRFxXF88",
+	"WmlHVrwuDjrixV8wlWPeu6ZrwutRr7aRREZ8cFFLfpHdjHnVhwp4w3Oy7zc/Vny9F8qSiEIsDYu7S16+",
+	"/Q8l6b7RNq6eMR/sLpIjU03264k0vuQlwlnFhWihKLpauLp8dSNnMMtPeAVCxJeDSnrtbQCKiEGN/OPD",
+	"0QWF4vMC07VAdQl5XY1YSduBq7aiflNZwYIqt929CeDqwG1Zu1rQfNtygubwAq+lEYm0MkGoSBc2PUcp",
+	"lE9OUYZL0U6q1xSeMiUG9dfrY3RRFDo1geT+kMUK+mEmTPhVHpFzd0Pd2wud7E+586fceUS5o61mbItI",
+	"QZd0Xngez4k4jADh3EnShBIdepKmgRn0UQaj8qdxLvagFMOhHGjScrC2wEDhN/j8cMq0WVOXmTDizUiW",
+	"RqCYxPauFDtGL0GK65IR5mpnvXlT9s3pMy3aGUdznm/PXCqTqzbg4ZPqaaxIoWuzM4hEcRNIXK6Cln8I",
+	"ZxKSFCxbGp5Ui580Ve8gB57XMgHl0PNxRMTc3VEb7wPE+KdsvJ9s/FPa9aSdixuDvayFXwuH8XGkXC1W",
+	"cSPbz/oy2XLuaYBBm9vOmQn2Vg2ZS1kjtZR2qO9kjWSasjVnXHJGMyQU1VnmkoMoE+paqEhBmSAVJPt4",
+	"rvsECbe6W13kHxLt+XpNAYwxJxX4THxvv0sDNlG6xp1kTE/NYAPRECAMtaeIV3RJGS6aqDkTs6dGxCF8",
+	"sCIlwdKfhI630KylCyhrYm0oE4fHU/acs6yuKsKkjR8B2sJ0JOTlL7UlU4PsmyeH55oxarHSjt92zMeU",
+	"pWXF8zoj1VU9T9VHxFQygfoetbqXS5ig6uGGMEiqO7e1+t/ogoLuV/wRyptNWSgn5HjKpuwXqEvi5fGj",
+	"Sfrjq9cvZz+8//HHl+9mL169Sw8TBOUQYIaa1MT1QfIUsgUa2qItkYdTBnaHqEs7QXldQQ2Ejj8cPOHw",
+	"ra4wYCElmngcD18TbTCVliv08K02r4G6TPK44gXK0HdIoIkGsJI2L1CDO2AqxeEZsMsWPl+ILctIEwcE",
+	"bTu8F0sGjXphmLPA6uCeb2HT6K4TP9Gixdk65Ad2QQc6nHzEmSy2kAV5PGW/2IHqIQCGBMnNSpqwUJAa",
+	"NrbMemgYSZoJ2g3y3em3ZwhCq6bMXQSB1VujE2iS80ycQJ/H6/wwjLYlVl5S3WMYWlUXe3kQnz58kQ89",
+	"Bm1m313eQ+1oHUML66p6gKWmrFTXS7XgX9HZBnvTin/JtdWwQmu1Cz6EDpjWQafOp9BJB+waCys38q91",
+	"0nXwgrOC4GooMQioAJot471c1HNEZQN/Uxt8sL9doYt8TRnKCkqYfCJQCt3AMaqFKlhAXfnVJ9ZYKY7h",
+	"xRRluCiO0S8m8M6HoQnggDa15KiYMpOXZMSF/ynXcekYLLbqfLQFer16WHBb8U/qxGbZRpDgG8hhpQRQ",
+	"mdiCdi0sPptbcB4qfNcqwYYmJs0g6ZTmAMhBnf2s83RN8BEOTMOEekDmNV5iygw1OoqG0N5NdXTwW3VV",
+	"8TMbTDq5Rmik0p2ctOpUINMVwDTW0NYE96vrKkRIeZU7/IsSZ6FxQz73kjNyhnB2o4ZFNdITlAhZALG3",
+	"qOBCW94JnLrX7RxsdeBog5k9y8zJoM8+9cjgKwqu8f191QMRqsS+WhOlYgibwmfXtNHfKuLGr6lWM0ny",
+	"QzhxMXxpwpOBo/XhZsJreNXVBgG3qEOv9/6V08dy7IDgTv33ztCz02ddyKJwMUS3I+95Y2yLCz1bs9Oo",
+	"V8AukjV753zuR6+UDwQaigPdKEniZUJ+JRlPJlsvjqcMvAYqj2JsG6DVNzFVRPC6ysjD1LhwrZ04K7oY",
+	"LJX2U/PaI7KC60V1Gamk0/jF7r86P3F2pK1STbUbPUtf/TXr5F/amvBU7bkdv1J7JaY1y6ROjFtKNnEE",
+	"lLUrtGycye38UHHWoHooJQL2U7CMpQULdnURp6wgwnyhNZAGjwBNFgWHfrBEpwB94QGStOBHFP0U46uL",
+	"tHXINsgj4ryFfvJvupA0OkJm0OqnptcjOO918PK5hnnRv5h6kl3Q1HOUqpNNtQyBp6ZstTr4GmhMG42k",
+	"6xprsNUJAIRMmV0RE+x5jNICa0KCK1nv715lRK88na85CdTAFmuEGYEmgpBYXS6o6KAxCMtaHlN1ykiS",
+	"X5JKl66DcXhgycbioEnRrv+NTtC3EL1kiNlqBWc3DdAKqY4MYkuLIPrxlIWaNWU5xcWSOPS/cGVPk/Bi",
+	"WzbXwKOn5vKtL4MbrG+D577fynI3aB70lkTKjL21++URpZXrIxbE5J7fHwUByuzr+AVNgAQiZGoJsb23",
+	"pDG16LCRRxdIXgXIeA17C8bTSJtGiBrNbHJDSqlNB0rtDKl8ic0JUoqiAeMBSO/jtkjTtgYMp2tP93b0",
+	"0TqmlyfbkkVhEWiNKYZtzQ5Td8oJZUeLgi5Xrkl1D2AQjJ3rsJW10qANLc7MTGstUnHHBukKFHtmqQlu",
+	"Ak6sDgx3H4jDBvXBNWMQPysi9D1SK/Fwl9dXMVlXTH1fQyjcnCiF1lkeD00ycbf4r+BrojXcTu1flKmp",
+	"UZaTj0o4z0H3bR0AZlV6Z0AEfuocxOqVw7vzZEi7JLA9FByRTrXlTYmLQ31ts6wKoe+ULUVzFbYbE+E8",
+	"RxqbVGiJ513q9LmOUlnVDMyWejaVLSa91gCwllQWGArqijqAKb2crUKKJlBoVzab0oCGCtM+NvTT/2Cw",
+	"Zs/t9iiIOJ/7DnLZ2c+w9ewp4io9wnW54f9u4cdHOUS0NrRbpz2+o+aKOorrlEU1V8/+BayftkKPIMlF",
+	"C8/YZtVuq68ktm/cjm/t8T/YJoflil0zvyzklXGANnu1rfq2Aa8+0x4NF2JtU+1VTtYlV0tz7tU7Aa+e",
+	"QUfWuRIuVaJRLJSqX0FBmCjE1b2tZ4/OTV8TeJQXUakxeJoA6MYW75cK9u3rD2yXimNIfQ1rPoTO9MGW",
+	"iP5KsJk6XNGGYPosdi51mA1bIq/hjUdcV9XBgP0RjtuHNz3CxH8fVkew4ZxUZFGRoTid540hpmWKAF+P",
+	"9YkAnDAjJIcsYdUgZUtd3csA7C4KD8REO3aMyFnietmY5azjyBilILDF+TRNLvWKb3Q9LyhzwzJyqF1B",
+	"FSl5JT3V0eXQmPuZujDOeQ6VLpogkwDECEzhShHoMVkQOjCdDYNjwCsPAsHzS0Ul6aQaUXa0JmtebZ2l",
+	"zlbPsPRjfONzIbDOvdOOekmuXbuSs4WmoPND6ALfQNzCvM5uiNQbSY2yrS1pU6J7J5crtOBFYdhmyioo",
+	"qzfRAa5P0eoMPTUMl6Dv1a/fJeibZ/D37xL0f1COt+IMfX9qcLO//f70MDHNC4QLugRri7HEkpJnK6iw",
+	"L1D697///e9Hb94cvXhx/de/nr15c3Z19V9pcwmxwNauhJmo1+ZGYldnyjwbrd0458YRb0vKNKlXJyat",
+	"CvzGqjUwqmKZrVz9GPHE24ETckuYPCo4LxP0/PK9jpfgvEAZL+o1M1X59GjAMnl4jFJrm+54IRy8j0AT",
+	"Z28SyKAW5IeJZ5AGOzTjm4LkS21lE8fIc29oy6824E8BhhzCjrnEhUCTlkVQiaMzLw5kzKXRiAwtBXyQ",
+	"8WPfzwCH/zF0+qbreHHeBc8LQdlSJFOWGimWhku7GcOi2lRhs7ZL6x5xyfz9oDw/tq3qy16nf33kg6AW",
+	"u64URl5+mRtFcwQrlhcEMiLB1Ao7sns61PsrKHoXmJ7bZ8QJZrjYSprFT4vnOlakcQB4UhOs5Y3Ec4JC",
+	"B0Raa/t861UNFZIWhRGTWuBJUt0aN0eq200TlK54XTUIoErA5XirHmwIuUnR5NXVW6R+FBDEkq45k6v0",
+	"fMrgdMCVjUfWjT8xsUNJ9Nx4YZBGdfrDWQOvo04rXlfieMreaIGGGQJ7jmtdQL0I9Oz0dFDqXDhSjxI/",
+	"tvUgtL2m00FyoMZ2kBzkWH2p6HGQHAAtvko4+z8F3f0EXcNiMUkH4uXLSLo3HQc7RMkaJjdxi+53e2kx",
+	"yZjWIfgAwjB4W6vFiY5pH1CanV5UkYxXudAR6AteuYhvFyKxoIXxwH6ocYWZpEwH+Jk3TpQcy+d/JbiQ",
+	"q23jp4Og6ycCgW/NUMDeFDz7ejdK3+Srudvkf5OKayUsZVySFAm8VXe3bUQ8/QBTf3zEm1Y/MQZVJHgA",
+	"ZrtuQz64JIcWB0FQwIMep3dwyGjWtl4WYQAZnDaPJjUDGIaYZfnwXKnFw5E/jd59bCsQgVlZcn0diCSJ",
+	"BP00ev328db8cST42APUa+f7Z+OHwx+gkf/BfmePM78Sx1TIIZUgO8hHPO36TqmgvLpsR6pDbLpJr8Br",
+	"kjhXrwPqV0x1iLBEGK4z5yZuB+72Ls7PS+M6RpftHKh0tGCEuwO80oxSH6UhaYYmnah7rKHIXKjRoOr+",
+	"EJHnYR2/M4HWpjKbZ855QTC765bv7vk/7qb/Q/uSWmk3CdRY1FFdPl/rAC1kq2Y/mAVhnBjZo8ykzv/V",
+	"Pg8wQKMuSHwnpQRSRY53KSTxSn/33qoDm+y7r/9YHZUP2Sf02LzIryjY68Ltnn4Vf308A6D2HM4QNedH",
+	"2V5wMznxkqOjW+oHLldIbKjMbCY6pMCBX8uU9YfOjnWbM8AT1eo/znkpLSaSuy6hCUaLgpYGvBiCyKFC",
+	"d0kqAVEoOqE754wcnqNusrdJTJ6bcXgZ001K+5Rpr9hxk0recwLo6vn6pm1S47xUdXX3NrgRc+KyvdVN",
+	"SDdor9ZoxM0aTaC0s4FfMSHAEBVsit8vFGtBdqKXxn6460IujK+ndS2PaBlvvIV+TPjIppsdt3DHT+ZE",
+	"ebhrOenl/ZveTM46L5tsrvaiayOuJCOv8DGHaXN9TyKO+bfszCacGbQGXCq1tIljHwZN0Jurj5Zwrt2Y",
+	"djJ5hSmAO69Ikbec/hrvsgU3ZtMS0NvFQlun9eeaRYXXssY79xk8sVHfBoTx2q0wAl7qgWRa779WoMWU",
+	"bSoqJWGAWhSQJqYEs/laaMGCqEQ6WoBWOgdYbWeW0YKAb7Taou8QAGq8Wlg3rSc9bJcTT7bkfMMOUcOg",
+	"2pngJgFJL3rI9vMpm3vFvZoBgGjzydw3s2FNTlckxkix706/1dW+pixc0OEYpYSpxcpTtK4FTAajv129",
+	"/QkZTd44u5+dnrpX0cQ8OwR6W7CDIBzmVV9ePALQbdPDXjAMjyOsiNzpwjP8LBTbMb5B9AtZua/rivVF",
+	"HGeQprpYPJjwGtQWBoFnf4FadQA4ooUc98vBPXOb3xYSUue4rUXUlkZo4hDA/Kydc0iEs1Bj5KMkTDT3",
+	"kwZtROh03Q2vbihbRo7GS15+ptOx3dOYA/KhDsQ2Zppp/NGPuYsxsh/tEP0aIrjL78dTdl8hiHbJwABj",
+	"/BHF4P5c+bsRgh22flQZCEV6RRwg/h1cJa4r/GisAm0/ImRRWakZSaq/NsUTQmbC5ACIoab9W99r4I3q",
+	"H66V5pMmaoDP/0kyGY6aVLT8aiAk9NKri12TuwSxeRrXxRaC9ZjSMNNorL4FwbKuTMU6DfHQZdolliQ/",
+	"4iVhAbY9mW+PGF4TKIWYkZ/wumWTD8Rww2c/bMFXNqZUn2t3bBW9p6ffPNtVRu9PD1RQBigyv1T89Ujp",
+	"j/fcDjA0gTJcVVBiEpsC59qj498UrffGt8msES6KffbKWJOX2Qng393N+wB0Ms77/Mc23I7ixt8nI147",
+	"tmvlbWjR3E/WSDQQQEUywmSxRVAxrZfC98DsOFipNsqmTfX+a3se/FnD/z4lQ4GMMZ8+pAaAUPuiAtVq",
+	"RaDnNoXa2yIVTXTOkgGWsJgG5t3DR+Jku+xDhbkK5HjYYvPa2sSeBc6ve8wrgItAOQd8BpzdADKFm1VT",
+	"kphXeoNjJCQuDFYFqnhRmAIV2uw5V000ttOmOP2U2WJhZwhs9ekxutRWuZzkdQlX2BZ6sI6YgmvpxGH8",
+	"OsR0Dyw4UVclgAJmXKP3aRCYprXDYxfYd5LmxQcD8+PnHpgrs7r12k31GjCZwP8wNrjq5UeS1VLxuluv",
+	"R7up2B6+0KW2NYK4Yc9hKgNKi+IXkmsucQi2FcH3LnH1OYFVL8qy2GoOgnwgY1uWfE0zXBTbjgRwnLA3",
+	"bngbTbWWq5OCLymLWwUVRf/2y7W6oPtgwg6fXdAlA08cP0Pfnn4LBqETk3GlP2RnaoeTYnGkmARTRvIp",
+	"++v1m9c6VkHYkuYmh9DYm25JRReUCDQnuIJEpBvCBBRVdVg+OLN+NJYjxqeKyMLAjuqRHVGG5qTgbAk5",
+	"dh4t1JgXFWeAm0NlxMz4WhHnUlc+38H2knyUJyu5Ltr83j0Ww+fUx7LATEOnAlEmmnKHirW+1azV+cr6",
+	"cmyayMQs0uFBcrAiODdBy6+53onq5/jJ3htkJ4cR1r3dnyAsF2phIRnviNdSqV6tmpI0J0xSuQ1yaVnP",
+	"C5rtzFw0HMrrgdrQL1l+pRf+vnbgtjGF33i5FYpkjRXEC75qWU74zShTSc5ZTwLowLPfpgf8ZnpwBohI",
+	"n1oZvTqjDhkeV+xMWP4Y9F7HwwouoRWIvQPnvymJ4iP//u2X66OnTw/PPDxle3CbICShy9cyIQnOEV9M",
+	"mY7hW9YYNCVATPcliBY9lg5UKJ2ENb5g44KDbBtdlllIzHJccEamDOyFyNLG5HGqeZ6hqbqjTQ9SnfXs",
+	"cKGfQGGmkiSoLGqhX04TlIp6rv6peEE0rP6UpZq+6WFL4CVThhFUp2xJL0cHAzLmBnWm20YTXAiOsECp",
+	"2kozmqeHiT9z1TMEHKyh6hRvKACjQAW5JQVYeUssAPtx47yWMILE6VxQaECJXKvkTBlI3G3SIemz06co",
+	"/W16QNRJpxhzeqDoMbNcPz1I0PQg4zkJPvykiTtlDep2ww1YQvOKk8HlZKsrQPCIIiV4Tg+P0U/mvAH7",
+	"/5qs56Qi+ZnOLQ7uDhGR56/sFnlELcb1ERH2bpuCdvJwVZsvagnY+CCLAn07gjq2sfQ2tNMcC4zyEInv",
+	"K31EKf0FWClxaNLuFHlg6bWC8J6h+7cOAHrM1Tc9BOivR7f1tMVH7rBmpku168WqlhAblfMN6yzVa3pL",
+	"GAAnQjUqnFP127kJahiq2mFKTHiiGeJPKFv6S2vWZa+FbS6skPzFcAE3V/jlCEqNs4xoTI2hBX+l3n9l",
+	"Xn98gIkVrkiuujF9RUQAqPCAnRHw+/rnkC55wvAaYnrbpIDigfkROFw1Ic6b6h1ayLZcat7rd4eS2DGC",
+	"4XuECRVY2br1aJL+/P7ly59mV3//6fns5U8XP7x++cLkIOkHb15e/XV2+fLluyt1FDbOYwsZaRHpodkn",
+	"okk61vATiX8jbKi6oKTIjYkRjnheV7bCiWroeJ0nUzY1Oc6VmB54YX1UdgZiwgTVoPW1s8msO0Mp47OS",
+	"kEqkyZSlYsuyWU6F/hhO43ROWT6zKYITRyLFHe1yx3Nes/y8pQ/UTEwZZ+int9evfvz74TGCsM9+0AAR",
+	"urSB5843Xn5dRcAeCLqdKXP86ZN0kjIu6WKrVsJLlYBL4TGytNLvI0FV716PU2aK0McyKrpb5/e9Tf00",
+	"QoPVIfmRIW7zXdLwvKKxJ0c1qR9+gxpEmbgGr72dRwXPcHGGUqMDiGPj0wE+dtH2vqMHrBKJiQvKwbBn",
+	"P9b7sIHKhsWfcy7RJK0gHsSmH56gupR0TQ7PbbUUjTXjBJdjt9JWiz6esucajUQDNVvoYV06FdkZn5QV",
+	"4N6RWng3A5P4rC8iMa3wjaHZo1qsoYsrhkux4lGDtWiex/nNkUjTmUpkthYEof/t6u1PrbLlZnJ3V6v6",
+	"BN7FXWiB1xTky0RHB830qs8MXrm6Rum/G+f77F+aP+XzWcl5AX9a0IKYmrtKfppvcHVD8lnB2XIGQWYm",
+	"0SQ9hGByC0nhSHaOLJqNHdaU2XGZJ7N/mQF//iYyXpJ/mx6Yv6sLTALQFjrvxnwFv8z+xfZrIbV0EDuA",
+	"0NtsAYvIroExTNmxPn68m/yGVzdqOB45ig+znJTqCuoo4P42m2/1YOxQ3GfeITBb85zM7JF12EB2uEhg",
+	"dQMXEpHFglfyTOt8rmoNxF9311VtPh1mqzGxj1H6L7OSVDMD1WFIMmUAK4SFtNggt7ioIXkCsIE0I8di",
+	"/By/jd6gYIQrC0zZ3axwXOg6Lh2k30ayqA68F9Fkwas1luj0+PT4mToY9aH4zenpvfdgO6BJyIrgtYAy",
+	"BtusIHGnzduob0bbZCDbisx4KVKb8wC7odrOqFJKmmpTYIGAItX5lE00egsv9RUS3ZAt2lBmLBSpOhxm",
+	"kC+UoomBcrCV67AwThcDTq+UjjP0/v2rF7f/Z8qoTuUga2rqoSWN+yZt+W/SBBGWVdvSldEVlN1YSL8m",
+	"6NSU450yeLzRthdI4zBFF90BkeLsxlHBAJt70IBFYb5ItFsLrBBTlnMijtFztQyAo8cZ0VTS24JUFBdU",
+	"mIKKugs/FX+i1D7juUoP0ZrfmmjzTlEuY+PVEO/Ob1hiiFWaMt9FpusQUnXewqZyGS4GwZ4v2nBdwEIe",
+	"oLO5mTc4ZdaglVYE3HIz+L+X0qvUbx10b+J5We5Q0rQzzntIxZTdkFKCXV4j1+tZSUwdqEfJyxIcOTqE",
+	"X20jU53dxJxWxJQLJV61xEQpwBnxR/KxpFACAaMllkoIw4riQlGy77bzPXaO3E6ZSWB5fHB+AOunOhSB",
+	"GDbShbzQhSmhn5pq7k2QK9DWW96KMJmgmumx5l4lsJd6zxypSZ0hbFZKJ5sUVMNqQ8QDzBr2gGFbI5Kc",
+	"13Wz4oI0RQ4CDKYUL1tQFSyGhsyLWpDc1haD/l3hTL2NqDRrM7UzSLwnVkZDkljBhd49No9KixFoNrG1",
+	"vezWgiQUsBXWQsPOGU+/dsOqC5ASUK+YNlXxCrUImCbOl6yWGlyDnid5yjquZOdJRl1H8rkvEFrFMzwm",
+	"RAYw0RSEsTygKWYtr3r7TzBDNC+IhuU8dNbK9tKpHZ+tSHZzPGVvcKGOFgCIKWuJJjYogJdInWZqB2gq",
+	"NDLQBGsdHx8fOuwpM93G+96IenjhWaK7VDtPSxHMts7aasK8oc6gzYszhX10D999/KiVfzBd24JzbjlT",
+	"VhdFCuLFO3ZOWqfFmmCmK9IES7xBk1dw+oHEfSTvt9fDF/J+t0bw5bzfnyEO997ucs0U+twFqkGdQNh3",
+	"E2CzRO8K7UdP7D4DoRB2qhv16i7BvfbTWHTvmn60NylPiVO7kLZD0zsAexhWFsT8fAuCDT4G45mOLoFr",
+	"3zH6D7LVXjOAJTVGpKsX//FEINjrr/LDM1OakUG5ZCpMSW6So0kKOcHa4ZgeeiZEsDq2awKn2tc3W2Gx",
+	"SqGs7VqRty5zLEHApprSM4uTqlbB/HIOVaUh55HJTksbo2oIIs1ADEqgsNAgsKqQC9hU/Kq2umi3Uyph",
+	"iqpFNGk1dtjuG95wtY/0m2n3KGpFHD07/csxsi/qmCUlUfUnuW7whpDS2DGAA6cMuxRlZ3w87kwcfJn4",
+	"Q03OVYs6CMwn2g7h+I4sqbqmatHxs4k/fTzxCD18UfFoRjCE3axJQkA90Cx695SEvzzG8J9ztihoJgcg",
+	"SaotgtoOwnKbzqT1eMf4agQxufhcIixudHGqLySVLTc6WWUQkKtt0qwFovIzyd0mq8ITu9pXYWxXYcH7",
+	"o8GIVtrexU8vSH6G0huyVfda2KAJUkoNqLRzQZi0WeE3ZHuYwKuzsiIL+lFJYnxD2JQVVJJKHTmHxk9A",
+	"SzLDcsarmVa6VNslz1ZoLc504VkALtYqPJhMtLKu7nOkotmUpRoD8SUUGFQX5+YSqGV4o26iWgAQ/OEx",
+	"eqdaBSOZB9qkbvKT+VaaPx6eozU1d0wHmyroGiLUYMa9wltGnzQ657MoaJJaBjC7P6qUgh6+qJQyIxjO",
+	"TVYr/AfW0d5ZnA93dDtbycQIha7Bxdia9pIPnXjnvcWDGjPMW0fg11VxcHawkrI8OzkBH8mKC3n2/fff",
+	"fgNlT8y4ujKjCHrQmyB74wHvl5oG5aW5YU40eLo1OjWAEodeRkAtwkWrMV176DTOHOZ9ycvAhx4svLXB",
+	"rBvAJPMpzm7Cn7YCVgcjw4MpB4FGITMcEvN4+cTYGby8Hfi1/5W+AJvSKs3rNjgt+olIWlV6vFLFYCM0",
+	"VVFMa001kAD9dVWfTsV7raESoivAdsrSt4bpV6YNNN8FtrfomaaBvPgQ+Kib2thOR+ivskkuiLBp7llC",
+	"LAyLjeRpgJGQyeJvWnX99NvdjAgS8nDxmsip34J47VbpuHrxH+KJ0aO0+IFaO2CwbZqzEqLfWtiD3oOe",
+	"8ZrS+cqhCWLpAFBMCoizpEDVLnAXafXOef+TvqfYEwAtR3GIFCFnYaLT7MEL3fjxvDXSHooI43nLrMGs",
+	"IEy5RUuDlb/rcw/O3pMuDUB1n4KBAiq2bArjm/YQghuTl1t7ZSQM6ZNaR09qstv18KhBl1p1Ofj066f/",
+	"PwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 )
 
@@ -26,7 +27,7 @@ func TestExpositionEscapesAndParses(t *testing.T) {
 	require.NoError(t, e.Flush())
 	require.Contains(t, buf.String(), "queen_test_gauge{queue=\"plain\",stat=\"max\"} 42\n")
 
-	var p expfmt.TextParser
+	p := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := p.TextToMetricFamilies(bytes.NewReader(buf.Bytes()))
 	require.NoError(t, err, buf.String())
 	g := fams["queen_test_gauge"]
