@@ -29,7 +29,12 @@ type popOutcome struct {
 // push's answer (the commit is done) to the answer of a long-poll that was
 // parked on the queue before the push. One consumer, one message per cycle,
 // -wakeups cycles or -duration, whichever ends first.
+// With several -url brokers it measures across them instead
+// (wakeup_across.go).
 func (b *bench) wakeupScenario(ctx context.Context) (result, error) {
+	if len(b.bases) > 1 {
+		return b.wakeupAcross(ctx)
+	}
 	queue := b.queue("wakeup")
 	q := url.Values{}
 	q.Set("batch", "1")
