@@ -41,7 +41,7 @@ func buildBroker(t testing.TB) string {
 	bin := filepath.Join(t.TempDir(), "queen")
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		gobin = filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // SA1019: the test binary runs where it was built, so its GOROOT has the go command
 	}
 	out, err := exec.Command(gobin, "build", "-o", bin, "github.com/queenforgo/queen/cmd/queen").CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
