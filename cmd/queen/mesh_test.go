@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
@@ -47,6 +48,7 @@ type cluster struct {
 	t     *testing.T
 	bin   string
 	hosts []string
+	db    string     // the database's URL
 	port  int        // the HTTP port, the same on every host
 	env   [][]string // broker i's environment, for a restart
 	b     []*broker
@@ -56,10 +58,9 @@ type cluster struct {
 // plus extra(i).
 func startCluster(t *testing.T, hosts []string, extra func(i int) []string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, bin: buildBroker(t), hosts: hosts, port: freePortOn(t, hosts)}
-	db := pgtest.NewDB(t)
+	c := &cluster{t: t, bin: buildBroker(t), hosts: hosts, db: pgtest.NewDB(t), port: freePortOn(t, hosts)}
 	for i, h := range hosts {
-		env := brokerEnv(t, db, t.TempDir(), "QUEEN_BIND_ADDR="+h, clusterRepoll, clusterRefresh)
+		env := brokerEnv(t, c.db, t.TempDir(), "QUEEN_BIND_ADDR="+h, clusterRepoll, clusterRefresh)
 		env = append(env, extra(i)...)
 		c.env = append(c.env, env)
 		c.b = append(c.b, startBrokerAt(t, c.bin, h, c.port, env))
@@ -467,4 +468,39 @@ func TestMeshWrongSecret(t *testing.T) {
 	st := c.b[1].stats()
 	require.Zero(t, *st.MessagesReceived, "B received a frame from a broker with another secret")
 	require.Zero(t, st.Notify.Received, "and nothing through NOTIFY either")
+}
+
+// A broker whose mesh port is taken boots anyway and announces through
+// NOTIFY (MESH-1). NOTIFY reaches it from SQL too, so a forged switch is
+// possible to whoever can connect to the database; the reconcile undoes
+// it within QUEEN_CACHE_REFRESH_INTERVAL_MS, from the row (MESH-7).
+func TestMeshBindFailureAndReconcile(t *testing.T) {
+	t.Parallel()
+	hosts := []string{"127.0.0.10"}
+	meshPort := freePortOn(t, hosts)
+	taken, err := net.Listen("tcp", net.JoinHostPort(hosts[0], strconv.Itoa(meshPort)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = taken.Close() })
+	c := startCluster(t, hosts, func(int) []string {
+		return append(meshEnv([]string{"127.0.0.10", "127.0.0.11"}, meshPort, ""), "QUEEN_CACHE_REFRESH_INTERVAL_MS=1000")
+	})
+	b := c.b[0]
+	require.Equal(t, 1, b.logCount("mesh bind failed"))
+	waitFor(t, "the NOTIFY listener", announceDeadline, func() bool { return b.stats().Notify.Listening })
+	st := b.stats()
+	require.False(t, st.Enabled)
+	require.Equal(t, api.BindFailed, *st.Reason)
+	require.Equal(t, "queued", b.pushOne("bind", "bind-1"))
+
+	conn, err := pgx.Connect(t.Context(), c.db)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	_, err = conn.Exec(t.Context(), `SELECT pg_notify('queen_events', '{"v":1,"type":"maintenance","push":true}')`)
+	require.NoError(t, err)
+	waitFor(t, "the forged switch", announceDeadline, func() bool {
+		return b.pushOne("bind", fmt.Sprintf("forged-%d", time.Now().UnixNano())) == "buffered"
+	})
+	waitFor(t, "the reconcile to restore the switch from the database", announceDeadline, func() bool {
+		return b.pushOne("bind", fmt.Sprintf("healed-%d", time.Now().UnixNano())) == "queued"
+	})
 }
