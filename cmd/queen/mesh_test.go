@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"syscall"
 	"testing"
@@ -178,4 +179,29 @@ func TestMeshBindFailureAndReconcile(t *testing.T) {
 	waitFor(t, "the reconcile to restore the switch from the database", announceDeadline, func() bool {
 		return b.pushOne("bind", fmt.Sprintf("healed-%d", time.Now().UnixNano())) == "queued"
 	})
+}
+
+// QUEEN_SYNC_ENABLED=false keeps a broker's announcements to itself (no
+// NOTIFY statement per commit batch); it still hears the others.
+func TestSyncDisabled(t *testing.T) {
+	t.Parallel()
+	hosts := []string{"127.0.0.12", "127.0.0.13"}
+	c := startCluster(t, hosts, func(i int) []string {
+		if i == 0 {
+			return []string{"QUEEN_SYNC_ENABLED=false"}
+		}
+		return nil
+	})
+	for i := range c.b {
+		waitFor(t, fmt.Sprintf("broker %d listening", i), announceDeadline, func() bool { return c.b[i].stats().Notify.Listening })
+	}
+	require.Equal(t, api.SyncDisabled, *c.b[0].stats().Reason)
+	require.Equal(t, "queued", c.b[0].pushOne("sd-quiet", "m"))
+	c.b[0].mustCall("POST", "/api/v1/configure", map[string]any{"queue": "sd-quiet"}, http.StatusOK)
+	// By the time B's announcement has reached A and woken its long-poll,
+	// anything A published before would have reached B.
+	c.wakeRound(1, []int{0}, "sd-heard")
+	require.Zero(t, c.b[0].stats().Notify.Published)
+	require.Zero(t, c.b[1].stats().Notify.Received)
+	require.Positive(t, c.b[1].stats().Notify.Published)
 }

@@ -22,7 +22,8 @@ import (
 // database and applies theirs here (docs/mesh.md). PostgreSQL NOTIFY always
 // listens (the SQL API and brokers without the mesh announce through it);
 // this broker announces through the mesh when it runs, else through
-// NOTIFY, never through both.
+// NOTIFY, never through both, and through neither with QUEEN_SYNC_ENABLED
+// false (a lone broker saves the NOTIFY statements).
 //
 // Build it with newTransports before the broker (its Notifier is the
 // broker's Config.Notifier), start it with the broker once that exists, and
@@ -87,6 +88,10 @@ func (t *transports) start(ctx context.Context, b *dataplane.Broker) error {
 	in := inbound{b}
 	if err := t.events.Start(ctx, in); err != nil {
 		return err
+	}
+	if t.off == api.SyncDisabled {
+		t.log.Info("broker announcements stay on this broker (QUEEN_SYNC_ENABLED=false); other brokers' long-polls on this database wait for their re-poll", "server_id", t.id)
+		return nil
 	}
 	t.out.to = t.events
 	if t.mesh == nil {
