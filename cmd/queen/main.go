@@ -207,9 +207,9 @@ func run() int {
 	if err := brk.Stop(shutdownCtx); err != nil {
 		logger.Warn("stop the broker", "err", err)
 	}
-	// The broker's last announcements (its final group commits) are out;
-	// the mesh's connections and the LISTEN connection close before the
-	// pool that NOTIFY publishes through.
+	// The broker's last announcements (its final group commits) are
+	// handed over; the mesh's connections and the LISTEN connection close
+	// before the pool that NOTIFY publishes through.
 	if err := tr.stop(shutdownCtx); err != nil {
 		logger.Warn("stop the broker-to-broker transports", "err", err)
 	}
