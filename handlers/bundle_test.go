@@ -113,6 +113,7 @@ type testConfig struct {
 	Migration          *migration.Runner
 	Tenancy            bool
 	DefaultSubMode     string // DEFAULT_SUBSCRIPTION_MODE
+	SharedState        SharedState
 }
 
 // newServer wires a broker and its HTTP adapter as cmd/queen does, starts
@@ -132,7 +133,7 @@ func newServer(t testing.TB, c testConfig) *Server {
 	t.Cleanup(func() { require.NoError(t, b.Stop(context.Background())) })
 	return New(Config{
 		Broker: b, Pool: c.Pool, Logger: c.Logger, MaxBodyBytes: c.MaxBodyBytes, Auth: c.Auth, ServerID: c.ServerID,
-		Dashboard: c.Dashboard, StatsFlushFunc: c.StatsFlushFunc, Migration: c.Migration, Tenancy: c.Tenancy,
+		Dashboard: c.Dashboard, StatsFlushFunc: c.StatsFlushFunc, Migration: c.Migration, Tenancy: c.Tenancy, SharedState: c.SharedState,
 		Collectors: []prometheus.Collector{timings},
 	})
 }

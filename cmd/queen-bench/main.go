@@ -87,7 +87,8 @@ scenarios:
   consume   pop + batch ack until the queue is empty or -duration (prefills when run alone)
   mixed     push and consume at once; latency is push sent -> message popped
   fanout    like mixed with -groups consumer groups, each reading every message
-  wakeup    p50/p99 from a push's answer to a parked long-poll's answer, idle broker
+  wakeup    p50/p99 from a push's answer to a parked long-poll's answer, idle broker;
+            with several -url, push on the first and long-polls on the others
   ceiling   the same rows inserted straight into PostgreSQL (needs -pg)
   all       every scenario above, one table
 

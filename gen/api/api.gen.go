@@ -293,6 +293,60 @@ func (e RetryResponseResult) Valid() bool {
 	}
 }
 
+// Defines values for SharedStateStatsAuth.
+const (
+	Hmac SharedStateStatsAuth = "hmac"
+	Off  SharedStateStatsAuth = "off"
+)
+
+// Valid indicates whether the value is a known member of the SharedStateStatsAuth enum.
+func (e SharedStateStatsAuth) Valid() bool {
+	switch e {
+	case Hmac:
+		return true
+	case Off:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SharedStateStatsReason.
+const (
+	BindFailed   SharedStateStatsReason = "bind_failed"
+	NoPeers      SharedStateStatsReason = "no_peers"
+	SyncDisabled SharedStateStatsReason = "sync_disabled"
+)
+
+// Valid indicates whether the value is a known member of the SharedStateStatsReason enum.
+func (e SharedStateStatsReason) Valid() bool {
+	switch e {
+	case BindFailed:
+		return true
+	case NoPeers:
+		return true
+	case SyncDisabled:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SharedStateStatsTransport.
+const (
+	TcpMesh SharedStateStatsTransport = "tcp-mesh"
+)
+
+// Valid indicates whether the value is a known member of the SharedStateStatsTransport enum.
+func (e SharedStateStatsTransport) Valid() bool {
+	switch e {
+	case TcpMesh:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for StreamCycleAckStatus.
 const (
 	StreamCycleAckStatusCompleted StreamCycleAckStatus = "completed"
@@ -926,6 +980,43 @@ type MaintenanceStatus struct {
 	PopMaintenanceMode bool       `json:"popMaintenanceMode"`
 }
 
+// MeshFrameCounts defines model for MeshFrameCounts.
+type MeshFrameCounts struct {
+	// Dropped a peer's queue was full or the peer down
+	Dropped int64 `json:"dropped"`
+
+	// In received and authenticated
+	In int64 `json:"in"`
+
+	// Out written to a peer
+	Out int64 `json:"out"`
+}
+
+// MeshPeer defines model for MeshPeer.
+type MeshPeer struct {
+	Connected       bool   `json:"connected"`
+	Host            string `json:"host"`
+	MessagesDropped int64  `json:"messages_dropped"`
+	Port            int    `json:"port"`
+
+	// Resolved the reference's name of connected
+	Resolved bool `json:"resolved"`
+
+	// ResolvedIp the peer's address while connected
+	ResolvedIp *string `json:"resolved_ip"`
+
+	// Self this entry is this broker, not dialled
+	Self bool `json:"self"`
+}
+
+// MeshServer defines model for MeshServer.
+type MeshServer struct {
+	Alive         bool    `json:"alive"`
+	HttpAddr      *string `json:"http_addr,omitempty"`
+	LastSeenAgoMs int64   `json:"last_seen_ago_ms"`
+	ServerId      string  `json:"server_id"`
+}
+
 // MessageActionNotFound defines model for MessageActionNotFound.
 type MessageActionNotFound struct {
 	Error         string `json:"error"`
@@ -1230,6 +1321,28 @@ type NamespaceSummary struct {
 	Namespace  string        `json:"namespace"`
 	Partitions int           `json:"partitions"`
 	Queues     int           `json:"queues"`
+}
+
+// NotifyStats defines model for NotifyStats.
+type NotifyStats struct {
+	Channel string `json:"channel"`
+
+	// Dropped events lost (queue full, NOTIFY failed)
+	Dropped    int64 `json:"dropped"`
+	IgnoredOwn int64 `json:"ignored_own"`
+
+	// ListenerPid the backend of the LISTEN connection
+	ListenerPid *int64 `json:"listener_pid,omitempty"`
+
+	// Listening the LISTEN connection is up
+	Listening     bool  `json:"listening"`
+	Malformed     int64 `json:"malformed"`
+	PublishErrors int64 `json:"publish_errors"`
+
+	// Published notifications sent (only without the mesh)
+	Published  int64 `json:"published"`
+	Received   int64 `json:"received"`
+	Reconnects int64 `json:"reconnects"`
 }
 
 // OpCounts defines model for OpCounts.
@@ -1760,6 +1873,71 @@ type RetryResponseReplayedAsStatus string
 
 // RetryResponseResult defines model for RetryResponse.Result.
 type RetryResponseResult string
+
+// SharedStateStats defines model for SharedStateStats.
+type SharedStateStats struct {
+	Auth *SharedStateStatsAuth `json:"auth,omitempty"`
+
+	// AuthFailures refused connections by reason (timeout, not_hello, bad_hello, unsigned, bad_mac, frame_mac, sequence, busy, frame_error)
+	AuthFailures *map[string]int64 `json:"auth_failures,omitempty"`
+
+	// Enabled the mesh runs
+	Enabled bool `json:"enabled"`
+
+	// Frames frames by type name
+	Frames *map[string]MeshFrameCounts `json:"frames,omitempty"`
+
+	// HandshakeFailures connections refused before the handshake completed
+	HandshakeFailures *int64 `json:"handshake_failures,omitempty"`
+
+	// MaintenanceMode push maintenance as this broker applies it
+	MaintenanceMode  bool        `json:"maintenance_mode"`
+	MessagesDropped  *int64      `json:"messages_dropped,omitempty"`
+	MessagesReceived *int64      `json:"messages_received,omitempty"`
+	MessagesSent     *int64      `json:"messages_sent,omitempty"`
+	Notify           NotifyStats `json:"notify"`
+
+	// PeerCount configured peers (QUEEN_MESH_PEERS)
+	PeerCount *int        `json:"peer_count,omitempty"`
+	Peers     *[]MeshPeer `json:"peers,omitempty"`
+
+	// PeersConnected outbound connections up
+	PeersConnected *int `json:"peers_connected,omitempty"`
+
+	// PopMaintenanceMode pop maintenance as this broker applies it
+	PopMaintenanceMode bool `json:"pop_maintenance_mode"`
+
+	// Port the bound mesh port
+	Port *int `json:"port,omitempty"`
+
+	// Reason why the mesh does not run
+	Reason  *SharedStateStatsReason `json:"reason,omitempty"`
+	Running *bool                   `json:"running,omitempty"`
+
+	// SequenceRejections replayed or skipped frame sequence numbers
+	SequenceRejections *int64 `json:"sequence_rejections,omitempty"`
+
+	// ServerId this broker's id on the mesh and in NOTIFY events
+	ServerId string `json:"server_id"`
+
+	// Servers peers by the server id they announced, from their inbound frames
+	Servers      *[]MeshServer `json:"servers,omitempty"`
+	ServersAlive *int          `json:"servers_alive,omitempty"`
+	ServersDead  *int          `json:"servers_dead,omitempty"`
+
+	// SignatureFailures MACs that did not verify (HELLO or frame)
+	SignatureFailures *int64                     `json:"signature_failures,omitempty"`
+	Transport         *SharedStateStatsTransport `json:"transport,omitempty"`
+}
+
+// SharedStateStatsAuth defines model for SharedStateStats.Auth.
+type SharedStateStatsAuth string
+
+// SharedStateStatsReason why the mesh does not run
+type SharedStateStatsReason string
+
+// SharedStateStatsTransport defines model for SharedStateStats.Transport.
+type SharedStateStatsTransport string
 
 // SpoolFailedFiles defines model for SpoolFailedFiles.
 type SpoolFailedFiles struct {
@@ -3616,6 +3794,12 @@ type ServerInterface interface {
 	// GetHealth Liveness and readiness; 503 when PostgreSQL is unreachable or the broker is draining.
 	// (GET /health)
 	GetHealth(w http.ResponseWriter, r *http.Request)
+	// GetInterInstanceStats The reference's older name of /internal/api/shared-state/stats; the same answer.
+	// (GET /internal/api/inter-instance/stats)
+	GetInterInstanceStats(w http.ResponseWriter, r *http.Request)
+	// GetSharedStateStats This broker's broker-to-broker transports, the mesh and PostgreSQL NOTIFY.
+	// (GET /internal/api/shared-state/stats)
+	GetSharedStateStats(w http.ResponseWriter, r *http.Request)
 	// GetMetrics This broker's counters since it started, as JSON.
 	// (GET /metrics)
 	GetMetrics(w http.ResponseWriter, r *http.Request)
@@ -7351,6 +7535,34 @@ func (siw *ServerInterfaceWrapper) GetHealth(w http.ResponseWriter, r *http.Requ
 	handler.ServeHTTP(w, r)
 }
 
+// GetInterInstanceStats operation middleware
+func (siw *ServerInterfaceWrapper) GetInterInstanceStats(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetInterInstanceStats(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSharedStateStats operation middleware
+func (siw *ServerInterfaceWrapper) GetSharedStateStats(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSharedStateStats(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetMetrics operation middleware
 func (siw *ServerInterfaceWrapper) GetMetrics(w http.ResponseWriter, r *http.Request) {
 
@@ -7692,6 +7904,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/system/maintenance/pop", wrapper.GetPopMaintenance)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/system/maintenance/pop", wrapper.SetPopMaintenance)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/status/buffers", wrapper.GetBufferStatus)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/internal/api/shared-state/stats", wrapper.GetSharedStateStats)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/internal/api/inter-instance/stats", wrapper.GetInterInstanceStats)
 
 	return m
 }
@@ -11168,6 +11382,48 @@ func (response GetHealth503JSONResponse) VisitGetHealthResponse(w http.ResponseW
 	return err
 }
 
+type GetInterInstanceStatsRequestObject struct {
+}
+
+type GetInterInstanceStatsResponseObject interface {
+	VisitGetInterInstanceStatsResponse(w http.ResponseWriter) error
+}
+
+type GetInterInstanceStats200JSONResponse SharedStateStats
+
+func (response GetInterInstanceStats200JSONResponse) VisitGetInterInstanceStatsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSharedStateStatsRequestObject struct {
+}
+
+type GetSharedStateStatsResponseObject interface {
+	VisitGetSharedStateStatsResponse(w http.ResponseWriter) error
+}
+
+type GetSharedStateStats200JSONResponse SharedStateStats
+
+func (response GetSharedStateStats200JSONResponse) VisitGetSharedStateStatsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetMetricsRequestObject struct {
 }
 
@@ -11641,6 +11897,12 @@ type StrictServerInterface interface {
 	// GetHealth Liveness and readiness; 503 when PostgreSQL is unreachable or the broker is draining.
 	// (GET /health)
 	GetHealth(ctx context.Context, request GetHealthRequestObject) (GetHealthResponseObject, error)
+	// GetInterInstanceStats The reference's older name of /internal/api/shared-state/stats; the same answer.
+	// (GET /internal/api/inter-instance/stats)
+	GetInterInstanceStats(ctx context.Context, request GetInterInstanceStatsRequestObject) (GetInterInstanceStatsResponseObject, error)
+	// GetSharedStateStats This broker's broker-to-broker transports, the mesh and PostgreSQL NOTIFY.
+	// (GET /internal/api/shared-state/stats)
+	GetSharedStateStats(ctx context.Context, request GetSharedStateStatsRequestObject) (GetSharedStateStatsResponseObject, error)
 	// GetMetrics This broker's counters since it started, as JSON.
 	// (GET /metrics)
 	GetMetrics(ctx context.Context, request GetMetricsRequestObject) (GetMetricsResponseObject, error)
@@ -13517,6 +13779,54 @@ func (sh *strictHandler) GetHealth(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// GetInterInstanceStats operation middleware
+func (sh *strictHandler) GetInterInstanceStats(w http.ResponseWriter, r *http.Request) {
+	var request GetInterInstanceStatsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetInterInstanceStats(ctx, request.(GetInterInstanceStatsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetInterInstanceStats")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetInterInstanceStatsResponseObject); ok {
+		if err := validResponse.VisitGetInterInstanceStatsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetSharedStateStats operation middleware
+func (sh *strictHandler) GetSharedStateStats(w http.ResponseWriter, r *http.Request) {
+	var request GetSharedStateStatsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSharedStateStats(ctx, request.(GetSharedStateStatsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSharedStateStats")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetSharedStateStatsResponseObject); ok {
+		if err := validResponse.VisitGetSharedStateStatsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetMetrics operation middleware
 func (sh *strictHandler) GetMetrics(w http.ResponseWriter, r *http.Request) {
 	var request GetMetricsRequestObject
@@ -13669,472 +13979,496 @@ func (sh *strictHandler) GetStreamState(w http.ResponseWriter, r *http.Request, 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17c9u4si/6VVC6pyr2OZQt5zUzdu265Uk8azI7mXhi50ytvZRrQSQkYZkCNARoRTsn3/0WugESJEGK",
-	"8iPJzJn1x5pYJPFoNBqNfvz60yCWy5UUTGg1OP40YB/pcpUy+PdpfP0j1fHiHfsjZ0qbn1S+XNJsMzge",
-	"SMHIkilF54wsqEhSlkTE/DijHP49kxmhRNAlS8g8k/lqEA1uaJoz0w6Nr4VcpyyZL7Hnf30apIwq9ioZ",
-	"HA9GRz88nh3FPwxH9Oho+B179mxIj6aPh/GT5Cl7NntOv5t+P4gGK5pprrkU8NGz2Sh+TJ+y4ZPpd8nw",
-	"KXt8NPyBfh8Pj5LH7MnsKX02fR4PooHSVOdqcAzzTplmySAa6IwKReOiLZklLBsejUZHg8/RpwHLMpmZ",
-	"T2iWkITFKRfw2RceMVK2a7iPB58/RINYCpUvWfYPoPrxYMrTlIv54PPnyFtTlae45OWa6gUuX54xkjGY",
-	"nSLmR/inXdGMJSzlNyzblAv6r0+DJP1jcDyjqWKRo5fI0zQacJGwj4PjkSXXO2w3KV4uaPIrXTJD5Fxp",
-	"uWTZ8OnjQTT4I2c5s09gmspQJI9jptTgWGc527p620Z21BgZNvuAAzPrhIsR3FuG5Cu5WrGkvsX8PfSN",
-	"7hc3L8Nf1WnR1SrlLDkBlpoaLiRcEdduRJT0mI0rx4LJHfnswVfzCFfzhRQzPs8zFlxTSqAPsuZ6QSjR",
-	"azlccpFrO9+IzPgNI1RrtlxpFREm4myz0iwhK7pJJU2Uv/ZGrKoVjc141UIa2SpXZmQoxPFbLsWZoNO0",
-	"JAJ0dcnNNI8ej6JBxnS2ec2XXA+On322ZPBJoKm6rkkQb5pqJYViTd5VWmYsIXZEEUnYjBppQ7iI0zyp",
-	"snHs2itG2T25gg/fMc2E+fmCxVIkCtY+YTR5zbRm2W84F8sqCUvphiXnmTRLauYCb6d/nM40y97Qj++Y",
-	"zrg59xxv9aXhkn684P/NoL0l/fg75do89Qe1yrjMuN7AH5kbdtGu7TELzQdW6KUZ/OD4aDSqr1k00Dod",
-	"HD95bp6suUjk+sd8NmPZ4Hj0ub7jf5g+Zk+T57PhEX0SD41kGP5g9v6T2TP6XfwDO5o+TgYBJoAfoIUn",
-	"5q3Zd3T4ePrUyIzns+H39CgePku+Yz/MjuiT6bM4zDUvi3U5p3PWVCXMupEUXiByBnIAuh0uZcKa+oMV",
-	"i6g41M+7q6vf3p+9P7t68/bl2dXVIBrEGaOaJad6cDx4PHr8fHj0eDh6fHk0On72w/Hj7w8eP//uvwbR",
-	"IKGamsZh4ma+RlJHAy01TQfH338GfvEFLh0+Tp6Oht9Nv/9++MNT9myIojb+IRmxo4GVT29wqIPjgWUx",
-	"wj4uaK5QkuKZ3hjZ0fHo6fHo8cGzo8dmZNzr9Pvh85npNHn8ePh9/GQ6LER8/EPiS/mGkLuV/F9lMslj",
-	"ll3kUydpGwwCLPlC5sKyZEbjysH0/fC76Wg0/C5+kgy/Z09nw2f0+fS7+PvkBzaabddnVnTOBcUpfRqk",
-	"yPpHhuPlbKaYRl63y3RkuO212aNnHzUTSfiAXUuylBkjKIIVmWVySYRc+zym3DY8ejxqNBoSfYaP45Ty",
-	"JWHwVlXOsY8rnjEVWuojjwl3PtXhgyvb+hXd0rxg67N+A8mYYGsjno5qJ6GhxblctdPAbs4IT7aEaLl1",
-	"P2/dwjuT5d4lxA/Pn7cJiaOC+x4/OzDnKK8x/9Hj4Xd0dDT8Yfo4HnrjjO90ifg6G3zkbXB8vVMxuv/x",
-	"uo/UC7PXLIc2htxk2VwtWoUBfmZOHtjEdpQR4QJ+KKfg8SzXbIns1TVD0N22MkxT8eq+0+zcY/UcC3V3",
-	"jyK7JHfbJZNnSls1MQLhgMIWrpcrRrVZCer0yGpf/mWg1Pntdn+1w8azn1ztsll78DK215OZw7pW4yLi",
-	"7mDwNHHrBT1t3YKVhzi4GjOV9+AgFbvVjTAV76yiPCQVk3yV8phqViHkPXB+F6ntlf+yfCF8TYyvCRUo",
-	"jwgVCVnlakE43J1uJI9ZRKiWSx7TNN340kiuWEbtJembNaZFA71ZMZwmst5uMpQu8QwyUjOqSlRPqllK",
-	"hcSofVQeTnY8hspWcFVWKKTiTKVekJLcJJbLJde6qu1lTvTVTBalxLqjyaFJyq5d/MPwKH5yNPyOfvfd",
-	"8PsnydOhtyFHjdX/jh4lT6bPZsOn8fds+HT25PHw++kPybBc+++S2i7zaN6UVltmVVmU+pJs/dqb4ePR",
-	"8LvZ8+fD6eP4ydAT3D8MPn/G2zBdMm0offxpcJpreRpfm38mTMUZX1nuW8obBmdSnGdKZkQK4iyesCM1",
-	"vWZESGun2qN6uJRKD6WI2b65qwmcOthHBVKH2r6igYoXbAkKpJ3mVMqUUQGXZLDMNgdkxmK6cIq1Mhp1",
-	"xnSeCbJnbSvkqK1vMLRVel7Sj3yZL51BYcmF/bOgPReazVnm7D2+7hwaHKjzZL2QqiCaIRQSiGaM5Iol",
-	"J4QtV3pDzMOpYsJMhwpFJlVlfNIyjaoK70/nf2RsNjge/D+HpSfjEJ+qw7cwTJoCl6IdwoipN0xTp8hX",
-	"p0NTJc1yM408AFN7pIjKp8VrRGmaabKSXGhVroBhz7ZFSKrdbuEDmOM51cAL0NzK/FG05q5PGfsj557h",
-	"rB9NClqcu03f0ZWv+d5Xd6pJdrw25yu8K3JFllRsSrVbFYq4XPVg+fK7O/A92A87KIOnzZ2pcuEx1k+Z",
-	"XDZpMxFyPYFtQy75kilNl6sTsuZCEXnDsgprvpEJayGKqndUI81rJuZmss+fFuRQOnP2u4t6J41hrhcs",
-	"Y1WPH24UZSQoLReTcE0WVBkRaoXFTGbHZELTdEL2wDfA5lwILuYnYzGZZXJ5Vfwyich6QTXszV8uQMyc",
-	"b/RCChKn3FD4EZFrQTRTWhHFRBIRroxGRVNO1b4h40Sw9WQs9oRcn8AfQynSzaTy3gE5CworGF0mr1n2",
-	"SI3F5OXZT6fvX19eXbz/8eLFu1fnl6/e/gpybHJATsWGSL1gGQGlAJonT0cjQyAu5tAUjWMGNn4pmDog",
-	"l+5qNBYJi7kyxEKnmyMnj6/VwVj0WGLLCeUSM2F4/V+DQTSgaTqIBlXCom0I/x8IMvgQ4oNLJqjQPzOa",
-	"sKzJA2YCGt6A6WWo4RIaawUT2UtkrA7hjXhzsEz2D8g7Rs300w1ZL5jwCEyyXChwl4zF5Lf3Z2e/Xl2e",
-	"/Xr664t/Xv18dvry7N1/mP02OUEir7liRDCzH1Ipr1lCqI6APRgc3G4oHNfQipCxsKOdjOz/hoH/s/87",
-	"MotK3r9/9dJIIyOfYlAA4PpKl8XMGTcDGos13exHROVZJnORmCVfL7hmBFwbhM+FudyeWP6KytPRf6vk",
-	"utqIff5SC7pihAq1ZpkCFptwcUNTnpCPwz9yxsTQDm0B60b2lrnSZGp2q5nO/mQspmwmzfYVG70wQzXE",
-	"PyC/c70gPvEvr168Pn31ZhIRSrS8ZoLENMs2jp9RjM/4R/Qbu8EeE+q6tsxPBQ7dyPRy4E8OCA53lcmP",
-	"G6KYufZoc/th6QwWM2NGO1Njgb2ZHf9IHZCXLE4puJyEXe9CPzcNqFiumEK/I/SrQCuJWZoO1zxh0DQu",
-	"yFhw7W0wHHW5w6r0DJ3j/l7hSyZz3dwmqRTz4UqmKbg9Ui6Y4aglT1Nujc7lIffEsF7bQadtD8FT7jlw",
-	"rXfOjYLn3O+Udw4xF5qnhBaeaJpl/IYpkKS2/wlZUaVA+Q+Ncm166FR5PptjFO9aoBz8SH27fSwNH8E/",
-	"wYUcw8Ie/luhQ6DfgXsGvmLoqqbu03QmM3NmyYy4fcPFKtcnxHApbFyqSLygYs6Swedo8KvUP5k9/fCD",
-	"E5KoPF6QjCmZZzEboO397X/26NoP5ZGCFX6o8FDc24e+ad8MqN8Mql81ieys8UaVYNkNy3DKD07AXLCP",
-	"KxabM9ZGtqAYANcc4QkBhZ+uVoxmoGV6B1Aq52a87wW9oTyl05Q9/HjPpdLzjF389tocVbnIGI0XpmvD",
-	"nd7YuCJqkWttuDORa3FCwEbvrVglhOuVZqBZrjIjGDVnKuB1qcuA4ogy/Wq5GqbshqWk8hXBoA5YWOaW",
-	"VOSpJZe9sldFo+fzqGiej589i7Z/WzFVdFPZHG7mE2eR+GQ0n7czMMp0fXcaX1/gJ58/9BhRzSLRnNOS",
-	"C/f3UUipKq8Q/xrUjd3+dEuNTE7/zWI9qAR0FfKyusiNULvC6raVCCXrfIbYhlf4HV6fnPkpy+jGPG8w",
-	"Uz9aV2/o28ldI1d9di0kaqXOFxr135vja22OMhCtuvBglG2qIrsslLW4fmpoVY0QtFA/tYC0Hv159tYe",
-	"bxdm01DnjVXppjvONGrQ3/XhqOaPsT7DOlEgmqZt1S4KpnTXVt/DUHZbhMSatqyfOnBxjQanYvPLxdtf",
-	"AwY/sSHmCd7SI+dzxMuGzjPBEjLdaIx+Nf8YNJn+43Auh7ZLowccvKNrp26ZvnMN4hmp2ZRAaE1xE6W5",
-	"XlwVxP/QJUq6F80tCXQQovOPoEq8M1u9PqiFVFpYTmsKGZ6EuX4lMx1+spbZNfpqPoXuIP6wi65te9if",
-	"10RwKhD0VnJNba9Pf2Y01YtNeDMkGeXinOatW9VyWXBmQuoWKjG49Jtn5n4BgTlc6OdPB1ErgVqIl3Ht",
-	"tM+AtdgnnuvU3xnF5IteQhR8QeMFe2d02QCLmmc/c108LiaUyNwMrGhP5MspDtp9o8JzSqimU6rCpEu4",
-	"un7HaNLybV3uejKv7TYeDeoUbNk0Zdf+FKIaCVoJeCk1TVU7Bduo0T3hxS6k7zmhRedcAqHM1Ql5Mbq3",
-	"UFO8cN5+SgcY49/arzr0jnIK1hncxwrvAlZ3nkiN1NjlFnqWHuWGIlqEQYdkUIXgXQTtS8Z3TMn0Bg0a",
-	"NbUxrHm0P2n5ylG1m2rexMvmqkOKCmdLSQXbfDn1FrqX2j26/jpXoHoVaMolaCGpOrKa23Vp3XzYYct6",
-	"VpS5XZS3GvlKXajuIW2Otjm0rUT7za18lVarCgmK+2T1pZQqbRuDyMq+d5/TWPMbFiYbRvy+pvMWDaSM",
-	"IgkxJF+y13RexNeHWoAoOTfq7crMbhLC96YWrUR1QtUH4c+6MYkqzULrWb2ot42oxwa6cCEw9YVe0o+X",
-	"OKq2DWGOphaCt6uZxdB+53rR2viWjaSprqjXF6gIRIPXdD5HVeklo2FF2/envSgjhHtdvpru0p0+Kjy9",
-	"vb7UcsXj6lZsvlOz1wCPtVC1xiRWHbe9VC95bm1D6+V1EvlM4pYlCnosg1RoW4wQ05a5JrcR8rG/0M0j",
-	"wEaNdFpI7F2zTBgJBc0kjCZDm/GSyfUjRbjNmj1/e3FJDumKH94cHSbpH4efePL5MGOrlG4GbfdBz7y/",
-	"lV3KpJPADHnLeJ3/By5j7Zu1eyu3aAqVGPS+lpBgS36kelC8u0DnT7cwXW0xklg7xKskYCkJqzP+eVA/",
-	"viurWpmY5cIq2XzG9Va4e3+4XKyaOC9SJ3qair0NFxA01fSdmoqAyTyhlXK5PVulE7ZRfBA8AjH0vc7W",
-	"mVwrsqQ6XjgH9oyn2kbEd3da0Mg1XpnnFqrn2XwXPXQroyalolmdYE3GKOs/T4ImiPZNdRtt1I2pZPbq",
-	"vLpJ9A6EnXf7pEnC0eR+7hGrSO6sWPTIkiu1Yqkm12yDicSzXLGEZBSCDvSCCoLiFNYd05Psij5SEEBU",
-	"7NCw2tv3YrnDLfRzD4LUXJENi/Y7uX5nV7jbtt1Y4mV5fARkqjOhOyVqSTmGdsSsRXHqyzA4ohAzFA7i",
-	"6ix3Mn6G2kVrWIB8nkWqNDoLAc7jAdhoyj+Dkwa/dqsWWjVnLwqbXC7Kf4Ml0nwTav+GZartgMXLxBXv",
-	"Y2C1g/FscCEyvUqY0JCzHArySqhaTCXNElBb8E2SyDhfMqFdIBtLE2VjOidKU5HQVAo2gdgbDA+bsYyJ",
-	"mI2Fi6kj5Xs2rGkPHPReWNAjtX9CJjTXi0lEJiqfmv9kMmVqAlb7CQXew25kntl4ubpT1PFnU9FxMT74",
-	"DgGnN8ZgxTRNWWaDXciUKZ4wRVb5NOXxMcmMsJUi3URknXHN7L/hZ/ghIjRZcogt6q2l01hfxWmuNMuu",
-	"FkXUXeMzo2mIuXtzm8Bxa/sCX3/HZtBGrgPB5xM5m0H06eTfaz0JqX5ep/2MeaHuPzSkeLqmG0XM2Uek",
-	"H5YRkfWCxwsC2w2jSLEdImeQKCPXYtDDQGi/6q/l1IYdWi22pDzt5ztUVxiiJgNhlOYbDPy0/BKwg9iP",
-	"r5hDEfjU9VbaalAxO2f3pXtnvmouGoI/ZFLMmdLENE0WLE0s42NsK+T7icq2CO4cN7iWXeqCRM0bNkDl",
-	"mgmypCtIj9gDnI1ffr8kcjaz/e/7O6//LJvLXAqp8NodI3MmZLqpxOxAHGNkWFYxpSCuXUuiFpB33lwa",
-	"hbeh5txhqpiUcII7xJ8txpDaWFqkCoZbCzbo47DH6NwWrmwE6TKaqHqY6V4oXHc/OEf84gpikWGs2/p1",
-	"c7ddYcTpXjNEdb8MQyVFtGZr/22X3iKYGbTIajTziR+X696EhbAkNIsxaKOwvlJpPg8K81wVR3lNFvun",
-	"aJXBWaoYqfEG2cOYYvOmzDWRgu0PtpkoXedOmFWHWxVcATFUlzmNo8kTvMHTzUqk8lipbDd7SuHecPIh",
-	"csd5ybz+woaYrEvjeVGeZ7WLGUvTYtXqvMIVKZUY0ARbLCU8bAJxcngXudTKQaW+2cZ8t2H43Xk5ZCGx",
-	"fGRXucpc/qIVampJ9h6rFoxmaCH5roPu6v6dXb76VdQ7po7xFIq2H32REeFGXqPYExKPUouLUx50oQV5",
-	"TecXmuqAO4bezHv67pf0Y983WcKp6PsyF7fxYJtxFz1hKzjE0HpYq/65f1EPm1eu5q0m4JTOrxbm6tBz",
-	"YilV+sq2mwAESw8NEM1VV2mbX0OmCVP6Khe7NlzNoe+yxl61+l7AbtH+WPMlMyO/Ul2utMqltFW7P/HV",
-	"iUSCSq9JxmKZJQSbUINdXfG1Ra5MqEGAGsn8gVeWKTBvn1dalizAHkHGDUIWVVnXo3aVnIg3ZJRJIdfk",
-	"f3kplPaTk1JPcUg8jxQpocyiMm3k++dPe2RHdo+/zbTZP7bSQ0vaLWQ2/KyCj9SjwSpMUo8PCrSk0Ebo",
-	"bw5zE/FjHF3TtVH5NArMMsRjb0qzncdjNR3TanITUiaJQXykHfJJmSMGOmcl7cx+S/bsy/vEqhFmfpOG",
-	"Fca7u/byp33untMF0+2sN4UIwc44QHyFJW88/0eP0D3PGOpcvc222+2rdcdCrbXAsKLaZMrWtyx6W3xk",
-	"b9oUmkXXcl2spEzxzQcm6kqu3mx/byuBA830orpPkyDl8dNT8AL6OWP9LNrdRvltLtX7DP8uZVHVjVl3",
-	"crqI40529InSPy2jfzJG0x/evOVkjCrAcZA2aTTgkCd7CAQiycvXv+3jCemCA5+OfngeUkHaZgt+21Bg",
-	"ciVSIRDOVMYQ1/MCNdkw7XKxCktTHWMvIilTiqxK2NPQZvMeB8mViyGNrwGKNgNoLnO19/tCqOhg2y2u",
-	"V0v6AtFkTzFWxDy4bEd1WMaU7G/3yRaO2CIIujJvj9gdjLktSvDPtid77MWXTFuzdccm7Ar0i5vhct7E",
-	"UtQMd9GmWi4e4bCkuIyTq3W1PRrunsN9uiUPgIya/WT0OaXrAqePcbblRsfVmYOLvrc1WNrjtGvqdqpw",
-	"ZG6NUb5jiFCJAtZzMe4vqAieYAx3IISlxIMOivAC+zn01Id3bn3+uj1IBtCft0fIePc8r8VK99iWN94P",
-	"bUH1DhNnS+zVPfG+f40q1NcePOlyFFvD0B8+FqxHDNg5QgqF4sECoe6FSdRthiISzBcA5cS6IsS6wstq",
-	"0qK6AaxkiOrHQ8cB4zTz+q1D4acd4XpOtv+4KQ+hQH4MVRCn3n5TwF/K8AtH8CmQc7GZZrBi4CP7sM24",
-	"VOkuqs/Dft1BjnuKunOMbqOyA2fbLUR4V7Degqo3MmMhxLyMlaocBNQROtMQasUVWSGLBU6l+4/+i4pR",
-	"7hAHWAwd8B8aI+4RA2i3RM9QwKqI8tiyRXP1c1+N4LxK62psKahqXBHadW1mgHKzdaRGtO/DsAnWtFb9",
-	"NESRbi2Md1j2KkpN8+pSv6S4y15F0vZRRx9Mr7lfLcUdzlVKwKNDf84tX3cqK/DKxe0O4b/Pbnd2+1SM",
-	"vO3YfmxXl6Z6jPe48ViiXmaWgXd2h9n+rO38znekGyb0lTuQ++51xGkGuu6W5lJxQu3mRMIoiHK4hbbV",
-	"8C75DiOPWtVhb1ub1zxkCYMWdlYKcLG3JX/ZtsMD0xmP1YWgK7WQIQvdKg84qDbKAg3VDlgeZ7L0mTVF",
-	"S65CcIJbPgtErpiNhmMITcoP8a1HCKRGvxUs7sjrBLs2lPoJejsp11zMrUmzzwlZtBc1+m82F5rPki1l",
-	"6IyH1UZIBNXqex0FF4J91CwTISWp87MFo6vLsHL1D0nMUyKnmnLBElJcBd9etLb1XoXSGVxTXJBcseDH",
-	"mepD+QwMZ+WgvU49EkRVQoZXoFTaq2uQ2bzDHuED27TSVa4WLIlcSTgqEgLm2P4WURhM64VetSdY9Egn",
-	"h1uPoU8Dy2zFMtS/IqK4iBmZSulF4ZWjyLw9E6Zis2FbMKLS8O1pbUgMBHbUJcWY7k7kfKWteahmA7dY",
-	"jyHitAo5bMujWeTfQwoJVwiHCCR1sdJBWc/niJVZSqA21KTb+ao67d7taQ2tFu9Om7abzIWmmW51MPlH",
-	"wU6IVEY+QBG7S6NIvLS6T3E219tq0smHUWuqKwuJo91xTCuq1FpmdYCto9Hjp6G3LU5PPVjN/E5wr0SE",
-	"KqjAYr5B8Gl8UCKTPnv65PG+uXkLZiPHS+jRZ8+ePOuOIYkqAw1gbayoueOagf1//xoNf/jwP/9H89ry",
-	"YSv2UokIU8+Mw0lA3PKg2tvp8L/o8L+vPth/jIY/XH34NIqeP/78P0I3J6XSMGc7peYuiGfAD5V9Da1u",
-	"5/wQ1FTnHm0LGW3LHuq7CcOmhjzLmNAXmrUgbeTL1dtcr/LwlYOldKVY4gE59BD97bIrY+CO7OiwmcBl",
-	"NLYBDhSNNNhI1WBT+MS32hTLaFePMo2JdtL6kmZzdr+i7m9pdM/SSIVc4SpdyoT9h2UHm+pgesUIq4Qr",
-	"WmHpb0DE/G+a8qTFTEzT9I0rZLJLCmq3d9yQoMsHvWzvEoMJukABWrDBzBOzp1o/rWuCdp38DqttRHac",
-	"O+O0OOIEV0XesEv58vVvd8E2uktcQyBB2GaZ0zRjNNlceVbrtuzZB4mNsCPbFiRRx17oOtsc1ExdXNmb",
-	"TlnmQmYFVPIQ6zcIumTH5Gj4+NkzEi9oRmNtqw5OPF3jYPhhEhH2MWYrPRaTA5vWenCA1TE2JKZCSAzN",
-	"TJKMKcUSqEhA3r97TVZUL/bHohqvFJAJnkDb8zoffqiO5H/+n38dfNj6/KD26//aD2pKvzqzaNjUVVhN",
-	"+5u7ihZbvWCBmBHbR9viVtrrdNP1MMTZyK/+TgTVYXtXPbF6nOnZfhRVC+IUMwgR4O2qLVaNYq2sHorW",
-	"Sq76vpmrxW1SQuA77CiCgYWn4oUFBjas+R0ybTBLbmYB1q1CEdhAD7xl/t/gnnl7w7IbztYheLVANErp",
-	"N+1iziJJyOZy9H+/fuKhMaIDeqXdQlZ6NcOYmFtiI7tAWb24yW3Rjh0Ri3cLN/SdtiUYa3cMYlUCdsDb",
-	"7Swl8AqjTuesTQVS122IeItM5vOFvRrV7OaQ6c2Sc5bhHaXvxkdK7fphA5a63nuw5aCy5eOr9YD1bEhR",
-	"b6kc9SqWOJswVNLO79NbjdDgzr8+YpJXG24exH/0R9hZGKR8s8HAvY74YiQdgS6tW9aoermIaUtgZDsY",
-	"YhnLUTawNa6jMdSmzOuONt0i8triICqQlrVjbl7kjWJ2GrHiqqzSPnJZpiLsUkmp0i5qf8cMxG3A2LcN",
-	"audiOEv5fKEJF2CMTXrEte+CeNX3DOCtaG6+j75CwGiHOPXK2gY5rpK60mZt67zb3SaHJpgx03Vp8ssD",
-	"3eJy6uX31RIfC4ADUtZYbbvb7iBzwNPmGW6amHZ3i2VulLD/9OCAbCEurd6Ky+TDlvuwCpbfb1lvj4B3",
-	"ReGsrvn7yxe44uHwgFsHpnRFmW1byP/LUS/r9pQykmkrUmWVBX3mdAzbzpbetMNMCLW0FDrw34dZ0eX5",
-	"/bjRbZqze6UW++Gl8mOX4cMui5nQb2dQHsB7pUWltU3VOo1qw2y02zX9NjgIQIz+LWcZ7zSsJnlWKHrV",
-	"jfjzz8dv3hxfXBwsl8sgJixvF2zZJhyvCRBR5PFo5BnIgk43h+vchMKjXJ/d2AptW7m9ePvSBqTtCOiN",
-	"oK+ORCWwsSuBWG3fH12f5CRzpt3QOM+X5dHeskzmVSpouvnvLkt32WDHS0YBucxd6cCwQnhaNNRPqPSr",
-	"vuEM6LUeKkNqTiJqTr4PcXFLtaX1qAU1260MomqyoP+Gkw1Vjp7a3boNkbHSV6jl0HymVbEWjNZC/WiP",
-	"ayIYSxRZza/wMygF0hsQLSRJQ7l0ptHWuw+UbdluOPXrqFQcP70/CjEV1ibFAWwLDQwqEuZhIcO3DgVL",
-	"qzT2UpuIZTQ5R4FuF7OHCeUBdqn55H/v8Dq/YV0juHs1HttCVAiGihzw+o/qNKxMpkGMPuJhIfX7VUJ1",
-	"58oVL+28fNXm74V49mbZ0ew28la+r4wxCk61Dx1h1xU7p5e4qW6hhrHHDPbeGzRitmulYRqtGmDxtEON",
-	"7PIy2wF0P+1q2yxcewvuaWsLLedw2WyjEX/UjTF6BBk0iNOHaXYwz/pWVS+GoSqzK1xT4cnaqVUTMZUd",
-	"UNWYA9pZTaeoHtEVPgvq67lqqdNbcR221OhVjJGilFLjbnrLqqbBmDkALZ28xD8m95Kb3VZ3mF4zUcaL",
-	"+9CWgPt56zpffWno3Zvr3sP371+9LL2Hg86Iob1/jYY/0OHsdPjTh0/ffx76fz7d5c+jx59b3ISNW3uo",
-	"4EiSrxASXyiesGoe3AmZM8Eycy9HezCqjjIjdKqYCPlDb1sNzTB6a2Aubpk3iEBYI3ocs5W2EfB20UpF",
-	"+I3q/0Uh4/tpv25jbq2CXLeNwJvtJNg1xrqj4Ky10PW08di3e2VF2aA2W8vfmvRevbwQ9JrtYAPrl4G1",
-	"Nb+xs9BTNUIT3sfrOZZp9+0opVP2Q9SWbdaGkWqW9ZEiVjggAnNEBLthbrNEuIW4Jgua9Ede3mJ5q7wR",
-	"BHesrtWl155br5bCvtXsRFvaqaBCiIMx9yNlNNuKlaOahfDaSrY1iV3GU1F1zRIyk5mlLuCjUtVZjai7",
-	"6wc2sBedRw1KtFPUZdOE4m9COVE0vlZEL6gmRcABoc65F/SK2crXLclGHjBHi1etDLwIjCRjK5lpLuaE",
-	"EvOiOUiDrjlwELRwBOQ7dYzRgkftFRtbEZuUkfSAibLNF2OIBi6bqlJNunWJtiFEJV1lH9lHrlofdvnp",
-	"2ni1Xu61UXbH9dgxnxb4p9vk5LdCxj5w/dJ7DpioxQ0E4C7KXd4D6mIbZkXZWWiVbhE04S1sCYUcvPq2",
-	"5de3FTK+r6CtHZJLt0U9fTsBBX3DBoKBJvcWRxby0FmstAAwge+Mc9swCoxQbY9/CXLdQ8sVwJNqxVwr",
-	"6kZY3Kkq7qDRH+xPfRQ0jKDZ3peNtLlTXyrstavsv2r3PbEgHdQlwUM+nI//MPv4K+3TuhUj5TdGuSG5",
-	"SIzGHkazjIgbVVuu9fbE7WK1v3QkaYcE8Lc78lidr+t7qnWnv6bzc8mFDpYaeE3nb/pm5k3z+JrpGoZe",
-	"JWV2l9ZWctXh3Oy6RYYsGPYuVDQalZPzRlaZQzvBgmkPvZSX2oaBmj9gpblh2QaZFwRMcUnqhah3nxGj",
-	"Zexxfw2lT0hnAMnotkU7i0jenjhdVt1UbVweX//UEYRO4+tdw6JpfN2FHwIvXDSupv7z22y8sM8z/aNj",
-	"F4FxcNfZ7bqPaXbNkmIQ/b5ApaP4aPsW8OLZUDJui7zvNmbI1RnYg9ue+jDowRd2jqTP1WJLo7la3KbV",
-	"bk7stsZ5hqo+/ibLh1XzU2UMtYlWaenRvbqHKhsm8jasx9+1wYY4ImzTqXFb28FQJX9tjWtSorGxqrug",
-	"S0Z1VT4wxH3DRd7qPgzI7q3AWqoZONbj6m5laYvL7x0V863OnMvixZArEJ9EtVkXw+0EQvHNC4FYYzhq",
-	"8YpEUjbTROYafFQK6k6WiWMtKvs7ppmA9IAyWr9ISh91q+G/1cw/ntUoYSndsOS8Q+d1SDPUu4yYIU/Z",
-	"TGbmOgAq8YbsjfYH0bYxpX+czjS4aN4x7XggYOlCQFouxVlXicoKfHJ41HtPRqP9rhI1o3AFiY/hoKy9",
-	"0b7VzFHHZ2ImsxjNtNta/J1y0PF6r6AP/9wcxoLPFw4kSUHBWls4EsMgpxtSXNgPzXWdrORK+ZQ4GsH/",
-	"vJEPi5+CaNLIgN6KBK6w6MM4JlIQPiOTrMa2WA22lasnhCtCp/KGkRHZo2NRfE/M/iRzfmP6gBK/S0aF",
-	"IuULUuxb0AM5mx2QU0HYx1XKY64JlPomay5sPd9AJdOdt1cVfbt2iVNkz5By/6S8xvVo7XVYYd97st+9",
-	"bMEWLbp32654vsvo1lwkco0BfF0CovS3uPo/f+Sc6VuIis9bJGxhwG03coQk5n1KyS8r3TplVF9xcwuE",
-	"+cae77d3vhhafZM5t5lPSyzUftD2js4O5L7OMcF1D/FMbagBwkUd3BtYjRAnBZe+VV85BwXxTupfxsCP",
-	"1l+Z+xGq9dm64T0Uw9CIgkrmQirdauq9xYWQt97TMn2bew0Cvb5KbnunKeZnhxDZDIKi3e0K/9fSmwsm",
-	"aeXEW2a9tlj87wS0cQsX5FYvU6eYbXGk7eaKWYUxnvujdxQS51TQdKN5rG4lD3a82hW93uvdzvdB9urd",
-	"ccBtmNt21UnTNmCUprx/o+YtlAU06S672g2Pu1vItncCk2l7XEfCrTQXtU2mNjK/j8qkOgnYYkbtOA7+",
-	"1KQtDoAvQ+Nsc5cM6yT9oyXmLEn/eCfX7xhCegW1R5nxORc0vdwawNYdLNiV4LoCVey0LTK/MypyeyHk",
-	"lhfuIeTwQ7R7GF9blJ43nUYjVT3DDu1DEGy5Dayte9C3CYkr4NeCEAm1bF5kwTZuqvBAnStD84QypGju",
-	"/YmnYQCiVmExozyVNyzrciRKNWopduW84GRPSPKbvBiOCMadcjHfb/ckF9kZPeqjomz48TaoObEze5d9",
-	"lu3Vp+7Ps5XKLRnGybSzpGySUS7Oaa5aY+XarFSUKNMtSXjGYi2zDeGqDNxPgtYhdJy3LNgfOc2o0AhP",
-	"b5iFcEHwi8OOGMiCr7aWw/X5sIyEaF5l2hd8nfEigahWWg0tYwueMkJXpmkFYz8mszw1RFLXEcmFa6Ck",
-	"2vZAtco4qzSMvOWt0iPIJoZD3rFZxiDuve2YMoPAAyoMRw9TjTpSXbGYfMZmLGMiZjYcFe3zEO1AbB9k",
-	"wTIWQV4AhH/AplCQJVtDwgmgc22DLuwL0ae6w/1CoQJdd5T2ILNWf32zC7RFY9JTn2tu9f3wgUNVy4Gv",
-	"rnktDNiHbS2KiVRHOEtb4oMhAnMKpolHiiyxgglZs4wRw/yatdmNgS1b7qe16brOgzdzewesFXBpQ1Zr",
-	"5NyZ97bG8oQQMkLlhpB4UbGn2nZlrjruignVFLT2TuTdTu/zLTP5Oq+59evlLJPLloQZzbKbSkimH+La",
-	"I5y6JIDXmu0Rmmin65baz18lkvZPFym7Q2jcFmxFXJRbx6XGeaYwLat2e6U6XjD1olkCuT7brldCs35R",
-	"1jWudxKaXys4nNKnseY31nTVNzdsu14TYPKdAnV3D7ftHzS788B7Rkx6QFgueNIyRo3StwmqxIF15mT8",
-	"negQXMzOHIcWRSduAX55COfjdjcgGtDv7Av8E3j77lCbukKnJunvrbDobT0IX81DYHm5teTtl0VfvuMJ",
-	"skO6z8PpHUHEwy+QrNNMIt0h/8Y7QPqEmveH7Q3EB35BD9/Omsad/Hz3sk9v577rDWt8x7h2j0/aITpv",
-	"s6J3w8PsWdq4ww6/W23hL14WuCzyVBC3fXnuFNER0EpquQuzGYs1S8637AZbjqpNmK7OskxmnZKhwyPX",
-	"AnRRIzy+FtmWeu+brqD40HXLiyZ3k45CZPKnHRoMKyiyU7ZIMi1JGQxL22E+RVuNkPc3XeIHVLFWpNBt",
-	"eRG/c714XbTQcvKeOhCDNheIuei2qcG1WdphtYyh0WBlBLtVqoDr99lsxmPORLzZJmmKGiq+B7t5u0r5",
-	"jEFE7C0gHCraWUuzHpIDF3O1E5ZDdWy9QR3azEspv2EnpK+R6VYGJb+GbN/FackxKyb/pRM5K1Vd60wX",
-	"vDBL3hnzsFVvu+cL0O1Uq93tY9tuSQ3ludNy1ghg9CqldFXspdbZQFKqNFlnUjPndYjI8KgsqwBZmiTh",
-	"LVnElfoqO1g9LosP7znwCqMR+xthfof3+5bg6grI8hi6Vjyl0HH9GitO1Dfjed0UivN4S8mVMEV3Tvm8",
-	"mQO482spV7ukOu6YtrlFV5ieS5meFod2s8EWO6rfgWniVZLerQF3kN+mgc70U1f4p/vpLfJTb7V6O+a1",
-	"Lrn4KWPsIpV6h5T2+08cdYWSOg0pu1MRKiq/WOUXG3Ue61suv2vkvWLZHVt5p9Sb6S0buKXzsmBPn8r1",
-	"lNWexauaCaPBLNOm5Anxc435oo6bQhH+U1uJxgJXyFyTPhVJUpEKYRmcMbp8sYlTdorFBhuYmuGrZQv8",
-	"htEtY9NaqXEW5YKPbpOPVVxYQ+CahbJNMOABCgraGKIk/aMP5otXaqSOtdnL9ZWr9kLnvu7pAv/838qg",
-	"vRYUtA6cwrtUH642tp0tStTMnszRCoDX4qa5yhj8ty0q5RZhkC7irtZ+O86cN+VWoFRbj7NbTaxsqM9l",
-	"zOXV3EUC3wsycA0r1uZ1Tq6ufnt/9v7s6s3bl2dXV5M+W6AekttveO/fv3oZGJbZmFiL2UtrLKQCxAhZ",
-	"URHTJQOgYQd+cHVfELGj1kn7DspsY+e7fZaGyZCR4P8DeeoiId7M4S0smGR+pfF1KQXNePaDQVFQx+RK",
-	"rnbxxBpmM3o0e7u6BR2aNm0kSo0ntm6XNqspja+vytjn/tvGCpx28b9ebIiQGuBo1lQZSbvkWpvTxooA",
-	"TF7eH0S3CEEHZsRx78aO5bi7+K075L11OyHg0F6BeIbHLI2v1X4vcLMy7q8WvSQIT1JGIMwObWKGpEJq",
-	"QlerlPtExRL5jvIF1fcxqnMNcanupFMLmiVX01wVOaNXC5b6FcrjVKq20uRuL1zZMbRkTd0OMzbI5aFO",
-	"a7wQ+Rzdvit+Mz28kGKW8ngnsOlWG1An+9yRCNamg6PaMqnWkxG94VcLisWld9JOynk3ef/i5X8+UgRG",
-	"+yrZWmA9VCWfBdRVLF5I4gUVc5YQb/ARWfMVwrQDN5Ryuy5PfMHNxfVV4Ul7wNO9L6o1SoyrHXD6A+HS",
-	"g1o7UWWRtzJKR16UzymNsUNgcJgZgA1Q3qMzD63Z3OgSaRpcmtvtqBa2KbnCjMEwSo8R3M/u9KnmaOTG",
-	"2b4UTjNoLMI129S26bOjx1EbAFGZtpSvFIMUasQ8DoruG5rushGKChVBVRI7ZAmBVk/cdpAZIMCjk0CR",
-	"yafPkxNXbMAsiR1e4+KDBeHM7LcQrVXQXbPN1SpjM/4xRMCtO/OabbZgPu2sytbVmT7q7M7qL1+xK6qv",
-	"ZHaFoCQBFXgl4wVZ8jTlZX3Qne0/d9ZI7eq1SZ9Mrm+lXr+T66Db4jYJemYI2yYg162btsExOSaCXNFw",
-	"3EixH3vtwtqwTZ+uiUpPwQlAAsQ/aB7y40jByNw8IhKKNhD0Q5A9ejMna8bnCyvQFV2uUgZKbQPhNFDM",
-	"E4OAgw+W9GP4dy62VwU1veGr2JDtZ8u8LzMWmPvlws1dZwyKgxtqIAEisqJKMXN/BEcIodaKJtMUcsaU",
-	"dXNxTfYM77jEGjLdjI0mzjLnE7thmYKg4SXdkJhm2Ya451TEC6b2Tyx4acroDDCjiDd2BHmqndarvDkd",
-	"WwiVfCRHo1FkMX0rSWCPFKJoNdrDHJmr7aFDPi8ZHlcs2/Wrz1tqDtbi9KRMr8qwix3GBl9y67jZ9Ttl",
-	"/TV3mtWSLWUIBCRT6mrqMlx3GNkNz3RO01t8+zmYjDbnqsB1qo3Qk9R36kQvzJ3SkDSUFNuv+XMpU+hC",
-	"VXPhdvsyNLp8pfmSXaky9vv2k7UFZ+yP/1ZSHLyja69wOn7+Br3idwpp2xbrYPFptr/RXc+xC39odzQh",
-	"DQH7W/CQbMzADisBkt2wBRxPXYW/b+fA8tuNivH1iZ0IACS19NcDCsmj3ldAQirYpcZbnVEL7Ueyty3D",
-	"8n5n6WuNdfcjti+pug4HjRcJrL30VNNO70iQlpRXHE0rnNStkaG2xSeV4VK3DQu3AUhFsEr/2O9LJqjQ",
-	"4RVwyLItnkdry4cGIjKy/xsG/s/+7yhYQdB8H4fKsmc5I4Wl16p35oBT5OMQfL9D7Jvs/fb+7OzXq8uz",
-	"X09/ffHPq5/PTl+evQubqfCLHdgK3u/NWHYu0aAE5XU9thO/vXJ1h6lctZqHcsAFJnItwrGXqrBQ8bZW",
-	"8BWwNfHO1kLxcQUTVjsKzt+XnLVs+7bc6j7p091p0pf+4VSd/KuLt8Pvn4+OyCF599ML8uTJkx8i9GHJ",
-	"DP4rc01mGfqNaUqsMnNSPKPkv821hjtr5fvLF2Oxd77RCykeKTIxd0cj7A+4kmgY2NufmMsQJYLyGwZY",
-	"tfsH5JSYNytwtVwrsuSJgCTo95cv8KriWV+eP63agkeB3XaZ0RjcLBCh0Y7YVDpqmxnJaHdsu2qb28UO",
-	"FVkBYOrK2dh2TOG5ukUF2K2Or+KFLrtpztofY/1CvPvtBG2+FZ/JaSn9ilpuSSQJun+85bBL2XDe+4Oo",
-	"cEOFMA1CNhetSqngTq1w63kwYei2uWUtQdhAAIWWA1fow44/lMPsoFf6HSbVzbf1NMHWe6dXFc0/EKFa",
-	"5h/g9F5EuNC0Jw2unB1lV0JAF82Edar0lWJMdIqWjkAeHNTWF0Svaj/eu9WW60OJvIG3zrrLOVmF4rul",
-	"i26rdf828v/Siv+do89qqX19zPjaMUeobjNsdXA5kpQrbQ5mx3tSMEuvbaPqL/I/bLVjPGDMWz2LEBau",
-	"hbHcZ29XLKPhormTVa4WE1uXYgIUmJC9lF8zcmge7RuyGm1mllINtYzJ3gQOjElEJsVQ8A84ICbRWEwq",
-	"YzYPbfnjyf4JmdD42vWIBZlYmiizaIc0vg6acr/ULijiG7a++VA1we8W1lnJqO1PmlvtyN2VuJ2K75cR",
-	"qj2dsfG1S9b90K96dtxS//wrl+LfUje/6dk22xTjewJO7ZAbeYu0aD2MpBMjO6kNTSEU2ARLLtzfzR3h",
-	"JlDmi/ao2x/1Fuc1Enmz3EqoNgN1e5zUrrF51e5aQvQ6fLk7J67XT5s6PGsfqljrU80s1RZHvYPQ3Yrd",
-	"uw1I+NXdkHt3CWDrVaE/fIFuAfS19zvXZ2gdQDjDraGQYfcowoICDNP5rM/m1rUPuxOWvlJxxNtm5+2a",
-	"sEVv5r/IaQXU6f7TAKc0vpaz2Q4dJNMXUghW1uW7e7JhZ57ev+VUvZSiBTsgpfOOb++QjXcL0v9Jc/jk",
-	"qntLfK3qkLf0O3bWePRlSrM6pEeJeg3Iggt3LcbYN6muIiACOXb+pmvKhibLVrd2W8pfsX3qaXxbCl6G",
-	"TpmKyH9QN/1WSIIdheCfoDh0L8yBNt+ThZLo3sQO2aTrSHbv9Gtpy/Y2b73sPBjwlYqGWH96vk0iurd6",
-	"DOZ8q6ArXutqLYTncV4VSo2hB0gb6i0wnQC567RtrK1H2ajBHEFOu13tnXDgynYUiIra2Bog8vWxJcr5",
-	"+WARpc/UdtguLFu9xbdVM7+MOjfbUW3pjIj69+6KVkqVvmi1+d9W57Mb4HwLpsHuAVw7FHzrEdDUV6GY",
-	"dagP/67pDo2pBzEmFYvzjOvNhdlW9jBnNGPZaY6oevjXT47Wv/x+OajnQPzO9YJMfvn98urs19MfX5+9",
-	"/A9zq58QVxjZWlkwbY9j1t4qn6Y8hroKikxMZzLj/w3vHZMfoc+xGOej0ZNYy2uG/2QTsgf9nL7+x9t3",
-	"ry5/fjM5Jj+/OX0RkXcXp0Rm5Cx5eXF6Qq7ZRkHaLg7r4uzFu7PLSYR/nb//8fWrF1f/efbPyVjIDH/8",
-	"5ff/vLh6/+71ZB9LRUCnjxTJZMqw4umKKrRiFxN6pMjERbpQUK0mJGU3LI3GAorVPh09OSCnZMkB6MmM",
-	"j4sbmvIEmydUqDXLFHk6OjogQMVffr8kcjYje14Ezz70umA0MTThqsghoSKxNI5TzoQmC6qwtgeOBg3s",
-	"IDDBXgFULbfJQuvV4PNnsLbMZNPYdkqSTK6GXBCosBOzpeljJjGM+jczbfLmNxv4c0AuF1xBkRSzxBCk",
-	"wsU8LTJD5YzoLNcL08BY4LAzmWsWEQtuZf6BCibMDOeABCV7dUIfWw6KIOJoKEW6icZQy4ThH/g7/BAR",
-	"miy52DdjtJWUM6J0PlVF3wSWBdmU2jxpGN0h9jcWWCOFCzJn4hBKMs+ZMIzAEuQ0rg/GYixeSHGDIMoW",
-	"u20h0wSo5s35eCyGBE9yaGryaYzGsfHgmIwHBwcH48HnyQF5Q1Mj5VhCfrl4+2sU4iT0qUToBsO0hcfP",
-	"no0FIfGCZjTWhsFkRmSuFU8YmfzrdPhfdPjfo+EPVwfDDxOYrsWRx8+PRqMR+H+UZVDydDSC1zAX0bRt",
-	"s2ttHAxEqzsEuIKrn338SJS0AHbAoFDSOducEI5ygGGSheKp4Sxr7TowtClCgJA+RdgPF+T95QticyNT",
-	"rllGUzL5r8kJWckVmRQAmhPYDEseZ9LGAEG751QvyIpmdMmAMKbx9+9eDxMWy4Ql8M7ZR53RkhdBlizp",
-	"hkwZoUnCEqSSURROinnhliS5uBZyLeAbW46a69RsNtwuhg3+IQfRwGZBDI4Ho4OjgxFgsa+YoCs+OB48",
-	"ORgdPAH3n16ARD6kK354c3RooR1WUgVi/srK2xOyZ8SapedknyzljfXAQYTII0UQnJ5oCb+64u97uCJG",
-	"4VjTLFH7ZtXHwuIKYAsIGyBFjAmo64URkCu5gjxDw0aQshFfs+SATBAyZEICLYAYMGQuKkfnQvO0BP4z",
-	"0rUE/obq4bliCclXkXlJeLNy48fpjIUPuoIZ6YZ7IYVFmX1KJkn6x8THZlGEapjUie00NOaDsTi1Zcon",
-	"1nc3Kaph16ibMaEjkgv2cWX0ANsAOWfZEFyrMtexXNri7lyMhfn+8WhEpjLZIOsU54zRMgblNQIdw5aD",
-	"W71l5Ss2RvJnOEDAZ2aF3o8y2Vinq7bBZpBTHkOvh/+21XnYR0x2aqCDh7p1Lx+WlxfUM0Bt3+pC9D+q",
-	"qFFGo0CnCuxKGMzj0WjH4Xs+me2DRx9MZey9biYVbIjareRzFMg4y4q3n+KMQq0XMz/8kSYFkaLBsz6f",
-	"XMCZBwcOfvNk+zfvBb2hHN00n31LhGFFIdcpS+aMYPgj8OUBAC3OFWKwgouyemgPjgfloTwon64y+dG0",
-	"a53/0Jsn8g5BrLQLvld4VGWsgILgwsN1kVnCsohg2Y1CVMx4prQ5vgoZBdvSnUpjYaEoyHRjDhpqRIkv",
-	"YXETz1DRoUsfSIaL8teYpukxShDTxFjAd+6EdCL6GBP38SzmqhSKLCkBWnCchuCox2i5GoJyNBaTStjE",
-	"xNJBGXmISofp9YCcCiyGRoAby1H868OkReIASu7XlDdL/rGfrIGR3krg1L78ulLHDgbf/3Kyh6xYBkwS",
-	"Ge7lYpVr3Dd/TqG0pGJTYjhxAVLK89E+jKRy5dIOjZiaZ0wNi7JD8xBSwzvDMSi4bLIqDBc2/GOSsJgv",
-	"aaoOyARrhL43swE1yC9sSPa4trfo1fwK34xpvGD7B40N/Q+mz+3QLmyRoltwdr+NVe0owHwgIgVdqYW8",
-	"JctUl79ozEhl2/vFb68fYX1HrszKFJdXWE2CY60wQ1HyrpUlzOUywBFIaTusJksglHVK563c8JrO3cXZ",
-	"nE+QceAOK0iy4Qh5hKr2CZk4jwKwhJ+b7hg/yABYBITOm0KdY8FTBvU/0bLn8jT6LXmZtvEZYiwD7Wl5",
-	"n605yJd+DVoMmQ93ZPpeYthRucXa3bIb0Oz8pSRuZfucyxVJ6RzOgfLG5JL/sUSZA0MA1SkiVBFKpqB2",
-	"mVndzzYyzzq3kEWeC26hyYpm17YO7cRtJhz0I0XoDcvMZkLrsNlg+DpJpZgPVzIFWVsm5r1AU8JkLGwN",
-	"WK/g2XSD6D5g1eRL5gfIqpfM6ogO48W9hVa98sWxgF2OODCJpTt0VsAVUF1chg3T7594HZXzBJiZPSHH",
-	"wglBPFau2Urvh1Q7JwjertTfguABTj9H3MJj/i1ueZYNkeVKC73jdJYVe9/em/C+9GX2OO7LoZ+Wb/d7",
-	"mIvP4f13ZVr23wz9IAzt6PwN83RdopcHWuSOLzjY0Gfx0Oxc1FPsYuGinGRZb/lvDr5/Dg6Q+RtkYBex",
-	"USgF0w0puMg6/DjcYb+ekEbMmaGHThLUxt4KRpjQ2QZHivAAe84ZHpGVzHREVjzZxysv1wq1JKR/bVLk",
-	"jMYLxKcCH+jkE72ZR2TJRUSW9GMEtVY+T6xvptD72pG7DsgkXuUHFrNpgp4O+KmAf5qg766GJGWhrxKq",
-	"FlNJs4SwjysWa9WiZ1WAbv4KO9sLZyjb3JLK0taWFwIRbOtJE+/xQYVEGJXoG1Xe7JaytSFwb6jSOflF",
-	"7Bq4gFtlwaQMq5q42yTs6xMysUFWE7ixlEgi1nuOJcbQpo9mdKXJM7Pvc83UyVhgiqKaEA9dw7oj0S2P",
-	"32VUzI0O4NkFC0uKJeuEuAJfYxGnuYKa1lBhlexNahF1cO1K+Q1ru15Vgt7+3vZ9tn1HiY0H3fThGOdv",
-	"cNO/pJoOVykV1koAbutCm20IgIiYT128gt1VDygVEP43R9zVsKvuFMOTbDzRcREhBgpNymaayNzseZ1n",
-	"AtxXRimwYVAHBC0yqtzp6C/TaiwmL/GlieeHA6upjZg5IJOiHtzkcKKpup6UCEnS2tKRb4Mn+Qs3ud/K",
-	"+q1fxyUGfpntzqRiwLs7xQKfPoBXrGCXZJe5FLvzFpPZsrOhliNxwyoSWP8c7i/cG4TajSEzt8lgC+EO",
-	"q2z+crfu7P1CKw3E1NUFAHihhxAH064NnGKgjMUKc0N2Tg6jc5tfbYiSRO+dnMFEPBuszCDEi46FyqdF",
-	"8+Di4fokWEDUHNr14jMH5LRWBAZfXVA1FkJ6w8ASpWAgA81ivWCZF/dD1jJPE6I0zbT5NWNkzwy5MjqQ",
-	"yzY6FHQdNudCcDE395ElW05BE7K9YNeqYlyGSrZ0PvEpgdFwY+HcRSujIwE8LzQQkQmoMfAZBLDOZopp",
-	"sPf7J0TZYkQmS/rRKAXmG4xNMg1z4QC1XOiDvaPloqik5YJByARQ6EFRmrym8zkX8wmhU3nDyJPRaCxs",
-	"SxEBYkwuIMByUgLKIVEhIM017t59yWgSDFl4zZV+4cdCqPuQ1A/tLaqMuD2joSG1XEDp+h50C3Nbz+Qa",
-	"7up7biPjGkS4j7xrekrnoErjEkEwHrxSky8VYXBnA0StwcMUearVtGZ4wfJdpUr3Xdghaiv8WlTgePJ8",
-	"NNqHKn5NtXfJxWs6vyiA57+Q7tuLB+uU6uu0tKvgCY+voxvvWVYtxrFPVpRniqwXUnXIKSOezENwthl1",
-	"0VuiiKxlFjKrPThvf4L/fsajE6pENNgbvYwV0XF35t7yPvRyTvWiz8s4wDdMUwAuetArXIUM2PE2dc8G",
-	"4H6lmxwM0Sg5FUlbBGYro2+geLcVtexNp6JNqP1dmRJ1ti0aXRTW2i7oEo4IRagiLYwbwflR7EEIOXQx",
-	"8XhYFEGHnz5PnC11LApMfneXTSRrM6h+NZa/KwPTJOGIxXReyQvszdh49WyCNDcZfOr4RtCvxeKnDZY2",
-	"LOxiTAoWicg126Blvhzx15C16HtWh5/gv7uK3p9kdh+GgXsWwdZr+7e8/iLy2lxTb6UG95LKO3PwYamS",
-	"HX4q/v35UDFWySKq8vYFY9eV1Sk1wj8vaxdzuB9BvgWysAnIDDzyRt6w5FL2gr8qluvXTojjdhyrLrAq",
-	"WyBpx0rF1UO3gnJRGWzZfn3iH3ocXHff6U9HT7d/8qvUP8lcJPfhsZc3LJRaZwVCaVoCqwzqdNbUGMib",
-	"6X3a3dE21yYz6sKh7saTZyI5Jpjejfl3rdM6IZMCwse9bPMNwYnnLmBUQxY2lmyDAlI2SLtiG4OeJ2TN",
-	"hUIT0VTqBabh8hsmDsh7AVCmlQpP0Vh4ZrKKbc8mnxpawtiIlhILxNqsP9O0q8gd0kQbgvKblY87exva",
-	"JF0FvKmnOzEawMq1CJuAPLgPN8PtRXXJLu8bUrInHlA0MJvosm3W25AEaTZnulIBYTcU+X4yuxxis8sQ",
-	"Ff6vk90o0bwswplzVHxVce1f/9uVOFy1mlnZ+/BLX5rvQ/j4M7+8hSBqbJNQcx++QZEk2PqyAzUPa3V2",
-	"SqvbFACtC4/KKKp9fhnZcMet/gKgKxo+O/DWwe3NUxQ4IqkIqVE/2DD9RTa9xc0tzQ61fEGGSpSPbgD2",
-	"OCnSzbEPhAA5bxsb+sR9zx7ZYxBHWZF3EFBp690XzsPlvgVkKMNPcWCgSC1RV1JarohayDUXc0IVmZix",
-	"XeHYJgCXYH27tvqOeUws4kJEZOaMg1FhF3w8GqGfaZK4NJpRSP06z7M5e8lo8hpbu7tM64pirkqAHaOa",
-	"W9qu77BvJlK6pCoQeZthBljQLtafJ17CWnQQZqm+n4qznuzZMrhVuw/eQODiUTHBmw18d7N70435xfj8",
-	"q/N1S5srzwi1a3v1nPd045CKEPQlI3QGoZ4LjgHoLd7bu4Rnbh+Dvf5uG8T9xnSmfMl1pcGiouARYPXT",
-	"j+iWLqD77Z+hQnPhLjDWJNyH3+T9Ob4rsXKiqLXUGWDmiTw63yW6rPFhEGRhZYvFfA3DdSHbSsuMKjJ6",
-	"HWRXw8PdJsl28rQk6R+Hn3jy+RBC0TYddiWeFPm6mVxDHb70j1fJxGL4/ePskniNTg7Iqwamw7GvnkAo",
-	"C2R0rHK1qKJEPVLEFjQpqplDDTGZLWmKNiyyonpB9hSjKUuKhA+mtC1qNRYFQhUTcbaBeZwJc8wkE0LV",
-	"tdonWhJbPefQK55j9S+7BVQNgOuRGhtt6ITQAukNjyGuiEU2w7RrMyuMN7NROR4hCE+AfMeIngiEtOiJ",
-	"EVESo7lwRUoQNmu602seQ5gX9Z24dXgZ7tvSLLXHYspSKeamEXlA3rEZgHXB4J6NnkQOMc5iyCURWS94",
-	"ynAmS2o2vaAixngMQYxSWoI4APaXyAzpAIVvj7oJ4OjnsrQtJlxdE7WSMg2G5r+D78pte0/nqWGYUugB",
-	"vOftdEasuXOXa3M/cYV08AJ8Pz9s7l226dIjcTVvrT9au9G9jNVJ0cYYhaxrig6biSuz5yx4HvvIlTb8",
-	"7S5Ubm7mlF8ZhTrZv6PO+yCsUFWVG7MP71O4w7Xu05Ni06+pchu/dkBh5yDM69QFSSfYGmRE5LIB5FpU",
-	"MP1KmC8IDoULfu+TbNcbOrgDDj9Z8L/Ph+yjZmjmDR9sF0yjrAQYwI25WTCLdeiAAeOU8iUEPRtClbiC",
-	"e6A4+KESRijL1VjAFyyBI0bINflfZGLDECcRyUXKFJgwHP9hRwoByI4JFQRGrUyLVvgvZGZ+GQvqcAp/",
-	"txf2omWyJyRgE0YQurMfETjIcPRcYZsJBnKYZbIH5FjgjIwyOiF7z0dEuQhfxAIe7UeIt8uXDCeIQ0jM",
-	"FGYyQ9QyS6vSYDAWiCLZhqR2QiaCrc9w6qclGgijWcqN5mP4ChcldEqcwWygCtWDHBCu8lvXKbFbIcE7",
-	"pZTotfRqN3RqykATJM/uiSXBjz/fPZXEMd9uo985lST89Tdh67yzPQSnZaVTym8cTKt/xPliFZ7eD3Ca",
-	"X7Y/nD2KZbkmFVCs46qxEaUKbRwi4Au2qWQnRFY027EA8y5cx6cbiDxLyN40V/vEhTP6kI+AeYsEqvmL",
-	"AFnWSCxMUBgLly46OSFSL1i25opV2iqyHLwUlWZjE5vbC6kT5pOxQORkupS29HFuKH/t3e2QSLCCXtuw",
-	"XC59wg0OcSTXXCRGf+eKTMx1a0L2OOS/8hsWFTly5jRayDwjdC73na5tOMYmgmBCrvlrouWkiIcfCyHX",
-	"kNsiEzYhuK5TeyFz14oim6TmrJ/xFHIcFUtZrA9sGouR5XiJKZGcfKw/YFZz44bwUpv+a+67GWmEme5B",
-	"po05eGFdx2IJCMY2kyemwsM4RjohApOrbnywoOqNzNiEaJamcLSZ5Qa95aOGUYwFaITqgExSBDKG24q5",
-	"OUlyNIpGoxHZW5vTcAJbJdZpOR2ocTscwoeAyz2aEMVEovZPxgJzadxBSsnT0egYurQGdDS9tObJ+DWT",
-	"vm2L4v1Z/4oc0BbzmlC7pjfX6lOmnAI3T4SatPXhjeHOmdSaquv7aMcWPvRbKoqOorTAUr1WGoGD0CFB",
-	"m/OvEMTBwqTfer57vyKjO9m6b7kOHRbZxw2L7J/GJNtvUaxA+jYNqReV2DZVwDLzjODeiSq4FnBdsmbG",
-	"aprG0qvJdDfzqmvJi+41d9JPlWKkn7s8yqcIJPt4NDopywU0jrIChZQWfr4mtKiLHr8PhPrwnalaDP1O",
-	"1rVwB/V6uPd6NXvYPfNnCqGvRomWSaW+5g4lWDIao3d5t+3Ty6YTtcKx/c3CX4uFNeVpG+vaZf+TxBW+",
-	"LYsilPxtT4OoOC8c+CZeeKC+jrsQfc0Dw4UhhS2aP8ms4Q8qkp/r2Ar7xwR2owpczM18iwouY1GPwHQw",
-	"bgWcwFtzS8er3McyeLyOvpCxmJmrr7m6TdlYmB4SjFUSUlufkxcIbrEmXFGb6i302Lu8Px39UPiwxsLa",
-	"ssleAVMRU2E6UNd85dfEcPfPJU+SlO1DNTAX94722Uq1GpYUEOXVdMkyLAoB+ydkYr+/8pRvFkZFeCNv",
-	"3Ml8KV++/u1v2XYny+lOYu3UVsr/In42s9Cwwl2aQIXdvgGHW4VQpRAOOuBUHi+qZ8EPX8LxpytB4r4A",
-	"AgdYRWgAMBx4MO43fMNTxGcQot4ISnMS1RMfEMzJ9QMoULsfK1BWq/1guaTXjTgNe6OqHx17ctY4g7yI",
-	"vIjYoA9ABitiPWRZlSfkP9whjAK+LKNNqK5WHMvkOgoVHSHo6+TWcqtsPr0Nuig8WUmOHMwmB+S0BPVx",
-	"IbShk9RVkXwajnjQ2eZvrfavLfn/TBEWuwj8Oq+jdsSVfwj8HUnhR1JU5IN3z65EU7hgioAgfOCzgs9R",
-	"NJmlwRt4OIXpjXvxHUNj5cMpTa6nC00ziGEP7R4ziC+lcFBSkAmqweWQBVtb7p9kNmfaS6d1nzxSztBT",
-	"WUr3eKcA9Wkq42uWtCwhJM+0n+jvclH436Y0vjYqiUjI3kqmKQm2pnO1fwxVh/E+nLFh7GF+IuGItNUy",
-	"MW/RFgNVOmN0qchkNb9K8uWKDIdYH/w/4lxpuZwQLrSExxkDE9TkgFyavaWs45eLsZiwj3GaJwwevKSa",
-	"TsgehKBSMuMfWQIOuX1yzdjKGn8TNuMCNYhprolZEiHRakVO7RDNcNFJB6ILfY+PMJSpqJ4LZf8waHLv",
-	"6Wi0f0CejY5QrXFTkhkph28LaY8FF0rTFEsD+h0Eb4IVXh880PlX6WQnDNHHX3RXK/folkfiVxQF5gQ7",
-	"evjuuziPFIxXT7WTq02jypo5cajdDyXTg9LtOvk/Xh9fQHTpvL2yjM896Bf9IseP6aoVnZbqeszOeSbn",
-	"GVOqjMFwrGI5uy4RHpiomik9jKUQLK7nJ+/ud7IBIrYtApDhAb9TQb5LBtCfru8HFm2XwMgPkR7cq/ty",
-	"okWZ4nv3+FRY7TLbmB1sF6SymUul9aH5y9boZz20xv/tXv1r84GdJuB1hjnAfE0zru6KZf0lx03LAyIG",
-	"q745baaMwHUocNyYGaIpxQInW3mI549GJa8qCh+psg+jaTpufhgWXslVa3DjBQS3Kb98BUKWFnFChP2R",
-	"01T5CPZkz7N3wQTwG03VtX19LCzK/V7FNEY1WCe1A9UGRXotyZSZ26VjYatUT9mC3kAYGiLr2Lyn4Zon",
-	"UPMf3TQ0TRt55hFZ8PmiKCa5yrjMuN5UivnY2+VYxDTLONrrXM5UMOVbrn51FLjEuKcHCFz76uFZWyaB",
-	"Jbl7vPg75brPe5d8yWTe69Uq3lGPD05zLU/j6z6v+gAlb2TCdv3mp0wud8KCU61AcN3i8Vyu3v6nkYyP",
-	"0SbWcBaAnUZLYmu4/3liwM/litA4k0pVsGeLCvQgQzy5REVyKDMQOr7cNNJuZ4NRi9hEfDIflDMoRF+k",
-	"lC9dUK2Hlj+phhRTrC7glQBySPlV93ME6F9wu7bJKNNNxSmbwAsy11aE8syGBxOswH1CJlOzTyckpitV",
-	"heZACo+FEZv49fKAnKYpsXk9/pDVAvoRNoD7VdIiF78M9uhOmIt/y6m/5dQDyim0yokNYSmf82nqeWD3",
-	"1H4LXNetJFMoZaUhmUqwVR9rtVVelc7OBqBsOBQF0wGLl6t5gSv3+f5YoNkU6ydZcWglUSmALNxFXeod",
-	"kDOQ+lgLyV4dnXdxLB6PnuJRYBMBjwtk76LkjIfqjNNYsBRkJxUQSVNMICqyTlBeEhprSDdxbGl50ix+",
-	"VJZzhSxBmesIlE/Ph9IiFr8cdu1d4Gj/lqV3k6V/S8eGdCzi5GDvo7CsoNE+jFTM1aLd6PcbXm4rzkaE",
-	"WXXQFlLY4HnTkL0kllLOaJ94Rywl2VgspZBaCh4TZagu4iItjAtlrqmGFFwolkGalxdKEBFVrO6GQFU1",
-	"wNmQyyUHSNqEZeDD8aMPiqxqG8Vs3VvWFOalajejOUB4oudKZnzOBU3LKEEbo2hGJCFcMmMrRrU/CYwX",
-	"QdYie5gfZ4i15kLtH4zFCyniPMuY0C7+BWgL09EAyzFHyyqWSrFP9k+QMXK1QEd0NWZlLCarTCZ5zLKL",
-	"fDoxHzFb/gqKQuV6wYSGCZoerpmAdEqj/4Jgf4OVdYs/6Ueo8zkWoSSbg7EYi9+hmJUH40H2Jj+9en12",
-	"9eP7n346e3f18tW7yX5EoKgNzBBJzYo+WILJ6iVtyYbp/bEAO0iriz0iSZ5BJZuafx488/At1olxiDJl",
-	"PJGHMkzWlGvHFTh8d1tAOEGLBWF4gQvyjCiyhzB72mWEIrYL5VrtHwO7bODzmdqImJVxTNB2gRrlyICg",
-	"N5Y5IePfJeRj15GfuFLhbAxZgl1QK9DAPtJYpxvIfz0Yi9/dQHEIACHDEruSNgwWpIaLjXMeI8GicoJu",
-	"gzwbPTkmEBo2FsVFE1i9MjpF9hIZq0Po82CZ7IcxAdXinrIav0SFRjPc3XPoq1/1MDsf7Th6DDDuO3x8",
-	"tzr8XgWnys/7lJoycgkHBtxpegCG5WJlLuFZ8qc6oUHCuENMS7TFZmRp9vIfoWOyclybUzZ0XsOma0sG",
-	"sFK8cl7XsN/jlNGsK10MqAD6vJCNXOoTwnWJ4ZVbbMVfLshpsuSCxClnQj9SZALdgDKARwPYlYtq6o+c",
-	"CVgdwIsTEtM09QBJPCytAEZzWRqWq7Gw2WpW6PmfSswmoGAHN6e8q7fvlYKEO5qvb0QuS7ylCkgJH29U",
-	"Ga4jV5+2gnvqMkJOQnVsK9VHyZ5NDolqZZ8A3hWz9zHP3IZ00cA0bAANIAfQOeXCUqOmLin0GZsDUN6Y",
-	"C5qfj2LhEBANl+vi/OdZrfgmFr9EwLSNTckwl3SIO/OqQvnXQylC4wY8grkU7JjQ+NoMiyNcHZSfmgGx",
-	"NySVSlvIGqM7XFYxBMyxiWZFdyLb8w1PcPPIYtkqibVdfAWKMG4OL7MmRlFSLrHTrWmphWasGD9SLRea",
-	"JfugN1D40gaJA0fjEW2DlmRW12kBfK1Gr/f+RdvHza0BlI/9947J09HTOu5auLZxsSO/8D25Kl6QOnZn",
-	"cq/Wa0vy9a1hAR4ymw0mCATtisYFvAcvn/ZPktdmczjbsfGBN0HRMxvBhck1DXEZUzLPYnY/9ZCK1g4L",
-	"34TqLAv6a/na1y0Pu41ZYZBmxC1F3kpn5d0X91cphmj6KwuxIZH8O4NdZv+mW8YYo/u9/0LvlL1YrrI5",
-	"oG44W7cDBjlpWpRSriYdq+MSBMfoLLAdgwWjHQ58UYF4jPhq8AUqPCUqBtmbpRL6oZqMACnGw++poPUY",
-	"+pl9k/KbwqteAvWokwpY0H8QAL4hQ2IHbf5V9joE9QIj0E8QFQn/sJWb6/jWJ2RiDlLTMkQP8xlD9LX4",
-	"ukQldiFlTGc8VoiLvQd4OmPhVsRG7B6QSUqRkBAPgOKhUUTYq8zqK2qKlIj0CMikyJ5irK3EJBQDQtzW",
-	"Va4PuDnUNEvOWYZVW2EcHg6+NdMgKSBS+pkFK1LkkDyBEDRLzEorNL4ucYlYNrQARxWC4OOxCDVrC2Cr",
-	"0zkr0OfCNbRtlpNr2d6dh0fWYoE36DXFK/SJ70x03A2KDr9hLRUz37r98u0Ku2KIbYFsxfO7I3lslGZL",
-	"jGFB+kUQJZVriO++YaV5C0OHHlyeebWTWyVaAX1VCqtSBls9cu+arTSaa4ySHFJQI5dHZtRaC30FxR4O",
-	"qhIR7TsUzvbGTaGgD2rEXi52RZSFJagzYFmutxvU3ID3uBjOUj5fFE2aW4uAgPwEQ5eWRt+3tDi2M7WI",
-	"l7Rm9+XaZnd7psA9WgYdOY0dbmoQiw/KS9GMBVnOmMJbL145wPKAF0edZ8J8n0M45JQZ9buw9u7bhPV6",
-	"lX4llwz18VqRfhKbqXGRsI9Gtk9BU6+cH3ZVGkdIC9jbCUhlW8l6AtcpJ4KqtfvdmVIQaYTWTiNt9vGS",
-	"6VgV0h+4mKvy4u42JqFJQhAOWqHA9K6gqBaQic5yAaZinE2WM+xqiZjbjlQOhg0qchdwbriclZLCNlhs",
-	"WwakUaDuswT8Q+Od/SVh+XtaN0vX6IOgQH3pG9N5bf/DVnWnTlHzGIwB5X6pl0B+kEMHla/tKvTBLRVl",
-	"UtOTx6JVUfasexYi0Q8/g8QoFLZtmxtdi3/ReNB+EuKvDAwHy9t2C/66sHDWqV3u7apmXgWF+0J7OlzC",
-	"vEq1VwlbrqRZmhOv0hZ4ai2APebjFOk4peJibiIZlCJrhYH74rbEB+e+PxPAmhe1i7hTZVB+6cnwi/L7",
-	"3ol7ttJFXdcZMM+UFoOwI+ekGs9rNFCsQOcgmyN3aoxFAUQFilFxYUCU3RMysl+DZmueUoSdxyIzFi43",
-	"Qvu8D/Lrqa3VHDXQW2cyTeX6gLwo7+JLRlUOx9uccoF6fvNqBPjEOPWC0tZ1lkiwAZVHL96C3HkKXgK8",
-	"Ko3Fnn9L2EfLa2HggcJ+kGw3Mrcf/LkMjTA72YbAuKSPGh7VccWgtF/zRRy3qdz/YPprOBR216a7MFVH",
-	"f5GjsxtaD28ufx5gvZp4K1ykFG+JclaTeu6u6kpSoDH14a06RtfrdkNcwhvfrlHOjK/D+QDK7P37HYBu",
-	"34bLAQy4hxmbZawrstGT/BVDIviVnf8VoPcFYwngPJgGuZhj1VYLRj9LPdgqdCLbA3pO83lpk3dOamuR",
-	"hlDAIn7ComEs5NqekhDiELN9PNYytpKZ9i5yRRakta5cmvHIBEqDlWF5AVApmMKFIdBDZsdDB7azbngj",
-	"eOVeQNd+z7hmtWRRLoZLtpTZpjDTu3Jjjn5Crn0uBNa5c+JoA6agrkYVjpAJ3MAhTEquIUZqmsfXTONG",
-	"MqOs3kXQj1C8k+iFVWQsHmcG5ZL3bJkCsjgmR5bhIvLc/PksIo+fwu/PIvIdSehGHZPnI1tj4snz0X5k",
-	"mzcqCJ+DrdS6YdhKxouIXLONIpN//vOf/xy+eTN8+fLy55+P37w5vrj4r0lpEnBFIIpSsypfWq3Jrc5Y",
-	"eA4at3FObNCPq8FXJs8e2sRYiFExrYFHhep4URTcU4+8HbjHbpjQw1TKVURenL/H2CwpUxLLNF8KW20Z",
-	"RwN+hf0DMnGOqZoLsgB0U2SvsBYrYnFnkv3I80aBE0rIdcqSOdrI1QHxfJvo9kHv3RhKdkBiBxxvZK9i",
-	"zzfi6NiLOetjwrEiA6WAX5DjwNcJQcM4gE7f1L2uhWvRUym5mKtoLCZWik3CJXitW8BsqrB2WQBz1A7P",
-	"b7vQwENbjr+userDAx8Eudp2Abfy8uvcv8sj2LC8YpDTDspnQ+G049xVQcFdYHuunhGHVNB0o3ncflq8",
-	"wLi00n3nSU3wdZUSryxAAyHkzlc23XjV4JXmaWrFJAo8zbIb66ScYLuTiEwWMs9KjGgj4BK6MQ/WjF1P",
-	"yN6ri7fE/FNBwNxkKYVeTE7GAk4HmrkMDmz8kY1TjFrPjZfWBIAJZsclQJo5rWSeqYOxeIMCjQqsqVO0",
-	"ropCOp1S57QgdS/x41oPVldBOg2igRnbIBok1Hxp6DGIBkCLP2VFlb8F3d0EXclibZIOxMvXkXRvatE1",
-	"EJFvmdzGSBd/u0uLTY937vx7EIbB21quDjELqENpLvSijMUySxTm7MxkVuTIFOazGU9t/MQfOc2o0Fxg",
-	"MLF949DIsWT6M6OpXmxKLzukqTxSBDzjlgLupuB5u+p5TTYjuLhN/jfLpDVHCqnZhCi6MXe3TYt4+hGm",
-	"/vCYZZV+2hjUkOAemO2yCtpTpIVVOAhCeu71OL2Fe7Ruo0VInUKbJ3u5ACCdNr/N/olRi7vD/kq9+8BV",
-	"6wN7r5Z4HWhJqwt6TXH9HtJ3+teR+H0PXK+d50/7D0feQyP/F0eNeJz8J3ETh9zDEXGDfMDTsekiDsq3",
-	"82oWDeTN2NQv3+VGKh43z6d2QkIuPi9R9oCcV7NMJ70FKdw14JVylHj0hqQf2atlBFl/WBFY2KnqfytO",
-	"rMaEK5vQbraplCmj4rYi4i9eXtBb0L+0Q6ySQui7xXZyiT2o2Nmh5DMiMqBPBQzcpF52JOiS3qbw3F/x",
-	"24f0Tz/78x/bvXLBmwvTNyf8TxQKelrstjIKp3r8Q4mGKZxRZs4Psh3hpnTowVu0bsEfpV4QteY6dlgi",
-	"kP4LfjYbMgOdHWCbV4BQjdcRmsiVdqh5xfUNAlBSvrJw+JDRYtQCsmKZgpgzhORIpGD7J6QO12GhJaZ2",
-	"HB7mRQlKMhbopTsowUAaTglwJNmbv00L9sBG1pRri/wDPSFeh7mZYYPuqk963PTJ3oymilnALZtQADkG",
-	"2C6ZGdaCzGwPiGR/m4FAWd9TxUzQosW88Rb6IQGJy262WAUKfrIn0P2ZCVgDucX2ZlFH5KrMTK0uOhqV",
-	"NetpUmhz4JbmhKglUOCtOHaxbhZvh66M2ltmxXTD3uDmauLdnKBb1U0mySiHcgELliaVIAREUK4AUrok",
-	"J/J2NkNrOX6OLKq8lrGChs/gkcshsbC+l8UKE+ClBuyyi0ZABV2NxTrjWjMBOHUBaXKCFRjt1woFC+Ga",
-	"YPQCzxD/wGxnEfOUga8225BnBCCRXs2c29iTHq7LPU+2JHIt9knJoOjcKCYBGXg4ZPf5WEy9cpTlAEC0",
-	"+WRumv0okrMoU2al2LPRE6xPORbhEkEHZMKEWaxkQpa5gslQ8svF21+J1fyt8/3paFS8Svbss32gtwOL",
-	"CQIsXzTlxQNAp5c97ARj8zDCiumtLkXLz8qwnZBrwr+S1f0yz0RTxEkBKfez2b0Jr05toRPK/HeorgqQ",
-	"USjkpF/A9Gmx+V0pO3OOu2p4VWlE9grMRz8H8ASych24JPuomVDlfabEi1IIPbCW2TUX85aj8VyuvtDp",
-	"WO2pzwF5XwdiFSXTNv7gx9xpH9lPtoh+BJ2v8/vBWNxVCJJtMjDAGH9FMbg7V34zQrDG1g8qA6ET3RFV",
-	"wdIUgr6OIc8NjI6KuKbxawSGgtwDlIz2ZwSgWhsBVoLoUlvLDBIGsk1kA6TQzOraAxumRXJayDVZUrEx",
-	"1w+jeEQF3pCPqoVfjsWKx9cW2BLbAt0i3RBK3r9/9fLYR+wjGZtzpc0gACGpMWynVxrVwqhXKVzjIqun",
-	"FvNc0o3Zp1DczOVO4KtmwuZDRPfDBd1YfL+J/bNwe5aFgaxEQbSIOq0NedI2p9elXc6HDJuGLtocEYAr",
-	"gIOADFCefCUUustyIMWKOkgOmVkmND9kvKt8ir/n3F65+6bLHIZPuM7PO7i/X2boDvyiQI89ecAM7d5h",
-	"Gsu+V5khiOb4tS2hFXIFRAOgpaHap6Yn0RvVv4pWyk/KyCM5/TeLdTjy2izFnwbCCjmHUB9AB+J7EYfO",
-	"qqEVpkZe7I2QPGNU55mtW4wQU3Wen1PNkqFcMRHg+sPpZijokkEB7Zj9SpcVP11ApMFnP27Af/4QBZ6L",
-	"cfStvXw0evx0W/Hlv73YQZlhyHxm+PGBABDuuH1gaIrENMugkDklwBzWK+xbg5wH2Le7LuFk3mFv9TVr",
-	"250DMSLb9wogqz1MxMtf25nTi3u/Tca9LNi0kluGor+ZUBZh5nDGYiZ0ukHVtZHEf8/s+8mrpP8ZxH8J",
-	"gN1+BPyDaevjuMzuAdLwr1jj/6EMiR7Zu9R9YDL1VQW209LgriwKc1tVZJM9zMO0UFcOZcm+u/9AnO+W",
-	"vatcbEoKnncVGgCuXjDfQ+g1hvdKwUgiATGKxteAlVXMqsjDApRerDmgNE0tehbJZJra2zpecaemidL/",
-	"AtVrbUkHV8L2mIC/b3JAztGyn7AkX8HVqVJDAqNAwbS1V1R6KOrseCUjIsI1FoQwd+QZxTIBfmv7B0Ww",
-	"8uEkSf+wuIV+PpU1u5kLtdtUrwFkEtEBegaMnn1kca4Nrxfr9RUR9ml8fSqSc1tvpBOm3hvx7mD7wY/v",
-	"yUrnz6eo0rHbdArPxa3m0+73KIYDkHhmK7AEN0BRoiFj9M41Zb+kteN0tUo3uDkgfdO63rRc8pim6aYm",
-	"3Aom37kwThVoP9eLw1TOuWh3mhiK/vL7JZGzmW97KwoQKT4XEKggj8mT0ROwlx/aBFn8UBwb4cXS2dCw",
-	"HOWCJWPx8+Wb1xj6pegGvSw25dsaz25YxmecKTJlNIO80WsmFJnmHnAijV2YgUiIkGNDZGUR6XFkQy7I",
-	"lKVSzCEl2qMFYJRkUmiEZGjxwrw2xAGVcesm0uyjPlzoZVo9oesnfvgI/rhKKcK5IFH2kHL7hrWeIGvV",
-	"vpJVE6r9YjbbH0SDBQgxGOdrifsaS2e0KS2NQQJ3sjjPuN4Mjv/1oZKADlxQ7V0xkSizzJBJPZS5Njpp",
-	"paQ7T5jQprkQz67yacrjrWnnll9lrtuNb2ciuUA2uKsVtWrFktdeYpwhYGl+8iJbKyYred3LRpVIYeVB",
-	"C8VtQfpP44G8Hg+OAZrycwWcAZOjieV/w+pMJA9B/WV7RNY5tAJh0RA3ZesH+gUjfvn9cnh0tH/sleFw",
-	"+oqN91TwIhdKM5oQORsLDK+e5xQURCgX5EsXFEuODlwZVUyUYTQ2egESJ2f8I0uMGiUSmkrBxgKsvsTR",
-	"xqbkm3kek7G5yo4HEwSwKMqJPIKqpysWkVWaK3x5EpGJyqfmP5lMGdaUGosJ0neyXxGG0VhQAqXiK5Kt",
-	"oINFey0GdYxtkz2aKkmoIhOzsa54MtmPKs4GmTKI1VpCSVdZUgBGQVJ2w1JwkK2oAgzvdRHwASOIClUT",
-	"qmwZcex0u7EAaWydPSVJn46OyOTTeMDMKWgYczww9Lhye2A8iMh4EMuEBR9+RuKORVmspeQGqqF5w8kW",
-	"gwpLi0HcnSElOIb2D8ivhZOHZGzJllPEhYKGg7tDQTGOwn0TEfynNjS16Ur49yyTyyugjUWbq8q8psdn",
-	"LFQsV0y5wSoIMUS/z95v78/Ofr26PPv19NcX/7z6+ez05dm7/YisFzxelK4rXnxMaIy1OSzkl98dDKrw",
-	"mmFp3koPl1cvXp++erNveZ6HXVihE++VExTfLvBPMcSW07SQdaD+Hd1bv6e5htpWIN4DfRdcWew9t5T/",
-	"P3dX19s2jkX/CtGX2oXqBLPdWYyDfSjaWaDofmDbVy0kxmJqwjKpilIcoch/X/DcS4qy5XSa2U6KfQkQ",
-	"26Qo8vLy8n6cwwJI2x6L9/i783hGfLnPvjwjJeKH5k+N+6OTmqwEb0Jix87EXv/Hh8QWCagPeYMoRfV7",
-	"Rjj5CTMrRKMbEoP9Oz+wN/xIxCy3fYfs3coezIMH/t/1rTKADQdfrqy0/++Kk/Ae4glkUrvkPES+pDaf",
-	"0oXmVfqmZR6dI4wxdN4QoNjVy9puZL0WZdCGK/a4Q8fG+ojUDY+LT8aZWRXcIlGVQgmOzAka3F7WdmJR",
-	"tsjICQWpF6JvOr1Xy6vA1UXoQ5G6LwJJNIrhu1a5eUP4NAS8H6Dkid5chDe+aFrgjKreJQYGl8KTPePO",
-	"ZTrznH1Xfx8e8dHIxm3tWXefG78/L4DTsuY4YTTruiOUC6RSOGQ3pcIVxOPxSuR0ur8ma+JG7jWyuhaU",
-	"rVWQDBRMZuFPefqcA6vFi/Gj6rporK3x0Y2uFbPkZ7kJbWS7U1Xhr5EFkv64UKhcIrk/QJbEKbsSAe0o",
-	"DCs3YVz8TfGigLR+gcXw1/wZf+6togzQJ5Rxw63wT/EiPDdArlFRARhKQvVGoOsg4BQm8jwlF4kvf7Dt",
-	"zg8nmY76c1Gpxtu1cQbiZ8X1QIMJQ4nNkpSnYm8rVYREuOUI6RIzs71Z7zqhbm5s261Jp0UGNeTDH6+r",
-	"34qU9kyMBytRviga1RYM5cJTkhvATknXBeyYW1n3KGYBdhQJ8rmcyyhvv3m74tbf1FKbx137rSOOsIc2",
-	"4zgs4R+XNBOLG9vuZScuV5erV8ssVI/+dHn5u3fkNPOF8m0cGG+GTa3Ou8P/ddbrTdc+1M6pwjauDBUp",
-	"2Bvt4A3wLMHTxSXHX7faKjcLwvqxDRlYYqf8fc3wJaj0B0eBaq5SLBj4IzDDSsfubCYi6bZqv0Y62e1f",
-	"cqOp0EbtNTN1ZqNjvJx4xstMKLNphybS2jttdgEAckwJZnr83ODrA13vUGTDpMbx8CjlZhdngUksEiDJ",
-	"uuYWGSei+YtObvy1bCXe+GUA6qK/r2GWaJOoVstaOyYspkekwA0L24oQEyiXYm9vuRbgiC6SXUxE5xEj",
-	"Mv72iFGkwQfi+fW3jBJbLNYfMVuJvZmCu0GEEjB+tkpHVLtwZy5bhYBHgb9JQXfX9opKIjjb2lQRU4/C",
-	"HMmX2uVmp5oObkFiKaG36qSOEDCNbRr4kanAwm8jtK5CRvAEiziwEWe5QdZwMpK7RoPuRopPsvMqGSsq",
-	"az+TpwGRNBYSpzsaOhmWJyViATGLpqCwYjEiiknxGiTkRpT4/12Sgoy5TZa3VabLRG9orFXCUfkr7ZmX",
-	"/qXWQvJKUSlQrYkSAbFnvDX2AIstq6QYzzpsrVMjoc2MgHmjLBCWwynB03zTO1UF1ks8PxJT0zbSHa9N",
-	"Ht4gS74JGhslfLV1tHtClRupEXSbBdbJsLVQIgR3RO8IpJBjqBTgsr2Bgnpn6CJnWzGZwDKLUTq/1IhM",
-	"JDG63BwF6WKMThyH6K5ShTAhSkqEUDC8JnOHxSV8zZMW/DukAcihA6Q0ricjgMuFNEJXtSJ8V7GprSOc",
-	"Sa0CSpmj4pwgAUjHZQ4eJu+URmzlreL5rCKvhu8tGutEMaqV6QJTK3s2UER10E4Jt9PYhIetrdU6yd8N",
-	"6fiBs/YkzJlMoVcNMF3iQVPw0NfisvSGAB8XTCXNFxJ+dhkCEoctfG9erxbXvRtKP1WWOVcxwUFvQ/V6",
-	"YSNXJT9smfFGLLaqrtiPOGWd40iGZJ69yM07dxqsUZf5qa9lO25KZoc6yIHQ6Xg3FZh3/0yck3ALhqWn",
-	"zGl/WPm9i4NynUJg+feg5mFvMssSy4Kf/L2Cs8rmBr8kgFE+dCNdPJWekVQBvCodOwtGQm8bELhcbqjs",
-	"VlGMT3QH7W96g5DcGTbQUX+Q7mvbkQArCuj8Q9bePAIkVtN3YhFSBmwjvH3mtTjt5PEc51Sx1Wq1jGh7",
-	"vGXH2PxoruAHr7wiUThQ+CSUZjiWXLA4h8pb5jGkJ/z57o72ATy8gc43qqTS9HVd4ohMTKeLicXjF4SI",
-	"A2YJdNHlR1hwsBp+zKTkZIBPVHMyGcHTxZ//gKTj3x2wJpki0xOzhnMAe3EBKc1oU1EkOwvqDOfifFib",
-	"bxiPyWQOTc+lMu/1XXAtJPcYrh14ADhdYmVh6UD/cGPR9sZQ6gr8ICvxXg0UmwKOM+v6j2/fP3eoUBje",
-	"Vcs182b7HwANSBunWq/gFiVAC/jgWl6Njir/21Gm8FFJEbViK9229KZOv/fT2zeV7GBjlDTTRQCW9qvA",
-	"/1wJKSqNomzTHfV0YGvbqY4HEk8MxkYim6G1h4T/pB2gG8d7FV7R9ygWk86W02fjF5HqkX5ZHltjk3Sm",
-	"V5e/rET4ISVEeYUcDA50uFOqYTcfJDA3MmIoxBDT6ujFETGUn3t15XukDLN00r6iWz+gBEm1pDr+zcmw",
-	"P6x2xQCfVLvyCB7CyqcZpeorkvDHl2/88j2G/8aam1pvugcgmtpBgKnKBWElpIBE9Ni37xRjjdhOSLcj",
-	"Ks8nUupBmKOqY8T5dsjGtfC21R+jtscKlERrY2tfsC94Xm//jTH5/X3p9T/fgiXI33VKziDNhDepcCm8",
-	"dsp0AfVipwZvtO/UUDStutF3XpHLnTK5qXWnWn9ike+mbHWjCtkVti3I5PN9N3azFXu3phsSgOLpEgwX",
-	"JF13hfHmv97kpiSL91ewOXd+NNGNQkdAcivrHYg3livxwfcKp3MCerdTg1hcDx1/uLwSe81emghT7fQe",
-	"KWZ44xOaUrZm2eJ9dRZ0zi/DR78CP7KSwwCfVMnxCB6GbvAC8n9sIX4IMEjRcIjOygXrlOM7Ljt7v0m9",
-	"HKVyf7N2OQqpz8XTMS0k5H1bP1s/23Zds764QHxza123/vnnP/0EoeZhH2ukejaeO5YXcDz2PjtuCMtq",
-	"9AAtyG0QnMIjHM8yqYXo3VxPlCMyYntFd3XS0jYzDROSj+Aj3Y/wdNxUbnbzTSf5rA/mxM8WW8x0ClwN",
-	"lEja5jn7AZMKJ/x72orr15uATsk/D/lpZ5u4bMJQGGF+OQDMFFnc28jtNDP/xGiYCddfx8+pF6cUkflP",
-	"vUPTYeKLl/zFaffHNCUB25g7qOrPM42Oi0ynhRinq8xlFWfEtEo8lQHEKqnwDwUNjIEy9hqfc9rv4Tck",
-	"sCQopGPez5dZ9o1g0nx8+949ZyuNtJMfMG6vybiCAjnt7RS0JH3nuCmTrgjtYW5cc3H2jBBDfI9j7C+d",
-	"MArnnZGCZM4Jlw8pxZMXYxqSrzVPmEKSrT5i/5+u1ww3VWCkMvYwHcLsLrHNEC6Xygg6VSmbkQzo4EJL",
-	"ZkN/IivlzAsFEAFw0W9UXYuFkZ2+5W82Q6I7A0LA/X/u/xsAAP//",
+	"7L37c9s4si/+r6D0PVWx76Uc2XnMxK5TtzyJZyd7kokndu7UnlWuBZGQhDUFaAjQijY3//u30A2QIAlS",
+	"lB/JzNzZH3ZikcSj0Wg0+vHpz4NYLldSMKHV4PjzgH2iy1XK4N+n8fUPVMeL9+y3nCltflL5ckmzzeB4",
+	"IAUjS6YUnTOyoCJJWRIR8+OMcvj3TGaEEkGXLCHzTOarQTS4oWnOTDs0vhZynbJkvsSe//l5kDKq2Otk",
+	"cDwYHb44mh3GL4Yjeng4/I49ezakh9OjYfwkecqezZ7T76bfD6LBimaaay4FfPRsNoqP6FM2fDL9Lhk+",
+	"ZUeHwxf0+3h4mByxJ7On9Nn0eTyIBkpTnavBMcw7ZZolg2igMyoUjYu2ZJawbHg4Gh0OvkSfByzLZGY+",
+	"oVlCEhanXMBnX3nESNmu4R4NvnyMBrEUKl+y7G9A9ePBlKcpF/PBly+Rt6YqT3HJyzXVC1y+PGMkYzA7",
+	"RcyP8E+7ohlLWMpvWLYpF/SfnwdJ+tvgeEZTxSJHL5GnaTTgImGfBscjS6732G5SvFzQ5Ge6ZIbIudJy",
+	"ybLh06NBNPgtZzmzT2CaylAkj2Om1OBYZznbunrbRnbYGBk2+4ADM+uEixHcW4bkK7lasaS+xfw99Dvd",
+	"L25ehr+q06KrVcpZcgIsNTVcSLgirt2IKOkxG1eOBZM78tmDr+YhruZLKWZ8nmcsuKaUQB9kzfWCUKLX",
+	"crjkItd2vhGZ8RtGqNZsudIqIkzE2WalWUJWdJNKmih/7Y1YVSsam/GqhTSyVa7MyFCI47dcijNBp2lJ",
+	"BOjqkptpHh6NokHGdLZ5w5dcD46ffbFk8EmgqbquSRBvmmolhWJN3lVaZiwhdkQRSdiMGmlDuIjTPKmy",
+	"cezaK0bZPbmCD98zzYT5+YLFUiQK1j5hNHnDtGbZLzgXyyoJS+mGJeeZNEtq5gJvp7+dzjTL3tJP75nO",
+	"uDn3HG/1peGSfrrg/2bQ3pJ++pVybZ76g1plXGZcb+CPzA27aNf2mIXmAyv0ygx+cHw4GtXXLBponQ6O",
+	"nzw3T9ZcJHL9Qz6bsWxwPPpS3/EvpkfsafJ8NjykT+KhkQzDF2bvP5k9o9/FL9jh9CgZBJgAfoAWnpi3",
+	"Zt/R4dH0qZEZz2fD7+lhPHyWfMdezA7pk+mzOMw1r4p1Oadz1lQlzLqRFF4gcgZyALodLmXCmvqDFYuo",
+	"ONTPu6urXz6cfTi7evvu1dnV1SAaxBmjmiWnenA8OBodPR8eHg1HR5eHo+NnL46Pvj84ev7dfw+iQUI1",
+	"NY3DxM18jaSOBlpqmg6Ov/8C/OILXDo8Sp6Oht9Nv/9++OIpezZEURu/SEbscGDl01sc6uB4YFmMsE8L",
+	"miuUpHimN0Z2eDx6ejw6Onh2eGRGxr1Ovx8+n5lOk6Oj4ffxk+mwEPHxi8SX8g0hdyv5v8pkkscsu8in",
+	"TtI2GARY8qXMhWXJjMaVg+n74XfT0Wj4XfwkGX7Pns6Gz+jz6Xfx98kLNppt12dWdM4FxSl9HqTI+oeG",
+	"4+VspphGXrfLdGi47Y3Zo2efNBNJ+IBdS7KUGSMoghWZZXJJhFz7PKbcNjw8GjUaDYk+w8dxSvmSMHir",
+	"KufYpxXPmAot9aHHhDuf6vDBlW39im5pXrD1Wb+BZEywtRFPh7WT0NDiXK7aaWA3Z4QnW0K03Lqft27h",
+	"ncly7xLixfPnbULisOC+o2cH5hzlNeY/PBp+R0eHwxfTo3jojTO+0yXi22zwkbfB8fVOxej+x+s+Ui/N",
+	"XrMc2hhyk2VztWgVBviZOXlgE9tRRoQL+KGcgsezXLMlslfXDEF328owTcWr+06zc4/VcyzU3T2K7JLc",
+	"bZdMnilt1cQIhAMKW7herhjVZiWo0yOrffmXgVLnt9v99Q4bz35ytctm7cHL2F5PZg7rWo2LiLuDwdPE",
+	"rRf0tHULVh7i4GrMVN6Dg1TsVjfCVLyzivKQVEzyVcpjqlmFkPfA+V2ktlf+y/KF8DUxviZUoDwiVCRk",
+	"lasF4XB3upE8ZhGhWi55TNN040sjuWIZtZek360xLRrozYrhNJH1dpOhdIlnkJGaUVWielLNUiokRu2j",
+	"8nCy4zFUtoKrskIhFWcq9YKU5CaxXC651lVtL3Oir2ayKCXWHU0OTVJ27eIXw8P4yeHwO/rdd8PvnyRP",
+	"h96GHDVW/zt6mDyZPpsNn8bfs+HT2ZOj4ffTF8mwXPvvktou82jelFZbZlVZlPqSbP3am+HRaPjd7Pnz",
+	"4fQofjL0BPeLwZcveBumS6YNpY8/D05zLU/ja/PPhKk44yvLfUt5w+BMivNMyYxIQZzFE3akpteMCGnt",
+	"VHtUD5dS6aEUMds3dzWBUwf7qEDqUNtXNFDxgi1BgbTTnEqZMirgkgyW2eaAzFhMF06xVkajzpjOM0H2",
+	"rG2FHLb1DYa2Ss9L+okv86UzKCy5sH8WtOdCsznLnL3H151DgwN1nqwXUhVEM4RCAtGMkVyx5ISw5Upv",
+	"iHk4VUyY6VChyKSqjE9aplFV4f3p/EfGZoPjwf/3uPRkPMan6vE7GCZNgUvRDmHE1FumqVPkq9OhqZJm",
+	"uZlGHoCpPVJE5dPiNaI0zTRZSS60KlfAsGfbIiTVbrfwAczxnGrgBWhuZf4oWnPXp4z9lnPPcNaPJgUt",
+	"zt2m7+jK13zvqzvVJDtem/MV3hW5IksqNqXarQpFXK56sHz53R34HuyHHZTB0+bOVLnwGOvHTC6btJkI",
+	"uZ7AtiGXfMmUpsvVCVlzoYi8YVmFNd/KhLUQRdU7qpHmDRNzM9nnTwtyKJ05+91FvZPGMNcLlrGqxw83",
+	"ijISlJaLSbgmC6qMCLXCYiazYzKhaTohe+AbYHMuBBfzk7GYzDK5vCp+mURkvaAa9ubfL0DMnG/0QgoS",
+	"p9xQ+BGRa0E0U1oRxUQSEa6MRkVTTtW+IeNEsPVkLPaEXJ/AH0Mp0s2k8t4BOQsKKxhdJq9Z9kiNxeTV",
+	"2Y+nH95cXl18+OHi5fvX55ev3/0McmxyQE7Fhki9YBkBpQCaJ09HI0MgLubQFI1jBjZ+KZg6IJfuajQW",
+	"CYu5MsRCp5sjJ4+v1cFY9FhiywnlEjNheP2fg0E0oGk6iAZVwqJtCP8fCDL4GOKDSyao0D8xmrCsyQNm",
+	"AhregOllqOESGmsFE9lLZKwewxvx5mCZ7B+Q94ya6acbsl4w4RGYZLlQ4C4Zi8kvH87Ofr66PPv59OeX",
+	"/7j66ez01dn7/zT7bXKCRF5zxYhgZj+kUl6zhFAdAXswOLjdUDiuoRUhY2FHOxnZ/w0D/2f/d2gWlXz4",
+	"8PqVkUZGPsWgAMD1lS6LmTNuBjQWa7rZj4jKs0zmIjFLvl5wzQi4NgifC3O5PbH8FZWno/9WyXW1Efv8",
+	"pRZ0xQgVas0yBSw24eKGpjwhn4a/5YyJoR3aAtaN7C1zpcnU7FYznf3JWEzZTJrtKzZ6YYZqiH9AfuV6",
+	"QXziX169fHP6+u0kIpRoec0EiWmWbRw/oxif8U/oN3aDPSbUdW2ZnwocupHp5cCfHBAc7iqTnzZEMXPt",
+	"0eb2w9IZLGbGjHamxgJ7Mzv+kTogr1icUnA5CbvehX5uGlCxXDGFfkfoV4FWErM0Ha55wqBpXJCx4Nrb",
+	"YDjqcodV6Rk6x/29wpdM5rq5TVIp5sOVTFNwe6RcMMNRS56m3Bqdy0PuiWG9toNO2x6Cp9xz4FrvnBsF",
+	"z7lfKe8cYi40TwktPNE0y/gNUyBJbf8TsqJKgfIfGuXa9NCp8nwxxyjetUA5+IH6dvtYGj6Cf4ILOYaF",
+	"ffwvhQ6BfgfuGfiKoauauk/TmczMmSUz4vYNF6tcnxDDpbBxqSLxgoo5SwZfosHPUv9o9vTDD05IovJ4",
+	"QTKmZJ7FbIC293f/1aNrP5RHClb4ocJDcW8/9k37ZkD9ZlD9qklkZ403qgTLbliGU35wAuaCfVqx2Jyx",
+	"NrIFxQC45ghPCCj8dLViNAMt0zuAUjk34/0g6A3lKZ2m7OHHey6Vnmfs4pc35qjKRcZovDBdG+70xsYV",
+	"UYtca8OdiVyLEwI2em/FKiFcrzUDzXKVGcGoOVMBr0tdBhRHlOlXy9UwZTcsJZWvCAZ1wMIyt6QiTy25",
+	"7JW9Kho9n0dF8zx69iza/m3FVNFNZXO4mU+cReKz0XzezcAo0/XdaXx9gZ98+dhjRDWLRHNOSy7c34ch",
+	"paq8QvxzUDd2+9MtNTI5/ReL9aAS0FXIy+oiN0LtCqvbViKUrPMFYhte43d4fXLmpyyjG/O8wUz9aF29",
+	"oW8nd41c9dm1kKiVOl9p1H9tjm+1OcpAtOrCg1G2qYrsslDW4vq5oVU1QtBC/dQC0nr059lbe7xdmE1D",
+	"nTdWpZvuONOoQX/Xh6OaP8b6DOtEgWiatlW7KJjSXVt9D0PZbRESa9qyfurAxTUanIrN3y/e/Rww+IkN",
+	"MU/wlh45nyNeNnSeCZaQ6UZj9Kv5x6DJ9J+Gczm0XRo94OA9XTt1y/SdaxDPSM2mBEJripsozfXiqiD+",
+	"xy5R0r1obkmggxCdfwBV4r3Z6vVBLaTSwnJaU8jwJMz1K5np8JO1zK7RV/M5dAfxh110bdvD/rwmglOB",
+	"oLeSa2p7ffoTo6lebMKbIckoF+c0b92qlsuCMxNSt1CJwaXfPDP3CwjM4UI/fzqIWgnUQryMa6d9BqzF",
+	"PvFcp/7OKCZf9BKi4EsaL9h7o8sGWNQ8+4nr4nExoUTmZmBFeyJfTnHQ7hsVnlNCNZ1SFSZdwtX1e0aT",
+	"lm/rcteTeW238WhQp2DLpim79qcQ1UjQSsBLqWmq2inYRo3uCS92IX3PCS065xIIZa5OyIvRvYWa4oXz",
+	"9lM6wBj/zn7VoXeUU7DO4D5WeBewuvNEaqTGLrfQs/QoNxTRIgw6JIMqBO8iaF8yvmdKpjdo0KipjWHN",
+	"o/1Jy1eOqt1U8yZeNlcdUlQ4W0oq2ObLqbfQvdTu0fXXuQLVq0BTLkELSdWR1dyuS+vmww5b1rOizO2i",
+	"vNXIV+pCdQ9pc7TNoW0l2i9u5au0WlVIUNwnqy+lVGnbGERW9r37nMaa37Aw2TDi9w2dt2ggZRRJiCH5",
+	"kr2h8yK+PtQCRMm5UW9XZnaTEL43tWglqhOqPgh/1o1JVGkWWs/qRb1tRD020IULgakv9JJ+usRRtW0I",
+	"czS1ELxdzSyG9ivXi9bGt2wkTXVFvb5ARSAavKHzOapKrxgNK9q+P+1lGSHc6/LVdJfu9FHh6e31pZYr",
+	"Hle3YvOdmr0GeKyFqjUmseq47aV6yXNrG1ovr5PIZxK3LFHQYxmkQttihJi2zDW5jZCP/YVuHgE2aqTT",
+	"QmLvmmXCSChoJmE0GdqMl0yuHynCbdbs+buLS/KYrvjjm8PHSfrb4888+fI4Y6uUbgZt90HPvL+VXcqk",
+	"k8AMect4nf8HLmPtm7V7K7doCpUY9L6WkGBLfqR6ULy7QOfPtzBdbTGSWDvE6yRgKQmrM/55UD++K6ta",
+	"mZjlwirZfMb1Vrh7f7hcrJo4L1InepqKvQ0XEDTV9J2aioDJPKGVcrk9W6UTtlF8EDwCMfS9ztaZXCuy",
+	"pDpeOAf2jKfaRsR3d1rQyDVemecWqufZfBc9dCujJqWiWZ1gTcYo6z9PgiaI9k11G23Ujalk9uq8ukn0",
+	"HoSdd/ukScLR5H7uEatI7qxY9MiSK7ViqSbXbIOJxLNcsYRkFIIO9IIKguIU1h3Tk+yKPlIQQFTs0LDa",
+	"2/diucMt9EsPgtRckQ2L9nu5fm9XuNu23VjiZXl8BGSqM6E7JWpJOYZ2xKxFcerLMDiiEDMUDuLqLHcy",
+	"fobaRWtYgHyeRao0OgsBzuMB2GjKP4OTBr92qxZaNWcvCptcLsp/gyXSfBNq/4Zlqu2AxcvEFe9jYLWD",
+	"8WxwITK9TpjQkLMcCvJKqFpMJc0SUFvwTZLIOF8yoV0gG0sTZWM6J0pTkdBUCjaB2BsMD5uxjImYjYWL",
+	"qSPlezasaQ8c9F5Y0CO1f0ImNNeLSUQmKp+a/2QyZWoCVvsJBd7DbmSe2Xi5ulPU8WdT0XExPvgOAac3",
+	"xmDFNE1ZZoNdyJQpnjBFVvk05fExyYywlSLdRGSdcc3sv+Fn+CEiNFlyiC3qraXTWF/Faa40y64WRdRd",
+	"4zOjaYi5e3ObwHFr+xJff89m0EauA8HnEzmbQfTp5F9rPQmpfl6n/Yx5oe4/NqR4uqYbRczZR6QflhGR",
+	"9YLHCwLbDaNIsR0iZ5AoI9di0MNAaL/qr+XUhh1aLbakPO3nO1RXGKImA2GU5hsM/LT8ErCD2I+vmEMR",
+	"+Nz1VtpqUDE7Z/ele2++ai4agj9kUsyZ0sQ0TRYsTSzjY2wr5PuJyrYI7hw3uJZd6oJEzRs2QOWaCbKk",
+	"K0iP2AOcjb//eknkbGb73/d3Xv9ZNpe5FFLhtTtG5kzIdFOJ2YE4xsiwrGJKQVy7lkQtIO+8uTQKb0PN",
+	"ucNUMSnhBHeIP1uMIbWxtEgVDLcWbNDHYY/RuS1c2QjSZTRR9TDTvVC47n5wjvjFFcQiw1i39evmbrvC",
+	"iNO9ZojqfhmGSopozdb+2y69RTAzaJHVaOYTPy7XvQkLYUloFmPQRmF9pdJ8HhTmuSqO8pos9k/RKoOz",
+	"VDFS4w2yhzHF5k2ZayIF2x9sM1G6zp0wqw63KrgCYqgucxpHkyd4g6eblUjlsVLZbvaUwr3h5EPkjvOS",
+	"ef2FDTFZl8bzsjzPahczlqbFqtV5hStSKjGgCbZYSnjYBOLk8C5yqZWDSn2zjfluw/C783LIQmL5yK5y",
+	"lbn8RSvU1JLsPVYtGM3QQvJdB93V/Xu7fPWrqHdMHeMpFG0/+iIjwo28RrEnJB6lFhenPOhCC/KGzi80",
+	"1QF3DL2Z9/TdL+mnvm+yhFPR92UubuPBNuMuesJWcIih9bBW/XP/oh42r1zNW03AKZ1fLczVoefEUqr0",
+	"lW03AQiWHhogmquu0ja/hkwTpvRVLnZtuJpD32WNvWr1vYDdov2x5ktmRn6lulxplUtpq3Z/4qsTiQSV",
+	"XpOMxTJLCDahBru64muLXJlQgwA1kvkDryxTYN4+r7QsWYA9gowbhCyqsq5H7So5EW/IKJNCrsn/9FIo",
+	"7ScnpZ7ikHgeKVJCmUVl2sj3z5/2yI7sHn+babN/bKWHlrRbyGz4WQUfqUeDVZikHh8UaEmhjdDfHOYm",
+	"4sc4uqZro/JpFJhliMfelmY7j8dqOqbV5CakTBKD+Eg75JMyRwx0zkramf2W7NmX94lVI8z8Jg0rjHd3",
+	"7eVP+9I9pwum21lvChGCnXGA+ApL3nr+jx6he54x1Ll6m22321frjoVaa4FhRbXJlK1vWfS2+MjetCk0",
+	"i67lulhJmeKbD0zUlVy93f7eVgIHmulFdZ8mQcoztfgxo0sGbrtQXGoGIK8hvXHF4CZhMUOpIjMwhGEO",
+	"kHkIWT+DqA8teeBSnbGY8Rsb6GzuVEaNjakFJdzeZjCv0Wiw2tzTJcEZ9GmrEWo+wNajgjxttD1nLR5+",
+	"a6QP8sxCKt3lAVFX3qr0IER7zHPmAuyCF63C+P1IQcq80e59d0PAUmfbu+ItMByWZ2iSZEwpsl7wlFXa",
+	"3B6BwtJZy+WWCZ1tMH26uOpGoKolnKZpcMyByO4yqtsfWEGq6iztgAJr08YSF4UPpnb3aTeALrReXRma",
+	"tVwFlL5SjIkrOpdXy77iCy0AYQW87o4pXo3sMAO9tszXEOUUggz8lNR+DrNun9+2iI37zC4pVZ1qlEQ9",
+	"hsIlNHSedj5R+md99c/1aobbhPY2VQATI21OeiDeh+whzpAkr978so8KuIs9fjp68Tx0w2mbbev5UgmE",
+	"CsiuMkWhnnasyYZpl+pZGLLrEJ4RSY2kWZWoykER6YEuh8iViyGNrwHpOgPkP7ML/L4QiT7YdktkhyV9",
+	"AZi0pxgrQqpcMrV6XIas7W8/mYo4jyLHojJvj9gdjLktCPmPtid77MVXTFuvWMcm7IojjpvRuN7EUrx4",
+	"7nJZa7FrhKMe4zIMt9bV9mDbe44m7JY8gGFs9pO5LipdFzh9zv8WgxFXZw6N/t7WYGm19a6p26mCRr41",
+	"BeKOEYglyGDPxbi/mEV4gikigQi5Em4+KMILaPmwClqix7c+f9Megwfg8tsD8DwzktdipXtsyxvvx7ac",
+	"HQe5tSW0855439fZittxD550KdCtWS4PH2raI8T0HBHLQuGmgUyawuPiNkMRaOoLgHJiXQGoXdGrNWlR",
+	"3QBWMkT146HjgHEX/7pRQ+GnHdHATrb/sCkPoUD6HVWQBtNuiMBfyuguR/ApkHOxmWawYuCC/7jNdl3p",
+	"LqrPw37dQY57Cup1jG6TPgJn2y1EeFcs8IKqtzJjIUDOjJWqHMTrEjrTEMnJFVkhiwVOpfsPLo6KUe4Q",
+	"ZlwMHeBlGiPuEWJst0TPSOOqiPLYskVz9VPrjeC8SutqbCmoalwR2nVtVsZys3VkXrXvw7CHx7RW/TRE",
+	"kW4tjHc4DipKTfPqUr+kuMteRdL2UUcfTK+5Xy3FHc5VSsCjx/6cW77uVFbglYvbHcJ/nd3u7PapGHnb",
+	"sf3Yri5N9RjvceOxRL3MLAPv7G23/VnX3J3vSDdM6Ct3IPfd6wgDD3TdLYuu4uPezUeNQVblcAttq+G8",
+	"9v3RHrWqw962Nm94yBIGLeysFOBib8sttW2HB6YzHqsLQVdqIUMWulUe8H9vlMUxqx2wPM5k6ZJvipZc",
+	"hdBKt3wWCIwzGw3HEJqUn0FQD0BKjX4rWNyRNg5uM6gkFgymoFxzMbcmzT4nZNFe1Oi/2VxoPku2lKEz",
+	"HlYbEVdUa2jHKLgQ7JNmmQgpSZ2fLRhdXYaVq79JYp4SOdWUC5aQ4ir47qK1rQ8q5JZxTXFBcsWCH2eq",
+	"D+UzMJyVg/Y69UgQVQkZXoFSaa+uQWbTmntEJ23TSle5WrAkchUnwSEYXweTxFosojCY1gu9as/f6oFW",
+	"AbceQ58GVOKKZah/RURxETMyldIL8i1HkXl7JkzFZsO2Hk2l4dvT2pAYCOyoS4ox3Z3I+Upb81DNBm6h",
+	"ZEPEaRVy2JZHs8i/hxQSrhAOEUjqYqWDsp7PEYq3lEBtoGy381V12r3bs6ZaLd6dNm03mQtNM93qYPKP",
+	"gp0A74x8gBqZl0aReGV1n+JsrrfVpJOP0thUV5z3e8cxrahSa5nV8fsOR0dPQ29bl3gjpkFmmuBeiQhV",
+	"UODJfIPY9vigBD5+9vTJ0b65eQtmE1NKZONnz5486w5RiyoDDUD5rKi545qB/Z9/joYvPv6P/2heWz5u",
+	"hXYrAafqibc4CUiLGFR7Ox3+Nx3+++qj/cdo+OLq4+dR9Pzoy3+Ebk5KpWHOdkrNXQAVrUve29fQ6nbO",
+	"DyHZde7Rtoj0tuTEvpswbGrIs4wJfaFZC5BPvly9y/UqD185WEpXiiUeTkwP0d8uuzIG7siODpv5oUZj",
+	"G+BA0UiDjVQNNoVPfKtNsQym9yjTmGgnrS9pNmf3K+r+kkb3LI1UyBWu0qVM2H9adrCZVKZXDOBMuKIV",
+	"lv4diJj/TVOetJiJaZq+dXWSdslw7/aOGxJ0+aCX7V1iMEEX5kgL9KB5YvZU66d1TdCuk99htY3IjnNn",
+	"GChHnOCqyBt2KV+9+eUu0Gl3iWsI4A9YEAuaZowmmyvPat2WnP8gsRF2ZNuCJOrQLl1nm0Oyqosre9Mp",
+	"q+jIrEBiH2J5GEGX7JgcDo+ePSPxgmY01rao6cTTNQ6GHycRYZ9ittJjMTmwWfMHB1h8Z0NiKoTEyG+M",
+	"JGQJFDwhH96/ISuqF/tjUY1XCsgET6DteZ0PP1ZH8j/+7z8PPm59flD79X/uBzWln51ZNGzqKqym/c1d",
+	"RYutXrBAzIjto21xK+11uul6GOJs5Fd/J4LqsL2rnlBgzvRsP4qq9baKGQQJIDWfbVoS1OIFFYKlYY2t",
+	"LVQaDKiKpFJpsofh0rM8TSPy87vL1z/+gyAS0n7PSGmseHAl16JnoGfKlWaCZVertozKKY2vmUhc9t6b",
+	"1xeXZz+7sFy05/fupzWErtEqVI9YBQ/1ouBJ3wjnfJpytbiCo1Xt9lFoxYThAVs2A2p0abKHBaBsnrJF",
+	"41n0XDQXyt5zZBmzVOo3lbrb0fKovyL+bBvkKlnXG2mV0/wlqYwvtIPerdqiPSkWs+xxVVnJVd83c7W4",
+	"Tc4mfIcdRTCw8FS8wNrAkWd+h1RYTGOf2ewHq5IHjqAHPnT+V/DUeXfDshvO1iH800A8Vxl50CXeiyxe",
+	"m2zZ//26zojmvA5stHYbcxkXEAat3hJd3IWa7kUeb4sX7oj5vVvArh/2UKKld0fxVnWIDvzZnc9ZNAKo",
+	"0zlru0So6zbI2kUm8/nCGhdqnieAYmHJOcvwlt934yOldv2wkcxT7z3YcvC64gOg9sDdbugh3lI56lVs",
+	"2Tajt6Sd36e3GqHBnX97SEOveOs8CNDsj7Czclf5ZoOBeynJxUg6QsVat6y5LOUCE896lDfwF9ht77KB",
+	"rZFRjaE2ZV53vPYWkdcWSVTBnK4dc/MC2AHTx4kVVy7iLSIjBwMhwk7JlCrt8l52hAjYVrnitmkhXAxn",
+	"KZ8vNOEC3BlJj8yQXSAp+54BvBVu1Y9yqRAw2iHTo7K2QY6r5Ja22as7rSO3SXINprR2mR38+n23MO94",
+	"Cfi161mBQETKIuituZf9ZQ6o1J7pswk6e7dsACdnXqaUtwLB3y9iaohLq3alEh2gxaJUPQTd2FvW2yPg",
+	"XWGyq2v+4fIlrng4wObWoV1dcZrbFvL/cVjqukWyjAXcCiVdZUGfOR3DtrOlN+0wE0KxS4UhMB/CrOgS",
+	"8X/Y6DbN2b1Si57ysHawy/Bhl8VM6HczqN/jvdKi0tqmap1GtWE22u2afhteE5R0+CVnGe90TSR5Vih6",
+	"1Y3400/Hb98eX1wcLJfLIGg7bxds2SZsaQIMR3I0Gnkm5qDb2hVeaGLVUq7PbmwJ1a3cXrx9aUM6d6y4",
+	"gajsjkRl5QFXo7javj+6Pul95ky7oXGeL8ujvWWZzKtU0HTz7y5fUdlgx0tGAbnMXW3fsEJ4WjTUT6j0",
+	"K4/lXFC1HipDak4iak6+D3FxS7UlxqkFNdutDENssqD/hpMNVY6e2t26DTK50leo5dB8plWxFox3RP1o",
+	"j2siGEsUWc2v8DOo1dUbsTQkSUPZqKbR1rsP1FXb7nrwC51VXKe9PwoxFRYPxwFsC64NKhLmYSHDtw4F",
+	"a5819lKbiGU0OUeBbhezhwnlAXap+eR/7/A6v2FdI7h7uTzbQlQIhooc8PqP6jSsTKZBjD7iYSH1h1VC",
+	"defKFS/tvHzV5u+FePZm2dHsNvJWvq+MMQpOtQ8dYdcVO6eXuKluoYaxxwz23hs0YrZrpWEarRpg8bRD",
+	"jeyK07AD6H7a1bZZuPYW3NPWFlrO4bLZRiP+qBtj9AgyaBCnD9PsYJ71rapeFFBVZle4psKTtVOrJmIq",
+	"O6CqMQe0s5pOUT2iK3wW1Ndz1VJIv+J8bymirxiAMWGtw8bd9JZlx4NRp4AqPnmFf0zuBd2gZU6aXjNR",
+	"Zlz42NMAzH3rQpx9aejdm+veww8fXr8qvYeDzpi7vX+Ohi/ocHY6/PHj5++/DP0/n+7y5+HRlxY3YePW",
+	"HqoIluQrrFkjFE9YNZP0hMyZYJm5l6M9GFVHmRE6VUyE/KG3LVdqGL01tB23zFuECK4RPY7ZStscErto",
+	"pSL8VvX/opDx/bRftzHrAfCjLeE62Ho7CXbNUuioCG8tdD1tPPbtXnmFNiwUQW1cyt/rVxeCXrMdbGD9",
+	"chi3Zgh3VmKsxjjD+3g9X6UAPujZUUqn7MeoLV+zLeTGLOsjRaxwwBIJERHshrnNEuEW4posaNK/NMIW",
+	"y1vljSD4W3WtLr323Hq1VN6v5vfa2osFFUIcjNlTKaPZVrQp1axU21ZTNYA6WEQkUnXNEjKTmaUuAJhT",
+	"1VkusLvrBzawF51HDUq0U9Tlo4Xib4JYnvG1InpBNSkCDgh1zr2gVyxJf+tI1/OgbVq8amXgRWAkGVvJ",
+	"THMxJxRi48xBGsa1dPF2oeCucGRXMUYLv7ZXbGxFbFpT0gNozTZfjCEauHzEMkwj/a19ibZhrCVddZnZ",
+	"J65aH3b56dp4tV6PvVEXz/XYMZ8WALXboFq0Yro/cIHxew6YqMUNBABjyl3eAyxmG+pL2VlolW4RNOEt",
+	"bFmrIHj1bUOoQFvawwVt7ZCevS3q6fcTUNA3bCAYaHJvcWQhD51FGwxAe/jOOLcNo8AI1fb4lyDXPbRc",
+	"AUS2VtTCorCTRW6rIncC9DX+1EdBwwia7X3ZSJs79aVagtj9/VftvieaqgOLJXjIhxEtHmYff6N9Wrdi",
+	"pPzGKDckF4nR2MN4sAg+bUbVhlawHfqgWO2vHUnaIQH87Y48Vufr+p5q3elv6PxccqGDtYDe0Pnbvrmt",
+	"0zy+ZrqGQllJOt+ltZVcdTg3u26RIQuGvQsVjUbl5LyRVebQTrBg4lAv5aW2YaAoH1hpbli28XD8i0tS",
+	"L0zK+4wYLWOP+2sofUI6A1hgt62qXUTy9kS6s+qmauPy+PrHjiB0Gl/vGhZN4+suBB544aJxNfWf32bj",
+	"hX2e6W8duwiMg7vObtd9TLNrlhSD6PcFKh3FR9u3gBfPhpJxW+R9tzFDrs7AHtz21K9TEnxh50j6XC22",
+	"NJqrxW1a7ebEbmucZ6jq42+yfFg1P1XGUJtolZYe3at7qLJhIm/DevxdG2yII8I2nRq3tR0MVfLX1rgm",
+	"JRobq7oLumRUV2kiQ9y3XOSt7sOA7N4KTaeagWM9ru5Wlra4/N5TMd/qzLksXgy5AvFJVJt1MdxOKCHf",
+	"vBBMBc02BK9IJGUzTSCbkF4zBYWhy8SxFpX9PdNMQHpAGa1fwDqMutXwX2rmH89qlLCUblhy3qHzOqwm",
+	"6l1GzJCnbCYzcx0AlXhD9kb7g2jbmNLfTmcaXDTvmXY8ELB0IaQzl+Ksq4Z0BYA8POq9J6PRflcNuVG4",
+	"xNOncFDW3mjfauao4zMxk1mMZtptLf5KOeh4vVfQB1BvDmPB5wsHM6agoryt7IxhkNMNKS7sj811nazk",
+	"SvmUOBzB/7yRD4ufgnjsyIDeigSusOjDOCZSED4jk6zGtliuvZWrJ4QrQqfyhpER2aNjUXxPzP4kc35j",
+	"+oAa/EtGhSLlC1LsW9gQOZsdkFNB2KdVymOuyYyan9dc2IL7oQJGu26vKn597RKnyJ4h5f5JeY3r0dqb",
+	"sMK+92S/e9mCLVp8/LZd8XyX0a25SOQaA/i6BETpb3EF+n7LOdO3EBVftkjY914Bqx0k5n1Kya8r3Tpl",
+	"VF9xc4saDY0932/vfLV6D03m3GY+LdGE+xWHcHR2ZSLqHBNc9xDP1IYaIFzUwb2B1QhxUnDpW/WVc1AQ",
+	"76T+ZQz8aP2VuR+gPtt7NuupGIZGFFQyF1LpVlPvLS6EvPWelunb3GsQKvl1cts7TTG/ok7dyisJ/LqP",
+	"wv+t9OaCSVo58ZZZry0W/ztB1dzCBbnVy9QpZlscabu5YlZhlPT++DeFxDkVNN1oHqtbyYMdr3ZFr/d6",
+	"t/N9kL16dxxwG+a2XXXStA0YpSnv36p5C2UBTqjLrnbD4+4Wsu2dwGTaHtexpCvNRW2TqY3M76MyqU4C",
+	"tphRO46DPzRpiwPg69A429wlwzpJf2uJOUvS397L9XuGoHhB7VFmfM4FTS+3BrB1Bwt2JbiuQBU7bYvM",
+	"74yKvOJJr+DEhwg5/BjtHsbXFqXnTafRSFXPsEP7GIQrb4M77B70bULiCgDDIERCLZsXWbCNmyo8UOfK",
+	"0DwvIInuQlPN2jJgc6w24+ggZzOjoi1pHCSAef3KxrR1gs73QAmrV8ue5YolHr6aItONq/O6Z04wmWuw",
+	"Vl0tWJrKiExp4v6ZC8XngiX445LGEZlldMnwn4r9ljMRs4hMc7VxjyDGeD+EZs/aTEMONo1kuVBBAww0",
+	"fWs4/no58waVsHmIDdisGLFqVGMCCyoStaDXrLJWjVCJgtCO+NbAYaZZNEEqrvedyspfufJlTah+4r1G",
+	"aKXkNaGrVcrBoBwG17tdFfHisx3B7IrvFKvdudq/Afy9zdaMDA+pEUJDWHYVh4svFhkZCZQgV2Tvlw9n",
+	"Zz9fvT27+Onq/Ozs/cV+S7iJjaPtW3oGK76H0D5MS1eVyu/VIcpcT2UuqjvYx0es+viuevCJXN2BTcKg",
+	"1AAXCcOEfWwvoCE9yMidkHF4U4AnkkQyBebzLBdgxUAZKuQV0j0aqI2Iryz8s9k/Uy6Sq46g+ywXomqX",
+	"81GQrRi7yti/vDI3dTmKJwSRGVHXHOqNgNQopKAF3lb9tnOlzHqgaD0uxiNFeFGGG2gD2SbCQYQihGgQ",
+	"xADaV6ESIYbPbRQUvmX6APxcKoTMRWzkvcuM4hnhAlfWyuCoP9PbmvZhQ44Z3lW9un2DQgoQklve4HNB",
+	"dZ51ieO3py9tDHvCE2CqG5bx2Ybs/XT25s07s5wwr56InaAZuS3gGFPHq6FZnO1g9qwww/m18xtbtmUn",
+	"FwIwqJOspEzRBf0jT8OgiK0XGEM/ecOyruAmqUYtJWxdZB7ZE5L8Ii+GI4K5MFzM99uj24qM0T50h/vK",
+	"D7dB8oudK77ss2yvPnV/nq1UbtH5kulPjKZ6sWnxEmSUi3Oaq9b4/Tb1iBJluiUJz1isZbYhXJXJhElY",
+	"YQJOaFmw33KaUaGx6JRhFiNS8IvHHXkZBV917fsGH5bRmU3zavuCrzNeJDXXdDX01i14ysxZxUSiYOzH",
+	"gJ5MEq6ujeLqGiiptj14vjLOKg0jb3mr9AiyieGQ92yWMcjFa7s6m0HgpTms1cJUow74jROQ4hmbsQyO",
+	"IEyRwZgBiMAktg+yYBmL4PSAkFTYFAqQO2rofAHE0G2A5H2Bt1V3CkIofLHLbtoe+N4aQ9jsAv3jmIjd",
+	"x/RefT98CXYqTvNQRsWhRQ0pSgRWRzhLW3KWqnrCEusSkjXLGDHMr1mbLxvYssVmXpuu6zzoLbB26VpZ",
+	"xja01wYOgHlva3xxCLUrVEQUiRcVe6ptV+aqw36dUE3BkthZT6MzIu6W6AKdpve68mR0s5YkXs2yG5q2",
+	"pN30SPEqCeC1ZnuEJtrpWnWW/D6ye/5w2Ts7hOtvwXvGRbl1rkycZwpTxWsWdarjBVMvLeE6Ztv1SmjW",
+	"xftRo5PQ/FoBa5U+jTW/se60vvnq2/WaAJPvlDy0ewpQ/0SenQfeM4vDA+d0CR2WMWqUvk2iBw6sM0/0",
+	"r+TL4GJ25l22KDpxCxjdQwREbQ9NQqf+neOT/gARSHUW6RVUhKFEFTo1SR9iqa+ZWP3tohYsLwd1pYdO",
+	"Lm63ZN/yBNkhBfnh9I4gCvNXSCBuAlvskBPsHSB90t/6lxII5Cx8xaijnTWNO8Ue3cs+vV1IUe9SC3fM",
+	"tfP4pB02/DYrejeM7i1wROdUL7bEBvSIXbPwcfcEvl1F1C6HGfbCl6VbC+K2L8+dokwDWknNHz+bgX/t",
+	"fMtusEVm24Tp6qyoJNYmGTqihFrAt+o+Angtsi313jddiXqh65aX4eYmHYXI5E87NJiyttpOGazJtCRl",
+	"MFR+h/kUbTXS8N52iR9QxVrRy7flav7K9eJN0ULLyXvqgJXaXCDmotumBtdmaYfVMoZGg5UR7FY9C67f",
+	"Z7MZjzkT8VZ/e1HXzY+qa96uUj5jkKVzC1ipinbW0qyHLsXFXO2EL1UdW2+gqTbzUspv2Anpa2S6lUEp",
+	"8zJo+y5OS957MfmvDS7hzSJqMF3wwix5ZxzmVr3tni9At1OtdrePbbslNZTnTstZwxfvVW8Lp24pDnEi",
+	"LkIkpUqTdSY1c16HiAwPy1JPgBxBEt6CbFKp+baD1eOy+PCeg8ExQ6K/EeZXeL9vYd2uIHGPoWsF3Qod",
+	"16/75kR9M8fITaE4j7eUgQtTdGcYips5FJx4I+VqF/iFHaEktugK03Mp09Pi0G422GJH9TswTbxO0rs1",
+	"4A7y2zTQCYnhihF2P70FZsatVm9HrI0lFz9mjF2kUu8As3P/YBaueGOnIWV3Kv6WMyZervKLjTqP9S2X",
+	"3zXyQbHsjq28V+rt9JYN3NJ5WbCnT+U6jEbPgppNEIsg8kVT8oT4ucZ8UcdNoQj/qa1EY4ErZK5Jn4ok",
+	"qUiFsAzOGF2+3MQpO8UCyA2c7/DVsgUSzOiWsWmt1Dj3LHAEObxNjnhxYQ0BfhfKtosln8nMxRAl6W99",
+	"cOi88md1/O9erq9chSDYcMK+7uni9PzfykSCFmTWDuzk+mCXXLi/D7dFAFYb284WJZJ3T+ZoBeVtcdNc",
+	"ZQz+2xaVcovUDBdxV2u/HfvWm3IreLutEd6tJlY21JcyD+Rq7rKT7qVaQQ2/3mJNTK6ufvlw9uHs6u27",
+	"V2dXV5M+W6CeJtRveB8+vH4VGBZE9Mo8i31o60IqQIyQFRUxXTII8XWATFf3BVs/ap2076DMNna+22dp",
+	"mAwZCf4/gJ0jEuLNHN7CIo7mVxpfl1LQjGc/GBQFtdWu5GoXT6xhNsgBere6BR2aNm0kSo0ntm6XNqsp",
+	"ja+vynys/tvGCpx28b9ebIiQGiDy1lQZSbvkWpvTxooABFTZH0S3SIsDZsRx78aO5bi7+K07Da91OyEI",
+	"4l6BworHLI2v1X4vwNUy7q8WvSQIT1JGIMwObWKGpEJqm4bhERXaLihfUH0fozrXEJfqTjq1oFlyNc1V",
+	"gWNxtWApqFNpxmiyuYpTqVqSJYq9cGXH0BJ9fzsc+yCXhzqt8ULkc3T7rvjF9PBSilnK450KYLTagDrZ",
+	"545EsDYdHNWWSbWejOgNv1pQtdhZOynn3eT9i1f/9UgRGO3rJFCjZUvDGbMxODXxAQWVSbygYo55iW7w",
+	"EVnzFWbJATeUcrsuT3zBzcX1VeFJe8DTvW+lDZQYVzvUDgqESw9q7USVRd7KKB252j6nNMYOgcFhZgA2",
+	"QHmPzjy0ZnOjS6RpcGlut6Na2KbkCjMGwyg9RnA/u9OnmqORG2f7UjjNoLEI12xT26bPDo+iNlDEMsso",
+	"XykGWXVYhyEoum9oustGKKpmBVVJ7JAlBFo9cdtBZlCVBp0Eikw+f5mcuAJIZkns8BoXHyxSa2a/hWit",
+	"gu6aba5WGZvxTyECbt2Z12yzBYdyZ1W2rs70UWd3Vn/5il1RfSWzK8wjDqjAKxkvyJKnKS9rlu9s/7mz",
+	"RmpXr036ZHJ9K/X6vVwH3Ra3AQ0wQ9g2Ablu3bQNjskxEeSKhuNGiv3YaxfWhm36dE1UegpOABIg/kbz",
+	"kB9HCkbm5hGRUEiKoB+C7NGbOVkzPl9Yga7ocpUyUGobqOuBAuMYBBx8sKSfwr9zsb1SuekNX8WGbD9b",
+	"5n2ZscDcLxdu7jpjjMgZFHdCAkRkRZVi5v4IjhBMhWYklmkKOWPKurm4JnuGd1xiDZluxkYTZ5nzid2w",
+	"TEHQ8JJuSEyzbEPccyriBVP7JxZQPWV0BjiWxBs7Ak/WTutVHkrfhQqp5BM5HI0iW2egkgT2SCGyZ6M9",
+	"zJG52h465POS4XHFsl2/+rKlDnItTk/K9KoMu9hhbPAlt46bXb9T1l9zp1kt2VKGgMkypa6mLsN1h5Hd",
+	"8EznNL3Ft1+CyWhzrgqsydoIPUl9p070wtwpDUlDSbH9mj+XMoUuVDUXbrcvQ6PLV5ov2ZUqY79vP1lb",
+	"BM/++C8lxcF7unZBhYU4eote8TuFtG2LdbCYedvf6K4x3YWJuDvCoYaA/S0YjTZmYIeVAMlu2AKOp44p",
+	"39KB5bcbFePrEzsRAG1s6a8HPKNHvW+AzliwS423OqMW2o9kb1uG5f3O0tca6+5HbF9SdR0OGi8SWHvp",
+	"qaad3pEgLSmvOJpWiMtbo1Vui08qw6VuGxZuA5CKYJX+sd+XTFChwyvg0O5bPI/Wlg8NRGRk/zcM/J/9",
+	"32GwqjEgawTQuc3diBSWXqvemQNOkU9D8P0OsW8HFnR59vPpzy//cfXT2emrs/dhMxV+sQNbwfu9GcvO",
+	"JRqUhQJcj+3Eb2W4LlO5ajUP5YAZRORahGMvVWGh4m2t4Ctga+KdrYXi4womrHYUnL8vOWvZ9m251X3S",
+	"p7vTpC/9w6k6+dcX74bfPx8dksfk/Y8vyZMnT15E6MOSGfxX5prMMvQb05RYZeakeEbJv821hjtr5YfL",
+	"l2Oxd77RCykeKTIxd0cj7A+4kmgY2NufmMsQJYLyGwb4+fsH5JSYNysQ+lwrsuSJgCToD5cv8ariWV+e",
+	"P63agkeB3XaZ0RjcLBCh0Y4iWTpqmxnJaHdsu2qb28UOVeIBOenK2dh2TOG5ukVV+q2Or+KFLrtpztof",
+	"Y01l4YDy+pdb2YoZ6bSUfoW2tySSBN0/3nLYpWw47/1BVLihQpgGIZuLVqVUcKdWuPU8mDB029yyliBs",
+	"RPJCy4ErPlaFIayiUMU7gCjXNt/W0wRb751eVTT/QIRqmX+A03sR4ULTnjS4cnaUXQkBXTQT1qnSV4ox",
+	"0SlaOgJ5cFBbXxC9KhB671Zbrg8l8gbeOusu52QVHviWLrqt1v3byP9LK/53jj6rpfb1MeNrxxwqBPBl",
+	"1gFcjiTlSpuD2fGeFMzSa9uo+ov8j1vtGA8Y81bPIoSFa2Es99m7FctouJD/ZJWrxcTWypoABSZkL+XX",
+	"jDw2j/YNWY02M0upJuY52ZvAgTGJyKQYCv4BB8QkGotJZczmIazf62Syf0ImNL52PWKRSJYmyizaYxpf",
+	"B025X2sXFPENW9+8r4Cvpjpxl7DOSkZtf9LcakfursTt4NT3I1R7OmPja5es22elLT8GI0Op1iwzm+P/",
+	"7P1zNHxBh7PT4Y8fP3//Zej/+XSXPw+Pvuz/r/8Y3CY8dqtn22xTjO/ZjqAJT7dIi9bDSDoxspPa0BRC",
+	"gU2w5ML93dwRbgJlvmhN/scxW0EapEicK93HWd0izmsk8ma5lVBtBur2OKldY/Oq3bWE6HX4cndOXK+f",
+	"NnXI+D5UsdanmlmqLY56B6G7tZ7AtuIGr+9WTWCXALbtlC+3cr8iA/Z+5/oMrQMIZ7g1FDLsHkVYUIBh",
+	"Op/12dy6HnN3wtI3Kth82+y8XRO26M3873JaAXW6/zTAKY2v5Wy2QwfJ9GUJmn4/yYadeXr/klP1SooW",
+	"7ICUzju+vUM23i1I/wfN4ZOr7i3xrSpW39Lv2Fl32pcpzYrVHiXqdakLLty1QHTfpLqKgAjk2Pmbrikb",
+	"mixb3dptKX/F9qmn8W0pwh06ZSoi/0Hd9FshCXYUgrsWuperbYP7uZe5qFI93TUaXqpemANtvicLJdG9",
+	"iR2ySdeR7N7p19KW7W3eetV5MOArFQ2x/vR8m0R0b/UYzPlWQVe81tVaCM/jvCqUGkMPkDbUW2A6AXLX",
+	"adtYW4+yUYM5gpx2u3qA4cCV7SgQFbWxNUDk22NLlPPzwSJKn6ntsF1YtnqLb6tmfh11braj2tIZEfWv",
+	"3RWtlCp90Wrzv63OZzfA+RZMg90DuHYoQtsjoKmvQjHrUB/+VdMdGlMPYkwqFucZ15sLs63sYc5oxrJT",
+	"W5gN//rR0frvv14O6jkQv3K9IJO//3p5dfbz6Q9vzl79p7nVT2wYb2FlwbQ9jll7q3ya8hjqKigyMZ3J",
+	"jP8b3jsmP0CfYzHOR6MnsZbXDP/JJmQP+jl987d3719f/vR2ckx+env6MiLvL06JzMhZ8uri9IRcs43C",
+	"yjzw+sXZy/dnl5MI/zr/8MOb1y+v/uvsH5OxkBn++Pdf/+vi6sP7N5N9LBUBnT5SJJMpwyrsK6rQil1M",
+	"6JEiExfpQkG1mpCU3bA0GgsooP909OSAnJIlB6AnMz4ubmjKE2yeUKHWLFPk6ejwgAAV//7rJZGzGdnz",
+	"Inj2sR4ao4mhCVdFDgkViaVxnHImNFlQhbU9cDRoYAeBCfYKoGq5TRZarwZfvoC1ZSabxrZTkmRyNeSC",
+	"QE2nmC1NHzOJYdS/mGmTt7/YwJ8DcrngCoqkmCWGIBUu5mmRGSpnRGe5XpgGxgKHnclcs4hYcCvzD1Qw",
+	"YWY4ByQo2asT+thyUAQRR0Mp0k00hlomDP/A3+GHiNBkycW+GWNRyknpfKqKvgksC7IptXnSMLrH2N9Y",
+	"YI0ULsiciceEZsz8wzAC1LeSS8L1wViMxUspbhBE2WK3LWSaANW8OR+PxZDgSQ5NTT6P0Tg2HhyT8eDg",
+	"4GA8+DI5IG9paqQcS8jfL979HIU4CX0qEbrBMG3h6NmzsSAkXtCMxtowmMyIzLXiCSOTf54O/5sO/z0a",
+	"vrg6GH6cwHQtjjx+fjgajcD/oyyDkqejEbyGuYimbZtda+NgIFrdIcAVXP3s0yeipAWwAwZVBMCbTwhH",
+	"OcAwyULx1HCWtXYdGNoUIUBInyLshwvy4fIlsbmRKdcsoymZ/PfkhKzkikwKAM0JbIYljzNpY4Cg3XOq",
+	"F2RFM7pkQBjT+If3b4YJi2XCEnjn7JPOaMmLIEuWdEOmjNAkYQlSySgKJ8W8cEuSXFwLuRbwDe4+zXVq",
+	"NhtuF8MGf5ODaGCzIAbHg9HB4cEIsNhXTNAVHxwPnhyMDp6A+08vQCI/piv++ObwsYV2WEkViPmbFKgd",
+	"E7JnxJql52SfLOWN9cBBhMgjRRCcnmjpCqaZs4Ls4YoYhWNNs0Ttm1UfC4srgC0gbIAUMSagrhdGQK6g",
+	"ECKyEaRsxNcsOSAThAyZkEALIAYMmROWctgZudA8LYH/jHQtgb8nplmoEZmvIvOS8Gblxo/TGQsfdAUz",
+	"0g33QgqLMvuUTJL0t4mPzaII1TCpE9tpaMwHY3FK5vyGCTKxvrsJng1TVqduxoSOSC7Yp5XRA2wD5Jxl",
+	"Q3CtylzH0uxYw4FcjIX5/mg0IlOZbJB1inPGaBmD8hqBjmHLwa3esvIVGyP5Exwg4DOzQu8HmWys01Xb",
+	"YDPIKY+h18f/stV52CdMdmqgg4e6dS8/Li8vqGeA2r7Vheh/VFGjjEaBThXYlTCYo9Fox+F7Ppntg0cf",
+	"TGXsvW4mFWyI2q2kUVBVCkay4u2nOKNQ68XMH/9Ak4JI0eBZn0+wviAcOPjNk+3ffBD0hnJ003zxLRGG",
+	"FYVcpyyZM4Lhj8CXBwC0OFeIwQouyuqhDdUh3aE8KJ+uMvlpg0VGVW4TvT2R9xjESrvge41HVcYKKAgu",
+	"PFwXmSUsiwiW3ShExYxnSpvjq5BRsC3dqTQWrnbldGMOGmpEiS9hcRPPUNGhSx9Ihovy15im6TFKENPE",
+	"WMB37oR0IvoYE/fxLOaqFIosKQFacJyG4KjHaLkagnI0FpNK2MSkqEyqpVU6TK8H5FRgMTQC3FiO4p8f",
+	"Jy0SB1Byv6W8WfJP/WQNjPRWAqf25beVOnYw+P7Xkz1kxTJgkshwLxerXOO++WMKpSUVmxLDiQuQUp6P",
+	"9mEklSuX9tiIqXnG1LAoOzQPITW8NxyDgssmq8JwYcMfkYTFfElTdUAmWCP0g5kNqEF+YUOyx7W9Ra/m",
+	"V/hmTOMF2z9obOi/MX1uh3ZhixTdgrP7baxqRwHmAxEp6Eot5C1Zprr8RWNGKtveL3558wjrO3JlVqa4",
+	"vMJqEhxrhRmKknetLGEulwGOQErbYTVZAqGsUzpv5YY3dO4uzuZ8gowDd1hBkg1HyCNUtU/IxHkUgCX8",
+	"3HTH+EEGwCIgdN4U6hwLnjKo/4mWPZen0W/Jy7SNLxBjGWhPy/tszUG+9GvQYsh8vCPT9xLDjsot1u6W",
+	"3YBm568lcSvb51yuSErncA6UNyaX/I8lyhwYAqhOEaGKUDIFtcvM6n62kXnWuYUs8lxwC01WNLu2dWgn",
+	"bjPhoB8pQm9YZjYTWofNBsPXSSrFfLiSKcjaMjHvJZoSJmNha8B6Bc+mG0T3AasmXzI/QFa9YlZHdBgv",
+	"7i206pUvjgXscsSBSSzdobMCroDq4jJsmH7/xOuonCfAzOwJORZOCOKxcs1Wej+k2jlB8G6l/hIED3D6",
+	"OeIWHvPf45Zn2RBZrrTQO05nWbH37b0J70tfZ4/jvhz6afl2v4e5+Bzef1+mZf/F0A/C0I7Ov2Oerkv0",
+	"8kCL3PEFBxv6LB6anYt6il0sXJSTLOst/8XB98/BATL/DhnYRWwUSsF0Qwousg4/DnfYbyekEXNm6KGT",
+	"BLWxd4IRJnS2wZEiPMCec4ZHZCUzHZEVT/bxysu1Qi0J6V+bFDmj8QLxqcAHOvlMb+YRWXIRkSX9FEGt",
+	"lS8T65sp9L525K4DMolX+YHFbJqgpwN+KuCfJui7qyFJWeirhKrFVNIsIezTisVatehZFaCbP8PO9sIZ",
+	"yja3pLK0teWFQATbetLEe3xQIRFGJfqdKm92S9naELg3VOmc/Cp2DVzArbJgUoZVTdxtEvb1CZnYIKsJ",
+	"3FhKJBHrPccSY2jTRzO60uSZ2fe5ZupkLDBFUU2Ih65h3ZHolsfvMirmRgfw7IKFJcWSdUJcga+xiNNc",
+	"QU1rqLBK9ia1iDq4dqX8hrVdrypBb39t+z7bvqPExoNu+nCM8+9w07+img5XKRXWSgBu60KbbQiAiJhP",
+	"XbyC3VUPKBUQ/jdH3NWwq+4Uw5NsPNFxESEGCk3KZprI3Ox5nWcC3FdGKbBhUAcELTKq3OnoL9NqLCav",
+	"8KWJ54cDq6mNmDkgk6Ie3OTxRFN1PSkRkqS1pSPfBk/yl25yv5T1W7+NSwz8MtudScWAd3eKBT59AK9Y",
+	"wS7JLnMpductJrNlZ0MtR+KGVSSw/jHcX7g3CLUbQ2Zuk8EWwh1W2fzlbt3Z+4VWGoipqwsA8EIPIQ6m",
+	"XRs4xUAZixXmhuycHEbnNr/aECWJ3js5g4l4NliZQYgXHQuVT4vmwcXD9UmwgKg5tOvFZw7Iaa0IDL66",
+	"oGoshPSGgSVKwUAGmsV6wTIv7oesZZ4mRGmaafNrxsieGXJldCCXbXQo6DpszoXgYm7uI0u2nIImZHvB",
+	"rlXFuAyVbOl84lMCo+HGwrmLVkZHAnheaCAiE1Bj4DMIYJ3NFNNg7/dPiLLFiEyW9JNRCsw3GJtkGubC",
+	"AWq50Ad7R8tFUUnLBYOQCaDQg6I0eUPncy7mE0Kn8oaRJ6PRWNiWIgLEmFxAgOWkBJRDokJAmmvcvfuK",
+	"0SQYsvCGK/3Sj4VQ9yGpH9pbVBlxe0ZDQ2q5gNL1PegW5raeyTXc1ffcRsY1iHAfedf0lM5BlcYlgmA8",
+	"eKUmXyrC4M4GiFqDj1PkqVbTmuEFy3eVKt13YYeorfBrUYHjyfPRaB+q+DXV3iUXb+j8ogCe/0q6by8e",
+	"rFOqr9PSroInPL6NbrxnWbUYxz5ZUZ4psl5I1SGnjHgyD8HZZtRFb4kispZZyKz24Lz9Gf77BY9OqBLR",
+	"YG/0MlZEx92Ze8v70Ms51Ys+L+MA3zJNAbjoQa9wFTJgx9vUPRuA+41ucjBEo+RUJG0RmK2MvoHi3VbU",
+	"sjedijah9ndlStTZtmh0UVhru6BLOCIUoYq0MG4E50exByHk0MXE42FRBB1+/jJxttSxKDD53V02kazN",
+	"oPrNWP6uDEyThCMW03klL7A3Y+PVswnS3GTwqeMbQb8Vi582WNqwsIsxKVgkItdsg5b5csTfQtai71k9",
+	"/gz/3VX0/iiz+zAM3LMItl7bv+T1V5HX5pp6KzW4l1TemYMflyrZ48/Fv788VoxVsoiqvH3B2HVldUqN",
+	"8I/L2sUc7keQb4EsbAIyA4+8lTcsuZS94K+K5fq5E+K4HceqC6zKFkjasVJx9dCtoFxUBlu2X5/4xx4H",
+	"1913+tPR0+2f/Cz1jzIXyX147OUNC6XWWYFQmpbAKoM6nTU1BvJmep92d7TNtcmMunCou/HkmUiOCaZ3",
+	"Y/5d67ROyKSA8HEv23xDcOK5CxjVkIWNJduggJQN0q7YxqDnCVlzodBENJV6gWm4/IaJA/JBAJRppcJT",
+	"NBaemaxi27PJp4aWMDaipcQCsTbrzzTtKnKHNNGGoPzdysedvQ1tkq4C3tTTnRgNYOVahE1AHtyHm+H2",
+	"orpklw8NKdkTDygamE102TbrbUiCNJszXamAsBuKfD+ZXQ6x2WWICv/PyW6UaF4W4cw5Kr6puPav/+1K",
+	"HK5azazsffi1L833IXz8mV/eQhA1tkmouY+/Q5Ek2PqyAzUPa3V2SqvbFACtC4/KKKp9fh3ZcMet/hKg",
+	"Kxo+O/DWwe3NUxQ4IqkIqVE/2DD9VTa9xc0tzQ61fEGGSpSPbgD2OCnSzbEPhAA5bxsb+sR9zx7ZYxBH",
+	"WZF3EFBp690XzsPlvgVkKMNPcWCgSC1RV1JarohayDUXc0IVmZixXeHYJgCXYH27tvqOeUws4kJEZOaM",
+	"g1FhFzwajdDPNElcGs0opH6d59mcvWI0eYOt3V2mdUUxVyXAjlHNLW3Xd9jvJlK6pCoQeZthBljQLtYf",
+	"J17CWnQQZqm+n4qznuzZMrhVuw/eQODiUTHBmw18d7N704351fj8m/N1S5srzwi1a3v1nPd045CKEPQl",
+	"I3QGoZ4LjgHoLd7bu4Rnbh+Dvf5uG8T9xnSmfMl1pcGiouAhYPXTT+iWLqD77Z+hQnPhLjDWJNyH3+T9",
+	"Ob4rsXKiqLXUGWDmiTw63yW6rPFhEGRhZYvFfAvDdSHbSsuMKjJ6HWRXw8PdJsl28rQk6W+PP/Pky2MI",
+	"Rdt02JV4UuTrZnINdfjS314nE4vh97ezS+I1OjkgrxuYDse+egKhLJDRscrVoooS9UgRW9CkqGYONcRk",
+	"tqQp2rDIiuoF2VOMpiwpEj6Y0rao1VgUCFVMxNkG5nEmzDGTTAhV12qfaEls9ZzHXvEcq3/ZLaBqAFyP",
+	"1NhoQyeEFkhveAxxRSyyGaZdm1lhvJmNyvEIQXgC5DtG9EQgpEVPjIiSGM2FK1KCsFnTnV7zGMK8qO/E",
+	"rcPLcN+WZqk9FlOWSjE3jcgD8p7NAKwLBvds9CRyiHEWQy6JyHrBU4YzWVKz6QUVMcZjCGKU0hLEAbC/",
+	"RGZIByh8e9RNAEc/l6VtMeHqmqiVlGkwNP89fFdu23s6Tw3DlEIP4D1vpzNizZ27XJv7iSukgxfg++Vh",
+	"c++yTZceiat5a/3R2o3uZaxOijbGKGRdU3TYTFyZPWfB89gnrrThb3ehcnMzp/zKKNTJ/h113gdhhaqq",
+	"3Jh9eJ/CHa51n54Um35Nldv4tQMKOwdhXqcuSDrB1iAjIpcNINeigulXwnxBcChc8HufZLve0MEd8Piz",
+	"Bf/78ph90gzNvOGD7YJplJUAA7gxNwtmsQ4dMGCcUr6EoGdDqBJXcA8UBz9UwghluRoL+IIlcMQIuSb/",
+	"k0xsGOIkIrlImQIThuM/7EghANkxoYLAqJVp0Qr/hczML2NBHU7hr/bCXrRM9oQEbMIIQnf2IwIHGY6e",
+	"K2wzwUAOs0z2gBwLnJFRRidk7/mIKBfhi1jAo/0I8Xb5kuEEcQiJmcJMZohaZmlVGgzGAlEk25DUTshE",
+	"sPUZTv20RANhNEu50XwMX+GihE6JM5gNVKF6kAPCVX7rOiV2KyR4p5QSvZZe7YZOTRloguTZPbEk+PGX",
+	"u6eSOObbbfQ7p5KEv/5d2DrvbA/BaVnplPIbB9PqH3G+WIWn9wOc5pftD2ePYlmuSQUU67hqbESpQhuH",
+	"CPiCbSrZCZEVzXYswLwL1/HpBiLPErI3zdU+ceGMPuQjYN4igWr+IkCWNRILExTGwqWLTk6I1AuWrbli",
+	"lbaKLAcvRaXZ2MTm9kLqhPlkLBA5mS6lLX2cG8pfe3c7JBKsoNc2LJdLn3CDQxzJNReJ0d+5IhNz3ZqQ",
+	"PQ75r/yGRUWOnDmNFjLPCJ3LfadrG46xiSCYkGv+mmg5KeLhx0LINeS2yIRNCK7r1F7I3LWiyCapOetn",
+	"PIUcR8VSFusDm8ZiZDleYkokJx/rD5jV3LghvNSm/5r7bkYaYaZ7kGljDl5Y17FYAoKxzeSJqfAwjpFO",
+	"iMDkqhsfLKh6KzM2IZqlKRxtZrlBb/mkYRRjARqhOiCTFIGM4bZibk6SHI6i0WhE9tbmNJzAVol1Wk4H",
+	"atwOh/Ah4HKPJkQxkaj9k7HAXBp3kFLydDQ6hi6tAR1NL615Mn7NpN+3RfH+rH9FDmiLeU2oXdOba/Up",
+	"U06BmydCTdr68MZw50xqTdX1fbRjCx/6LRVFR1FaYKleK43AQeiQoM35VwjiYGHS33u+e78iozvZum+5",
+	"Dh0W2aOGRfYPY5LttyhWIP0+DakXldg2VcAy84zg3okquBZwXbJmxmqaxtKryXQ386pryYvuNXfSz5Vi",
+	"pF+6PMqnCCR7NBqdlOUCGkdZgUJKCz9fE1rURY/fB0J9+M5ULYZ+J+tauIN6Pdx7vZo97J75I4XQV6NE",
+	"y6RSX3OHEiwZjdG7vNv26WXTiVrh2P5i4W/FwprytI117bL/QeIK35VFEUr+tqdBVJwXDnwTLzxQX8dd",
+	"iL7lgeHCkMIWzR9l1vAHFcnPdWyF/WMCu1EFLuZmvkUFl7GoR2A6GLcCTuCduaXjVe5TGTxeR1/IWMzM",
+	"1ddc3aZsLEwPCcYqCamtz8kLBLdYE66oTfUWeuxd3p+OXhQ+rLGwtmyyV8BUxFSYDtQ1X/k1Mdz9c8mT",
+	"JGX7UA3Mxb2jfbZSrYYlBUR5NV2yDItCwP4Jmdjvrzzlm4VREd7KG3cyX8pXb375S7bdyXK6k1g7tZXy",
+	"v4qfzSw0rHCXJlBht9+Bw61CqFIIBx1wKo8X1bPgxddw/OlKkLgvgMABVhEaAAwHHoz7Dd/wFPEZhKg3",
+	"gtKcRPXEBwRzcv0ACtTuxwqU1Wo/WC7pdSNOw96o6kfHnpw1ziAvIi8iNugDkMGKWA9ZVuUJ+Q93CKOA",
+	"L8toE6qrFccyuY5CRUcI+jq5tdwqm09vgy4KT1aSIwezyQE5LUF9XAht6CR1VSSfhiMedLb5S6v9c0v+",
+	"P1KExS4Cv87rqB1x5R8Cf0VS+JEUFfng3bMr0RQumCIgCB/4rOBzFE1mafAGHk5heutefM/QWPlwSpPr",
+	"6ULTDGLYQ7vHDOJrKRyUFGSCanA5ZMHWlvtHmc2Z9tJp3SePlDP0VJbSPd4pQH2ayviaJS1LCMkz7Sf6",
+	"+1wU/rcpja+NSiISsreSaUqCrelc7R9D1WG8D2dsGHuYn0g4Im21TMxbtMVAlc4YXSoyWc2vkny5IsMh",
+	"1gf/zzhXWi4nhAst4XHGwAQ1OSCXZm8p6/jlYiwm7FOc5gmDB6+ophOyByGolMz4J5aAQ26fXDO2ssbf",
+	"hM24QA1immtilkRItFqRUztEM1x00oHoQt/jIwxlKqrnQtk/DJrcezoa7R+QZ6NDVGvclGRGyuHbQtpj",
+	"wYXSNMXSgH4HwZtghdcHD3T+VTrZCUP06KvuauUe3fJI/IaiwJxghw/ffRfnkYLx6ql2crVpVFkzJw61",
+	"+6FkelC6XSf/1+vjK4gunbdXlvG5B/2iX+X4MV21otNSXY/ZOc/kPGNKlTEYjlUsZ9clwgMTVTOlh7EU",
+	"gsX1/OTd/U42QMS2RQAyPOB3Ksh3yQD60/X9wKLtEhj5IdKDe3VfTrQoU3zvHp8Kq11mG7OD7YJUNnOp",
+	"tD40f9ka/ayH1vi/3at/bj6w0wS8zjAHmK9pxtVdsay/5rhpeUDEYNU3p82UEbgOBY4bM0M0pVjgZCsP",
+	"8fzRqORVReEjVfZhNE3HzQ/Dwiu5ag1uvIDgNuWXr0DI0iJOiLDfcpoqH8Ge7Hn2LpgAfqOpuravj4VF",
+	"ud+rmMaoBuukdqDaoEivJZkyc7t0LGyV6ilb0BsIQ0NkHZv3NFzzBGr+o5uGpmkjzzwiCz5fFMUkVxmX",
+	"GdebSjEfe7sci5hmGUd7ncuZCqZ8y9XPjgKXGPf0AIFr3zw8a8sksCR3jxd/pVz3ee+SL5nMe71axTvq",
+	"8cFpruVpfN3nVR+g5K1M2K7f/JjJ5U5YcKoVCK5bPJ7L1bv/MpLxCG1iDWcB2Gm0JLaG+x8nBvxcrgiN",
+	"M6lUBXu2qEAPMsSTS1Qkj2UGQseXm0ba7WwwahGbiE/mg3IGhejLlPKlC6r10PIn1ZBiitUFvBJADim/",
+	"6n6OAP0Lbtc2GWW6qThlE3hB5tqKUJ7Z8GCCFbhPyGRq9umExHSlqtAcSOGxMGITv14ekNM0JTavxx+y",
+	"WkA/wgZwv05a5OLXwR7dCXPxLzn1l5x6QDmFVjmxISzlcz5NPQ/sntpvgeu6lWQKpaw0JFMJtupjrbbK",
+	"q9LZ2QCUDYeiYDpg8XI1L3DlPt8fCzSbYv0kKw6tJCoFkIW7qEu9A3IGUh9rIdmro/MujsXR6CkeBTYR",
+	"8LhA9i5KzniozjiNBUtBdlIBkTTFBKIi6wTlJaGxhnQTx5aWJ83iR2U5V8gSlLmOQPn0fCgtYvHrYdfe",
+	"BY72L1l6N1n6l3RsSMciTg72PgrLChrtw0jFXC3ajX6/4OW24mxEmFUHbSGFDZ43DdlLYinljPaJd8RS",
+	"ko3FUgqppeAxUYbqIi7SwrhQ5ppqSMGFYhmkeXmhBBFRxepuCFRVA5wNuVxygKRNWAY+HD/6oMiqtlHM",
+	"1r1lTWFeqnYzmgOEJ3quZMbnXNC0jBK0MYpmRBLCJTO2YlT7k8B4EWQtsof5cYZYay7U/sFYvJQizrOM",
+	"Ce3iX4C2MB0NsBxztKxiqRT7ZP8EGSNXC3REV2NWxmKyymSSxyy7yKcT8xGz5a+gKFSuF0xomKDp4ZoJ",
+	"SKc0+i8I9rdYWbf4k36COp9jEUqyORiLsfgVill5MB5kb/Lj6zdnVz98+PHHs/dXr16/n+xHBIrawAyR",
+	"1KzogyWYrF7SlmyY3h8LsIO0utgjkuQZVLKp+efBMw/fYp0YhyhTxhN5KMNkTbl2XIHDd7cFhBO0WBCG",
+	"F7ggz4giewizp11GKGK7UK7V/jGwywY+n6mNiFkZxwRtF6hRjgwIemOZEzL+XUI+dh35iSsVzsaQJdgF",
+	"tQIN7BONdbqB/NeDsfjVDRSHABAyLLEracNgQWq42DjnMRIsKifoNsiz0ZNjAqFhY1FcNIHVK6NTZC+R",
+	"sXoMfR4sk/0wJqBa3FNW49eo0GiGu3sOffWrHmbnwx1HjwHGfYeP71aH36vgVPl5n1JTRi7hwIA7TQ/A",
+	"sFyszCU8S/5QJzRIGHeIaYm22IwszV7+LXRMVo5rc8qGzmvYdG3JAFaKV87rGvZ7nDKadaWLARVAnxey",
+	"kUt9QrguMbxyi6349wtymiy5IHHKmdCPFJlAN6AM4NEAduWimvojZwJWB/DihMQ0TT1AEg9LK4DRXJaG",
+	"5WosbLaaFXr+pxKzCSjYwc0p7+rte6Ug4Y7m6xuRyxJvqQJSwscbVYbryNWnreCeuoyQk1Ad20r1UbJn",
+	"k0OiWtkngHfF7H3MM7chXTQwDRtAA8gBdE65sNSoqUsKfcbmAJQ35oLm56NYOAREw+W6OP95Viu+icUv",
+	"ETBtY1MyzCUd4s68qlD+9VCK0LgBj2AuBTsmNL42w+IIVwflp2ZA7A1JpdIWssboDpdVDAFzbKJZ0Z3I",
+	"9nzDE9w8sli2SmJtF1+BIoybw8usiVGUlEvsdGtaaqEZK8aPVMuFZsk+6A0UvrRB4sDReETboCWZ1XVa",
+	"AF+r0euDf9H2cXNrAOVj/71j8nT0tI67Fq5tXOzIr3xProoXpI7dmdyr9dqSfH1rWICHzGaDCQJBu6Jx",
+	"Ae/By6f9g+S12RzOdmx84E1Q9MxGcGFyTUNcxpTMs5jdTz2korXHhW9CdZYF/bl87duWh93GrDBIM+KW",
+	"Im+ls/Lui/uzFEM0/ZWF2JBI/p3BLrN/0y1jjNH93n+hd8peLFfZHFA3nK3bAYOcNC1KKVeTjtVxCYJj",
+	"dBbYjsGC0Q4HvqhAPEZ8NfgCFZ4SFYPszVIJ/VBNRoAU4+H3VNB6DP3Mvkn5TeFVL4F61EkFLOg/CQDf",
+	"kCGxgzb/KnsdgnqBEegniIqEf9jKzXV86xMyMQepaRmih/mMIfpafF2iEruQMqYzHivExd4DPJ2xcCti",
+	"I3YPyCSlSEiIB0Dx0Cgi7FVm9RU1RUpEegRkUmRPMdZWYhKKASFu6yrXB9wcapol5yzDqq0wDg8H35pp",
+	"kBQQKf3MghUp8pg8gRA0S8xKKzS+LnGJWDa0AEcVguDjsQg1awtgq9M5K9DnwjW0bZaTa9nenYeH1mKB",
+	"N+g1xSv0ie9MdNwNig6/YS0VM9+5/fL7FXbFENsC2Yrnd0fy2CjNlhjDgvSLIEoq1xDffcNK8xaGDj24",
+	"PPNqJ7dKtAL6qhRWpQy2euTeNVtpNNcYJTmkoEYuj8yotRb6Coo9HFQlItp3KJztjZtCQR/UiL1c7Ioo",
+	"C0tQZ8CyXG83qLkB73ExnKV8viiaNLcWAQH5CYYuLY2+b2lxbGdqES9pze7Ltc3u9kyBe7QMOnIaO9zU",
+	"IBYflJeiGQuynDGFt168coDlAS+OOs+E+T6HcMgpM+p3Ye3dtwnr9Sr9Si4Z6uO1Iv0kNlPjImGfjGyf",
+	"gqZeOT/sqjSOkBawtxOQyraS9QSuU04EVWv3uzOlINIIrZ1G2uzjJdOxKqQ/cDFX5cXdbUxCk4QgHLRC",
+	"geldQVEtIBOd5QJMxTibLGfY1RIxtx2pHAwbVOQu4NxwOSslhW2w2LYMSKNA3WcJ+IfGO/tTwvL3tG6W",
+	"rtEHQYH62jem89r+h63qTp2i5jEYA8r9Ui+B/CCHDipf21Xog1sqyqSmJ49Fq6LsWfcsRKIffgaJUShs",
+	"2zY3uhb/pPGg/STEnxkYDpa37Rb8bWHhrFO73NtVzbwKCveV9nS4hHmVaq8TtlxJszQnXqUt8NRaAHvM",
+	"xynScUrFxdxEMihF1goD99VtiQ/OfX8kgDUvahdxp8qg/NKT4Rfl970T92yli7quM2CeKS0GYUfOSTWe",
+	"12igWIHOQTZH7tQYiwKIChSj4sKAKLsnZGS/Bs3WPKUIO49FZixcboT2eR/k11NbqzlqoLfOZJrK9QF5",
+	"Wd7Fl4yqHI63OeUC9fzm1QjwiXHqBaWt6yyRYAMqj168BbnzFLwEeFUaiz3/lrCPltfCwAOF/SDZbmRu",
+	"P/hzGRphdrINgXFJHzU8quOKQWm/5os4blO5/8b0t3Ao7K5Nd2Gqjv4kR2c3tB7eXP44wHo18Va4SCne",
+	"EuWsJvXcXdWVpEBj6sNbdYyu1+2GuIQ3fr9GOTO+DucDKLP373cAuv0+XA5gwH2csVnGuiIbPclfMSSC",
+	"X9n5XwF6XzCWAM6DaZCLOVZttWD0s9SDrUInsj2g5zSflzZ556S2FmkIBSziJywaxkKu7SkJIQ4x28dj",
+	"LWMrmWnvIldkQVrryqUZj0ygNFgZlhcAlYIpXBgCPWR2PHRgO+uGN4JX7gV07deMa1ZLFuViuGRLmW0K",
+	"M70rN+boJ+Ta50JgnTsnjjZgCupqVOEImcANHMKk5BpipKZ5fM00biQzyupdBP0IxTuJXlhFxuJxZlAu",
+	"ec+WKSCLY3JoGS4iz82fzyJy9BR+fxaR70hCN+qYPB/ZGhNPno/2I9u8UUH4HGyl1g3DVjJeROSabRSZ",
+	"/OMf//jH8O3b4atXlz/9dPz27fHFxX9PSpOAKwJRlJpV+dJqTW51xsJz0LiNc2KDflwNvjJ59rFNjIUY",
+	"FdMaeFSojhdFwT31yNuBe+yGCT1MpVxF5OX5B4zNkjIlsUzzpbDVlnE04FfYPyAT55iquSALQDdF9gpr",
+	"sSIWdybZjzxvFDihhFynLJmjjVwdEM+3iW4f9N6NoWQHJHbA8Ub2KvZ8I46OvZizPiYcKzJQCvgFOQ58",
+	"nRA0jAPo9G3d61q4Fj2Vkou5isZiYqXYJFyC17oFzKYKa5cFMEft8Px9Fxp4aMvxtzVWfXzggyBX2y7g",
+	"Vl5+m/t3eQQbllcMctpB+WwonHacuyoouAtsz9Uz4jEVNN1oHrefFi8xLq1033lSE3xdpcQrC9BACLnz",
+	"lU03XjV4pXmaWjGJAk+z7MY6KSfY7iQik4XMsxIj2gi4hG7MgzVj1xOy9/riHTH/VBAwN1lKoReTk7GA",
+	"04FmLoMDG39k4xSj1nPjlTUBYILZcQmQZk4rmWfqYCzeokCjAmvqFK2ropBOp9Q5LUjdS/y41oPVVZBO",
+	"g2hgxjaIBgk1Xxp6DKIB0OIPWVHlL0F3N0FXslibpAPx8m0k3dtadA1E5FsmtzHSxd/u0mLT4507/x6E",
+	"YfC2lqvHmAXUoTQXelHGYpklCnN2ZjIrcmQK89mMpzZ+4recZlRoLjCY2L7x2MixZPoTo6lebEovO6Sp",
+	"PFIEPOOWAu6m4Hm76nlNNiO4uE3+m2XSmiOF1GxCFN2Yu9umRTz9AFN/eMyySj9tDGpIcA/MdlkF7SnS",
+	"wiocBCE993qc3sI9WrfRIqROoc2TvVwAkE6b32b/xKjF3WF/pd594Kr1gb1XS7wOtKTVBb2muH4P6Tv9",
+	"80j8vgeu187zp/2HI++hkf+Ho0Y8Tv6DuIlD7uGIuEE+4OnYdBEH5dt5NYsG8mZs6pfvciMVj5vnUzsh",
+	"IReflyh7QM6rWaaT3oIU7hrwSjlKPHpD0o/s1TKCrD+sCCzsVPV/L06sxoQrm9ButqmUKaPitiLiT15e",
+	"0FvQP7VDrJJC6LvFdnKJPajY2aHkMyIyoE8FDNykXnYk6JLepvDcX/Hbh/RPP/vjH9u9csGbC9M3J/wP",
+	"FAp6Wuy2MgqnevxDiYYpnFFmzg+yHeGm9NiDt2jdgj9IvSBqzXXssEQg/Rf8bDZkBjo7wDavAKEaryM0",
+	"kSvtUPOK6xsEoKR8ZeHwIaPFqAVkxTIFMWcIyZFIwfZPSB2uw0JLTO04PMyLEpRkLNBLd1CCgTScEuBI",
+	"sjd/mxbsgY2sKdcW+Qd6QrwOczPDBt1Vn/S46ZO9GU0Vs4BbNqEAcgywXTIzrAWZ2R4Qyf42A4GyvqeK",
+	"maBFi3nrLfRDAhKX3WyxChT8ZE+g+zMTsAZyi+3Noo7IVZmZWl10NCpr1tOk0ObALc0JUUugwDtx7GLd",
+	"LN4OXRm1t8yK6Ya9wc3VxLs5Qbeqm0ySUQ7lAhYsTSpBCIigXAGkdElO5N1shtZy/BxZVHktYwUNn8Ej",
+	"l0NiYX0vixUmwEsN2GUXjYAKuhqLdca1ZgJw6gLS5AQrMNqvFQoWwjXB6AWeIf6B2c4i5ikDX222Ic8I",
+	"QCK9njm3sSc9XJd7nmxJ5Frsk5JB0blRTAIy8HDI7vOxmHrlKMsBgGjzydw0+1EkZ1GmzEqxZ6MnWJ9y",
+	"LMIlgg7IhAmzWMmELHMFk6Hk7xfvfiZW87fO96ejUfEq2bPP9oHeDiwmCLB80ZQXDwCdXvawE4zNwwgr",
+	"pre6FC0/K8N2Qq4J/0ZW98s8E00RJwWk3M9m9ya8OrWFTijzX6G6KkBGoZCTfgHTp8Xmd6XszDnuquFV",
+	"pRHZKzAf/RzAE8jKdeCS7JNmQpX3mRIvSiH0wFpm11zMW47Gc7n6Sqdjtac+B+R9HYhVlEzb+IMfc6d9",
+	"ZD/ZIvoRdL7O7wdjcVchSLbJwABj/BnF4O5c+bsRgjW2flAZCJ3ojqgKlqYQ9HUMeW5gdFTENY1fIzAU",
+	"5B6gZLQ/IwDV2giwEkSX2lpmkDCQbSIbIIVmVtce2DAtktNCrsmSio25fhjFIyrwhnxULfxyLFY8vrbA",
+	"ltgW6BbphlDy4cPrV8c+Yh/J2JwrbQYBCEmNYTu90qgWRr1K4RoXWT21mOeSbsw+heJmLncCXzUTNh8i",
+	"uh8u6Mbi+03sn4XbsywMZCUKokXUaW3Ik7Y5vS7tcj5k2DR00eaIAFwBHARkgPLkG6HQXZYDKVbUQXLI",
+	"zDKh+SHjXeVT/D3n9srdN13mMHzCdX7ew/39MkN34FcFeuzJA2Zo9w7TWPa9ygxBNMevbQmtkCsgGgAt",
+	"DdU+Nz2J3qj+WbRSflJGHsnpv1isw5HXZin+MBBWyDmE+gA6EN+LOHRWDa0wNfJib4TkGaM6z2zdYoSY",
+	"qvP8nGqWDOWKiQDXP55uhoIuGRTQjtnPdFnx0wVEGnz2wwb85w9R4LkYR9/ay4ejo6fbii//5cUOygxD",
+	"5jPDjw8EgHDH7QNDUySmWQaFzCkB5rBeYd8a5DzAvt11CSfzDnurr1nb7hyIEdm+VwBZ7WEiXv7czpxe",
+	"3Pv7ZNzLgk0ruWUo+psJZRFmDmcsZkKnG1RdG0n898y+n71K+l9A/JcA2O1HwN+Ytj6Oy+weIA3/jDX+",
+	"H8qQ6JG9S90HJlPfVGA7LQ3uyqIwt1VFNtnDPEwLdeVQluy7+w/E+W7Zu8rFpqTgeVehAeDqBfM9hF5j",
+	"eK8U7P/n7mp/27a5/b9C5EvtQnHStXcXc3A/5LbZXbY265peDMOjQaItOiYsk6ooxTGK/u8PzgspypbT",
+	"97V4vmyNbVHU0eHh4Xn5/URhETFKzleIlRWeKvRhIUovcQ64RpaMniVqW5Z8Wqcj7gyG6PIvyF7LlA6e",
+	"wnYqMN+XT8RLiuwXqmgrPDr1OCSoChRDW6PA9BB4diLKiETohggh4Iy8kEQTEI82noRi5ZO8KN8wbmHc",
+	"T8VhNzhQ+0X1HEEmCR3gAwtGL+7UvG1A18P7+oYI+3K+OjfFS+YbuRemPprxx4PtD178haJ08fMElo6P",
+	"e5yQufik5zmc9wjTQUg8WAqqoAUQKBpqJT+bU/afjHacV1W5pcWB7ZucemvsWs9lWW53jFtQ8o8mxukD",
+	"7bfN8qS0N9ocTpqARH/987Wwi0UcewsERE7fGCxUsFPx+PQxxstPuEGWLjRTMF6qXByDykltVJGaX16/",
+	"eE6lX05uKcvCLd8cPLtVtV5o5cRMyRr7RlfKODFrI+BEOfdlBqYQxqYgZMeI9DSzY23ETJXW3GBLdCQL",
+	"xCiprWkIkuFAFuY5CAddxvcuokbdNSfLZl32d+jdHX94C76rSklwLiSUEUluDKr1mFRr5yrbD6HyFYvF",
+	"+Cg5WqIRw3k+t7SuiTrjkNOyN0nUTjVva91sj6b/+rvXgI5a0L+7U6Zw8Jqxk/rYtg34pD1Kd10o08Bw",
+	"QzpbtbNSz9/bds76atvmcPDtwhTXpAafG0XtR7HsKmqMAwF24aeosrUXsrKrD4pRFdawPTggcSakf5se",
+	"2VV6NEVoync9cAZqjhas/6DqyhRfQ/rrwxVZL3EULIvGuinmD4wJI3798/Xxo0fjaUTD4f0Vrvd0+ENt",
+	"XKNkIewiNVRefdNKdBCRLii2LmSWvBy0A1fMdGU0XL2AjZMLfacKcKNMIUtrVGow6iu8bLglH55zKlI4",
+	"yqZHOQFYBDqRB8h6WqlEVGXr6Md5InLXzuB/tS0VcUqlJif55uOeMUxSIwVSxfcsW5ADo72GSU1pbDGS",
+	"pbNCOpHDwsp0kY+TXrLBlgprtdZI6Wo7CeAsRKluVYkJsko6xPDehIIPnEESXE1k2QJz7H271KA15mRP",
+	"J9Inp49E/jY9UrALgmKmRyCPzK+B9CgR6dHcFmrwy3ck3NR0ZC2dNsgGhwdNZgwqohbDujsQJSaGxhNx",
+	"FZI8olZrtZ4RLhQOPLg6HJJxhPRNIuifDciU25Xo70Vt1xnKhtHm+jZvP+OTGje3lXJ+sg5LDCnvM/rj",
+	"/y8urrLXF1fnV0//yn65OH928WqciM1Sz5dd6kqHi4WcEzcHQ37Ft8NJhawZUfP27vA6e/r8/PLFmHVe",
+	"D6ewhna8S28ovl/gnzDFA7tpsHXo/j36Yvc9bxvktkLzPnDvoJVh7flXyQpIyx5f3qefnbs94u275O0R",
+	"GRGYGuwa73Z2avISwIXEFTuQe/3Cm8QSC1DviwZRierXzHDyHQbeEM1uGznsX/mGreFbYs5y2TZYvVvY",
+	"jbl3w3+ub5VB2HDky5WFhr/OuAjvPp5AJrWL9kOsl9TmJn7R/JY+6jV3wRFsnjayxCgJ/nEMGzYWYBGw",
+	"0D2v/xJ+f8k///oATUtZqwJuw/c6lPKGMxViTw2koePNn0gWjVxjz0pfFEiHXhxjgRAJ4qzjC6SdrVcC",
+	"Ev3806GY3jOD+w92XNq2FHVrDCIf57SJXP919TS7uDr/3+cXz3hTpC9eXFz/kr28uHh1Df5HV+zkAdM9",
+	"exQO+8B1oB0E35TER/ROqgutyoLD3+hX2bb2nIow0GRdJKlJGSOkdulRVIaum52JcFk7TJriAF1n+lTk",
+	"xmaVUrXLk9TkbmvmWaEdXYwuUD7Tpsh8i/0oiAi0Ax4HJkqlujPbmuKs54S1xqXGGnH1++vLn/8aTwS2",
+	"KewXuSlHNGRR+RlXpRHjl99AaJzUBP2MRTrKjW30Youwml3rIJ7SGfATfoa/F07D3aM7pgahSobjaf+n",
+	"mr2l830v07j4g7GuGnvMwu2uSzqdBxlHdpRE/eUXKCOyHT42Uab/uLRzWU5F7n3HCecnUY9DN1mctMQw",
+	"UcJ1rAUGkYPjieuw45nBlz+zthGjvMb6Rd++fyLaqtFrNT7zzIaE1RYMV1C3SjHY4SQ1TwnNi2hKPPEG",
+	"tuIa4Z/4pKoRlVm1LjqOMXAInf7cob4QltlXzY7gLa6NrNzSHkyOuO77w9t1X/uCwEjquhG80LCF6tfr",
+	"369iJfPq8eku176436drYiHXGq3NiGpbM9KBjKl/4ExEn3MZSvaw+6iYZZW1JX600KUS1OcB1pSvkfVK",
+	"FVlpzU2GJdLcVpmPsRXKAzwFkZ0Jjw3np5UaPy/+JnuYoba+xfPV/6RH/DmcIRMEiqL6RL4K/8ge+vt6",
+	"gEpqwUI+J9/r5smNCGaKaY/3qZjCw29svYLpROIo32SFqppl3kkgfJbNtjQZP5VwWbQlZGtbqMxvYOMO",
+	"ACv0saRmBrNUi4Wtmyl5gIFvEruHdt8rLEVqEiF+mInIH2aVqjMGvmKRpAZB+qRrPNLWrSxbbP1DpD1S",
+	"5EMV6kHfPni5Yoy0KqU2nxYktY4YFe9bjN20BNwuukyMFrZey0acTk4nT2DTpA3zh9PTz16R/TpBqk50",
+	"yA+2nZfqcPLw94M5QgqSYaexymzlct+/h2uj3mYaHJYOfRxDQgL2rCI1I0JGsxUdR8VKbcVGGw4Z5bBx",
+	"ZNj7mosRwyR5Hm3pOPnHtE3gkEyx+Pb2v1OjqS1RrTXzGiddGjHv5RHzRCgzr7dEvQqbh9Nm5eFyuwYK",
+	"qt1UqcGvNxQMw5ZEpoAPm0cu56sgBab8iWB3y5KvSLhsd6nNTWoKq9xEPIXXgBi11iiSEi0SVWtZasf0",
+	"7nSLGOZmBC4hZ1DzsVjbW+6c2iHX5YA8kR+F/HUlsYYvNXGqlljRNezFuMRCtyZzO9lFHwoTVSiiLuEz",
+	"fIcB6iOMea0wPZzhfyP4C3DNqYGMe1NMERBIKSkcfaldalaqajCJQpxO9FSN1AEwq7JVhVk3akeDZYRX",
+	"F75/oofc7rnbE3CO5yqeyV2lkRxMihvZgEnGNypLkOR++jjOHAdxB0cnwdcT01YhjZWmEhrFakSEvOJc",
+	"3MApW+T492XUsIGyjV5vrUyTiNbQXIuI0feC1swxPNRUSH5T1DhZaiKQwUodfGpcA6y2bJJC9n+ztE51",
+	"9F8DCgZOmSzhFL6lEC6LedE6VXiOYLx/oPGnZaQbfjepf4Ik+sZbbGx4Lq2j1eN7gsmM4LCJ5+j1Swsb",
+	"KjF42zqCdOWKEyoHgMMRGKhLQ2EvW4ueAPMk1DTAq8Y8blTRkJqdkoZQ0SB2CxrOYoPQo5WLlFAwGDEz",
+	"LYZXeM5C89FwsgAU/kZcSe6+JTjgkTRCF6UiNGwxL60jVF6tPKajo1ZGrwHYvMCMZUx1LI1YylvF8iwC",
+	"CxGMFpx1ImTWyjSe15rjwNhyutFOCbfSuAg3S1uqadTt4JuXPMP3XlFIJEIwDXQU9htNxlOfitMcHAHe",
+	"Lph4nw8kfO/cp2/pbI12NZu1bpuDqCwzVKOAvd1G0wvKRokdvtk44YWYLVXpz919jk7O+0pmJQ1M5kO7",
+	"wRS72G/aUtbdomQuvY3cEpYnr6YM5Q73xH0Skyj+1VOfCWxWsHZxo5zGgIHwHHS5X5vMSce6AMJfKwzt",
+	"29TgLwmOmTfd1jRcNYONuqRVCPUXz50VIyID93iFLjUEUqCoIkI0Gw0nva2QPBguoJ3xULtntiEFVpT+",
+	"fiFLcI8QQLBqGzHyBVa2EuCfgRWnldzt41xYO5lMxgGblJdsV8nUuSv4gydgSBRuKLwTSrPd1VzkvPc4",
+	"Bcz6Snf4r7s7WgeYD/Pk58Ek5aYtyxy3yMh1Oul5PPBCiGZlkG4ch7xGDw69hu+zhSOa4Dfq0OvN4NtV",
+	"6/wDLRqfXd5DOkWuJ0oN9wFciyPU0oQWFdX9JN6c4b44XATEJ4xP6fvwlx5q/FjrOx9aiM4x3Gl1D82E",
+	"xDeLng7aH74YY8tU6IdxkIn4TW0pk4+o92zrr5/99sBhP9f2shiD/TZqg/YFsdO0caoGAzfKEeKFN65x",
+	"FGHHoHzQKfwop/qDbCndMgdXp12DeNuqkA36GDlJOvMw/PAW+I8zIUWhEcLCNDsjbdjbdqrhiYQdg5Hk",
+	"yGeo7SZii6q3aBu7cxU+IowoRr3Bxv174y8CMS79Mt/1xnrFn09Of5oI/0MqHwWD7B0OHHClVMVhPtTA",
+	"1MiAOBNi85OdB8f6CvmmVWcwItXjxkJ7j219hQ2bqibT8Qe3Dny31hUn+E2tK8/gPmYRkij1qpKGf3qz",
+	"209fY/pPrVmUet7cA2hXbwXy+jmvrISrEqkeZ0KdYmQm2wjpVkR8/I2MulfmYOqYn6PeJt27AN/qnzHb",
+	"Xb9eZLUpE8ix4GG7/TMzmMB56fzqGXKqwVkn53r7RIBLhYfCmVOm8RhBK7UFp32ltllVq4W+A0MuV8qk",
+	"ptSNqmHHGnMWTlcqk01m64xcPhi7svOlWLspnZCQVoMOwRiCpOOuMOD+63lqcvJ4L5D7voHZhDAKbQHR",
+	"qax1SFM0nohXMCoGnSOI0JXaitFs2/CH4zOx1hylCaD+Tq+xIBefeI/Umb1Z9nifHITohNeASa3v2cjh",
+	"BL+pkeMZ3A90AwryH+whvvKgccFxCMHKEduU3TMuB3s/yrzsNL58tHXZKUAaqj5CsZCSt3V5ND1aNk01",
+	"PTnB/ObSumb644+Pf0Cl5mnvWqRysPqla8bi6pV3ye6F6Fl1EaARhQ18ULgDLxtHnWOtGxqJKuo6JMQQ",
+	"ro6utNXAhRElko+RrjswT75UzlfDl/aq/+/tIBpsTRsYFFGIsKHcVg84Dhj1g+Kf+1cx2kflsXz5576a",
+	"9+AlLunxuQZQdE4AM6Egj9Yx4Q3In/hfE+HaWficRnFKrXBt9KND/WniF8f8xf7wu6ROHgmeByjKNwMX",
+	"7bbk99vW9t8yN6EdUNMiilR6yL8ID8W3fzFiVDdquM/+uJsPKPeLMJu7Ksm3g1xF3qW5fvabe8BeGlkn",
+	"mDCeXqN5eQOyP9pw9csezGE0FGHjDD2gbALYHrcKhigRVuhicpecx1C5k+xXeUQGoFfkMSSKodR+QpBO",
+	"WEHSZd2jd0QZxAOKF71mAk7Fno+eLJkn6n2XR1ROkXXpyFn2JThAHugpA43d9KcwuDBttfXnWWUEbeRU",
+	"bk5i9+8jkoa+IcfowAN5lBe7EFLM4S2OjGz0LX8z30Zvy0O4vPv73b8DAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

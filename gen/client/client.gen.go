@@ -286,6 +286,60 @@ func (e RetryResponseResult) Valid() bool {
 	}
 }
 
+// Defines values for SharedStateStatsAuth.
+const (
+	Hmac SharedStateStatsAuth = "hmac"
+	Off  SharedStateStatsAuth = "off"
+)
+
+// Valid indicates whether the value is a known member of the SharedStateStatsAuth enum.
+func (e SharedStateStatsAuth) Valid() bool {
+	switch e {
+	case Hmac:
+		return true
+	case Off:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SharedStateStatsReason.
+const (
+	BindFailed   SharedStateStatsReason = "bind_failed"
+	NoPeers      SharedStateStatsReason = "no_peers"
+	SyncDisabled SharedStateStatsReason = "sync_disabled"
+)
+
+// Valid indicates whether the value is a known member of the SharedStateStatsReason enum.
+func (e SharedStateStatsReason) Valid() bool {
+	switch e {
+	case BindFailed:
+		return true
+	case NoPeers:
+		return true
+	case SyncDisabled:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SharedStateStatsTransport.
+const (
+	TcpMesh SharedStateStatsTransport = "tcp-mesh"
+)
+
+// Valid indicates whether the value is a known member of the SharedStateStatsTransport enum.
+func (e SharedStateStatsTransport) Valid() bool {
+	switch e {
+	case TcpMesh:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for StreamCycleAckStatus.
 const (
 	StreamCycleAckStatusCompleted StreamCycleAckStatus = "completed"
@@ -919,6 +973,43 @@ type MaintenanceStatus struct {
 	PopMaintenanceMode bool       `json:"popMaintenanceMode"`
 }
 
+// MeshFrameCounts defines model for MeshFrameCounts.
+type MeshFrameCounts struct {
+	// Dropped a peer's queue was full or the peer down
+	Dropped int64 `json:"dropped"`
+
+	// In received and authenticated
+	In int64 `json:"in"`
+
+	// Out written to a peer
+	Out int64 `json:"out"`
+}
+
+// MeshPeer defines model for MeshPeer.
+type MeshPeer struct {
+	Connected       bool   `json:"connected"`
+	Host            string `json:"host"`
+	MessagesDropped int64  `json:"messages_dropped"`
+	Port            int    `json:"port"`
+
+	// Resolved the reference's name of connected
+	Resolved bool `json:"resolved"`
+
+	// ResolvedIp the peer's address while connected
+	ResolvedIp *string `json:"resolved_ip"`
+
+	// Self this entry is this broker, not dialled
+	Self bool `json:"self"`
+}
+
+// MeshServer defines model for MeshServer.
+type MeshServer struct {
+	Alive         bool    `json:"alive"`
+	HttpAddr      *string `json:"http_addr,omitempty"`
+	LastSeenAgoMs int64   `json:"last_seen_ago_ms"`
+	ServerId      string  `json:"server_id"`
+}
+
 // MessageActionNotFound defines model for MessageActionNotFound.
 type MessageActionNotFound struct {
 	Error         string `json:"error"`
@@ -1223,6 +1314,28 @@ type NamespaceSummary struct {
 	Namespace  string        `json:"namespace"`
 	Partitions int           `json:"partitions"`
 	Queues     int           `json:"queues"`
+}
+
+// NotifyStats defines model for NotifyStats.
+type NotifyStats struct {
+	Channel string `json:"channel"`
+
+	// Dropped events lost (queue full, NOTIFY failed)
+	Dropped    int64 `json:"dropped"`
+	IgnoredOwn int64 `json:"ignored_own"`
+
+	// ListenerPid the backend of the LISTEN connection
+	ListenerPid *int64 `json:"listener_pid,omitempty"`
+
+	// Listening the LISTEN connection is up
+	Listening     bool  `json:"listening"`
+	Malformed     int64 `json:"malformed"`
+	PublishErrors int64 `json:"publish_errors"`
+
+	// Published notifications sent (only without the mesh)
+	Published  int64 `json:"published"`
+	Received   int64 `json:"received"`
+	Reconnects int64 `json:"reconnects"`
 }
 
 // OpCounts defines model for OpCounts.
@@ -1753,6 +1866,71 @@ type RetryResponseReplayedAsStatus string
 
 // RetryResponseResult defines model for RetryResponse.Result.
 type RetryResponseResult string
+
+// SharedStateStats defines model for SharedStateStats.
+type SharedStateStats struct {
+	Auth *SharedStateStatsAuth `json:"auth,omitempty"`
+
+	// AuthFailures refused connections by reason (timeout, not_hello, bad_hello, unsigned, bad_mac, frame_mac, sequence, busy, frame_error)
+	AuthFailures *map[string]int64 `json:"auth_failures,omitempty"`
+
+	// Enabled the mesh runs
+	Enabled bool `json:"enabled"`
+
+	// Frames frames by type name
+	Frames *map[string]MeshFrameCounts `json:"frames,omitempty"`
+
+	// HandshakeFailures connections refused before the handshake completed
+	HandshakeFailures *int64 `json:"handshake_failures,omitempty"`
+
+	// MaintenanceMode push maintenance as this broker applies it
+	MaintenanceMode  bool        `json:"maintenance_mode"`
+	MessagesDropped  *int64      `json:"messages_dropped,omitempty"`
+	MessagesReceived *int64      `json:"messages_received,omitempty"`
+	MessagesSent     *int64      `json:"messages_sent,omitempty"`
+	Notify           NotifyStats `json:"notify"`
+
+	// PeerCount configured peers (QUEEN_MESH_PEERS)
+	PeerCount *int        `json:"peer_count,omitempty"`
+	Peers     *[]MeshPeer `json:"peers,omitempty"`
+
+	// PeersConnected outbound connections up
+	PeersConnected *int `json:"peers_connected,omitempty"`
+
+	// PopMaintenanceMode pop maintenance as this broker applies it
+	PopMaintenanceMode bool `json:"pop_maintenance_mode"`
+
+	// Port the bound mesh port
+	Port *int `json:"port,omitempty"`
+
+	// Reason why the mesh does not run
+	Reason  *SharedStateStatsReason `json:"reason,omitempty"`
+	Running *bool                   `json:"running,omitempty"`
+
+	// SequenceRejections replayed or skipped frame sequence numbers
+	SequenceRejections *int64 `json:"sequence_rejections,omitempty"`
+
+	// ServerId this broker's id on the mesh and in NOTIFY events
+	ServerId string `json:"server_id"`
+
+	// Servers peers by the server id they announced, from their inbound frames
+	Servers      *[]MeshServer `json:"servers,omitempty"`
+	ServersAlive *int          `json:"servers_alive,omitempty"`
+	ServersDead  *int          `json:"servers_dead,omitempty"`
+
+	// SignatureFailures MACs that did not verify (HELLO or frame)
+	SignatureFailures *int64                     `json:"signature_failures,omitempty"`
+	Transport         *SharedStateStatsTransport `json:"transport,omitempty"`
+}
+
+// SharedStateStatsAuth defines model for SharedStateStats.Auth.
+type SharedStateStatsAuth string
+
+// SharedStateStatsReason why the mesh does not run
+type SharedStateStatsReason string
+
+// SharedStateStatsTransport defines model for SharedStateStats.Transport.
+type SharedStateStatsTransport string
 
 // SpoolFailedFiles defines model for SpoolFailedFiles.
 type SpoolFailedFiles struct {
@@ -4307,6 +4485,24 @@ type ClientInterface interface {
 	// Corresponds with GET /health (the `GetHealth` operationId).
 	GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetInterInstanceStats The reference's older name of /internal/api/shared-state/stats; the same answer.
+	//
+	// Corresponds with GET /internal/api/inter-instance/stats (the `GetInterInstanceStats` operationId).
+	GetInterInstanceStats(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSharedStateStats This broker's broker-to-broker transports, the mesh and PostgreSQL NOTIFY.
+	//
+	// With the mesh running (`QUEEN_SYNC_ENABLED` and `QUEEN_MESH_PEERS`), `enabled` is true and
+	// the mesh's counters follow, with the reference's field names plus ours (docs/mesh.md,
+	// "Counters"). Without it, `enabled` is false and `reason` says why: `no_peers`,
+	// `sync_disabled`, or `bind_failed` (the mesh port could not be bound; the broker runs
+	// on NOTIFY). Both maintenance switches as this broker applies them, and the NOTIFY
+	// transport's counters (`notify`), are always there. Counters count since this broker
+	// started.
+	//
+	// Corresponds with GET /internal/api/shared-state/stats (the `GetSharedStateStats` operationId).
+	GetSharedStateStats(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetMetrics This broker's counters since it started, as JSON.
 	//
 	// Process-local: `requests.total` and `messages.total` count push, pop and ack requests and
@@ -6095,6 +6291,44 @@ func (c *Client) GetIdentity(ctx context.Context, params *GetIdentityParams, req
 // Corresponds with GET /health (the `GetHealth` operationId).
 func (c *Client) GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetHealthRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetInterInstanceStats The reference's older name of /internal/api/shared-state/stats; the same answer.
+//
+// Corresponds with GET /internal/api/inter-instance/stats (the `GetInterInstanceStats` operationId).
+func (c *Client) GetInterInstanceStats(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetInterInstanceStatsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSharedStateStats This broker's broker-to-broker transports, the mesh and PostgreSQL NOTIFY.
+//
+// With the mesh running (`QUEEN_SYNC_ENABLED` and `QUEEN_MESH_PEERS`), `enabled` is true and
+// the mesh's counters follow, with the reference's field names plus ours (docs/mesh.md,
+// "Counters"). Without it, `enabled` is false and `reason` says why: `no_peers`,
+// `sync_disabled`, or `bind_failed` (the mesh port could not be bound; the broker runs
+// on NOTIFY). Both maintenance switches as this broker applies them, and the NOTIFY
+// transport's counters (`notify`), are always there. Counters count since this broker
+// started.
+//
+// Corresponds with GET /internal/api/shared-state/stats (the `GetSharedStateStats` operationId).
+func (c *Client) GetSharedStateStats(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSharedStateStatsRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -10795,6 +11029,60 @@ func NewGetHealthRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetInterInstanceStatsRequest constructs an http.Request for the GetInterInstanceStats method
+func NewGetInterInstanceStatsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/internal/api/inter-instance/stats")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetSharedStateStatsRequest constructs an http.Request for the GetSharedStateStats method
+func NewGetSharedStateStatsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/internal/api/shared-state/stats")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetMetricsRequest constructs an http.Request for the GetMetrics method
 func NewGetMetricsRequest(server string) (*http.Request, error) {
 	var err error
@@ -11974,6 +12262,28 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /health (the `GetHealth` operationId).
 	GetHealthWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetHealthResponse, error)
+
+	// GetInterInstanceStatsWithResponse The reference's older name of /internal/api/shared-state/stats; the same answer.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /internal/api/inter-instance/stats (the `GetInterInstanceStats` operationId).
+	GetInterInstanceStatsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetInterInstanceStatsResponse, error)
+
+	// GetSharedStateStatsWithResponse This broker's broker-to-broker transports, the mesh and PostgreSQL NOTIFY.
+	//
+	// With the mesh running (`QUEEN_SYNC_ENABLED` and `QUEEN_MESH_PEERS`), `enabled` is true and
+	// the mesh's counters follow, with the reference's field names plus ours (docs/mesh.md,
+	// "Counters"). Without it, `enabled` is false and `reason` says why: `no_peers`,
+	// `sync_disabled`, or `bind_failed` (the mesh port could not be bound; the broker runs
+	// on NOTIFY). Both maintenance switches as this broker applies them, and the NOTIFY
+	// transport's counters (`notify`), are always there. Counters count since this broker
+	// started.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /internal/api/shared-state/stats (the `GetSharedStateStats` operationId).
+	GetSharedStateStatsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSharedStateStatsResponse, error)
 
 	// GetMetricsWithResponse This broker's counters since it started, as JSON.
 	//
@@ -15815,6 +16125,88 @@ func (r GetHealthResponse) ContentType() string {
 	return ""
 }
 
+type GetInterInstanceStatsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SharedStateStats
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetInterInstanceStatsResponse) GetJSON200() *SharedStateStats {
+	return r.JSON200
+}
+
+// GetBody returns the raw response body bytes
+func (r GetInterInstanceStatsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetInterInstanceStatsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetInterInstanceStatsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetInterInstanceStatsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetSharedStateStatsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SharedStateStats
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSharedStateStatsResponse) GetJSON200() *SharedStateStats {
+	return r.JSON200
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSharedStateStatsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSharedStateStatsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSharedStateStatsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSharedStateStatsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetMetricsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -17504,6 +17896,40 @@ func (c *ClientWithResponses) GetHealthWithResponse(ctx context.Context, reqEdit
 		return nil, err
 	}
 	return ParseGetHealthResponse(rsp)
+}
+
+// GetInterInstanceStatsWithResponse The reference's older name of /internal/api/shared-state/stats; the same answer.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /internal/api/inter-instance/stats (the `GetInterInstanceStats` operationId).
+func (c *ClientWithResponses) GetInterInstanceStatsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetInterInstanceStatsResponse, error) {
+	rsp, err := c.GetInterInstanceStats(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetInterInstanceStatsResponse(rsp)
+}
+
+// GetSharedStateStatsWithResponse This broker's broker-to-broker transports, the mesh and PostgreSQL NOTIFY.
+//
+// With the mesh running (`QUEEN_SYNC_ENABLED` and `QUEEN_MESH_PEERS`), `enabled` is true and
+// the mesh's counters follow, with the reference's field names plus ours (docs/mesh.md,
+// "Counters"). Without it, `enabled` is false and `reason` says why: `no_peers`,
+// `sync_disabled`, or `bind_failed` (the mesh port could not be bound; the broker runs
+// on NOTIFY). Both maintenance switches as this broker applies them, and the NOTIFY
+// transport's counters (`notify`), are always there. Counters count since this broker
+// started.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /internal/api/shared-state/stats (the `GetSharedStateStats` operationId).
+func (c *ClientWithResponses) GetSharedStateStatsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSharedStateStatsResponse, error) {
+	rsp, err := c.GetSharedStateStats(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSharedStateStatsResponse(rsp)
 }
 
 // GetMetricsWithResponse This broker's counters since it started, as JSON.
@@ -20400,6 +20826,58 @@ func ParseGetHealthResponse(rsp *http.Response) (*GetHealthResponse, error) {
 			return nil, err
 		}
 		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetInterInstanceStatsResponse parses an HTTP response from a GetInterInstanceStatsWithResponse call
+func ParseGetInterInstanceStatsResponse(rsp *http.Response) (*GetInterInstanceStatsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetInterInstanceStatsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SharedStateStats
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetSharedStateStatsResponse parses an HTTP response from a GetSharedStateStatsWithResponse call
+func ParseGetSharedStateStatsResponse(rsp *http.Response) (*GetSharedStateStatsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSharedStateStatsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SharedStateStats
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
 
 	}
 

@@ -75,6 +75,8 @@ var All = []Route{
 	{Method: "POST", Path: "/auth/logout", OperationID: "endSession", Access: Public, Proxy: ProxyBlocked},
 	{Method: "GET", Path: "/auth/me", OperationID: "getIdentity", Access: Public, Proxy: ProxyBlocked},
 	{Method: "GET", Path: "/health", OperationID: "getHealth", Access: Public, Proxy: ProxyRead},
+	{Method: "GET", Path: "/internal/api/inter-instance/stats", OperationID: "getInterInstanceStats", Access: Admin, Proxy: ProxyBlocked},
+	{Method: "GET", Path: "/internal/api/shared-state/stats", OperationID: "getSharedStateStats", Access: Admin, Proxy: ProxyBlocked},
 	{Method: "GET", Path: "/metrics", OperationID: "getMetrics", Access: Public, Proxy: ProxyBlocked},
 	{Method: "GET", Path: "/metrics/prometheus", OperationID: "getPrometheusMetrics", Access: Public, Proxy: ProxyOperator},
 	{Method: "POST", Path: "/streams/v1/cycle", OperationID: "commitStreamCycle", Access: ReadWrite, Proxy: ProxyGatedMixed, Feature: "streams"},

@@ -1461,6 +1461,49 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/internal/api/shared-state/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * This broker's broker-to-broker transports, the mesh and PostgreSQL NOTIFY.
+         * @description With the mesh running (`QUEEN_SYNC_ENABLED` and `QUEEN_MESH_PEERS`), `enabled` is true and
+         *     the mesh's counters follow, with the reference's field names plus ours (docs/mesh.md,
+         *     "Counters"). Without it, `enabled` is false and `reason` says why: `no_peers`,
+         *     `sync_disabled`, or `bind_failed` (the mesh port could not be bound; the broker runs
+         *     on NOTIFY). Both maintenance switches as this broker applies them, and the NOTIFY
+         *     transport's counters (`notify`), are always there. Counters count since this broker
+         *     started.
+         */
+        get: operations["getSharedStateStats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/internal/api/inter-instance/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The reference's older name of /internal/api/shared-state/stats; the same answer. */
+        get: operations["getInterInstanceStats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -3019,6 +3062,134 @@ export interface components {
             writable?: boolean;
             drainPaused?: boolean;
             note?: string;
+        };
+        SharedStateStats: {
+            /** @description the mesh runs */
+            enabled: boolean;
+            /**
+             * @description why the mesh does not run
+             * @enum {string}
+             */
+            reason?: "no_peers" | "sync_disabled" | "bind_failed";
+            /** @description this broker's id on the mesh and in NOTIFY events */
+            server_id: string;
+            /** @description push maintenance as this broker applies it */
+            maintenance_mode: boolean;
+            /** @description pop maintenance as this broker applies it */
+            pop_maintenance_mode: boolean;
+            notify: components["schemas"]["NotifyStats"];
+            /** @enum {string} */
+            transport?: "tcp-mesh";
+            running?: boolean;
+            /** @description the bound mesh port */
+            port?: number;
+            /** @enum {string} */
+            auth?: "off" | "hmac";
+            /** @description configured peers (QUEEN_MESH_PEERS) */
+            peer_count?: number;
+            /** @description outbound connections up */
+            peers_connected?: number;
+            peers?: components["schemas"]["MeshPeer"][];
+            servers_alive?: number;
+            servers_dead?: number;
+            /** @description peers by the server id they announced, from their inbound frames */
+            servers?: components["schemas"]["MeshServer"][];
+            /** Format: int64 */
+            messages_sent?: number;
+            /** Format: int64 */
+            messages_received?: number;
+            /** Format: int64 */
+            messages_dropped?: number;
+            /**
+             * Format: int64
+             * @description MACs that did not verify (HELLO or frame)
+             */
+            signature_failures?: number;
+            /**
+             * Format: int64
+             * @description connections refused before the handshake completed
+             */
+            handshake_failures?: number;
+            /**
+             * Format: int64
+             * @description replayed or skipped frame sequence numbers
+             */
+            sequence_rejections?: number;
+            /** @description refused connections by reason (timeout, not_hello, bad_hello, unsigned, bad_mac, frame_mac, sequence, busy, frame_error) */
+            auth_failures?: {
+                [key: string]: number;
+            };
+            /** @description frames by type name */
+            frames?: {
+                [key: string]: components["schemas"]["MeshFrameCounts"];
+            };
+        };
+        MeshPeer: {
+            host: string;
+            port: number;
+            connected: boolean;
+            /** @description the reference's name of connected */
+            resolved: boolean;
+            /** @description the peer's address while connected */
+            resolved_ip: string | null;
+            /** @description this entry is this broker, not dialled */
+            self: boolean;
+            /** Format: int64 */
+            messages_dropped: number;
+        };
+        MeshServer: {
+            server_id: string;
+            alive: boolean;
+            /** Format: int64 */
+            last_seen_ago_ms: number;
+            http_addr?: string;
+        };
+        MeshFrameCounts: {
+            /**
+             * Format: int64
+             * @description received and authenticated
+             */
+            in: number;
+            /**
+             * Format: int64
+             * @description written to a peer
+             */
+            out: number;
+            /**
+             * Format: int64
+             * @description a peer's queue was full or the peer down
+             */
+            dropped: number;
+        };
+        NotifyStats: {
+            channel: string;
+            /** @description the LISTEN connection is up */
+            listening: boolean;
+            /**
+             * Format: int64
+             * @description the backend of the LISTEN connection
+             */
+            listener_pid?: number;
+            /**
+             * Format: int64
+             * @description notifications sent (only without the mesh)
+             */
+            published: number;
+            /** Format: int64 */
+            publish_errors: number;
+            /**
+             * Format: int64
+             * @description events lost (queue full, NOTIFY failed)
+             */
+            dropped: number;
+            /** Format: int64 */
+            received: number;
+            /** Format: int64 */
+            ignored_own: number;
+            /** Format: int64 */
+            malformed: number;
+            /** Format: int64 */
+            reconnects: number;
         };
     };
     responses: {
@@ -5689,6 +5860,46 @@ export interface operations {
                 };
             };
             500: components["responses"]["ServerError"];
+        };
+    };
+    getSharedStateStats: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the transports */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SharedStateStats"];
+                };
+            };
+        };
+    };
+    getInterInstanceStats: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the transports */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SharedStateStats"];
+                };
+            };
         };
     };
 }
