@@ -97,7 +97,8 @@ func pxdbEnv(t *testing.T, raw string) map[string]string {
 	u, err := url.Parse(raw)
 	require.NoError(t, err)
 	return map[string]string{"PXDB_HOST": u.Hostname(), "PXDB_PORT": u.Port(), "PXDB_USER": u.User.Username(),
-		"PXDB_DB": strings.TrimPrefix(u.Path, "/"), "QUEEN_PROXY_BIND_ADDR": "127.0.0.1", "QUEEN_PROXY_PORT": strconv.Itoa(freePort(t))}
+		"PXDB_DB": strings.TrimPrefix(u.Path, "/"), "QUEEN_PROXY_BIND_ADDR": "127.0.0.1", "QUEEN_PROXY_PORT": strconv.Itoa(freePort(t)),
+		"QUEEN_PROXY_SPOOL_DIR": t.TempDir()}
 }
 
 func dbURL(env map[string]string) string {

@@ -3,6 +3,7 @@ package identity
 import (
 	"context"
 	_ "embed"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"html/template"
@@ -26,8 +27,11 @@ var loginHTML string
 
 var loginPage = template.Must(template.New("login").Parse(loginHTML))
 
-// logo is the Queen mark, inlined into the login page.
-const logo = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="7" fill="#4b3f9e"/>` +
+// logo is the Queen mark, inlined into the login page as base64 (its "#"
+// colours would end a plain data URL).
+var logo = base64.StdEncoding.EncodeToString([]byte(logoSVG))
+
+const logoSVG = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="7" fill="#4b3f9e"/>` +
 	`<path d="M6 22 L8 10 L12.5 16 L16 8 L19.5 16 L24 10 L26 22 Z" fill="#f5c542"/><rect x="6" y="23.5" width="20" height="2.5" rx="1" fill="#f5c542"/></svg>`
 
 // maxFormBytes bounds a login form.
