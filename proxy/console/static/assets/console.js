@@ -103,22 +103,28 @@ async function loadUsage() {
   const hours = $('usage-hours').value;
   const u = await api('GET', `/api/console/usage?hours=${hours}`);
   const classes = ['push', 'delivery', 'txn', 'configure', 'read'];
-  const times = [...new Set(u.series.map((p) => Date.parse(p.at) / 1000))].sort((a, b) => a - b);
+  // Every bucket of the range, zeros where nothing was metered.
+  const step = u.bucket_seconds;
+  const times = [];
+  for (let t = Date.parse(u.since) / 1000, end = Date.now() / 1000; t <= end; t += step) times.push(t);
   const index = new Map(times.map((t, i) => [t, i]));
   const data = [times, ...classes.map(() => times.map(() => 0))];
-  for (const p of u.series) data[1 + classes.indexOf(p.op_class)][index.get(Date.parse(p.at) / 1000)] += p.msgs;
+  for (const p of u.series) {
+    const i = index.get(Date.parse(p.at) / 1000);
+    if (i !== undefined) data[1 + classes.indexOf(p.op_class)][i] += p.msgs;
+  }
   const box = $('usage-chart');
   if (state.plot) { state.plot.destroy(); state.plot = null; }
   box.replaceChildren();
   box.dataset.points = String(u.series.length);
-  if (times.length === 0) {
+  if (u.series.length === 0) {
     box.append(el('p', { class: 'muted' }, 'No usage in this range yet.'));
     return;
   }
   const colors = ['#5b4fd6', '#e0883a', '#2e9e6a', '#d04a5a', '#3a8fd0'];
   state.plot = new uPlot({
     width: Math.max(300, box.clientWidth || 800), height: 200, scales: { x: { time: true } },
-    series: [{}, ...classes.map((c, i) => ({ label: c, stroke: colors[i], width: 1.5, points: { show: times.length < 3 } }))],
+    series: [{}, ...classes.map((c, i) => ({ label: c, stroke: colors[i], width: 1.5, points: { show: false } }))],
   }, data, box);
 }
 
