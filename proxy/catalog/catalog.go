@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/queenforgo/queen/gen/pxdb"
+	"github.com/queenforgo/queen/proxy/pxerr"
 )
 
 // Errors of the lookups.
@@ -145,7 +145,7 @@ func lookup[T any](ctx context.Context, c *Catalog, m map[string]*entry[T], k st
 	v, err := query(qctx)
 	cancel()
 	switch {
-	case err == nil || errors.Is(err, pgx.ErrNoRows):
+	case err == nil || errors.Is(pxerr.Translate(err), pxerr.ErrNotFound):
 		found := err == nil
 		c.mu.Lock()
 		if c.gen == gen {

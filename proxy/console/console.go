@@ -23,12 +23,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/queenforgo/queen/gen/pxdb"
 	"github.com/queenforgo/queen/proxy/catalog"
+	"github.com/queenforgo/queen/proxy/pxerr"
 	"github.com/queenforgo/queen/proxy/reply"
 )
 
@@ -193,30 +192,23 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(body)
 }
 
-// dbError answers a failed pxdb call: the one place the console reads
-// database errors. The SQL functions raise no_data_found for what is not
-// there (or not this cluster's: the same 404), invalid_parameter_value and
-// check violations for bad input, object_not_in_prerequisite_state for the
-// last-admin guard, unique_violation for an email or name in use.
+// dbError answers a failed pxdb call (translated by proxy/pxerr): the SQL
+// functions raise not found for what is not there (or not this cluster's:
+// the same 404), invalid for bad input and the last-admin guard, conflict
+// for an email in use; anything else is pxdb failing.
 func (c *Console) dbError(w http.ResponseWriter, err error) {
-	var pgErr *pgconn.PgError
+	err = pxerr.Translate(err)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		reply.Error(w, http.StatusNotFound, reply.CodeNotFound, "not found")
-		return
-	case !errors.As(err, &pgErr):
-	case pgErr.Code == "P0002":
-		reply.Error(w, http.StatusNotFound, reply.CodeNotFound, pgErr.Message)
-		return
-	case pgErr.Code == "22023", pgErr.Code == "23514", pgErr.Code == "55000":
-		reply.Error(w, http.StatusBadRequest, reply.CodeInvalidRequest, pgErr.Message)
-		return
-	case pgErr.Code == "23505":
+	case errors.Is(err, pxerr.ErrNotFound):
+		reply.Error(w, http.StatusNotFound, reply.CodeNotFound, err.Error())
+	case errors.Is(err, pxerr.ErrInvalid):
+		reply.Error(w, http.StatusBadRequest, reply.CodeInvalidRequest, err.Error())
+	case errors.Is(err, pxerr.ErrConflict):
 		reply.Error(w, http.StatusConflict, "conflict", "already exists")
-		return
+	default:
+		c.cfg.Logger.Warn("console: pxdb call failed", "err", err)
+		reply.Error(w, http.StatusServiceUnavailable, reply.CodeUnavailable, "control plane unavailable")
 	}
-	c.cfg.Logger.Warn("console: pxdb call failed", "err", err)
-	reply.Error(w, http.StatusServiceUnavailable, reply.CodeUnavailable, "control plane unavailable")
 }
 
 // ts renders a time the way the broker does: UTC with Z.

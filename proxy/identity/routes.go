@@ -12,12 +12,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/queenforgo/queen/gen/pxdb"
 	"github.com/queenforgo/queen/proxy/catalog"
 	"github.com/queenforgo/queen/proxy/clientip"
+	"github.com/queenforgo/queen/proxy/pxerr"
 	"github.com/queenforgo/queen/proxy/reply"
 	"github.com/queenforgo/queen/proxy/session"
 )
@@ -122,7 +122,7 @@ func (id *Identity) login(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), id.cfg.Timeout)
 	defer cancel()
 	user, err := id.q.UserForLogin(ctx, email)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	if err = pxerr.Translate(err); err != nil && !errors.Is(err, pxerr.ErrNotFound) {
 		id.cfg.Logger.Warn("login: pxdb lookup failed", "err", err)
 		reply.Error(w, http.StatusServiceUnavailable, reply.CodeUnavailable, "control plane unavailable")
 		return

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/queenforgo/queen/gen/pxdb"
+	"github.com/queenforgo/queen/proxy/pxerr"
 )
 
 // batch is one flush: what the spool file holds.
@@ -176,17 +176,7 @@ func spooled(dir string) ([]string, error) {
 
 // malformed tells a batch pxdb will never take (bad data) from pxdb being
 // unreachable or busy, which a replay outlasts.
-func malformed(err error) bool {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return false
-	}
-	switch pgErr.Code[:2] {
-	case "22", "23", "42":
-		return true
-	}
-	return false
-}
+func malformed(err error) bool { return errors.Is(pxerr.Translate(err), pxerr.ErrPermanent) }
 
 func (b batch) clusters() []uuid.UUID {
 	var out []uuid.UUID
