@@ -21,7 +21,7 @@ import (
 	"github.com/queenforgo/queen/proxy/session"
 )
 
-func keyPEMs(t *testing.T) (priv, pub string, key ed25519.PrivateKey) {
+func keyPEMs(t testing.TB) (priv, pub string, key ed25519.PrivateKey) {
 	t.Helper()
 	pk, sk, err := ed25519.GenerateKey(rand.Reader)
 	require.NoError(t, err)
