@@ -29,6 +29,7 @@ import (
 	"github.com/queenforgo/queen/proxy/catalog"
 	"github.com/queenforgo/queen/proxy/pxerr"
 	"github.com/queenforgo/queen/proxy/reply"
+	"github.com/queenforgo/queen/web/uplot"
 )
 
 //go:embed static
@@ -92,7 +93,12 @@ func (c *Console) ServePage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	body, err := fs.ReadFile(c.files, name)
+	files := c.files
+	if v, ok := strings.CutPrefix(name, "assets/vendor/"); ok {
+		// The chart library is the dashboard's copy (web/uplot).
+		files, name = uplot.Files, v
+	}
+	body, err := fs.ReadFile(files, name)
 	if err != nil {
 		reply.Error(w, http.StatusNotFound, reply.CodeNotFound, "no such file")
 		return
