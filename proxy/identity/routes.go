@@ -144,7 +144,12 @@ func (id *Identity) login(w http.ResponseWriter, r *http.Request) {
 		reply.Error(w, http.StatusInternalServerError, "internal", "could not start a session")
 		return
 	}
-	if err := id.q.UserLoginRecord(ctx, user.ID); err != nil {
+	// A fresh deadline: the one above also covered the bcrypt comparison,
+	// which may have used most of it on a busy machine, and the audit row
+	// must not be lost to the CPU's slowness.
+	rctx, rcancel := context.WithTimeout(r.Context(), id.cfg.Timeout)
+	defer rcancel()
+	if err := id.q.UserLoginRecord(rctx, user.ID); err != nil {
 		// The login stands; its audit row and last_login_at are lost.
 		id.cfg.Logger.Warn("login: recording the login failed", "err", err, "user_id", user.ID)
 	}
