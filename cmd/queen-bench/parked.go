@@ -66,6 +66,7 @@ func (b *bench) parkedScenario(ctx context.Context) (result, error) {
 		wg.Wait()
 	}()
 	ms := int(cfg.ParkTimeout.Milliseconds())
+	parkStart := time.Now()
 	for i := range cfg.Parked {
 		wg.Go(func() {
 			b.parkLoop(parkCtx, api, queues[i%len(queues)], ms, &sent, &t, arrived)
@@ -74,6 +75,7 @@ func (b *bench) parkedScenario(ctx context.Context) (result, error) {
 	if err := waitFor(ctx, 2*time.Minute, func() bool { return sent.Load() == int64(cfg.Parked) }); err != nil {
 		return result{}, fmt.Errorf("%d of %d long-polls sent: %w", sent.Load(), cfg.Parked, err)
 	}
+	sentIn := time.Since(parkStart)
 	// Let the broker park them all and settle, and PostgreSQL flush the
 	// statistics of the setup, before the idle window opens.
 	fmt.Fprintf(b.log, "queen-bench: parked: %d long-polls sent, settling %s\n", cfg.Parked, cfg.StatsSettle)
@@ -87,14 +89,17 @@ func (b *bench) parkedScenario(ctx context.Context) (result, error) {
 	}
 	m := b.startMeasure(ctx)
 	idle := b.measureIdle(ctx, cfg.Duration)
+	res.note(fmt.Sprintf("all sent in %s", sentIn.Round(100*time.Millisecond)))
 	res.note(idle.String(cfg.Parked, cfg.ParkedQueues))
 
+	// A failed cycle ends the cycles but not the row: the idle numbers
+	// stand, and the note says what failed.
 	lat, cycles, err := b.parkedWakeups(ctx, queues[0], arrived)
-	if err != nil {
-		return res, err
-	}
 	res.Messages, res.Elapsed, res.Latency = cycles, cfg.Duration, lat
 	res.note(fmt.Sprintf("%d wake-ups with every pop parked, max %s", lat.N, fmtLatency(lat.Max)))
+	if err != nil {
+		res.note("wake-ups stopped: " + err.Error())
+	}
 	res.note(t.errorNote())
 	m.finishRSS(&res)
 	return res, nil
@@ -206,20 +211,20 @@ func (b *bench) parkedWakeups(ctx context.Context, queue string, arrived <-chan 
 	for i := 0; i < b.cfg.Wakeups && ctx.Err() == nil && time.Now().Before(deadline); i++ {
 		body = appendPushBody(body[:0], queue, "p0", queue+"-w-", int64(i), 1, "", time.Now())
 		if _, err := b.push(ctx, b.base, body, &resp); err != nil {
-			return latency{}, n, err
+			return rec.summary(), n, err
 		}
 		answered := time.Now()
 		var a parkedArrival
 		select {
 		case a = <-arrived:
 		case <-time.After(wakeupPollTimeout):
-			return latency{}, n, fmt.Errorf("no parked pop answered push %d within %s", i, wakeupPollTimeout)
+			return rec.summary(), n, fmt.Errorf("no parked pop answered push %d within %s", i, wakeupPollTimeout)
 		case <-ctx.Done():
-			return latency{}, n, ctx.Err()
+			return rec.summary(), n, ctx.Err()
 		}
 		rec.add(max(a.at.Sub(answered), 0))
 		if _, err := b.ack(ctx, b.base, "", a.p, &ackR); err != nil {
-			return latency{}, n, err
+			return rec.summary(), n, err
 		}
 		n++
 		// The ack's release wakes the queue's other parked pops, which

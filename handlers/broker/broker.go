@@ -141,10 +141,15 @@ type Broker struct {
 	// (repoll.go); repolled counts its work.
 	looks    *waiters.Registry[lookKey]
 	repolled repollStats
-	notify   Notifier // local, then cfg.Notifier
-	seal     *sealer
-	spool    *spool.Spool // nil: no FILE_BUFFER_DIR
-	maint    *maintenance
+	// wakeGen counts wake-ups of any kind; empty is what the looks at
+	// parked keys found empty, at which generation (repoll.go).
+	wakeGen atomic.Uint64
+	emptyMu sync.Mutex
+	empty   map[lookKey]emptyState
+	notify  Notifier // local, then cfg.Notifier
+	seal    *sealer
+	spool   *spool.Spool // nil: no FILE_BUFFER_DIR
+	maint   *maintenance
 
 	pusher *coalescer[PushItem, PushResult]
 	acker  *coalescer[AckItem, AckResult]
@@ -178,6 +183,7 @@ func New(cfg Config) *Broker {
 		queues:  newQueueCache(cfg.QueueCacheTTL),
 		wait:    waiters.New[waitKey](),
 		looks:   waiters.New[lookKey](),
+		empty:   make(map[lookKey]emptyState),
 		seal:    &sealer{cipher: cfg.Cipher, log: cfg.Logger},
 		spool:   cfg.Spool,
 		maint:   newMaintenance(),

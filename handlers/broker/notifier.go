@@ -74,6 +74,7 @@ const AnyTenant = ""
 // such pops find it at their next re-poll). Idempotent; cheap when nobody
 // waits.
 func (b *Broker) ApplyQueuesReady(keys []QueueKey) {
+	b.woke()
 	for _, k := range keys {
 		if k.Tenant == AnyTenant {
 			b.wakeEveryTenant(k.Queue)
@@ -108,6 +109,7 @@ func (b *Broker) wakeTags(tenant string, q db.QueenQueue) {
 // ApplyQueueChanged drops this broker's cached rows of these queues, so the
 // next push or pop reads their options fresh. Idempotent.
 func (b *Broker) ApplyQueueChanged(keys []QueueKey) {
+	b.woke() // new options (a delay, a window) may make messages claimable
 	for _, k := range keys {
 		if k.Tenant == AnyTenant {
 			b.queues.invalidateName(k.Queue)

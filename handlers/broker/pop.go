@@ -43,18 +43,24 @@ func (b *Broker) Pop(ctx context.Context, req PopRequest) (res *PopResult, err e
 	deadline := time.NewTimer(pr.timeout)
 	defer deadline.Stop()
 	look := pr.lookKey()
-	for {
+	for first := true; ; first = false {
 		// Register before looking, so a wake-up between the look and the
 		// park still wakes this request. w hears the announcements of
 		// commits (notifier.go), lw the shared re-poll (repoll.go): a
 		// parked pop never looks again on its own.
 		w := b.wait.Register(pr.waitKeys...)
 		lw := b.looks.Register(look)
-		res, err := b.popOnce(ctx, pr)
-		if err != nil || res != nil {
-			w.Cancel()
-			lw.Cancel()
-			return res, err
+		if first && b.knownEmpty(look) {
+			b.repolled.skipped.Add(1)
+		} else {
+			gen, at := b.wakeGen.Load(), time.Now()
+			res, err := b.popOnce(ctx, pr)
+			if err != nil || res != nil {
+				w.Cancel()
+				lw.Cancel()
+				return res, err
+			}
+			b.sawEmpty(look, gen, at)
 		}
 		woken := false
 		select {

@@ -180,3 +180,55 @@ func TestRepollLoopDeliversUnannouncedPush(t *testing.T) {
 		}
 	}
 }
+
+// A pop on a key a look just found empty parks without looking, as long as
+// no wake-up of any kind happened since; what it then misses (a push by an
+// unlinked broker) the shared look finds, as for every parked pop.
+func TestNewPopOnKnownEmptyKeyParksWithoutLooking(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	ctx := t.Context()
+	_, _, err := tb.b.Configure(ctx, "", "known", "", "", QueueOptionsDefault())
+	require.NoError(t, err)
+	req := PopRequest{Queue: "known"}
+	first := tb.parkPop(req)
+	tb.waitParked(req, 1)
+	require.Zero(t, tb.b.repolled.skipped.Load(), "the first pop looks")
+	second := tb.parkPop(req)
+	tb.waitParked(req, 2)
+	require.EqualValues(t, 1, tb.b.repolled.skipped.Load(), "the second parks on what the first saw")
+
+	_, err = tb.unlinked().Push(ctx, DefaultTenant, []PushItem{item("known", "", "m1", "")})
+	require.NoError(t, err)
+	require.NoError(t, tb.b.repollOnce(ctx))
+	var r *PopResult
+	select {
+	case r = <-first:
+	case r = <-second:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the shared look did not wake the parked pops")
+	}
+	require.NotNil(t, r)
+	require.Equal(t, "m1", r.Messages[0].TransactionID)
+}
+
+// Any wake-up, or age, ends what a look knew about an empty key.
+func TestKnownEmptyEndsWithAnyWakeUp(t *testing.T) {
+	t.Parallel()
+	b := New(Config{RepollInterval: time.Minute})
+	k := lookKey{tenant: DefaultTenant, queue: "a", group: QueueModeGroup}
+	require.False(t, b.knownEmpty(k))
+	b.sawEmpty(k, b.wakeGen.Load(), time.Now())
+	require.True(t, b.knownEmpty(k))
+	b.ApplyQueuesReady([]QueueKey{{Tenant: DefaultTenant, Queue: "elsewhere"}})
+	require.False(t, b.knownEmpty(k), "a wake-up anywhere")
+
+	b.sawEmpty(k, b.wakeGen.Load(), time.Now())
+	b.ApplyQueueChanged([]QueueKey{{Tenant: DefaultTenant, Queue: "a"}})
+	require.False(t, b.knownEmpty(k), "new options")
+
+	b.sawEmpty(k, b.wakeGen.Load(), time.Now().Add(-2*time.Minute))
+	require.False(t, b.knownEmpty(k), "older than two intervals")
+	b.forgetStaleEmpty()
+	require.Empty(t, b.empty)
+}
