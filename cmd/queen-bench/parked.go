@@ -68,8 +68,13 @@ func (b *bench) parkedScenario(ctx context.Context) (result, error) {
 	ms := int(cfg.ParkTimeout.Milliseconds())
 	parkStart := time.Now()
 	for i := range cfg.Parked {
+		// First timeouts spread evenly over the second half of the
+		// timeout: after that the pops time out and come back at random
+		// phases, a steady trickle as from independent clients, not a
+		// storm of all of them at once every timeout.
+		first := ms/2 + ms/2*i/cfg.Parked
 		wg.Go(func() {
-			b.parkLoop(parkCtx, api, queues[i%len(queues)], ms, &sent, &t, arrived)
+			b.parkLoop(parkCtx, api, queues[i%len(queues)], first, ms, &sent, &t, arrived)
 		})
 	}
 	if err := waitFor(ctx, 2*time.Minute, func() bool { return sent.Load() == int64(cfg.Parked) }); err != nil {
@@ -156,14 +161,14 @@ feed:
 
 // parkLoop keeps one long-poll parked on queue until ctx ends, handing the
 // messages it gets to arrived.
-func (b *bench) parkLoop(ctx context.Context, api *client.ClientWithResponses, queue string, timeoutMS int,
+func (b *bench) parkLoop(ctx context.Context, api *client.ClientWithResponses, queue string, firstMS, timeoutMS int,
 	sent *atomic.Int64, t *tally, arrived chan<- parkedArrival) {
-	wait, batch := true, 1
-	params := &client.PopQueueParams{Batch: &batch, Wait: &wait, Timeout: &timeoutMS}
+	wait, batch, ms := true, 1, firstMS
+	params := &client.PopQueueParams{Batch: &batch, Wait: &wait, Timeout: &ms}
 	var resp bytes.Buffer
 	first := true
 	for ctx.Err() == nil {
-		rctx, cancel := context.WithTimeout(ctx, time.Duration(timeoutMS)*time.Millisecond+requestTimeout)
+		rctx, cancel := context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond+requestTimeout)
 		if first {
 			first = false
 			rctx = httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{
@@ -171,6 +176,7 @@ func (b *bench) parkLoop(ctx context.Context, api *client.ClientWithResponses, q
 			})
 		}
 		res, err := api.PopQueue(rctx, queue, params)
+		ms = timeoutMS
 		status, err := readAnswer(res, err, &resp)
 		at := time.Now()
 		cancel()
