@@ -141,10 +141,11 @@ type Broker struct {
 	// (repoll.go); repolled counts its work.
 	looks    *waiters.Registry[lookKey]
 	repolled repollStats
-	// wakeGen counts wake-ups of any kind; empty is what the looks at
-	// parked keys found empty, at which generation (repoll.go).
+	// Wake-up generations, for the whole broker and per wait key, and
+	// what looks found empty at which generation (known_empty.go).
 	wakeGen atomic.Uint64
 	emptyMu sync.Mutex
+	gens    map[waitKey]uint64
 	empty   map[lookKey]emptyState
 	notify  Notifier // local, then cfg.Notifier
 	seal    *sealer
@@ -183,6 +184,7 @@ func New(cfg Config) *Broker {
 		queues:  newQueueCache(cfg.QueueCacheTTL),
 		wait:    waiters.New[waitKey](),
 		looks:   waiters.New[lookKey](),
+		gens:    make(map[waitKey]uint64),
 		empty:   make(map[lookKey]emptyState),
 		seal:    &sealer{cipher: cfg.Cipher, log: cfg.Logger},
 		spool:   cfg.Spool,

@@ -74,13 +74,12 @@ const AnyTenant = ""
 // such pops find it at their next re-poll). Idempotent; cheap when nobody
 // waits.
 func (b *Broker) ApplyQueuesReady(keys []QueueKey) {
-	b.woke()
 	for _, k := range keys {
 		if k.Tenant == AnyTenant {
 			b.wakeEveryTenant(k.Queue)
 			continue
 		}
-		b.wait.Notify(queueWait(k))
+		b.wake(queueWait(k))
 		if q, ok := b.queues.peek(k); ok {
 			b.wakeTags(k.Tenant, q)
 		}
@@ -90,6 +89,7 @@ func (b *Broker) ApplyQueuesReady(keys []QueueKey) {
 // wakeEveryTenant wakes the pops parked on a queue name in any tenant (a
 // safe over-wake: a woken pop that finds nothing parks again).
 func (b *Broker) wakeEveryTenant(queue string) {
+	b.woke()
 	b.wait.NotifyMatching(func(w waitKey) bool { return w.kind == 'q' && w.name == queue })
 	for tenant, q := range b.queues.peekName(queue) {
 		b.wakeTags(tenant, q)
@@ -99,10 +99,10 @@ func (b *Broker) wakeEveryTenant(queue string) {
 // wakeTags wakes the pops parked on the namespace and task of a queue.
 func (b *Broker) wakeTags(tenant string, q db.QueenQueue) {
 	if q.Namespace != "" {
-		b.wait.Notify(waitKey{tenant, 'n', q.Namespace})
+		b.wake(waitKey{tenant, 'n', q.Namespace})
 	}
 	if q.Task != "" {
-		b.wait.Notify(waitKey{tenant, 't', q.Task})
+		b.wake(waitKey{tenant, 't', q.Task})
 	}
 }
 

@@ -53,7 +53,7 @@ func (b *Broker) Pop(ctx context.Context, req PopRequest) (res *PopResult, err e
 		if first && b.knownEmpty(look) {
 			b.repolled.skipped.Add(1)
 		} else {
-			gen, at := b.wakeGen.Load(), time.Now()
+			gen, at := b.genOf(look), time.Now()
 			res, err := b.popOnce(ctx, pr)
 			if err != nil || res != nil {
 				w.Cancel()

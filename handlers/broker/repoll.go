@@ -23,55 +23,6 @@ import (
 // whatever the number of parked pops, instead of a few transactions per
 // parked pop.
 
-// A new long-poll normally looks once before it parks. When the shared
-// re-poll (or a pop of the same key) found its key empty less than two
-// intervals ago and no wake-up of any kind happened on this broker since,
-// that look cannot find anything a parked pop would not be woken for: the
-// pop parks at once. Clients re-issuing timed-out long-polls (10,000 pops
-// with a 30 s timeout re-issue 333 a second) then cost no statement either.
-// What no wake-up announces reaches such a pop at the next shared re-poll,
-// as it reaches every parked pop.
-
-// emptyState is what this broker knows about a look key being empty.
-type emptyState struct {
-	gen uint64    // b.wakeGen when the look that found it empty started
-	at  time.Time // when that look started
-}
-
-// knownEmpty reports whether a pop on k may park without looking.
-func (b *Broker) knownEmpty(k lookKey) bool {
-	gen := b.wakeGen.Load()
-	b.emptyMu.Lock()
-	e, ok := b.empty[k]
-	b.emptyMu.Unlock()
-	return ok && e.gen == gen && time.Since(e.at) < 2*b.cfg.RepollInterval
-}
-
-// sawEmpty records that a look at k that started at generation gen and
-// time at found nothing. Newer knowledge wins.
-func (b *Broker) sawEmpty(k lookKey, gen uint64, at time.Time) {
-	b.emptyMu.Lock()
-	if e, ok := b.empty[k]; !ok || e.gen < gen || (e.gen == gen && e.at.Before(at)) {
-		b.empty[k] = emptyState{gen, at}
-	}
-	b.emptyMu.Unlock()
-}
-
-// woke starts a new wake-up generation: everything known empty before may
-// not be any more. Called before the waiters are woken.
-func (b *Broker) woke() { b.wakeGen.Add(1) }
-
-// forgetStaleEmpty drops knowledge too old to be used.
-func (b *Broker) forgetStaleEmpty() {
-	b.emptyMu.Lock()
-	for k, e := range b.empty {
-		if time.Since(e.at) >= 2*b.cfg.RepollInterval {
-			delete(b.empty, k)
-		}
-	}
-	b.emptyMu.Unlock()
-}
-
 // repollChunk caps the keys of one statement, so that one look stays a
 // short statement even with tens of thousands of distinct keys parked.
 const repollChunk = 1000
@@ -172,7 +123,10 @@ func (b *Broker) repollKeys(ctx context.Context, keys []lookKey) error {
 	}
 	b.repolled.statements.Add(1)
 	b.repolled.keys.Add(int64(len(keys)))
-	gen, at := b.wakeGen.Load(), time.Now()
+	gens, at := make([]uint64, len(keys)), time.Now()
+	for i, k := range keys {
+		gens[i] = b.genOf(k)
+	}
 	rows, err := b.q.PartitionPollReady(ctx, arg)
 	if err != nil {
 		return fmt.Errorf("look for claimable messages of %d parked keys: %w", len(keys), err)
@@ -183,14 +137,12 @@ func (b *Broker) repollKeys(ctx context.Context, keys []lookKey) error {
 			ready[i] = true
 		}
 	}
-	if len(rows) > 0 {
-		b.woke()
-	}
 	for i, k := range keys {
 		if !ready[i] {
-			b.sawEmpty(k, gen, at)
+			b.sawEmpty(k, gens[i], at)
 			continue
 		}
+		b.forgetEmpty(k)
 		b.repolled.woken.Add(1)
 		b.looks.Notify(k)
 	}

@@ -193,7 +193,11 @@ func TestNewPopOnKnownEmptyKeyParksWithoutLooking(t *testing.T) {
 	req := PopRequest{Queue: "known"}
 	first := tb.parkPop(req)
 	tb.waitParked(req, 1)
-	require.Zero(t, tb.b.repolled.skipped.Load(), "the first pop looks")
+	k := tb.b.plan(req).lookKey()
+	k.tenant = DefaultTenant
+	require.Eventually(t, func() bool { return tb.b.knownEmpty(k) }, 10*time.Second, 2*time.Millisecond,
+		"the first pop looks and finds the key empty")
+	require.Zero(t, tb.b.repolled.skipped.Load())
 	second := tb.parkPop(req)
 	tb.waitParked(req, 2)
 	require.EqualValues(t, 1, tb.b.repolled.skipped.Load(), "the second parks on what the first saw")
@@ -212,22 +216,31 @@ func TestNewPopOnKnownEmptyKeyParksWithoutLooking(t *testing.T) {
 	require.Equal(t, "m1", r.Messages[0].TransactionID)
 }
 
-// Any wake-up, or age, ends what a look knew about an empty key.
-func TestKnownEmptyEndsWithAnyWakeUp(t *testing.T) {
+// A wake-up for the key (or one naming no exact key), new options, or age
+// end what a look knew about an empty key; a wake-up for another key does
+// not.
+func TestKnownEmptyEndsWithAWakeUpForTheKey(t *testing.T) {
 	t.Parallel()
 	b := New(Config{RepollInterval: time.Minute})
 	k := lookKey{tenant: DefaultTenant, queue: "a", group: QueueModeGroup}
+	seen := func() { b.sawEmpty(k, b.genOf(k), time.Now()) }
 	require.False(t, b.knownEmpty(k))
-	b.sawEmpty(k, b.wakeGen.Load(), time.Now())
+	seen()
 	require.True(t, b.knownEmpty(k))
 	b.ApplyQueuesReady([]QueueKey{{Tenant: DefaultTenant, Queue: "elsewhere"}})
-	require.False(t, b.knownEmpty(k), "a wake-up anywhere")
+	require.True(t, b.knownEmpty(k), "a busy queue elsewhere")
+	b.ApplyQueuesReady([]QueueKey{{Tenant: DefaultTenant, Queue: "a"}})
+	require.False(t, b.knownEmpty(k), "a wake-up for the queue")
 
-	b.sawEmpty(k, b.wakeGen.Load(), time.Now())
+	seen()
+	b.ApplyQueuesReady([]QueueKey{{Tenant: AnyTenant, Queue: "other"}})
+	require.False(t, b.knownEmpty(k), "an announcement that names no tenant")
+
+	seen()
 	b.ApplyQueueChanged([]QueueKey{{Tenant: DefaultTenant, Queue: "a"}})
 	require.False(t, b.knownEmpty(k), "new options")
 
-	b.sawEmpty(k, b.wakeGen.Load(), time.Now().Add(-2*time.Minute))
+	b.sawEmpty(k, b.genOf(k), time.Now().Add(-2*time.Minute))
 	require.False(t, b.knownEmpty(k), "older than two intervals")
 	b.forgetStaleEmpty()
 	require.Empty(t, b.empty)
