@@ -43,7 +43,7 @@ func (pr popPlan) lookKey() lookKey {
 	return lookKey{pr.Tenant, pr.Queue, pr.Namespace, pr.Task, pr.Partition, pr.Group}
 }
 
-// repollStats counts the shared re-poll's work, for tests and metrics.
+// repollStats counts the shared re-poll's work; the tests read it.
 type repollStats struct {
 	statements atomic.Int64 // PartitionPollReady statements run
 	keys       atomic.Int64 // keys looked at
