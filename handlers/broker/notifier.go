@@ -79,7 +79,7 @@ func (b *Broker) ApplyQueuesReady(keys []QueueKey) {
 			b.wakeEveryTenant(k.Queue)
 			continue
 		}
-		b.wait.Notify(queueWait(k))
+		b.wake(queueWait(k))
 		if q, ok := b.queues.peek(k); ok {
 			b.wakeTags(k.Tenant, q)
 		}
@@ -89,6 +89,7 @@ func (b *Broker) ApplyQueuesReady(keys []QueueKey) {
 // wakeEveryTenant wakes the pops parked on a queue name in any tenant (a
 // safe over-wake: a woken pop that finds nothing parks again).
 func (b *Broker) wakeEveryTenant(queue string) {
+	b.woke()
 	b.wait.NotifyMatching(func(w waitKey) bool { return w.kind == 'q' && w.name == queue })
 	for tenant, q := range b.queues.peekName(queue) {
 		b.wakeTags(tenant, q)
@@ -98,16 +99,17 @@ func (b *Broker) wakeEveryTenant(queue string) {
 // wakeTags wakes the pops parked on the namespace and task of a queue.
 func (b *Broker) wakeTags(tenant string, q db.QueenQueue) {
 	if q.Namespace != "" {
-		b.wait.Notify(waitKey{tenant, 'n', q.Namespace})
+		b.wake(waitKey{tenant, 'n', q.Namespace})
 	}
 	if q.Task != "" {
-		b.wait.Notify(waitKey{tenant, 't', q.Task})
+		b.wake(waitKey{tenant, 't', q.Task})
 	}
 }
 
 // ApplyQueueChanged drops this broker's cached rows of these queues, so the
 // next push or pop reads their options fresh. Idempotent.
 func (b *Broker) ApplyQueueChanged(keys []QueueKey) {
+	b.woke() // new options (a delay, a window) may make messages claimable
 	for _, k := range keys {
 		if k.Tenant == AnyTenant {
 			b.queues.invalidateName(k.Queue)

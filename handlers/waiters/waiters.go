@@ -92,6 +92,17 @@ func (r *Registry[K]) NotifyMatching(match func(K) bool) {
 	r.mu.Unlock()
 }
 
+// Keys appends to dst every key that has a parked waiter, in no order, and
+// returns it.
+func (r *Registry[K]) Keys(dst []K) []K {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range r.byKey {
+		dst = append(dst, k)
+	}
+	return dst
+}
+
 // Len is the number of parked waiters under key (for metrics and tests).
 func (r *Registry[K]) Len(key K) int {
 	r.mu.Lock()

@@ -37,3 +37,16 @@ func TestNotifyMatchingWakesEveryMatchingKey(t *testing.T) {
 	require.Len(t, b.C, 1)
 	require.Empty(t, c.C)
 }
+
+func TestKeysListsKeysWithParkedWaiters(t *testing.T) {
+	t.Parallel()
+	r := New[string]()
+	require.Empty(t, r.Keys(nil))
+	a := r.Register("q:a")
+	b := r.Register("q:a", "q:b")
+	require.ElementsMatch(t, []string{"q:a", "q:b"}, r.Keys(nil))
+	b.Cancel()
+	require.Equal(t, []string{"x", "q:a"}, r.Keys([]string{"x"}))
+	a.Cancel()
+	require.Empty(t, r.Keys(nil))
+}
