@@ -334,3 +334,27 @@ func TestSQLPushV3Shape(t *testing.T) {
 	require.Equal(t, out.Items[1].MessageID, newest[out.Items[1].PartitionID])
 	require.Equal(t, out.Items[2].MessageID, newest[out.Items[2].PartitionID])
 }
+
+// A pop watermark that passes a partition while an outbox transaction is
+// still open must not hide what the transaction commits: the commit stamps
+// the partition's newest-message time again (queen.sql_api_stamp).
+func TestSQLPushCommitStampsAboveWatermarks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	b.configure("wm", nil)
+	tx, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	sqlPush(t, tx, map[string]any{"queue": "wm", "transactionId": "late"})
+	// Meanwhile a scan moves the queue-mode watermark past the push's time.
+	_, err = b.pool.Exec(ctx, `INSERT INTO queen.consumer_watermarks (queue_id, consumer_group, scan_from)
+		SELECT id, '__QUEUE_MODE__', clock_timestamp() FROM queen.queues WHERE name = 'wm'`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	var pending int
+	require.NoError(t, b.pool.QueryRow(ctx, "SELECT count(*) FROM queen.sql_api_pushed").Scan(&pending))
+	require.Zero(t, pending, "the commit consumed its stamp rows")
+	p := b.popHTTP("/api/v1/pop/queue/wm")
+	require.NotNil(t, p, "the wildcard pop found the partition above the watermark")
+	require.Equal(t, "late", p.Messages[0].TransactionID)
+}
