@@ -95,6 +95,19 @@ func TestSQLAPIGrants(t *testing.T) {
 	require.Equal(t, "42501", sqlState(err), "%v", err)
 	err = outsider.QueryRow(ctx, "SELECT queen.pop_specific_batch('[]'::jsonb)").Scan(&raw)
 	require.Equal(t, "42501", sqlState(err), "%v", err)
+
+	// Opened to PUBLIC (as a restore without privileges leaves it), the API
+	// refuses everyone, its owner included, until the grant is gone.
+	_, err = admin.Exec(ctx, "GRANT EXECUTE ON FUNCTION queen.pop_specific_batch(jsonb) TO PUBLIC")
+	require.NoError(t, err)
+	_, err = sqlPushErr(outsider, map[string]any{"queue": "granted", "transactionId": "o2"})
+	require.Equal(t, "42501", sqlState(err), "%v", err)
+	_, err = sqlPushErr(admin, map[string]any{"queue": "granted", "transactionId": "o3"})
+	require.Equal(t, "42501", sqlState(err), "%v", err)
+	require.Contains(t, err.Error(), "executable by PUBLIC")
+	_, err = admin.Exec(ctx, "REVOKE EXECUTE ON FUNCTION queen.pop_specific_batch(jsonb) FROM PUBLIC")
+	require.NoError(t, err)
+	sqlPush(t, admin, map[string]any{"queue": "granted", "transactionId": "o4"})
 }
 
 // Migration 0011 applied again over itself changes nothing and fails on

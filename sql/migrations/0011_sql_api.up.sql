@@ -163,6 +163,25 @@ BEGIN
 END
 $$;
 
+-- Fails closed when an entry point is open to PUBLIC: a default ACL (NULL,
+-- which means EXECUTE for PUBLIC) is what a restore with --no-privileges
+-- (the dashboard's pg_dump | pg_restore migration) leaves, and these
+-- functions run with their owner's rights.
+CREATE OR REPLACE FUNCTION queen.sql_api_guard() RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF EXISTS (
+        SELECT 1 FROM pg_catalog.pg_proc p
+        WHERE p.pronamespace = 'queen'::regnamespace
+          AND p.proname IN ('push_messages_v2', 'push_messages_v3', 'pop_specific_batch')
+          AND (p.proacl IS NULL
+               OR EXISTS (SELECT 1 FROM aclexplode(p.proacl) a WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE'))) THEN
+        RAISE EXCEPTION 'queen: the SQL API is executable by PUBLIC; it refuses to run until EXECUTE is revoked from PUBLIC (docs/sql-api.md, Privileges)'
+            USING ERRCODE = '42501';
+    END IF;
+END
+$$;
+
 -- The push. p_items is a JSON array of
 --   {"queue", "partition"?, "payload"?, "transactionId"?, "traceId"?,
 --    "producerSub"?, "messageId"?, "tenant"?}
@@ -190,6 +209,7 @@ DECLARE
     v_ready jsonb;
     r record;
 BEGIN
+    PERFORM queen.sql_api_guard();
     IF p_items IS NULL OR jsonb_typeof(p_items) <> 'array' THEN
         RAISE EXCEPTION 'queen: the items must be a JSON array' USING ERRCODE = '22023';
     END IF;
@@ -583,6 +603,7 @@ DECLARE
     v_pos int[] := '{}';
     v_res jsonb[] := '{}';
 BEGIN
+    PERFORM queen.sql_api_guard();
     IF p_requests IS NULL OR jsonb_typeof(p_requests) <> 'array' THEN
         RAISE EXCEPTION 'queen: the requests must be a JSON array' USING ERRCODE = '22023';
     END IF;
@@ -616,6 +637,7 @@ REVOKE ALL ON FUNCTION queen.sql_api_text(jsonb, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION queen.sql_api_check_name(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION queen.sql_api_notify_ready(uuid, text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION queen.sql_api_int(jsonb, text, int, int, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION queen.sql_api_guard() FROM PUBLIC;
 
 DO $$
 BEGIN
