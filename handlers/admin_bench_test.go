@@ -1,17 +1,8 @@
 package handlers
 
 import (
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/queenforgo/queen/handlers/jobs"
-	"github.com/queenforgo/queen/handlers/metrics"
-	"github.com/queenforgo/queen/sql/pgtest"
 )
 
 // BenchmarkAdminRoutes100kPartitions times the admin listing and dashboard
@@ -24,21 +15,7 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkAdminRoutes100kPartitions -benchtime 5x ./handlers/
 func BenchmarkAdminRoutes100kPartitions(b *testing.B) {
-	// The broker's session settings (cmd/queen/config PostgresURL).
-	pcfg, err := pgxpool.ParseConfig(pgtest.NewDB(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	pcfg.ConnConfig.RuntimeParams["TimeZone"] = "UTC"
-	pcfg.ConnConfig.RuntimeParams["jit"] = "off"
-	ctx := b.Context()
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(pool.Close)
-	start := time.Now()
-	for _, sql := range []string{
+	s := newSeededBench(b, []string{
 		`INSERT INTO queen.queues (name, namespace, task)
 		 SELECT 'q' || i, 'ns' || (i % 4), 'task' || (i % 3) FROM generate_series(0, 19) i`,
 		`INSERT INTO queen.partitions (queue_id, name, last_seq, last_message_at, created_at)
@@ -60,24 +37,12 @@ func BenchmarkAdminRoutes100kPartitions(b *testing.B) {
 		`INSERT INTO queen.worker_metrics (bucket, hostname, port, pid, push_request_count, push_message_count, sample_count)
 		 SELECT date_trunc('minute', now()) - m * interval '1 minute', 'bench', 6632, 1, 200, 2000, 60 FROM generate_series(0, 1439) m`,
 		`ANALYZE`,
-	} {
-		if _, err := pool.Exec(ctx, sql); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.Logf("seeded in %s", time.Since(start).Round(time.Millisecond))
-	reg := metrics.New()
-	js := jobs.New(jobs.Config{Pool: pool, Metrics: reg})
-	srv := newServer(b, testConfig{Pool: pool, Metrics: reg})
-	h, err := srv.Handler()
-	if err != nil {
-		b.Fatal(err)
-	}
-	hs := httptest.NewServer(h)
-	b.Cleanup(hs.Close)
+	})
+	ctx := b.Context()
+	reg, js := s.reg, s.jobs()
 
 	day := "from=" + time.Now().Add(-24*time.Hour).UTC().Format(time.RFC3339) + "&to=" + time.Now().UTC().Format(time.RFC3339)
-	for _, route := range []string{
+	s.getRoutes(b, []string{
 		"/api/v1/resources/overview",
 		"/api/v1/resources/queues",
 		"/api/v1/resources/queues?limit=10",
@@ -98,21 +63,7 @@ func BenchmarkAdminRoutes100kPartitions(b *testing.B) {
 		"/api/v1/messages?limit=100",
 		"/api/v1/dlq?limit=100",
 		"/metrics/prometheus",
-	} {
-		b.Run(route, func(b *testing.B) {
-			for b.Loop() {
-				resp, err := http.Get(hs.URL + route)
-				if err != nil {
-					b.Fatal(err)
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					b.Fatalf("%s: %d", route, resp.StatusCode)
-				}
-			}
-		})
-	}
+	})
 	// The background jobs on the same database: one retention run (nothing
 	// expires) and one metrics flush.
 	b.Run("jobs/retention+eviction", func(b *testing.B) {

@@ -2,12 +2,15 @@ package handlers
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/queenforgo/queen/gen/client"
 )
 
 type wireMessage struct {
@@ -141,7 +144,7 @@ func TestMessagesListStatusFiltersAndPaging(t *testing.T) {
 	require.Contains(t, txIDs(b.messages("?to="+url.QueryEscape(time.Now().UTC().Format("2006-01-02T15:04:05")))), "m4",
 		"a zone-less `to` is UTC and covers its whole minute")
 
-	for _, bad := range []string{"status=done", "limit=0", "limit=1001", "offset=-1", "from=yesterday", "queue=a%20b"} {
+	for _, bad := range []string{"status=done", "limit=0", "limit=10001", "offset=-1", "from=yesterday", "queue=a%20b"} {
 		status, _ := b.do("GET", "/api/v1/messages?"+bad, nil)
 		require.Equal(t, http.StatusBadRequest, status, bad)
 	}
@@ -272,4 +275,35 @@ func TestMessageGetAndDelete(t *testing.T) {
 	b.doJSON("GET", "/api/v1/resources/partitions?queue=mq", nil, http.StatusOK, &parts)
 	require.Equal(t, 4, parts.Partitions[1].Total, "m0..m2 and m4")
 	require.Equal(t, 4, parts.Partitions[1].Pending, "at most the total")
+}
+
+// queenctl messages list --limit 10000 sends limit=10000: pages past the old
+// 1,000 cap come back whole, newest first; above 10,000 is a 400.
+func TestMessagesLimitUpTo10000(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 1500
+	for start := 0; start < n; start += 750 {
+		items := make([]client.PushItem, 750)
+		for i := range items {
+			items[i] = item("many", "p", fmt.Sprintf("t%04d", start+i), i)
+		}
+		b.push(items...)
+	}
+	page := b.messages("?queue=many&limit=10000")
+	require.Len(t, page.Messages, n)
+	require.Equal(t, n, page.Total)
+	require.Equal(t, 10000, page.Pagination.Limit)
+	require.False(t, page.Pagination.HasMore)
+	require.Equal(t, "t1499", page.Messages[0].TransactionID, "newest first")
+	require.Equal(t, "t0000", page.Messages[n-1].TransactionID)
+
+	page = b.messages("?queue=many&limit=1200")
+	require.Len(t, page.Messages, 1200)
+	require.True(t, page.Pagination.HasMore)
+	require.Equal(t, "t0300", page.Messages[1199].TransactionID)
+
+	status, body := b.do("GET", "/api/v1/messages?limit=10001", nil)
+	require.Equal(t, http.StatusBadRequest, status)
+	require.Contains(t, string(body), "limit")
 }

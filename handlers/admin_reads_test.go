@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/queenforgo/queen/gen/api"
@@ -253,5 +254,84 @@ func TestLagStats(t *testing.T) {
 		{nil, 3, api.LagStats{}},
 	} {
 		require.Equal(t, tc.want, lagStats(tc.in, tc.zeros), "%v + %d zeros", tc.in, tc.zeros)
+	}
+}
+
+// The queue detail lists a page of partitions with their counts and the
+// times of their oldest and newest messages (what queenctl's `queue
+// describe` shows) and totals over every partition.
+func TestResourcesQueueDetailPartitions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	resourcesWorkload(b)
+	type stats struct{ Total, Pending, Processing, Completed, Failed, DeadLetter int }
+	type partition struct {
+		ID, Name, CreatedAt          string
+		Stats                        stats
+		OldestMessage, NewestMessage *string
+	}
+	type detail struct {
+		Name       string
+		Partitions []partition
+		Totals     struct{ Partitions, Total, Pending, Processing, Completed, Failed, DeadLetter int }
+		Pagination struct {
+			Limit, Offset int
+			Truncated     bool
+		}
+	}
+	var d detail
+	b.doJSON("GET", "/api/v1/resources/queues/orders", nil, http.StatusOK, &d)
+	require.Equal(t, "orders", d.Name)
+	// Pending counts what the queue-mode group has not consumed, in flight
+	// included: p1's cursor is at 1 of 5 with 2 in flight, p2's at 1 of 3
+	// (its first message dead-lettered).
+	require.Equal(t, struct{ Partitions, Total, Pending, Processing, Completed, Failed, DeadLetter int }{
+		Partitions: 3, Total: 8, Pending: 6, Processing: 2, Completed: 1, DeadLetter: 1}, d.Totals)
+	require.Equal(t, 1000, d.Pagination.Limit)
+	require.False(t, d.Pagination.Truncated)
+	require.Len(t, d.Partitions, 3)
+	want := map[string]stats{
+		"Default": {},
+		"p1":      {Total: 5, Pending: 4, Processing: 2, Completed: 1},
+		"p2":      {Total: 3, Pending: 2, DeadLetter: 1},
+	}
+	for i, p := range d.Partitions {
+		require.Equal(t, []string{"Default", "p1", "p2"}[i], p.Name, "by name")
+		require.Equal(t, want[p.Name], p.Stats, p.Name)
+		_, err := uuid.Parse(p.ID)
+		require.NoError(t, err)
+		require.Regexp(t, `Z$`, p.CreatedAt)
+		if p.Name == "Default" {
+			require.Nil(t, p.OldestMessage)
+			require.Nil(t, p.NewestMessage)
+			continue
+		}
+		require.Regexp(t, `Z$`, *p.OldestMessage)
+		require.LessOrEqual(t, *p.OldestMessage, *p.NewestMessage)
+	}
+	var ids []string
+	b.exec(`UPDATE queen.messages SET created_at = created_at - interval '1 hour' WHERE transaction_id = 'p1-0'`)
+	b.doJSON("GET", "/api/v1/resources/queues/orders", nil, http.StatusOK, &d)
+	require.Less(t, *d.Partitions[1].OldestMessage, *d.Partitions[1].NewestMessage)
+
+	// Paging: by name, `limit` at a time; the totals always cover all.
+	b.doJSON("GET", "/api/v1/resources/queues/orders?limit=2", nil, http.StatusOK, &d)
+	require.Len(t, d.Partitions, 2)
+	require.True(t, d.Pagination.Truncated)
+	for _, p := range d.Partitions {
+		ids = append(ids, p.Name)
+	}
+	b.doJSON("GET", "/api/v1/resources/queues/orders?limit=2&offset=2", nil, http.StatusOK, &d)
+	require.Len(t, d.Partitions, 1)
+	require.False(t, d.Pagination.Truncated)
+	require.Equal(t, []string{"Default", "p1", "p2"}, append(ids, d.Partitions[0].Name))
+	require.Equal(t, 8, d.Totals.Total)
+	b.doJSON("GET", "/api/v1/resources/queues/orders?limit=0", nil, http.StatusOK, &d)
+	require.Empty(t, d.Partitions)
+	require.Equal(t, 3, d.Totals.Partitions)
+
+	for _, bad := range []string{"limit=10001", "limit=-1", "offset=-1", "limit=x"} {
+		status, _ := b.do("GET", "/api/v1/resources/queues/orders?"+bad, nil)
+		require.Equal(t, http.StatusBadRequest, status, bad)
 	}
 }

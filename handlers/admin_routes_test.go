@@ -31,6 +31,7 @@ func TestConfigureReplacesOptions(t *testing.T) {
 	for _, body := range []any{
 		map[string]any{},
 		map[string]any{"queue": "bad name"},
+		map[string]any{"queue": ""}, // the JS load test's queue(''): stays a 400
 		map[string]any{"queue": "q", "options": map[string]any{"leaseTime": "x"}},
 		map[string]any{"queue": "q", "options": map[string]any{"retryLimit": -1}},
 	} {

@@ -112,6 +112,8 @@ type testConfig struct {
 	StatsFlushFunc     func(ctx context.Context) error
 	Migration          *migration.Runner
 	Tenancy            bool
+	DefaultSubMode     string // DEFAULT_SUBSCRIPTION_MODE
+	SharedState        SharedState
 }
 
 // newServer wires a broker and its HTTP adapter as cmd/queen does, starts
@@ -125,12 +127,13 @@ func newServer(t testing.TB, c testConfig) *Server {
 	b := broker.New(broker.Config{
 		Pool: c.Pool, Logger: c.Logger, Metrics: c.Metrics, Timings: timings, Cipher: c.Cipher, Spool: c.Spool,
 		ValidatePushFunc: validate, RepollInterval: c.RepollInterval, MaintenanceRefresh: c.MaintenanceRefresh,
+		DefaultSubscriptionMode: c.DefaultSubMode,
 	})
 	require.NoError(t, b.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, b.Stop(context.Background())) })
 	return New(Config{
 		Broker: b, Pool: c.Pool, Logger: c.Logger, MaxBodyBytes: c.MaxBodyBytes, Auth: c.Auth, ServerID: c.ServerID,
-		Dashboard: c.Dashboard, StatsFlushFunc: c.StatsFlushFunc, Migration: c.Migration, Tenancy: c.Tenancy,
+		Dashboard: c.Dashboard, StatsFlushFunc: c.StatsFlushFunc, Migration: c.Migration, Tenancy: c.Tenancy, SharedState: c.SharedState,
 		Collectors: []prometheus.Collector{timings},
 	})
 }

@@ -42,6 +42,12 @@ func (s *Server) ConfigureQueue(ctx context.Context, req api.ConfigureQueueReque
 	set(&o.RetentionSeconds, in.RetentionSeconds)
 	set(&o.CompletedRetentionSeconds, in.CompletedRetentionSeconds)
 	setBool(&o.RetentionEnabled, in.RetentionEnabled)
+	if in.RetentionEnabled == nil && (o.RetentionSeconds > 0 || o.CompletedRetentionSeconds > 0) {
+		// queenctl's --retention and --completed-retention, and the JS and
+		// Python create() options, never send retentionEnabled: a retention
+		// time given alone means retention on. An explicit false wins.
+		o.RetentionEnabled = true
+	}
 	setBool(&o.EncryptionEnabled, in.EncryptionEnabled)
 	set(&o.MaxWaitTimeSeconds, in.MaxWaitTimeSeconds)
 	q, partID, err := s.b.Configure(ctx, tenant(ctx), b.Queue, deref(b.Namespace, ""), deref(b.Task, ""), o)

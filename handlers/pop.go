@@ -86,6 +86,11 @@ func popRequest(ctx context.Context, p popParams) (broker.PopRequest, error) {
 		MaxPartitions: deref(p.maxPartitions, 0),
 	}
 	pr.SubscriptionMode = p.subMode
+	if p.subMode == "from_beginning" {
+		// The JS and Python clients' spelling of "all"; explicit, so it
+		// also wins over a DEFAULT_SUBSCRIPTION_MODE of "new".
+		pr.SubscriptionMode = "all"
+	}
 	if p.timeout != nil {
 		d := time.Duration(*p.timeout) * time.Millisecond
 		pr.Timeout = &d

@@ -358,3 +358,31 @@ func TestConcurrentProducersConsumersExactlyOnceInOrder(t *testing.T) {
 		last[prod] = tx
 	}
 }
+
+// from_beginning, the JS and Python clients' spelling of "all", starts a new
+// group at the beginning on all three pop routes, also on a broker whose
+// DEFAULT_SUBSCRIPTION_MODE is "new"; a value nobody documents is a 400.
+func TestSubscriptionModeFromBeginning(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{repoll: 50 * time.Millisecond, config: func(c *testConfig) { c.DefaultSubMode = "new" }})
+	b.configureTagged("fb", "hist", "")
+	b.push(item("fb", "p", "old", 1))
+
+	// The server default applies to a group that names no mode.
+	require.Nil(t, b.pop("/api/v1/pop/queue/fb?consumerGroup=defaulted"))
+	for group, path := range map[string]string{
+		"queue":     "/api/v1/pop/queue/fb?consumerGroup=queue&subscriptionMode=from_beginning",
+		"partition": "/api/v1/pop/queue/fb/partition/p?consumerGroup=partition&subscriptionMode=from_beginning",
+		"namespace": "/api/v1/pop?namespace=hist&consumerGroup=namespace&subscriptionMode=from_beginning",
+	} {
+		p := b.pop(path)
+		require.NotNil(t, p, group)
+		require.Len(t, p.Messages, 1, group)
+		require.Equal(t, "old", p.Messages[0].TransactionID, group)
+	}
+
+	status, body := b.do("GET", "/api/v1/pop/queue/fb?consumerGroup=typo&subscriptionMode=from-beginning", nil)
+	require.Equal(t, http.StatusBadRequest, status)
+	require.Contains(t, string(body), "subscriptionMode")
+	require.Contains(t, string(body), "from_beginning", "the error names the accepted values: %s", body)
+}

@@ -98,6 +98,7 @@ func TestPushRejectsBadInputAndStoresNothing(t *testing.T) {
 		"queue missing":      {map[string]any{"items": []any{map[string]any{"payload": 1}}}, "queue"},
 		"queue not string":   {map[string]any{"items": []any{map[string]any{"queue": 5}}}, "queue"},
 		"queue bad chars":    {map[string]any{"items": []any{item("a/b", "", "", 1)}}, "queue"},
+		"queue empty":        {map[string]any{"items": []any{item("", "", "", 1)}}, "queue"},
 		"queue too long":     {map[string]any{"items": []any{item(long, "", "", 1)}}, "queue"},
 		"partition bad":      {map[string]any{"items": []any{item("q", "p p", "", 1)}}, "partition"},
 		"trace not uuid":     {map[string]any{"items": []any{map[string]any{"queue": "q", "traceId": "nope"}}}, "traceId"},

@@ -379,8 +379,12 @@ func ageSeconds(now, t time.Time, valid bool) int {
 	return int(now.Sub(t) / time.Second)
 }
 
-// GetQueue returns one queue with its options and counts.
+// GetQueue returns one queue with its options, one page of its partitions
+// (queenctl's `queue describe` shows them) and the totals of all of them.
+// The totals come from the partitions' counters, as the listings' do; only
+// the page's partitions are read one by one.
 func (s *Server) GetQueue(ctx context.Context, req api.GetQueueRequestObject) (api.GetQueueResponseObject, error) {
+	limit, offset := deref(req.Params.Limit, 1000), deref(req.Params.Offset, 0)
 	q, err := s.rq().QueueGetByName(ctx, db.QueueGetByNameParams{TenantID: tenantID(ctx), Name: req.Queue})
 	if errors.Is(pgerr.Translate(err), pgerr.ErrNotFound) {
 		return api.GetQueue404JSONResponse{NotFoundJSONResponse: api.NotFoundJSONResponse{Error: "Queue not found"}}, nil
@@ -388,17 +392,64 @@ func (s *Server) GetQueue(ctx context.Context, req api.GetQueueRequestObject) (a
 	if err != nil {
 		return nil, fmt.Errorf("read queue %q: %w", req.Queue, err)
 	}
-	st, err := s.rq().QueueStatsByName(ctx, q.ID)
+	counts, err := s.queueCounts(ctx, []uuid.UUID{q.ID})
 	if err != nil {
-		return nil, fmt.Errorf("count queue %q: %w", req.Queue, err)
+		return nil, err
+	}
+	var ids []uuid.UUID
+	if limit > 0 {
+		ids, err = s.aq().PartitionIDsByQueue(ctx, db.PartitionIDsByQueueParams{QueueID: q.ID, RowLimit: int32(limit), RowOffset: int32(offset)})
+		if err != nil {
+			return nil, fmt.Errorf("list partitions: %w", err)
+		}
+	}
+	page, bounds, err := s.partitionDetails(ctx, ids)
+	if err != nil {
+		return nil, err
 	}
 	resp := api.GetQueue200JSONResponse{
 		Id: q.ID.String(), Name: q.Name, Namespace: q.Namespace, Task: q.Task,
 		CreatedAt: fmtMillis(q.CreatedAt.Time), Options: resolvedOptions(broker.QueueFromRow(q).Options),
+		Partitions: make([]api.QueueDetailPartition, 0, len(page)),
 	}
-	resp.Totals.Partitions = int(st.PartitionCount)
-	resp.Totals.Total = int(st.MessageCount)
-	resp.Totals.Pending = int(st.PendingCount)
-	resp.Totals.DeadLetter = int(st.DeadLetterCount)
+	tot := counts[q.ID]
+	c := statusCounts(tot.total, tot.pending, tot.processing, tot.deadLetter)
+	t := &resp.Totals
+	t.Partitions, t.Total, t.Pending, t.Processing = tot.partitions, c.Total, c.Pending, c.Processing
+	t.Completed, t.Failed, t.DeadLetter = c.Completed, 0, c.DeadLetter
+	resp.Pagination.Limit, resp.Pagination.Offset = limit, offset
+	resp.Pagination.Truncated = offset+len(ids) < tot.partitions
+	for _, st := range page {
+		pc := statusCounts(st.Total, st.Pending, processingOf(st), st.DeadLetter)
+		qp := api.QueueDetailPartition{
+			Id: st.ID.String(), Name: st.Name, CreatedAt: fmtMillis(st.CreatedAt.Time),
+			OldestMessage: fmtTimestamptz(bounds[st.ID].OldestAt), NewestMessage: fmtTimestamptz(bounds[st.ID].NewestAt),
+		}
+		qp.Stats.Total, qp.Stats.Pending, qp.Stats.Processing = pc.Total, pc.Pending, pc.Processing
+		qp.Stats.Completed, qp.Stats.Failed, qp.Stats.DeadLetter = pc.Completed, 0, pc.DeadLetter
+		resp.Partitions = append(resp.Partitions, qp)
+	}
 	return resp, nil
+}
+
+// partitionDetails reads the counts of the given partitions (ordered by
+// queue, then name) and when their oldest and newest stored messages were
+// stored.
+func (s *Server) partitionDetails(ctx context.Context, ids []uuid.UUID) ([]db.PartitionStatsListRow, map[uuid.UUID]db.PartitionMessageBoundsRow, error) {
+	if len(ids) == 0 {
+		return nil, nil, nil
+	}
+	page, err := s.aq().PartitionStatsList(ctx, ids)
+	if err != nil {
+		return nil, nil, fmt.Errorf("count partitions: %w", err)
+	}
+	rows, err := s.aq().PartitionMessageBounds(ctx, ids)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read message bounds: %w", err)
+	}
+	bounds := make(map[uuid.UUID]db.PartitionMessageBoundsRow, len(rows))
+	for _, r := range rows {
+		bounds[r.ID] = r
+	}
+	return page, bounds, nil
 }

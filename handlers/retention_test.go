@@ -72,8 +72,8 @@ func TestRetentionDeletesExactlyWhatItShould(t *testing.T) {
 		require.True(t, b.ack(m.TransactionID, m.PartitionID, status, "", p.LeaseID).Success)
 	}
 	b.age("done", 2*time.Minute)
-	// retentionEnabled off: nothing goes.
-	b.configure("keep", &client.QueueOptions{RetentionSeconds: ptr(60), CompletedRetentionSeconds: ptr(60)})
+	// retentionEnabled false: nothing goes.
+	b.configure("keep", &client.QueueOptions{RetentionEnabled: ptr(false), RetentionSeconds: ptr(60), CompletedRetentionSeconds: ptr(60)})
 	b.pushN("keep", "", "k", 2)
 	b.age("keep", 2*time.Minute)
 
@@ -118,6 +118,51 @@ func TestRetentionDeletesExactlyWhatItShould(t *testing.T) {
 	require.Equal(t, 2, ret.Totals.EventCount)
 	b.doJSON("GET", "/api/v1/analytics/retention?queue=ret", nil, http.StatusOK, &ret)
 	require.Equal(t, 3, ret.Totals.TotalMsgs)
+}
+
+// queenctl queue configure --retention N (and --completed-retention, and
+// the JS and Python create() options) never send retentionEnabled: a
+// retention time given alone turns retention on; an explicit false wins.
+func TestRetentionTimeAloneTurnsRetentionOn(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t)
+	configure := func(queue string, options map[string]any) bool {
+		var r struct {
+			Options struct {
+				RetentionEnabled bool `json:"retentionEnabled"`
+			} `json:"options"`
+		}
+		b.doJSON("POST", "/api/v1/configure", map[string]any{"queue": queue, "options": options}, http.StatusOK, &r)
+		return r.Options.RetentionEnabled
+	}
+	require.True(t, configure("pending", map[string]any{"retentionSeconds": 60}))
+	require.True(t, configure("completed", map[string]any{"completedRetentionSeconds": 60}))
+	require.False(t, configure("off", map[string]any{"retentionSeconds": 60, "retentionEnabled": false}))
+	require.False(t, configure("zero", map[string]any{"retentionSeconds": 0, "completedRetentionSeconds": 0}))
+	require.False(t, configure("plain", nil))
+	for _, q := range []string{"pending", "completed", "off", "zero", "plain"} {
+		b.pushN(q, "", "m", 2)
+	}
+	p := b.pop("/api/v1/pop/queue/completed?batch=2")
+	for _, m := range p.Messages {
+		require.True(t, b.ack(m.TransactionID, m.PartitionID, "completed", "", p.LeaseID).Success)
+	}
+	for _, q := range []string{"pending", "completed", "off", "zero", "plain"} {
+		b.age(q, 2*time.Minute, "m0")
+	}
+	run, err := b.jobs.RunRetention(t.Context(), time.Now())
+	require.NoError(t, err)
+	require.Equal(t, []string{"m1"}, b.remaining("pending"))
+	require.Equal(t, []string{"m1"}, b.remaining("completed"))
+	for _, q := range []string{"off", "zero", "plain"} {
+		require.Equal(t, []string{"m0", "m1"}, b.remaining(q), q)
+	}
+	require.Equal(t, int64(1), run.Total(jobs.KindRetention))
+	require.Equal(t, int64(1), run.Total(jobs.KindCompletedRetention))
+
+	// Reconfiguring replaces every option: the same retention time with an
+	// explicit false turns it off again.
+	require.False(t, configure("pending", map[string]any{"retentionSeconds": 60, "retentionEnabled": false}))
 }
 
 func TestEvictionDeletesWaitingMessagesOnly(t *testing.T) {

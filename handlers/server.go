@@ -10,6 +10,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -67,6 +68,10 @@ type Config struct {
 	// every request is the default tenant and the header is never read
 	// (tenant.go, docs/tenancy.md).
 	Tenancy bool
+	// SharedState reports the broker-to-broker transports for the stats
+	// route and /metrics/prometheus (shared_state.go); main wires the mesh
+	// and PostgreSQL NOTIFY. nil reports no mesh.
+	SharedState SharedState
 }
 
 // ConfigDefault fills the zero fields of a Config.
@@ -122,7 +127,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	}
 	s.validator = validator
 	s.exp, err = exposition.New(exposition.Config{
-		Metrics: s.metrics, Broker: s.b, Pool: s.pool, Logger: s.log, Collectors: s.cfg.Collectors,
+		Metrics: s.metrics, Broker: s.b, Pool: s.pool, Logger: s.log, Collectors: append(slices.Clip(s.cfg.Collectors), sharedStateCollector{s}),
 	})
 	if err != nil {
 		return nil, err

@@ -62,6 +62,12 @@ func (s *Server) CommitStreamCycle(ctx context.Context, req api.CommitStreamCycl
 		return resp, nil
 	}
 	resp.Success = true
+	if out.Skipped != "" {
+		// Success: the SDKs count a failed flush as an error, and nothing
+		// is lost, the windows stay stored for the next flush.
+		resp.Skipped = ptr(api.StreamCycleResponseSkipped(out.Skipped))
+		return resp, nil
+	}
 	resp.StateOpsApplied = len(c.Ops)
 	if out.SourceQueue != "" {
 		resp.QueueName = ptr(out.SourceQueue)

@@ -24,34 +24,36 @@ const parkedRetry = 5 * time.Second
 const defaultPollTimeout = 30 * time.Second
 
 // admit applies the cluster's limits (PROXY.md §5.1 step 5). It returns the
-// parked-slot release of a long-poll (nil otherwise) and its budget (0 for
-// a plain call). A refusal is already written when ok is false.
-func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, cl *cluster, rt routes.Route) (release func(), budget time.Duration, ok bool) {
+// parked-slot release of a long-poll (nil otherwise), its budget (0 for a
+// plain call) and the messages a produce request pushes. A refusal is
+// already written when ok is false.
+func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, cl *cluster, rt routes.Route) (release func(), budget time.Duration, pushed int, ok bool) {
 	lim := cl.Limits
 	id := cl.ID.String()
 	if allowed, retry := p.cfg.Limiter.Request(id, lim); !allowed && !p.tooMany(w, cl, "requests", retry) {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
 	if rt.Proxy == routes.ProxyProduce {
 		n, ok := p.inspectProduce(w, r, lim, rt)
 		if !ok {
-			return nil, 0, false
+			return nil, 0, 0, false
 		}
 		if allowed, retry := p.cfg.Limiter.Messages(id, lim, n); !allowed && !p.tooMany(w, cl, "messages", retry) {
-			return nil, 0, false
+			return nil, 0, 0, false
 		}
+		pushed = n
 	}
 	budget = p.longPollBudget(r, rt)
 	if budget == 0 {
-		return nil, 0, true
+		return nil, 0, pushed, true
 	}
 	slot, refused := p.cfg.Limiter.Park(id, cl.CellID.String(), lim, p.cfg.CellMaxParked, !p.cfg.Enforce)
 	if refused != limit.ScopeNone && !p.tooMany(w, cl, "parked long-polls per "+string(refused), parkedRetry) {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
 	p.cfg.Metrics.Parked(1)
 	var once sync.Once
-	return func() { once.Do(func() { slot(); p.cfg.Metrics.Parked(-1) }) }, budget, true
+	return func() { once.Do(func() { slot(); p.cfg.Metrics.Parked(-1) }) }, budget, pushed, true
 }
 
 // longPollBudget is the wait of a long-poll pop (query wait=true): the

@@ -80,7 +80,7 @@ func TestProxyForwardsEveryTableRoute(t *testing.T) {
 	rec, front := recordingProxy(t)
 	n := 0
 	for _, r := range routes.All {
-		if r.Path == "/metrics/prometheus" {
+		if r.Path == "/metrics/prometheus" || strings.HasPrefix(r.Path, "/auth/") {
 			continue // the proxy serves its own
 		}
 		target := strings.NewReplacer("{", "x", "}", "").Replace(r.Path) + "?a=1&b=%2F"

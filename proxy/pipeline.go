@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -11,70 +12,113 @@ import (
 	"time"
 
 	"github.com/queenforgo/queen/gen/routes"
-	"github.com/queenforgo/queen/proxy/apikey"
 	"github.com/queenforgo/queen/proxy/catalog"
 	"github.com/queenforgo/queen/proxy/forward"
 	"github.com/queenforgo/queen/proxy/reply"
 	"github.com/queenforgo/queen/proxy/route"
+	"github.com/queenforgo/queen/proxy/usage"
 )
 
-// serve runs the pipeline and returns the route class, for the metrics.
-func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, id string) string {
+// serve dispatches a request and returns its class, for the metrics: the
+// route class of a gateway request, or what served it.
+func (p *Proxy) serve(w *recorder, r *http.Request, id string) string {
 	rawPath, ok := requestPath(r)
-	if ok && rawPath == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-		p.healthz(w)
-		return "proxy"
-	}
-	if ok && rawPath == "/metrics/prometheus" && r.Method == http.MethodGet {
-		p.cfg.Metrics.Handler().ServeHTTP(w, r)
-		return "proxy"
-	}
-
-	// 2. Classify, before anything else is read.
-	rt, forwardable := route.Classify(r.Method, rawPath)
-	if !ok || !forwardable {
+	switch {
+	case !ok:
 		p.deny(w, http.StatusNotFound, reply.CodeRouteBlocked, "not available", false)
 		return ""
+	case rawPath == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		p.healthz(w)
+		return "proxy"
+	case rawPath == "/metrics/prometheus" && r.Method == http.MethodGet:
+		p.cfg.Metrics.Handler().ServeHTTP(w, r)
+		return "proxy"
+	case !p.sameOrigin(w, r):
+		return "csrf"
+	case rawPath == "/auth/me":
+		p.me(w, r)
+		return "session"
+	case strings.HasPrefix(rawPath, "/auth/") || rawPath == "/.well-known/jwks.json":
+		p.cfg.Identity.ServeHTTP(w, r)
+		return "session"
+	case rawPath == "/console" || strings.HasPrefix(rawPath, "/console/"):
+		p.consolePage(w, r)
+		return "console"
+	case strings.HasPrefix(rawPath, "/api/console/") || strings.HasPrefix(rawPath, "/api/operator/"):
+		p.consoleAPI(w, r, rawPath)
+		return "console"
+	case upstream(rawPath):
+		return p.gateway(w, r, id, rawPath)
+	}
+	p.dashboard(w, r, id, rawPath)
+	return "dashboard"
+}
+
+// upstream reports whether a path belongs to the broker's API (PROXY.md
+// §4.2); every other path is the dashboard's.
+func upstream(rawPath string) bool {
+	for _, prefix := range []string{"/api/", "/streams/", "/internal/"} {
+		if strings.HasPrefix(rawPath, prefix) {
+			return true
+		}
+	}
+	switch rawPath {
+	case "/health", "/status", "/metrics", "/api", "/streams", "/internal":
+		return true
+	}
+	return false
+}
+
+// gateway runs the pipeline of a broker route and returns its class.
+func (p *Proxy) gateway(w *recorder, r *http.Request, id, rawPath string) string {
+	// Classify, before anything else is read. An operator route exists only
+	// where operators are enabled, and then only for a live operator.
+	rt, forwardable := route.Classify(r.Method, rawPath)
+	if !forwardable {
+		op, isOp := route.Operator(r.Method, rawPath)
+		if !isOp || !p.cfg.Identity.OperatorEnabled() {
+			p.deny(w, http.StatusNotFound, reply.CodeRouteBlocked, "not available", false)
+			return ""
+		}
+		rt = op
 	}
 	class := string(rt.Proxy)
 
-	// 3. The cluster, unless the key names it (shared host).
-	cl, deferred, ok := p.resolveHost(w, r)
-	if !ok {
-		return class
+	// The cluster, unless the credential names it (a key on a shared host,
+	// x-queen-act-cluster with a session).
+	act := strings.TrimSpace(r.Header.Get(forward.HeaderActCluster))
+	if p.devCell != nil {
+		act = "" // dev-static has one upstream: there is no other cluster to act as
 	}
-	if !deferred && !p.gates(w, cl, rt) {
-		return class
-	}
-
-	// 4. The credential. Dev-insecure skips it, except on a shared host,
-	// where only a key can name the cluster.
-	if !p.cfg.DevInsecure || deferred {
-		key, ok := p.authenticate(w, r)
-		if !ok {
+	var cl *cluster
+	deferred := false
+	if act == "" {
+		var ok bool
+		if cl, deferred, ok = p.resolveHost(w, r); !ok {
 			return class
 		}
-		switch {
-		case deferred:
-			cl = p.clusterOf(key.Cluster)
-			if !p.gates(w, cl, rt) {
-				return class
-			}
-		case cl.static:
-		case key.Cluster.ID != cl.ID:
-			p.deny(w, http.StatusForbidden, reply.CodeForbidden, "key/cluster mismatch", false)
-			return class
-		}
-		if !apikey.Permits(key.Scopes, rt.Proxy) {
-			p.deny(w, http.StatusForbidden, reply.CodeForbidden, "operation not permitted for this credential", false)
+		if !deferred && !p.gates(w, cl, rt) {
 			return class
 		}
 	}
 
-	// 5. Limits, then 6. forward.
+	// The credential. Dev-insecure skips it, except on a shared host, where
+	// only a key can name the cluster, and with an act-as header, which the
+	// dev-insecure principal (a key) may not send.
+	if p.cfg.DevInsecure && !deferred && act == "" {
+		if rt.Proxy == routes.ProxyOperator {
+			p.deny(w, http.StatusNotFound, reply.CodeRouteBlocked, "not available", false)
+			return class
+		}
+	} else if cl = p.authorize(w, r, rt, cl, deferred, act); cl == nil {
+		return class
+	}
+
+	// Limits, forward, meter.
 	budget := p.cfg.UpstreamTimeout
+	msgs := int64(0)
 	if !cl.static {
-		release, longPoll, ok := p.admit(w, r, cl, rt)
+		release, longPoll, n, ok := p.admit(w, r, cl, rt)
 		if !ok {
 			return class
 		}
@@ -84,12 +128,40 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, id string) string 
 		if longPoll > 0 {
 			budget = longPoll
 		}
+		msgs = int64(n)
 	} else if d := p.longPollBudget(r, rt); d > 0 {
 		budget = d
 	}
+	call := forward.Call{Target: cl.target, RequestID: id, Budget: budget}
+	var delivered int64
+	if rt.Proxy == routes.ProxyConsume && r.Method == http.MethodGet && p.cfg.Meter != nil {
+		call.Delivered = &delivered
+	}
+	in := &countingBody{ReadCloser: r.Body}
+	r.Body = in
+	before := w.bytes
 	r = r.WithContext(context.WithValue(r.Context(), classKey{}, class))
-	p.cfg.Forwarder.Forward(w, r, cl.target, id, budget)
+	p.cfg.Forwarder.Forward(w, r, call)
+	if p.cfg.Meter != nil && !cl.static {
+		if w.status < 200 || w.status > 299 {
+			msgs, delivered = 0, 0 // refused or failed work is not billed
+		}
+		p.cfg.Meter.Add(cl.ID, usage.ClassOf(rt.Proxy, rt.OperationID),
+			usage.Counts{Msgs: msgs + delivered, Reqs: 1, BytesIn: in.n, BytesOut: w.bytes - before})
+	}
 	return class
+}
+
+// countingBody counts the request bytes read, for the meter.
+type countingBody struct {
+	io.ReadCloser
+	n int64
+}
+
+func (c *countingBody) Read(b []byte) (int, error) {
+	n, err := c.ReadCloser.Read(b)
+	c.n += int64(n)
+	return n, err
 }
 
 // requestPath returns the raw path to classify and forward. It must be the
@@ -105,34 +177,48 @@ func requestPath(r *http.Request) (string, bool) {
 }
 
 // resolveHost finds the cluster the Host header names. deferred is true on
-// a shared host, where the key will name it. A refusal is already written
-// when ok is false.
+// a shared host, where the credential will name it. A refusal is already
+// written when ok is false.
 func (p *Proxy) resolveHost(w http.ResponseWriter, r *http.Request) (cl *cluster, deferred, ok bool) {
+	cl, deferred, f := p.lookupHost(r)
+	if f != nil {
+		p.deny(w, f.status, f.code, f.text, false)
+		return nil, false, false
+	}
+	return cl, deferred, true
+}
+
+// failure is a refusal not written yet.
+type failure struct {
+	status     int
+	code, text string
+}
+
+// lookupHost is resolveHost without the answer.
+func (p *Proxy) lookupHost(r *http.Request) (cl *cluster, deferred bool, f *failure) {
 	if p.devCell != nil {
-		return p.devCell, false, true
+		return p.devCell, false, nil
 	}
 	host := canonicalHost(r.Host)
 	if p.shared[host] {
-		return nil, true, true
+		return nil, true, nil
 	}
 	slug := firstLabel(host)
 	if slug == "" {
 		slug = p.cfg.DefaultCluster
 	}
-	if slug == "" {
-		p.deny(w, http.StatusMisdirectedRequest, reply.CodeClusterUnknown, "no cluster for this host", false)
-		return nil, false, false
+	unknown := &failure{http.StatusMisdirectedRequest, reply.CodeClusterUnknown, "no cluster for this host"}
+	if slug == "" || p.cfg.Catalog == nil {
+		return nil, false, unknown
 	}
 	c, err := p.cfg.Catalog.Cluster(r.Context(), slug)
 	switch {
 	case errors.Is(err, catalog.ErrNotFound):
-		p.deny(w, http.StatusMisdirectedRequest, reply.CodeClusterUnknown, "no cluster for this host", false)
-		return nil, false, false
+		return nil, false, unknown
 	case err != nil:
-		p.deny(w, http.StatusServiceUnavailable, reply.CodeUnavailable, "control plane unavailable", false)
-		return nil, false, false
+		return nil, false, &failure{http.StatusServiceUnavailable, reply.CodeUnavailable, "control plane unavailable"}
 	}
-	return p.clusterOf(c), false, true
+	return p.clusterOf(c), false, nil
 }
 
 // firstLabel is the cluster slug a host names: its first DNS label. An IP
@@ -193,36 +279,6 @@ func (p *Proxy) gates(w http.ResponseWriter, cl *cluster, rt routes.Route) bool 
 		return false
 	}
 	return true
-}
-
-// authenticate reads the bearer (PROXY.md §3.1) and looks the key up.
-func (p *Proxy) authenticate(w http.ResponseWriter, r *http.Request) (catalog.Key, bool) {
-	cred := strings.TrimSpace(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
-	switch {
-	case cred == "":
-		p.deny(w, http.StatusUnauthorized, reply.CodeUnauthorized, "missing bearer credential", false)
-		return catalog.Key{}, false
-	case !apikey.IsKey(cred):
-		// Human sessions are served by part 2 of the proxy.
-		p.deny(w, http.StatusUnauthorized, reply.CodeUnauthorized, "unknown credential (use an API key)", false)
-		return catalog.Key{}, false
-	case r.Header.Get(forward.HeaderActCluster) != "":
-		p.deny(w, http.StatusForbidden, reply.CodeForbidden, "an api key cannot act as another cluster", false)
-		return catalog.Key{}, false
-	case p.cfg.Catalog == nil:
-		p.deny(w, http.StatusUnauthorized, reply.CodeUnauthorized, "unknown or revoked api key", false)
-		return catalog.Key{}, false
-	}
-	key, err := p.cfg.Catalog.Key(r.Context(), apikey.Hash(cred))
-	switch {
-	case errors.Is(err, catalog.ErrNotFound):
-		p.deny(w, http.StatusUnauthorized, reply.CodeUnauthorized, "unknown or revoked api key", false)
-		return catalog.Key{}, false
-	case err != nil:
-		p.deny(w, http.StatusServiceUnavailable, reply.CodeUnavailable, "control plane unavailable", false)
-		return catalog.Key{}, false
-	}
-	return key, true
 }
 
 // deny writes a refusal and counts it. shadow refusals are only counted and

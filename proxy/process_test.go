@@ -30,7 +30,8 @@ func startProxyProcess(t testing.TB, p *pxdb, extraEnv ...string) string {
 		env = append(env, kv)
 	}
 	env = append(env, "PXDB_HOST="+cc.Host, "PXDB_PORT="+strconv.Itoa(int(cc.Port)), "PXDB_USER="+cc.User,
-		"PXDB_DB="+cc.Database, "QUEEN_PROXY_BIND_ADDR=127.0.0.1", "QUEEN_PROXY_PORT="+strconv.Itoa(port), "LOG_LEVEL=info")
+		"PXDB_DB="+cc.Database, "QUEEN_PROXY_BIND_ADDR=127.0.0.1", "QUEEN_PROXY_PORT="+strconv.Itoa(port), "LOG_LEVEL=info",
+		"QUEEN_PROXY_SPOOL_DIR="+t.TempDir())
 	cmd := exec.Command(bin)
 	cmd.Env = append(env, extraEnv...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -103,4 +104,32 @@ func TestRevocationReachesEveryProcess(t *testing.T) {
 		}, time.Second, 5*time.Millisecond, "a revoked key must be refused within a second")
 	}
 	refused(t, call(t, second, host, "GET", "/api/v1/resources/queues", key, nil), http.StatusUnauthorized, "unauthorized")
+}
+
+// A session signed out on one proxy process is refused by another within a
+// second: revoke_session announces session:<jti>, and every process's
+// listener marks it revoked, whatever it had cached.
+func TestSessionRevocationReachesEveryProcess(t *testing.T) {
+	t.Parallel()
+	broker := startBroker(t)
+	p := newPXDB(t)
+	p.cell("cell-1", broker, nil)
+	tn := p.bootstrap("acme")
+	key := "QUEEN_PROXY_JWT_ED25519_PEM=" + edKey(t)
+	first := startProxyProcess(t, p, key)
+	second := startProxyProcess(t, p, key)
+	cookie := login(t, first, tn.Host, "admin@acme.test", "pw-acme")
+
+	for _, base := range []string{first, second} {
+		for range 3 { // the later calls are served from the caches
+			require.Equal(t, http.StatusOK, send(t, base, tn.Host, "GET", "/api/v1/resources/queues", nil, withCookie(cookie)).status)
+			require.Equal(t, http.StatusOK, send(t, base, tn.Host, "GET", "/auth/me", nil, withCookie(cookie)).status)
+		}
+	}
+	require.Equal(t, http.StatusOK, send(t, first, tn.Host, "POST", "/auth/logout", nil, withCookie(cookie)).status)
+	require.Eventually(t, func() bool {
+		return send(t, second, tn.Host, "GET", "/api/v1/resources/queues", nil, withCookie(cookie)).status == http.StatusUnauthorized
+	}, time.Second, 5*time.Millisecond, "a revoked session must be refused by another process within a second")
+	refused(t, send(t, second, tn.Host, "GET", "/auth/me", nil, withCookie(cookie)), http.StatusUnauthorized, "unauthorized")
+	refused(t, send(t, first, tn.Host, "GET", "/api/v1/resources/queues", nil, withCookie(cookie)), http.StatusUnauthorized, "unauthorized")
 }

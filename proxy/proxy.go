@@ -1,18 +1,26 @@
 // Package proxy is queen-proxy's HTTP handler: the front door that lets a
-// Queen cell serve many customers. For every request, in this order
-// (docs/proxy.md):
+// Queen cell serve many customers (docs/proxy.md). A request goes to one of:
 //
-//  1. the proxy's own routes (/healthz, /metrics/prometheus);
-//  2. classify the method and raw path against the spec's table
-//     (proxy/route): anything it cannot name exactly is 404 route_blocked,
-//     before any credential is read;
-//  3. resolve the cluster from the Host header (or the key, on a shared
-//     host), then its status and plan feature gates;
-//  4. authenticate the API key and check its scopes against the class;
-//  5. the cluster's limits: request tokens, body and batch caps, message
-//     tokens, parked long-poll slots;
-//  6. forward to the cluster's cell with the cell's credential and the
-//     cluster's tenant (proxy/forward).
+//   - the proxy's own routes: /healthz, /metrics/prometheus,
+//     /.well-known/jwks.json, /auth/* (proxy/identity and /auth/me), the
+//     console page /console and its API /api/console/*, and the operator
+//     API /api/operator/* (proxy/console);
+//   - the gateway, for the broker's paths (/api/, /streams/, /internal/,
+//     /health, /status, /metrics): classify the method and raw path against
+//     the spec's table (proxy/route), anything it cannot name exactly being
+//     404 route_blocked before any credential is read; resolve the cluster
+//     from the Host header (or the key on a shared host, or
+//     x-queen-act-cluster for a session), then its status and plan feature
+//     gates; authenticate the API key or the session and check its scopes
+//     or role against the class; the cluster's limits; forward to the
+//     cluster's cell with the cell's credential and the cluster's tenant
+//     (proxy/forward); meter (proxy/usage);
+//   - the dashboard, every other path: the broker's own web app, forwarded
+//     from the cluster's cell for a live human session only.
+//
+// Before any of these but /healthz and /metrics/prometheus, a
+// state-changing request authenticated by the session cookie must come from
+// the proxy's own origin (csrf.go).
 package proxy
 
 import (
@@ -27,9 +35,13 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/queenforgo/queen/proxy/catalog"
+	"github.com/queenforgo/queen/proxy/console"
 	"github.com/queenforgo/queen/proxy/forward"
+	"github.com/queenforgo/queen/proxy/identity"
 	"github.com/queenforgo/queen/proxy/limit"
 	"github.com/queenforgo/queen/proxy/metrics"
+	"github.com/queenforgo/queen/proxy/session"
+	"github.com/queenforgo/queen/proxy/usage"
 )
 
 // DevCell is the dev-static upstream: one broker, no pxdb routing, every
@@ -59,6 +71,14 @@ type Config struct {
 	Limiter         *limit.Limiter
 	Metrics         *metrics.Metrics
 	Logger          *slog.Logger
+	// Identity resolves sessions and serves /auth; nil is a proxy nobody
+	// can sign in to.
+	Identity *identity.Identity
+	// Console serves the console page and the console and operator APIs;
+	// nil without pxdb.
+	Console *console.Console
+	// Meter counts usage per cluster; nil meters nothing (no pxdb).
+	Meter *usage.Meter
 }
 
 // Proxy is the handler.
@@ -86,6 +106,13 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New()
+	}
+	if cfg.Identity == nil {
+		none, err := session.New(session.Config{})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Identity = identity.New(identity.Config{Tokens: none, Cookie: session.Cookie{Name: "queen_session"}})
 	}
 	p := &Proxy{cfg: cfg, shared: map[string]bool{}}
 	for _, h := range cfg.SharedHosts {
@@ -126,11 +153,13 @@ func (p *Proxy) healthz(w http.ResponseWriter) {
 	_, _ = w.Write(body)
 }
 
-// recorder remembers the status written, and lets ReverseProxy flush
-// through it (http.ResponseController finds the writer with Unwrap).
+// recorder remembers the status written and counts the body bytes, and
+// lets ReverseProxy flush through it (http.ResponseController finds the
+// writer with Unwrap).
 type recorder struct {
 	http.ResponseWriter
 	status int
+	bytes  int64
 }
 
 func (r *recorder) WriteHeader(code int) {
@@ -144,7 +173,9 @@ func (r *recorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}
-	return r.ResponseWriter.Write(b)
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
 }
 
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

@@ -36,6 +36,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/queenforgo/queen/web/uplot"
 )
 
 //go:embed all:static
@@ -106,34 +108,45 @@ func New() *Handler {
 	if err != nil {
 		panic(err)
 	}
-	h, err := newHandler(root)
+	h, err := newHandler(root, map[string]fs.FS{"assets/vendor": uplot.Files})
 	if err != nil {
 		panic(fmt.Sprintf("web: embedded dashboard: %v", err))
 	}
 	return h
 }
 
-// newHandler loads every file of root and prepares index.html.
-func newHandler(root fs.FS) (*Handler, error) {
+// newHandler loads every file of root, and of each mount under its
+// directory (the vendored chart library, shared with queen-proxy's
+// console), and prepares index.html.
+func newHandler(root fs.FS, mounts map[string]fs.FS) (*Handler, error) {
 	h := &Handler{files: map[string]*file{}, modTime: time.Now()}
-	var names []string
-	err := fs.WalkDir(root, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+	bodies := map[string][]byte{}
+	load := func(fsys fs.FS, dir string) error {
+		return fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			body, err := fs.ReadFile(fsys, p)
+			bodies[path.Join(dir, p)] = body
 			return err
-		}
-		names = append(names, p)
-		return nil
-	})
-	if err != nil {
+		})
+	}
+	if err := load(root, ""); err != nil {
 		return nil, err
+	}
+	for dir, fsys := range mounts {
+		if err := load(fsys, dir); err != nil {
+			return nil, err
+		}
+	}
+	names := make([]string, 0, len(bodies))
+	for name := range bodies {
+		names = append(names, name)
 	}
 	sort.Strings(names)
 	sum := sha256.New()
 	for _, name := range names {
-		body, err := fs.ReadFile(root, name)
-		if err != nil {
-			return nil, err
-		}
+		body := bodies[name]
 		if strings.HasPrefix(name, "assets/") {
 			fmt.Fprintf(sum, "%s\x00%d\x00", name, len(body))
 			sum.Write(body)

@@ -13,6 +13,8 @@ import (
 	"testing/fstest"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/queenforgo/queen/web/uplot"
 )
 
 func get(t *testing.T, h http.Handler, method, target string, hdr map[string]string) *http.Response {
@@ -216,22 +218,22 @@ func TestVersionFollowsAssets(t *testing.T) {
 		"assets/app.js": {Data: []byte("export {};")},
 		"favicon.svg":   {Data: []byte("<svg/>")},
 	}
-	a, err := newHandler(root)
+	a, err := newHandler(root, nil)
 	require.NoError(t, err)
 	root["favicon.svg"] = &fstest.MapFile{Data: []byte("<svg></svg>")}
-	b, err := newHandler(root)
+	b, err := newHandler(root, nil)
 	require.NoError(t, err)
 	require.Equal(t, a.Version(), b.Version())
 	root["assets/app.js"] = &fstest.MapFile{Data: []byte("export const x = 1;")}
-	c, err := newHandler(root)
+	c, err := newHandler(root, nil)
 	require.NoError(t, err)
 	require.NotEqual(t, a.Version(), c.Version())
 	require.True(t, isVersion(c.Version()))
 	require.Contains(t, string(c.index.body), "/assets/"+c.Version()+"/app.js")
 
-	_, err = newHandler(fstest.MapFS{"index.html": {Data: []byte("no placeholder")}})
+	_, err = newHandler(fstest.MapFS{"index.html": {Data: []byte("no placeholder")}}, nil)
 	require.Error(t, err)
-	_, err = newHandler(fstest.MapFS{"assets/app.js": {Data: []byte("x")}})
+	_, err = newHandler(fstest.MapFS{"assets/app.js": {Data: []byte("x")}}, nil)
 	require.Error(t, err)
 }
 
@@ -262,7 +264,7 @@ func TestAcceptsGzip(t *testing.T) {
 
 func TestVendoredLicensePresent(t *testing.T) {
 	t.Parallel()
-	lic, err := embedded.ReadFile("static/assets/vendor/uPlot.LICENSE.txt")
+	lic, err := uplot.Files.ReadFile("uPlot.LICENSE.txt")
 	require.NoError(t, err)
 	require.True(t, bytes.Contains(lic, []byte("MIT License")))
 }

@@ -137,6 +137,7 @@ func TestParseArgs(t *testing.T) {
 				"-duration", "1m", "-producers", "2", "-consumers", "3", "-batch", "1000", "-partitions", "1",
 				"-payload-bytes", "0", "-groups", "64", "-queue", "my.queue_1", "-poll-timeout", "250ms",
 				"-rate", "5000", "-wakeups", "10", "-max-messages", "7", "-stats-settle", "0s",
+				"-parked", "20", "-parked-queues", "4", "-park-timeout", "5s",
 			},
 			want: config{
 				Scenario: "mixed", URL: "http://localhost:7000/", URLs: []string{"http://localhost:7000"},
@@ -144,6 +145,7 @@ func TestParseArgs(t *testing.T) {
 				Duration: time.Minute, Producers: 2, Consumers: 3, Batch: 1000, Partitions: 1,
 				PayloadBytes: 0, Groups: 64, Queue: "my.queue_1", PollTimeout: 250 * time.Millisecond,
 				Rate: 5000, Wakeups: 10, MaxMessages: 7, StatsSettle: 0,
+				Parked: 20, ParkedQueues: 4, ParkTimeout: 5 * time.Second,
 			},
 		},
 		{
@@ -186,9 +188,9 @@ func TestParseArgsProblems(t *testing.T) {
 		args []string
 		want []string // every line of the error, in order
 	}{
-		{"no scenario", []string{"-duration", "5s"}, []string{"scenario: missing (one of wakeup, push, consume, mixed, fanout, ceiling, ceiling-min, all)"}},
+		{"no scenario", []string{"-duration", "5s"}, []string{"scenario: missing (one of wakeup, push, consume, mixed, fanout, ceiling, ceiling-min, parked, all)"}},
 		{"two scenarios", []string{"push", "mixed"}, []string{`scenario: want one, got ["push" "mixed"]`}},
-		{"unknown scenario", []string{"pushh"}, []string{`scenario: unknown "pushh" (one of wakeup, push, consume, mixed, fanout, ceiling, ceiling-min, all)`}},
+		{"unknown scenario", []string{"pushh"}, []string{`scenario: unknown "pushh" (one of wakeup, push, consume, mixed, fanout, ceiling, ceiling-min, parked, all)`}},
 		{"remote broker", []string{"push", "-url", "http://10.1.2.3:6632"}, []string{`-url: host "10.1.2.3" is not a loopback address; the bench only drives local targets`}},
 		{"not http", []string{"push", "-url", "ftp://127.0.0.1"}, []string{`-url: want an http or https URL, got "ftp://127.0.0.1"`}},
 		{"one remote broker in a list", []string{"push", "-url", "http://127.0.0.1:6632,http://10.1.2.3:6632"}, []string{`-url: host "10.1.2.3" is not a loopback address; the bench only drives local targets`}},
@@ -349,4 +351,24 @@ func TestSpreadOverBrokers(t *testing.T) {
 	require.Equal(t, "3 brokers on one database, producers and consumers spread round-robin: "+
 		"http://127.0.0.1:1, http://127.0.0.1:2, http://127.0.0.1:3 (no -pid: RSS not measured)", brokersLine(bases, 0))
 	require.Equal(t, "broker http://127.0.0.1:1 (pid 7)", brokersLine(bases[:1], 7))
+}
+
+func TestParseCPUTicks(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, stat string
+		want       int64
+	}{
+		{"plain", "4242 (queen) S 1 4242 4242 0 -1 4194560 1 0 0 0 150 25 0 0 20 0 9 0 100 0 0", 175},
+		{"spaces and parens in the name", "7 (a) b (c)) R 1 7 7 0 -1 0 0 0 0 0 3 4 0 0", 7},
+		{"truncated", "7 (queen) S 1 2 3", -1},
+		{"no name", "garbage", -1},
+		{"not a number", "7 (queen) S 1 7 7 0 -1 0 0 0 0 0 x 4 0 0", -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tt.want, parseCPUTicks(tt.stat))
+		})
+	}
 }

@@ -5,7 +5,7 @@
 //
 //	queen-bench <scenario> [flags]
 //
-// Scenarios: push, consume, mixed, fanout, wakeup, ceiling, all. Every run
+// Scenarios: push, consume, mixed, fanout, wakeup, ceiling, parked, all. Every run
 // stops by itself after -duration (and after -max-messages); only loopback
 // targets are accepted. -pg (or PG_HOST and friends, as the broker reads them)
 // enables the commit count and the ceiling; -pid enables the RSS column.
@@ -38,8 +38,10 @@ func main() {
 }
 
 // Scenarios in the order `all` runs them: the wake-up latency first, while
-// the broker is idle; the ceiling last, so that the push row gets its ratio.
-var scenarios = []string{"wakeup", "push", "consume", "mixed", "fanout", "ceiling", "ceiling-min"}
+// the broker is idle; the ceilings after the push rows, so that they get
+// their ratio; the ten thousand parked long-polls last, so that their
+// connections and queues disturb no other row.
+var scenarios = []string{"wakeup", "push", "consume", "mixed", "fanout", "ceiling", "ceiling-min", "parked"}
 
 // config is the command line after parsing and validation.
 type config struct {
@@ -59,6 +61,9 @@ type config struct {
 	PollTimeout  time.Duration
 	Rate         int // total push msg/s for mixed and fanout; 0 is unthrottled
 	Wakeups      int
+	Parked       int           // long-polls parked by the parked scenario
+	ParkedQueues int           // the queues they are spread over
+	ParkTimeout  time.Duration // their long-poll timeout
 	MaxMessages  int64
 	StatsSettle  time.Duration
 	Keep         bool
@@ -76,6 +81,9 @@ var configDefault = config{
 	Groups:       4,
 	PollTimeout:  time.Second,
 	Wakeups:      200,
+	Parked:       10_000,
+	ParkedQueues: 1_000,
+	ParkTimeout:  30 * time.Second,
 	MaxMessages:  10_000_000,
 	StatsSettle:  11 * time.Second,
 }
@@ -87,9 +95,13 @@ scenarios:
   consume   pop + batch ack until the queue is empty or -duration (prefills when run alone)
   mixed     push and consume at once; latency is push sent -> message popped
   fanout    like mixed with -groups consumer groups, each reading every message
-  wakeup    p50/p99 from a push's answer to a parked long-poll's answer, idle broker
+  wakeup    p50/p99 from a push's answer to a parked long-poll's answer, idle broker;
+            with several -url, push on the first and long-polls on the others
   ceiling   the same rows inserted straight into PostgreSQL (needs -pg)
   ceiling-min  like ceiling into a table with only the order and dedup keys
+  parked    -parked long-polls over -parked-queues empty queues: commits/s, CPU and RSS
+            of the idle broker over -duration, then -wakeups pushes to one queue, each
+            timed from the push's answer to the parked pop's answer
   all       every scenario above, one table
 
 flags:
@@ -160,6 +172,9 @@ func parseArgs(args []string, lookupEnv func(string) (string, bool)) (config, er
 		checkRange("-groups", cfg.Groups, 1, 64),
 		checkRange("-rate", cfg.Rate, 0, 10_000_000),
 		checkRange("-wakeups", cfg.Wakeups, 1, 100_000),
+		checkRange("-parked", cfg.Parked, 1, 100_000),
+		checkRange("-parked-queues", cfg.ParkedQueues, 1, 100_000),
+		checkDuration("-park-timeout", cfg.ParkTimeout, time.Second, 10*time.Minute),
 		checkDuration("-duration", cfg.Duration, time.Second, time.Hour),
 		checkDuration("-poll-timeout", cfg.PollTimeout, 10*time.Millisecond, time.Minute),
 		checkDuration("-stats-settle", cfg.StatsSettle, 0, time.Minute),
@@ -190,7 +205,10 @@ func newFlagSet(cfg *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.Queue, "queue", cfg.Queue, "queue name prefix (default bench-<time>-<pid>)")
 	fs.DurationVar(&cfg.PollTimeout, "poll-timeout", cfg.PollTimeout, "long-poll timeout of consumers")
 	fs.IntVar(&cfg.Rate, "rate", cfg.Rate, "total push msg/s in mixed and fanout (0: as fast as possible)")
-	fs.IntVar(&cfg.Wakeups, "wakeups", cfg.Wakeups, "wake-ups to time in the wakeup scenario")
+	fs.IntVar(&cfg.Wakeups, "wakeups", cfg.Wakeups, "wake-ups to time in the wakeup and parked scenarios")
+	fs.IntVar(&cfg.Parked, "parked", cfg.Parked, "long-polls the parked scenario keeps parked (mind ulimit -n of the bench and the broker)")
+	fs.IntVar(&cfg.ParkedQueues, "parked-queues", cfg.ParkedQueues, "queues the parked long-polls are spread over")
+	fs.DurationVar(&cfg.ParkTimeout, "park-timeout", cfg.ParkTimeout, "long-poll timeout of the parked scenario")
 	fs.Int64Var(&cfg.MaxMessages, "max-messages", cfg.MaxMessages, "stop a run after this many messages")
 	fs.DurationVar(&cfg.StatsSettle, "stats-settle", cfg.StatsSettle, "wait before reading xact_commit after a run (PostgreSQL flushes idle backends' stats within 10s)")
 	fs.BoolVar(&cfg.Keep, "keep", cfg.Keep, "keep the bench queues instead of deleting them at the end")

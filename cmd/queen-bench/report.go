@@ -124,14 +124,7 @@ func (b *bench) startMeasure(ctx context.Context) *measurement {
 // flush their counters at most once a second, and an idle one only after
 // up to 10 s, so xact_commit is read after -stats-settle.
 func (m *measurement) finish(ctx context.Context, res *result) {
-	close(m.stop)
-	m.done.Wait()
-	res.PeakRSS, res.HWM, res.Commits = m.peak, -1, -1
-	if m.b.cfg.PID > 0 {
-		if _, hwm, err := readRSS(m.b.cfg.PID); err == nil {
-			res.HWM = hwm
-		}
-	}
+	m.finishRSS(res)
 	if m.commits < 0 {
 		return
 	}
@@ -142,6 +135,19 @@ func (m *measurement) finish(ctx context.Context, res *result) {
 	if after := m.b.xactCommit(context.WithoutCancel(ctx)); after >= 0 {
 		// Less the read that took the first sample.
 		res.Commits = max(after-m.commits-1, 0)
+	}
+}
+
+// finishRSS stops the probes and writes the RSS columns into res; the
+// commit count stays unknown.
+func (m *measurement) finishRSS(res *result) {
+	close(m.stop)
+	m.done.Wait()
+	res.PeakRSS, res.HWM, res.Commits = m.peak, -1, -1
+	if m.b.cfg.PID > 0 {
+		if _, hwm, err := readRSS(m.b.cfg.PID); err == nil {
+			res.HWM = hwm
+		}
 	}
 }
 

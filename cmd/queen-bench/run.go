@@ -43,6 +43,8 @@ func (b *bench) runAll(ctx context.Context) ([]result, error) {
 			fn = func(ctx context.Context) (result, error) { return b.ceilingScenario(ctx, false) }
 		case "ceiling-min":
 			fn = func(ctx context.Context) (result, error) { return b.ceilingScenario(ctx, true) }
+		case "parked":
+			fn = b.parkedScenario
 		}
 		res, err := fn(ctx)
 		if err != nil {

@@ -28,7 +28,12 @@ type popOutcome struct {
 // push's answer (the commit is done) to the answer of a long-poll that was
 // parked on the queue before the push. One consumer, one message per cycle,
 // -wakeups cycles or -duration, whichever ends first.
+// With several -url brokers it measures across them instead
+// (wakeup_across.go).
 func (b *bench) wakeupScenario(ctx context.Context) (result, error) {
+	if len(b.bases) > 1 {
+		return b.wakeupAcross(ctx)
+	}
 	queue := b.queue("wakeup")
 	params := b.popParams("", 1, wakeupPollTimeout)
 	pad := strings.Repeat("x", max(b.cfg.PayloadBytes-payloadOverhead, 0))

@@ -1,7 +1,8 @@
 // Command queen-proxy is the front door of one or more Queen cells: TLS,
-// API keys, a fail-closed route table generated from the spec, limits per
-// cluster, and the cell's own credential and tenant on every forwarded
-// request (docs/proxy.md).
+// API keys and human sessions, a fail-closed route table generated from the
+// spec, limits and usage metering per cluster, the cell's own credential
+// and tenant on every forwarded request, the console, and the broker's
+// dashboard behind a session (docs/proxy.md).
 //
 //	queen-proxy           serve, configured from the environment (cmd/queen-proxy/config)
 //	queen-proxy keygen    print a new API key and the hash to store with queen_proxy.issue_api_key
@@ -21,13 +22,20 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/queenforgo/queen/cmd/queen-proxy/config"
 	"github.com/queenforgo/queen/proxy"
 	"github.com/queenforgo/queen/proxy/catalog"
+	"github.com/queenforgo/queen/proxy/console"
 	"github.com/queenforgo/queen/proxy/forward"
+	"github.com/queenforgo/queen/proxy/identity"
 	"github.com/queenforgo/queen/proxy/limit"
 	"github.com/queenforgo/queen/proxy/listener"
 	"github.com/queenforgo/queen/proxy/metrics"
+	"github.com/queenforgo/queen/proxy/session"
+	"github.com/queenforgo/queen/proxy/throttle"
+	"github.com/queenforgo/queen/proxy/usage"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -65,22 +73,54 @@ func run(args []string, getenv func(string) (string, bool), stdout, stderr io.Wr
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	var cat *catalog.Catalog
+	tokens, err := session.New(session.Config{Secret: cfg.JWT.Secret, Ed25519PEM: cfg.JWT.Ed25519PEM,
+		Ed25519PubPEM: cfg.JWT.Ed25519PubPEM, Issuer: cfg.Sessions.Issuer, Audience: cfg.Sessions.Audience})
+	if err != nil {
+		fmt.Fprintln(stderr, "queen-proxy: config: "+oneLine(err))
+		return 1
+	}
+
+	var (
+		pool  *pgxpool.Pool
+		cat   *catalog.Catalog
+		cons  *console.Console
+		meter *usage.Meter
+	)
 	if cfg.PXDB.Enabled() {
 		if advice := pxdbAdvisory(cfg.PXDB); advice != "" {
 			logger.Warn(advice)
 		}
-		pool, err := openPXDB(ctx, cfg.PXDB)
+		pool, err = openPXDB(ctx, cfg.PXDB)
 		if err != nil {
 			fmt.Fprintln(stderr, "queen-proxy: "+oneLine(err))
 			return 1
 		}
 		defer pool.Close()
-		cat = catalog.New(catalog.Config{Pool: pool, Timeout: cfg.PXDB.Timeout, StaleGrace: cfg.StaleGrace, Logger: logger})
+		cat = catalog.New(catalog.Config{Pool: pool, Timeout: cfg.PXDB.Timeout, StaleGrace: cfg.StaleGrace, Logger: logger,
+			SweepInterval: cfg.Sessions.RevocationSweep})
 		cat.Start()
 		defer cat.Stop()
+		cons = console.New(console.Config{Pool: pool, Timeout: cfg.PXDB.Timeout, Logger: logger})
+		meter, err = usage.New(usage.Config{Pool: pool, SpoolDir: cfg.Usage.SpoolDir, FlushInterval: cfg.Usage.FlushInterval,
+			RollupInterval: cfg.Usage.RollupInterval, KeepDays: cfg.Usage.KeepDays, WarnPercent: cfg.Usage.WarnPercent,
+			Timeout: cfg.PXDB.Timeout, DrainTimeout: cfg.ShutdownDrain, Logger: logger})
+		if err != nil {
+			fmt.Fprintln(stderr, "queen-proxy: config: "+oneLine(err))
+			return 1
+		}
+		// Stopped before the catalog and the pool (defers run last first):
+		// the final flush needs the pool, or spools.
+		meter.Start()
+		defer meter.Stop()
 	}
-	bootWarnings(cfg, logger)
+	ident := identity.New(identity.Config{
+		Tokens: tokens, Catalog: cat, Pool: pool, Throttle: throttle.New(throttle.Config{}),
+		Cookie:           session.Cookie{Name: cfg.Sessions.CookieName, Domain: cfg.Sessions.CookieDomain, TTL: cfg.Sessions.TTL},
+		Trusted:          cfg.Sessions.TrustedProxies,
+		RevocationStrict: cfg.Sessions.RevocationStrict, OperatorEnabled: cfg.Sessions.OperatorEnabled,
+		Timeout: cfg.PXDB.Timeout, Logger: logger,
+	})
+	bootWarnings(cfg, tokens, logger)
 
 	m := metrics.New()
 	handler, err := proxy.New(proxy.Config{
@@ -100,9 +140,12 @@ func run(args []string, getenv func(string) (string, bool), stdout, stderr io.Wr
 		Forwarder: forward.New(forward.Config{
 			ConnectTimeout: cfg.ConnectTimeout, Logger: logger, ObserveFunc: proxy.ObserveUpstream(m),
 		}),
-		Limiter: limit.New(nil),
-		Metrics: m,
-		Logger:  logger,
+		Limiter:  limit.New(nil),
+		Metrics:  m,
+		Logger:   logger,
+		Identity: ident,
+		Console:  cons,
+		Meter:    meter,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "queen-proxy: config: QUEEN_PROXY_DEV_CELL_URL: "+oneLine(err))
@@ -117,7 +160,8 @@ func run(args []string, getenv func(string) (string, bool), stdout, stderr io.Wr
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve() }()
 	logger.Info("queen-proxy listening", "addr", srv.Addr().String(), "tls", srv.TLS(), "mode", cfg.Mode(),
-		"enforce", cfg.Enforce, "tenant_header", cfg.TenantHeader, "version", version)
+		"enforce", cfg.Enforce, "tenant_header", cfg.TenantHeader, "sessions", string(tokens.Mode()),
+		"session_alg", tokens.Algorithm(), "operator_enabled", cfg.Sessions.OperatorEnabled, "version", version)
 
 	select {
 	case err := <-serveErr:
@@ -152,7 +196,18 @@ func devCell(cfg config.Config) *proxy.DevCell {
 }
 
 // bootWarnings says, once, what a configuration leaves open.
-func bootWarnings(cfg config.Config, logger *slog.Logger) {
+func bootWarnings(cfg config.Config, tokens *session.Tokens, logger *slog.Logger) {
+	switch {
+	case cfg.PXDB.Enabled() && tokens.Mode() == session.ModeNone:
+		logger.Warn("no session key: nobody can sign in (POST /auth/login answers 503 not_configured); set QUEEN_PROXY_JWT_ED25519_PEM (or QUEEN_PROXY_JWT_SECRET) for logins, the console and the dashboard")
+	case tokens.Ignored != "":
+		logger.Warn(tokens.Ignored + " is ignored: QUEEN_PROXY_JWT_SECRET signs the sessions (HS256)")
+	case tokens.Mode() == session.ModeVerify:
+		logger.Info("verify-only host: sessions minted elsewhere are accepted, nobody signs in here")
+	}
+	if cfg.Sessions.TrustedProxies.Empty() {
+		logger.Info("QUEEN_PROXY_TRUSTED_PROXIES unset: X-Forwarded-For and X-Forwarded-Proto are not believed from anyone")
+	}
 	if cfg.DevInsecure {
 		logger.Warn("QUEEN_PROXY_DEV_INSECURE=true: no credential is checked; every request may do everything a key with all scopes may. Never expose this proxy")
 	} else if !cfg.PXDB.Enabled() {

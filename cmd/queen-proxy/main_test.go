@@ -76,6 +76,8 @@ func TestBootFailures(t *testing.T) {
 		{"7 pxdb unreachable", map[string]string{"PXDB_HOST": "127.0.0.1", "PXDB_PORT": closedPort, "PXDB_TIMEOUT_MS": "2000"}, "pxdb unavailable: PXDB_HOST 127.0.0.1"},
 		{"8 a migration fails", conflicting, "migrations failed: apply migration 0001_init.up.sql"},
 		{"9 broken session key", map[string]string{"QUEEN_PROXY_DEV_CELL_URL": dev, "QUEEN_PROXY_JWT_ED25519_PEM": "garbage"}, "QUEEN_PROXY_JWT_ED25519_PEM: "},
+		{"spool directory unusable", with(pxdbEnv(t, pgtest.NewEmptyDB(t)), "QUEEN_PROXY_SPOOL_DIR", filepath.Join(garbage, "spool")), "QUEEN_PROXY_SPOOL_DIR "},
+		{"trusted proxies unparsable", map[string]string{"QUEEN_PROXY_DEV_CELL_URL": dev, "QUEEN_PROXY_TRUSTED_PROXIES": "10.0.0.0/8, everyone"}, "QUEEN_PROXY_TRUSTED_PROXIES: "},
 		{"10 port taken", map[string]string{"QUEEN_PROXY_DEV_CELL_URL": dev, "QUEEN_PROXY_BIND_ADDR": "127.0.0.1", "QUEEN_PROXY_PORT": busyPort}, "QUEEN_PROXY_PORT/QUEEN_PROXY_BIND_ADDR: cannot listen"},
 	}
 	for _, tt := range tests {
@@ -92,12 +94,21 @@ func TestBootFailures(t *testing.T) {
 	}
 }
 
+// with returns env with more variables set.
+func with(env map[string]string, kv ...string) map[string]string {
+	for i := 0; i+1 < len(kv); i += 2 {
+		env[kv[i]] = kv[i+1]
+	}
+	return env
+}
+
 // pxdbEnv is the environment that points the proxy at the database dbURL.
 func pxdbEnv(t *testing.T, raw string) map[string]string {
 	u, err := url.Parse(raw)
 	require.NoError(t, err)
 	return map[string]string{"PXDB_HOST": u.Hostname(), "PXDB_PORT": u.Port(), "PXDB_USER": u.User.Username(),
-		"PXDB_DB": strings.TrimPrefix(u.Path, "/"), "QUEEN_PROXY_BIND_ADDR": "127.0.0.1", "QUEEN_PROXY_PORT": strconv.Itoa(freePort(t))}
+		"PXDB_DB": strings.TrimPrefix(u.Path, "/"), "QUEEN_PROXY_BIND_ADDR": "127.0.0.1", "QUEEN_PROXY_PORT": strconv.Itoa(freePort(t)),
+		"QUEEN_PROXY_SPOOL_DIR": t.TempDir()}
 }
 
 func dbURL(env map[string]string) string {
@@ -190,5 +201,28 @@ func TestPlaintextListener(t *testing.T) {
 	_, _ = body.ReadFrom(resp.Body)
 	require.JSONEq(t, `{"status":"ok","enforce":true,"tenant_header":true,"shared_hosts":0}`, body.String())
 	require.Contains(t, p.logText(), "QUEEN_PROXY_TLS_CERT and QUEEN_PROXY_TLS_KEY unset: the listener is plaintext")
+	require.Equal(t, 0, p.stop())
+}
+
+// With pxdb and no session key the proxy boots (API keys only), says so,
+// and answers a login with 503 not_configured (PROXY.md §1.6).
+func TestBootsWithoutSessionKey(t *testing.T) {
+	t.Parallel()
+	var env []string
+	for k, v := range pxdbEnv(t, pgtest.NewEmptyDB(t)) {
+		if k != "QUEEN_PROXY_PORT" && k != "QUEEN_PROXY_BIND_ADDR" {
+			env = append(env, k+"="+v)
+		}
+	}
+	p := startProcess(t, env...)
+	require.Contains(t, p.logText(), "no session key: nobody can sign in")
+	require.Contains(t, p.logText(), "sessions=none")
+	resp, err := http.PostForm("http://127.0.0.1:"+p.port+"/auth/login", url.Values{"email": {"a@b.c"}, "password": {"x"}})
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var body bytes.Buffer
+	_, _ = body.ReadFrom(resp.Body)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.JSONEq(t, `{"error":"sign-in is not configured on this proxy","code":"not_configured"}`, body.String())
 	require.Equal(t, 0, p.stop())
 }

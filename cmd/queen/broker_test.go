@@ -87,14 +87,20 @@ func brokerEnv(t testing.TB, dbURL, spoolDir string, extra ...string) []string {
 // startBroker runs the binary and waits for its "queen listening" line.
 func startBroker(t testing.TB, bin string, env []string) *broker {
 	t.Helper()
-	port := freePort(t)
+	return startBrokerAt(t, bin, "127.0.0.1", freePort(t), env)
+}
+
+// startBrokerAt runs the binary listening on host:port (host is the
+// environment's QUEEN_BIND_ADDR, a loopback address).
+func startBrokerAt(t testing.TB, bin, host string, port int, env []string) *broker {
+	t.Helper()
 	cmd := exec.Command(bin)
 	cmd.Env = append(env, "PORT="+strconv.Itoa(port))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	b := &broker{t: t, cmd: cmd, url: fmt.Sprintf("http://127.0.0.1:%d", port), exited: make(chan struct{})}
+	b := &broker{t: t, cmd: cmd, url: "http://" + net.JoinHostPort(host, strconv.Itoa(port)), exited: make(chan struct{})}
 	ready := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stderr)

@@ -2,7 +2,8 @@ package main
 
 import "go.yaml.in/yaml/v3"
 
-// The part of the Kubernetes API schema (core/v1, apps/v1, policy/v1) the
+// The part of the Kubernetes API schema (core/v1, apps/v1, policy/v1,
+// networking.k8s.io/v1) the
 // example in docs/kubernetes uses, with the API's field names and types,
 // for TestKubernetesExample's strict decoding. A field the example starts
 // to use must be added here, from the API reference, for the test to pass.
@@ -92,10 +93,13 @@ type k8sContainer struct {
 		Name      string `yaml:"name"`
 		Value     string `yaml:"value"`
 		ValueFrom *struct {
-			SecretKeyRef struct {
+			SecretKeyRef *struct {
 				Name string `yaml:"name"`
 				Key  string `yaml:"key"`
 			} `yaml:"secretKeyRef"`
+			FieldRef *struct {
+				FieldPath string `yaml:"fieldPath"`
+			} `yaml:"fieldRef"`
 		} `yaml:"valueFrom"`
 	} `yaml:"env"`
 	StartupProbe   *k8sProbe `yaml:"startupProbe"`
@@ -153,5 +157,24 @@ type k8sStatefulSet struct {
 				Resources   k8sResources `yaml:"resources"`
 			} `yaml:"spec"`
 		} `yaml:"volumeClaimTemplates"`
+	} `yaml:"spec"`
+}
+
+type k8sNetworkPolicy struct {
+	APIVersion string  `yaml:"apiVersion"`
+	Kind       string  `yaml:"kind"`
+	Metadata   k8sMeta `yaml:"metadata"`
+	Spec       struct {
+		PodSelector k8sSelector `yaml:"podSelector"`
+		PolicyTypes []string    `yaml:"policyTypes"`
+		Ingress     []struct {
+			From []struct {
+				PodSelector *k8sSelector `yaml:"podSelector"`
+			} `yaml:"from"`
+			Ports []struct {
+				Protocol string         `yaml:"protocol"`
+				Port     k8sIntOrString `yaml:"port"`
+			} `yaml:"ports"`
+		} `yaml:"ingress"`
 	} `yaml:"spec"`
 }

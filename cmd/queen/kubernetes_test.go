@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,6 +40,7 @@ func TestKubernetesExample(t *testing.T) {
 		cms      = map[string]*k8sConfigMap{}
 		services []*k8sService
 		pdbs     []*k8sPDB
+		policies []*k8sNetworkPolicy
 	)
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
@@ -67,6 +70,8 @@ func TestKubernetesExample(t *testing.T) {
 				services = append(services, strict[k8sService](t, doc, where))
 			case "policy/v1 PodDisruptionBudget":
 				pdbs = append(pdbs, strict[k8sPDB](t, doc, where))
+			case "networking.k8s.io/v1 NetworkPolicy":
+				policies = append(policies, strict[k8sNetworkPolicy](t, doc, where))
 			default:
 				t.Fatalf("%s: unexpected %s %s", f, meta.APIVersion, meta.Kind)
 			}
@@ -94,17 +99,35 @@ func TestKubernetesExample(t *testing.T) {
 		}
 	}
 	for _, e := range c.Env {
-		if e.ValueFrom != nil {
+		switch {
+		case e.ValueFrom == nil:
+		case e.ValueFrom.SecretKeyRef != nil:
 			require.NotEmpty(t, e.ValueFrom.SecretKeyRef.Name, e.Name)
 			require.NotEmpty(t, e.ValueFrom.SecretKeyRef.Key, e.Name)
-			env[e.Name] = "from-a-secret"
+			env[e.Name] = "from-a-secret-" + strings.Repeat("x", 32)
 			continue
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
+			env[e.Name] = sts.Metadata.Name + "-0"
+			continue
+		default:
+			t.Fatalf("env %s: valueFrom is a secretKeyRef or the pod's name", e.Name)
 		}
 		env[e.Name] = e.Value
 	}
 	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	require.NoError(t, err, "the example's environment")
 	require.Greater(t, len(cfg.Postgres.Hosts), 1, "the example lists every PostgreSQL node")
+
+	// The mesh (docs/mesh.md): authenticated, one stable id per pod, and
+	// every pod of the StatefulSet by its stable name, itself included.
+	require.True(t, cfg.Mesh.Active(), "the example runs the mesh")
+	require.Equal(t, "hmac", cfg.Mesh.Auth())
+	require.Equal(t, sts.Metadata.Name+"-0", cfg.Mesh.ServerID)
+	var wantPeers []string
+	for i := range sts.Spec.Replicas {
+		wantPeers = append(wantPeers, fmt.Sprintf("%s-%d.%s:%d", sts.Metadata.Name, i, sts.Spec.ServiceName, cfg.Mesh.Port))
+	}
+	require.Equal(t, wantPeers, cfg.Mesh.Peers)
 
 	// Probes: /health, public, on the broker's port.
 	route, ok := routes.Match("GET", "/health")
@@ -123,6 +146,7 @@ func TestKubernetesExample(t *testing.T) {
 		return 0
 	}
 	require.Equal(t, cfg.Server.Port, port("http"), "containerPort is the broker's PORT")
+	require.Equal(t, cfg.Mesh.Port, port("mesh"), "containerPort mesh is QUEEN_MESH_PORT")
 	for name, probe := range map[string]*k8sProbe{"startup": c.StartupProbe, "readiness": c.ReadinessProbe} {
 		require.NotNil(t, probe, name)
 		require.NotNil(t, probe.HTTPGet, name)
@@ -174,6 +198,33 @@ func TestKubernetesExample(t *testing.T) {
 	}
 	require.True(t, headless, "serviceName %s is a headless Service of the example", sts.Spec.ServiceName)
 	require.Equal(t, pod.Metadata.Labels, pdbs[0].Spec.Selector.MatchLabels)
+
+	// The mesh port is reachable from the broker pods only: some policy
+	// selecting them admits it from them, and no rule admits it (or every
+	// port) from anywhere else.
+	meshFromBrokers := false
+	for _, np := range policies {
+		if !maps.Equal(np.Spec.PodSelector.MatchLabels, pod.Metadata.Labels) {
+			continue
+		}
+		require.Contains(t, np.Spec.PolicyTypes, "Ingress", np.Metadata.Name)
+		for _, rule := range np.Spec.Ingress {
+			opensMesh := len(rule.Ports) == 0
+			for _, p := range rule.Ports {
+				opensMesh = opensMesh || port(string(p.Port)) == cfg.Mesh.Port
+			}
+			if !opensMesh {
+				continue
+			}
+			require.NotEmpty(t, rule.From, "%s: a rule opens the mesh port to everyone", np.Metadata.Name)
+			for _, from := range rule.From {
+				require.NotNil(t, from.PodSelector, np.Metadata.Name)
+				require.Equal(t, pod.Metadata.Labels, from.PodSelector.MatchLabels, "%s: the mesh port admits the broker pods only", np.Metadata.Name)
+			}
+			meshFromBrokers = true
+		}
+	}
+	require.True(t, meshFromBrokers, "a NetworkPolicy admits the mesh port from the broker pods")
 	require.True(t, (pdbs[0].Spec.MaxUnavailable == "") != (pdbs[0].Spec.MinAvailable == ""), "one of maxUnavailable, minAvailable")
 }
 

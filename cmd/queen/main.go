@@ -112,6 +112,12 @@ func run() int {
 	// run beside them (background.go).
 	sp := openSpool(cfg.Spool, logger)
 	bg := newBackground(cfg, pool, logger)
+	id := serverID(cfg.Mesh.ServerID)
+	tr, err := newTransports(cfg, pool, id, logger)
+	if err != nil {
+		logger.Error("build the broker-to-broker transports", "err", err)
+		return 1
+	}
 	validatePush, err := handlers.PushValidator()
 	if err != nil {
 		logger.Error("build the push validator", "err", err)
@@ -133,6 +139,9 @@ func run() int {
 		PushMaxBatch:            cfg.Push.MaxBatch,
 		PushMaxFlushes:          cfg.Push.MaxFlushes,
 		PushParallelMin:         cfg.Push.ParallelMin,
+		Notifier:                tr.Notifier(),
+		MaintenanceRefresh:      cfg.Mesh.CacheRefresh,
+		QueueCacheTTL:           cfg.Mesh.CacheRefresh,
 	})
 	// A boot that fails from here on still closes the spool (Stop is
 	// idempotent: the shutdown below makes this one a no-op).
@@ -144,12 +153,13 @@ func run() int {
 		MaxBodyBytes:   cfg.Server.MaxBodyBytes,
 		Version:        version,
 		Auth:           authn,
-		ServerID:       serverID(),
+		ServerID:       id,
 		StatsFlushFunc: bg.flush,
 		Migration:      bg.migration,
 		Dashboard:      web.New(),
 		Collectors:     []prometheus.Collector{timings},
 		Tenancy:        cfg.Tenancy.Header,
+		SharedState:    tr,
 	})
 	handler, err := srv.Handler()
 	if err != nil {
@@ -166,6 +176,15 @@ func run() int {
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	// The transports deliver other brokers' announcements to brk, and
+	// carry its own from its first one on. They outlive the first signal
+	// (the drain still announces) and stop before the pool closes: here
+	// on a failed boot, below on a shutdown.
+	if err := tr.start(context.WithoutCancel(ctx), brk); err != nil {
+		logger.Error("start the broker-to-broker transports", "err", err)
+		return 1
+	}
+	defer func() { _ = tr.stop(context.Background()) }()
 	if err := brk.Start(ctx); err != nil {
 		logger.Error("start the broker", "err", err)
 		return 1
@@ -195,6 +214,12 @@ func run() int {
 	// pool closes (deferred above).
 	if err := brk.Stop(shutdownCtx); err != nil {
 		logger.Warn("stop the broker", "err", err)
+	}
+	// The broker's last announcements (its final group commits) are
+	// handed over; the mesh's connections and the LISTEN connection close
+	// before the pool that NOTIFY publishes through.
+	if err := tr.stop(shutdownCtx); err != nil {
+		logger.Warn("stop the broker-to-broker transports", "err", err)
 	}
 	bg.stop()
 	logger.Info("shut down")
@@ -267,14 +292,6 @@ func jwksClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.TLSClientConfig = &tls.Config{RootCAs: roots.Mozilla(), MinVersion: tls.VersionTLS12}
 	return &http.Client{Transport: t}
-}
-
-// serverID names this broker in the dashboard identity: the host name.
-func serverID() string {
-	if h, err := os.Hostname(); err == nil && h != "" {
-		return h
-	}
-	return "local"
 }
 
 func newLogger(s config.Server) *slog.Logger {

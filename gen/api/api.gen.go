@@ -293,6 +293,60 @@ func (e RetryResponseResult) Valid() bool {
 	}
 }
 
+// Defines values for SharedStateStatsAuth.
+const (
+	Hmac SharedStateStatsAuth = "hmac"
+	Off  SharedStateStatsAuth = "off"
+)
+
+// Valid indicates whether the value is a known member of the SharedStateStatsAuth enum.
+func (e SharedStateStatsAuth) Valid() bool {
+	switch e {
+	case Hmac:
+		return true
+	case Off:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SharedStateStatsReason.
+const (
+	BindFailed   SharedStateStatsReason = "bind_failed"
+	NoPeers      SharedStateStatsReason = "no_peers"
+	SyncDisabled SharedStateStatsReason = "sync_disabled"
+)
+
+// Valid indicates whether the value is a known member of the SharedStateStatsReason enum.
+func (e SharedStateStatsReason) Valid() bool {
+	switch e {
+	case BindFailed:
+		return true
+	case NoPeers:
+		return true
+	case SyncDisabled:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SharedStateStatsTransport.
+const (
+	TcpMesh SharedStateStatsTransport = "tcp-mesh"
+)
+
+// Valid indicates whether the value is a known member of the SharedStateStatsTransport enum.
+func (e SharedStateStatsTransport) Valid() bool {
+	switch e {
+	case TcpMesh:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for StreamCycleAckStatus.
 const (
 	StreamCycleAckStatusCompleted StreamCycleAckStatus = "completed"
@@ -311,6 +365,27 @@ func (e StreamCycleAckStatus) Valid() bool {
 	case StreamCycleAckStatusFailed:
 		return true
 	case StreamCycleAckStatusSuccess:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StreamCycleResponseSkipped.
+const (
+	AlreadyClosed StreamCycleResponseSkipped = "already_closed"
+	LeaseHeld     StreamCycleResponseSkipped = "lease_held"
+	ShardBusy     StreamCycleResponseSkipped = "shard_busy"
+)
+
+// Valid indicates whether the value is a known member of the StreamCycleResponseSkipped enum.
+func (e StreamCycleResponseSkipped) Valid() bool {
+	switch e {
+	case AlreadyClosed:
+		return true
+	case LeaseHeld:
+		return true
+	case ShardBusy:
 		return true
 	default:
 		return false
@@ -355,10 +430,11 @@ func (e TransactionOperationType) Valid() bool {
 
 // Defines values for SubscriptionMode.
 const (
-	SubscriptionModeAll     SubscriptionMode = "all"
-	SubscriptionModeEmpty   SubscriptionMode = ""
-	SubscriptionModeNew     SubscriptionMode = "new"
-	SubscriptionModeNewOnly SubscriptionMode = "new-only"
+	SubscriptionModeAll           SubscriptionMode = "all"
+	SubscriptionModeEmpty         SubscriptionMode = ""
+	SubscriptionModeFromBeginning SubscriptionMode = "from_beginning"
+	SubscriptionModeNew           SubscriptionMode = "new"
+	SubscriptionModeNewOnly       SubscriptionMode = "new-only"
 )
 
 // Valid indicates whether the value is a known member of the SubscriptionMode enum.
@@ -367,6 +443,8 @@ func (e SubscriptionMode) Valid() bool {
 	case SubscriptionModeAll:
 		return true
 	case SubscriptionModeEmpty:
+		return true
+	case SubscriptionModeFromBeginning:
 		return true
 	case SubscriptionModeNew:
 		return true
@@ -403,10 +481,11 @@ func (e ListMessagesParamsStatus) Valid() bool {
 
 // Defines values for PopNamespaceTaskParamsSubscriptionMode.
 const (
-	PopNamespaceTaskParamsSubscriptionModeAll     PopNamespaceTaskParamsSubscriptionMode = "all"
-	PopNamespaceTaskParamsSubscriptionModeEmpty   PopNamespaceTaskParamsSubscriptionMode = ""
-	PopNamespaceTaskParamsSubscriptionModeNew     PopNamespaceTaskParamsSubscriptionMode = "new"
-	PopNamespaceTaskParamsSubscriptionModeNewOnly PopNamespaceTaskParamsSubscriptionMode = "new-only"
+	PopNamespaceTaskParamsSubscriptionModeAll           PopNamespaceTaskParamsSubscriptionMode = "all"
+	PopNamespaceTaskParamsSubscriptionModeEmpty         PopNamespaceTaskParamsSubscriptionMode = ""
+	PopNamespaceTaskParamsSubscriptionModeFromBeginning PopNamespaceTaskParamsSubscriptionMode = "from_beginning"
+	PopNamespaceTaskParamsSubscriptionModeNew           PopNamespaceTaskParamsSubscriptionMode = "new"
+	PopNamespaceTaskParamsSubscriptionModeNewOnly       PopNamespaceTaskParamsSubscriptionMode = "new-only"
 )
 
 // Valid indicates whether the value is a known member of the PopNamespaceTaskParamsSubscriptionMode enum.
@@ -415,6 +494,8 @@ func (e PopNamespaceTaskParamsSubscriptionMode) Valid() bool {
 	case PopNamespaceTaskParamsSubscriptionModeAll:
 		return true
 	case PopNamespaceTaskParamsSubscriptionModeEmpty:
+		return true
+	case PopNamespaceTaskParamsSubscriptionModeFromBeginning:
 		return true
 	case PopNamespaceTaskParamsSubscriptionModeNew:
 		return true
@@ -427,10 +508,11 @@ func (e PopNamespaceTaskParamsSubscriptionMode) Valid() bool {
 
 // Defines values for PopQueueParamsSubscriptionMode.
 const (
-	PopQueueParamsSubscriptionModeAll     PopQueueParamsSubscriptionMode = "all"
-	PopQueueParamsSubscriptionModeEmpty   PopQueueParamsSubscriptionMode = ""
-	PopQueueParamsSubscriptionModeNew     PopQueueParamsSubscriptionMode = "new"
-	PopQueueParamsSubscriptionModeNewOnly PopQueueParamsSubscriptionMode = "new-only"
+	PopQueueParamsSubscriptionModeAll           PopQueueParamsSubscriptionMode = "all"
+	PopQueueParamsSubscriptionModeEmpty         PopQueueParamsSubscriptionMode = ""
+	PopQueueParamsSubscriptionModeFromBeginning PopQueueParamsSubscriptionMode = "from_beginning"
+	PopQueueParamsSubscriptionModeNew           PopQueueParamsSubscriptionMode = "new"
+	PopQueueParamsSubscriptionModeNewOnly       PopQueueParamsSubscriptionMode = "new-only"
 )
 
 // Valid indicates whether the value is a known member of the PopQueueParamsSubscriptionMode enum.
@@ -439,6 +521,8 @@ func (e PopQueueParamsSubscriptionMode) Valid() bool {
 	case PopQueueParamsSubscriptionModeAll:
 		return true
 	case PopQueueParamsSubscriptionModeEmpty:
+		return true
+	case PopQueueParamsSubscriptionModeFromBeginning:
 		return true
 	case PopQueueParamsSubscriptionModeNew:
 		return true
@@ -451,10 +535,11 @@ func (e PopQueueParamsSubscriptionMode) Valid() bool {
 
 // Defines values for PopPartitionParamsSubscriptionMode.
 const (
-	PopPartitionParamsSubscriptionModeAll     PopPartitionParamsSubscriptionMode = "all"
-	PopPartitionParamsSubscriptionModeEmpty   PopPartitionParamsSubscriptionMode = ""
-	PopPartitionParamsSubscriptionModeNew     PopPartitionParamsSubscriptionMode = "new"
-	PopPartitionParamsSubscriptionModeNewOnly PopPartitionParamsSubscriptionMode = "new-only"
+	PopPartitionParamsSubscriptionModeAll           PopPartitionParamsSubscriptionMode = "all"
+	PopPartitionParamsSubscriptionModeEmpty         PopPartitionParamsSubscriptionMode = ""
+	PopPartitionParamsSubscriptionModeFromBeginning PopPartitionParamsSubscriptionMode = "from_beginning"
+	PopPartitionParamsSubscriptionModeNew           PopPartitionParamsSubscriptionMode = "new"
+	PopPartitionParamsSubscriptionModeNewOnly       PopPartitionParamsSubscriptionMode = "new-only"
 )
 
 // Valid indicates whether the value is a known member of the PopPartitionParamsSubscriptionMode enum.
@@ -463,6 +548,8 @@ func (e PopPartitionParamsSubscriptionMode) Valid() bool {
 	case PopPartitionParamsSubscriptionModeAll:
 		return true
 	case PopPartitionParamsSubscriptionModeEmpty:
+		return true
+	case PopPartitionParamsSubscriptionModeFromBeginning:
 		return true
 	case PopPartitionParamsSubscriptionModeNew:
 		return true
@@ -893,6 +980,43 @@ type MaintenanceStatus struct {
 	PopMaintenanceMode bool       `json:"popMaintenanceMode"`
 }
 
+// MeshFrameCounts defines model for MeshFrameCounts.
+type MeshFrameCounts struct {
+	// Dropped a peer's queue was full or the peer down
+	Dropped int64 `json:"dropped"`
+
+	// In received and authenticated
+	In int64 `json:"in"`
+
+	// Out written to a peer
+	Out int64 `json:"out"`
+}
+
+// MeshPeer defines model for MeshPeer.
+type MeshPeer struct {
+	Connected       bool   `json:"connected"`
+	Host            string `json:"host"`
+	MessagesDropped int64  `json:"messages_dropped"`
+	Port            int    `json:"port"`
+
+	// Resolved the reference's name of connected
+	Resolved bool `json:"resolved"`
+
+	// ResolvedIp the peer's address while connected
+	ResolvedIp *string `json:"resolved_ip"`
+
+	// Self this entry is this broker, not dialled
+	Self bool `json:"self"`
+}
+
+// MeshServer defines model for MeshServer.
+type MeshServer struct {
+	Alive         bool    `json:"alive"`
+	HttpAddr      *string `json:"http_addr,omitempty"`
+	LastSeenAgoMs int64   `json:"last_seen_ago_ms"`
+	ServerId      string  `json:"server_id"`
+}
+
 // MessageActionNotFound defines model for MessageActionNotFound.
 type MessageActionNotFound struct {
 	Error         string `json:"error"`
@@ -1199,6 +1323,28 @@ type NamespaceSummary struct {
 	Queues     int           `json:"queues"`
 }
 
+// NotifyStats defines model for NotifyStats.
+type NotifyStats struct {
+	Channel string `json:"channel"`
+
+	// Dropped events lost (queue full, NOTIFY failed)
+	Dropped    int64 `json:"dropped"`
+	IgnoredOwn int64 `json:"ignored_own"`
+
+	// ListenerPid the backend of the LISTEN connection
+	ListenerPid *int64 `json:"listener_pid,omitempty"`
+
+	// Listening the LISTEN connection is up
+	Listening     bool  `json:"listening"`
+	Malformed     int64 `json:"malformed"`
+	PublishErrors int64 `json:"publish_errors"`
+
+	// Published notifications sent (only without the mesh)
+	Published  int64 `json:"published"`
+	Received   int64 `json:"received"`
+	Reconnects int64 `json:"reconnects"`
+}
+
 // OpCounts defines model for OpCounts.
 type OpCounts struct {
 	Ack  float64 `json:"ack"`
@@ -1476,20 +1622,63 @@ type QueueDeleteResponse struct {
 
 // QueueDetail defines model for QueueDetail.
 type QueueDetail struct {
-	CreatedAt string               `json:"createdAt"`
-	Id        string               `json:"id"`
-	Name      string               `json:"name"`
-	Namespace string               `json:"namespace"`
-	Options   QueueOptionsResolved `json:"options"`
-	Task      string               `json:"task"`
-	Totals    struct {
+	CreatedAt  string               `json:"createdAt"`
+	Id         string               `json:"id"`
+	Name       string               `json:"name"`
+	Namespace  string               `json:"namespace"`
+	Options    QueueOptionsResolved `json:"options"`
+	Pagination struct {
+		Limit  int `json:"limit"`
+		Offset int `json:"offset"`
+
+		// Truncated more partitions after this page
+		Truncated bool `json:"truncated"`
+	} `json:"pagination"`
+	Partitions []QueueDetailPartition `json:"partitions"`
+	Task       string                 `json:"task"`
+	Totals     struct {
+		Completed  int `json:"completed"`
 		DeadLetter int `json:"deadLetter"`
+
+		// Failed always 0
+		Failed     int `json:"failed"`
 		Partitions int `json:"partitions"`
 
-		// Pending not yet consumed by the queue-mode group
-		Pending int `json:"pending"`
-		Total   int `json:"total"`
+		// Pending not yet consumed by the queue-mode group, in-flight included
+		Pending    int `json:"pending"`
+		Processing int `json:"processing"`
+		Total      int `json:"total"`
 	} `json:"totals"`
+}
+
+// QueueDetailPartition defines model for QueueDetailPartition.
+type QueueDetailPartition struct {
+	CreatedAt string `json:"createdAt"`
+	Id        string `json:"id"`
+	Name      string `json:"name"`
+
+	// NewestMessage when the newest stored message was stored
+	NewestMessage *string `json:"newestMessage"`
+
+	// OldestMessage when the oldest stored message was stored
+	OldestMessage *string `json:"oldestMessage"`
+	Stats         struct {
+		// Completed consumed by the queue-mode group, less the dead letters
+		Completed  int `json:"completed"`
+		DeadLetter int `json:"deadLetter"`
+
+		// Failed always 0
+		Failed int `json:"failed"`
+
+		// Pending not yet consumed by the queue-mode group, in-flight included
+		Pending int `json:"pending"`
+
+		// Processing delivered under a live queue-mode lease, not yet acked
+		Processing int `json:"processing"`
+
+		// Total messages stored
+		Total int `json:"total"`
+	} `json:"stats"`
 }
 
 // QueueLagPoint defines model for QueueLagPoint.
@@ -1565,7 +1754,10 @@ type QueueOptions struct {
 	MaxWaitTimeSeconds *int `json:"maxWaitTimeSeconds,omitempty"`
 
 	// Priority (0) higher queues are served first by namespace/task pops
-	Priority         *int  `json:"priority,omitempty"`
+	Priority *int `json:"priority,omitempty"`
+
+	// RetentionEnabled when absent: on if `retentionSeconds` or `completedRetentionSeconds` is above 0 (a
+	// retention time given alone means retention on), else off. An explicit false wins.
 	RetentionEnabled *bool `json:"retentionEnabled,omitempty"`
 	RetentionSeconds *int  `json:"retentionSeconds,omitempty"`
 
@@ -1681,6 +1873,71 @@ type RetryResponseReplayedAsStatus string
 
 // RetryResponseResult defines model for RetryResponse.Result.
 type RetryResponseResult string
+
+// SharedStateStats defines model for SharedStateStats.
+type SharedStateStats struct {
+	Auth *SharedStateStatsAuth `json:"auth,omitempty"`
+
+	// AuthFailures refused connections by reason (timeout, not_hello, bad_hello, unsigned, bad_mac, frame_mac, sequence, busy, frame_error)
+	AuthFailures *map[string]int64 `json:"auth_failures,omitempty"`
+
+	// Enabled the mesh runs
+	Enabled bool `json:"enabled"`
+
+	// Frames frames by type name
+	Frames *map[string]MeshFrameCounts `json:"frames,omitempty"`
+
+	// HandshakeFailures connections refused before the handshake completed
+	HandshakeFailures *int64 `json:"handshake_failures,omitempty"`
+
+	// MaintenanceMode push maintenance as this broker applies it
+	MaintenanceMode  bool        `json:"maintenance_mode"`
+	MessagesDropped  *int64      `json:"messages_dropped,omitempty"`
+	MessagesReceived *int64      `json:"messages_received,omitempty"`
+	MessagesSent     *int64      `json:"messages_sent,omitempty"`
+	Notify           NotifyStats `json:"notify"`
+
+	// PeerCount configured peers (QUEEN_MESH_PEERS)
+	PeerCount *int        `json:"peer_count,omitempty"`
+	Peers     *[]MeshPeer `json:"peers,omitempty"`
+
+	// PeersConnected outbound connections up
+	PeersConnected *int `json:"peers_connected,omitempty"`
+
+	// PopMaintenanceMode pop maintenance as this broker applies it
+	PopMaintenanceMode bool `json:"pop_maintenance_mode"`
+
+	// Port the bound mesh port
+	Port *int `json:"port,omitempty"`
+
+	// Reason why the mesh does not run
+	Reason  *SharedStateStatsReason `json:"reason,omitempty"`
+	Running *bool                   `json:"running,omitempty"`
+
+	// SequenceRejections replayed or skipped frame sequence numbers
+	SequenceRejections *int64 `json:"sequence_rejections,omitempty"`
+
+	// ServerId this broker's id on the mesh and in NOTIFY events
+	ServerId string `json:"server_id"`
+
+	// Servers peers by the server id they announced, from their inbound frames
+	Servers      *[]MeshServer `json:"servers,omitempty"`
+	ServersAlive *int          `json:"servers_alive,omitempty"`
+	ServersDead  *int          `json:"servers_dead,omitempty"`
+
+	// SignatureFailures MACs that did not verify (HELLO or frame)
+	SignatureFailures *int64                     `json:"signature_failures,omitempty"`
+	Transport         *SharedStateStatsTransport `json:"transport,omitempty"`
+}
+
+// SharedStateStatsAuth defines model for SharedStateStats.Auth.
+type SharedStateStatsAuth string
+
+// SharedStateStatsReason why the mesh does not run
+type SharedStateStatsReason string
+
+// SharedStateStatsTransport defines model for SharedStateStats.Transport.
+type SharedStateStatsTransport string
 
 // SpoolFailedFiles defines model for SpoolFailedFiles.
 type SpoolFailedFiles struct {
@@ -1983,10 +2240,16 @@ type StreamCycleResponse struct {
 	QueryId     string       `json:"query_id"`
 
 	// QueueName the source queue (when the cycle acks)
-	QueueName       *string `json:"queueName,omitempty"`
-	StateOpsApplied int     `json:"state_ops_applied"`
-	Success         bool    `json:"success"`
+	QueueName *string `json:"queueName,omitempty"`
+
+	// Skipped an idle flush that was not applied (success true, nothing committed), and why
+	Skipped         *StreamCycleResponseSkipped `json:"skipped,omitempty"`
+	StateOpsApplied int                         `json:"state_ops_applied"`
+	Success         bool                        `json:"success"`
 }
+
+// StreamCycleResponseSkipped an idle flush that was not applied (success true, nothing committed), and why
+type StreamCycleResponseSkipped string
 
 // StreamQueryConflict defines model for StreamQueryConflict.
 type StreamQueryConflict struct {
@@ -2804,8 +3067,11 @@ type PopNamespaceTaskParams struct {
 	// AutoAck move the cursor on delivery and take no lease (at-most-once)
 	AutoAck *AutoAck `form:"autoAck,omitempty" json:"autoAck,omitempty"`
 
-	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning) or
-	// `new` (now; `new-only` is an alias). The first decision for a group sticks.
+	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning;
+	// `from_beginning`, what the JS and Python clients' own tests send, is an alias) or `new`
+	// (now; `new-only` is an alias). Empty or absent means the broker's
+	// `DEFAULT_SUBSCRIPTION_MODE`. Any other value is a 400 naming the accepted ones. The first
+	// decision for a group sticks.
 	SubscriptionMode *PopNamespaceTaskParamsSubscriptionMode `form:"subscriptionMode,omitempty" json:"subscriptionMode,omitempty"`
 
 	// SubscriptionFrom `now` or a Timestamp; wins over subscriptionMode
@@ -2846,8 +3112,11 @@ type PopQueueParams struct {
 	// AutoAck move the cursor on delivery and take no lease (at-most-once)
 	AutoAck *AutoAck `form:"autoAck,omitempty" json:"autoAck,omitempty"`
 
-	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning) or
-	// `new` (now; `new-only` is an alias). The first decision for a group sticks.
+	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning;
+	// `from_beginning`, what the JS and Python clients' own tests send, is an alias) or `new`
+	// (now; `new-only` is an alias). Empty or absent means the broker's
+	// `DEFAULT_SUBSCRIPTION_MODE`. Any other value is a 400 naming the accepted ones. The first
+	// decision for a group sticks.
 	SubscriptionMode *PopQueueParamsSubscriptionMode `form:"subscriptionMode,omitempty" json:"subscriptionMode,omitempty"`
 
 	// SubscriptionFrom `now` or a Timestamp; wins over subscriptionMode
@@ -2888,8 +3157,11 @@ type PopPartitionParams struct {
 	// AutoAck move the cursor on delivery and take no lease (at-most-once)
 	AutoAck *AutoAck `form:"autoAck,omitempty" json:"autoAck,omitempty"`
 
-	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning) or
-	// `new` (now; `new-only` is an alias). The first decision for a group sticks.
+	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning;
+	// `from_beginning`, what the JS and Python clients' own tests send, is an alias) or `new`
+	// (now; `new-only` is an alias). Empty or absent means the broker's
+	// `DEFAULT_SUBSCRIPTION_MODE`. Any other value is a 400 naming the accepted ones. The first
+	// decision for a group sticks.
 	SubscriptionMode *PopPartitionParamsSubscriptionMode `form:"subscriptionMode,omitempty" json:"subscriptionMode,omitempty"`
 
 	// SubscriptionFrom `now` or a Timestamp; wins over subscriptionMode
@@ -3022,6 +3294,9 @@ type DeleteQueueParams struct {
 
 // GetQueueParams defines parameters for GetQueue.
 type GetQueueParams struct {
+	Limit  *int `form:"limit,omitempty" json:"limit,omitempty"`
+	Offset *int `form:"offset,omitempty" json:"offset,omitempty"`
+
 	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
 	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
 	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
@@ -3450,7 +3725,7 @@ type ServerInterface interface {
 	// DeleteQueue Delete a queue with its partitions, messages, cursors and dead letters.
 	// (DELETE /api/v1/resources/queues/{queue})
 	DeleteQueue(w http.ResponseWriter, r *http.Request, queue QueuePath, params DeleteQueueParams)
-	// GetQueue One queue with its options and counts.
+	// GetQueue One queue with its options, a page of its partitions and the queue's totals.
 	// (GET /api/v1/resources/queues/{queue})
 	GetQueue(w http.ResponseWriter, r *http.Request, queue QueuePath, params GetQueueParams)
 	// ListTasks Non-empty queue tasks with their queue, partition and message counts.
@@ -3519,6 +3794,12 @@ type ServerInterface interface {
 	// GetHealth Liveness and readiness; 503 when PostgreSQL is unreachable or the broker is draining.
 	// (GET /health)
 	GetHealth(w http.ResponseWriter, r *http.Request)
+	// GetInterInstanceStats The reference's older name of /internal/api/shared-state/stats; the same answer.
+	// (GET /internal/api/inter-instance/stats)
+	GetInterInstanceStats(w http.ResponseWriter, r *http.Request)
+	// GetSharedStateStats This broker's broker-to-broker transports, the mesh and PostgreSQL NOTIFY.
+	// (GET /internal/api/shared-state/stats)
+	GetSharedStateStats(w http.ResponseWriter, r *http.Request)
 	// GetMetrics This broker's counters since it started, as JSON.
 	// (GET /metrics)
 	GetMetrics(w http.ResponseWriter, r *http.Request)
@@ -6210,6 +6491,32 @@ func (siw *ServerInterfaceWrapper) GetQueue(w http.ResponseWriter, r *http.Reque
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetQueueParams
 
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "offset" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", r.URL.Query(), &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "offset"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "offset", Err: err})
+		}
+		return
+	}
+
 	headers := r.Header
 
 	// ------------- Optional header parameter "x-queen-tenant" -------------
@@ -7228,6 +7535,34 @@ func (siw *ServerInterfaceWrapper) GetHealth(w http.ResponseWriter, r *http.Requ
 	handler.ServeHTTP(w, r)
 }
 
+// GetInterInstanceStats operation middleware
+func (siw *ServerInterfaceWrapper) GetInterInstanceStats(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetInterInstanceStats(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSharedStateStats operation middleware
+func (siw *ServerInterfaceWrapper) GetSharedStateStats(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSharedStateStats(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetMetrics operation middleware
 func (siw *ServerInterfaceWrapper) GetMetrics(w http.ResponseWriter, r *http.Request) {
 
@@ -7569,6 +7904,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/system/maintenance/pop", wrapper.GetPopMaintenance)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/system/maintenance/pop", wrapper.SetPopMaintenance)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/status/buffers", wrapper.GetBufferStatus)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/internal/api/shared-state/stats", wrapper.GetSharedStateStats)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/internal/api/inter-instance/stats", wrapper.GetInterInstanceStats)
 
 	return m
 }
@@ -11045,6 +11382,48 @@ func (response GetHealth503JSONResponse) VisitGetHealthResponse(w http.ResponseW
 	return err
 }
 
+type GetInterInstanceStatsRequestObject struct {
+}
+
+type GetInterInstanceStatsResponseObject interface {
+	VisitGetInterInstanceStatsResponse(w http.ResponseWriter) error
+}
+
+type GetInterInstanceStats200JSONResponse SharedStateStats
+
+func (response GetInterInstanceStats200JSONResponse) VisitGetInterInstanceStatsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSharedStateStatsRequestObject struct {
+}
+
+type GetSharedStateStatsResponseObject interface {
+	VisitGetSharedStateStatsResponse(w http.ResponseWriter) error
+}
+
+type GetSharedStateStats200JSONResponse SharedStateStats
+
+func (response GetSharedStateStats200JSONResponse) VisitGetSharedStateStatsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetMetricsRequestObject struct {
 }
 
@@ -11449,7 +11828,7 @@ type StrictServerInterface interface {
 	// DeleteQueue Delete a queue with its partitions, messages, cursors and dead letters.
 	// (DELETE /api/v1/resources/queues/{queue})
 	DeleteQueue(ctx context.Context, request DeleteQueueRequestObject) (DeleteQueueResponseObject, error)
-	// GetQueue One queue with its options and counts.
+	// GetQueue One queue with its options, a page of its partitions and the queue's totals.
 	// (GET /api/v1/resources/queues/{queue})
 	GetQueue(ctx context.Context, request GetQueueRequestObject) (GetQueueResponseObject, error)
 	// ListTasks Non-empty queue tasks with their queue, partition and message counts.
@@ -11518,6 +11897,12 @@ type StrictServerInterface interface {
 	// GetHealth Liveness and readiness; 503 when PostgreSQL is unreachable or the broker is draining.
 	// (GET /health)
 	GetHealth(ctx context.Context, request GetHealthRequestObject) (GetHealthResponseObject, error)
+	// GetInterInstanceStats The reference's older name of /internal/api/shared-state/stats; the same answer.
+	// (GET /internal/api/inter-instance/stats)
+	GetInterInstanceStats(ctx context.Context, request GetInterInstanceStatsRequestObject) (GetInterInstanceStatsResponseObject, error)
+	// GetSharedStateStats This broker's broker-to-broker transports, the mesh and PostgreSQL NOTIFY.
+	// (GET /internal/api/shared-state/stats)
+	GetSharedStateStats(ctx context.Context, request GetSharedStateStatsRequestObject) (GetSharedStateStatsResponseObject, error)
 	// GetMetrics This broker's counters since it started, as JSON.
 	// (GET /metrics)
 	GetMetrics(ctx context.Context, request GetMetricsRequestObject) (GetMetricsResponseObject, error)
@@ -13394,6 +13779,54 @@ func (sh *strictHandler) GetHealth(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// GetInterInstanceStats operation middleware
+func (sh *strictHandler) GetInterInstanceStats(w http.ResponseWriter, r *http.Request) {
+	var request GetInterInstanceStatsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetInterInstanceStats(ctx, request.(GetInterInstanceStatsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetInterInstanceStats")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetInterInstanceStatsResponseObject); ok {
+		if err := validResponse.VisitGetInterInstanceStatsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetSharedStateStats operation middleware
+func (sh *strictHandler) GetSharedStateStats(w http.ResponseWriter, r *http.Request) {
+	var request GetSharedStateStatsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSharedStateStats(ctx, request.(GetSharedStateStatsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSharedStateStats")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetSharedStateStatsResponseObject); ok {
+		if err := validResponse.VisitGetSharedStateStatsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetMetrics operation middleware
 func (sh *strictHandler) GetMetrics(w http.ResponseWriter, r *http.Request) {
 	var request GetMetricsRequestObject
@@ -13546,459 +13979,496 @@ func (sh *strictHandler) GetStreamState(w http.ResponseWriter, r *http.Request, 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17c9s4sjf8VVB6n6rY56FsObeZ2HXqLU/i2cmeZJKJnWdqzyqvBZGQhDUFaAjQsjZPvvtb6AZIkAQp",
-	"ypdkZs7sHzuxSOLSaDQaffn150EslyspmNBqcPx5wG7ocpUy+PdpfPUD1fHiA/stZ0qbn1S+XNJsMzge",
-	"SMHIkilF54wsqEhSlkTE/DijHP49kxmhRNAlS8g8k/lqEA2uaZoz0w6Nr4RcpyyZL7Hnf34epIwq9joZ",
-	"HA9GRy8ez47iF8MRPToafseePRvSo+njYfwkecqezZ7T76bfD6LBimaaay4FfPRsNoof06ds+GT6XTJ8",
-	"yh4fDV/Q7+PhUfKYPZk9pc+mz+NBNFCa6lwNjmHeKdMsGUQDnVGhaFy0JbOEZcOj0eho8CX6PGBZJjPz",
-	"Cc0SkrA45QI++8ojRsp2Dffx4MunaBBLofIly/4GVD8eTHmacjEffPkSeWuq8hSXvFxTvcDlyzNGMgaz",
-	"U8T8CP+0K5qxhKX8mmWbckH/+XmQpL8Njmc0VSxy9BJ5mkYDLhJ2MzgeWXJ9wHaT4uWCJj/TJTNEzpWW",
-	"S5YNnz4eRIPfcpYz+wSmqQxF8jhmSg2OdZazrau3bWRHjZFhsw84MLNOuBjBvWVIvpKrFUvqW8zfQ7/T",
-	"/eLmZfirOi26WqWcJSfAUlPDhYQr4tqNiJIes3HlWDC5I589+Goe4Wq+lGLG53nGgmtKCfRB1lwvCCV6",
-	"LYdLLnJt5xuRGb9mhGrNliutIsJEnG1WmiVkRTeppIny196IVbWisRmvWkgjW+XKjAyFOH7LpTgTdJqW",
-	"RICuLriZ5tHjUTTImM42b/iS68Hxsy+WDD4JNFVXNQniTVOtpFCsybtKy4wlxI4oIgmbUSNtCBdxmidV",
-	"No5de8UouydX8OEHppkwP5+zWIpEwdonjCZvmNYs+wXnYlklYSndsOR9Js2SmrnA2+lvpzPNsrf05gPT",
-	"GTfnnuOtvjRc0ptz/m8G7S3pza+Ua/PUH9Qq4zLjegN/ZG7YRbu2xyw0H1ihV2bwg+Oj0ai+ZtFA63Rw",
-	"/OS5ebLmIpHrH/LZjGWD49GX+o5/MX3MnibPZ8Mj+iQeGskwfGH2/pPZM/pd/IIdTR8ngwATwA/QwhPz",
-	"1uw7Onw8fWpkxvPZ8Ht6FA+fJd+xF7Mj+mT6LA5zzatiXd7TOWuqEmbdSAovEDkDOQDdDpcyYU39wYpF",
-	"VBzq593l5S8fzz6eXb599+rs8nIQDeKMUc2SUz04HjwePX4+PHo8HD2+OBodP3tx/Pj7g8fPv/vvQTRI",
-	"qKamcZi4ma+R1NFAS03TwfH3X4BffIFLh4+Tp6Phd9Pvvx++eMqeDVHUxi+SETsaWPn0Foc6OB5YFiPs",
-	"ZkFzhZIUz/TGyI6OR0+PR48Pnh09NiPjXqffD5/PTKfJ48fD7+Mn02Eh4uMXiS/lG0LuVvJ/lckkj1l2",
-	"nk+dpG0wCLDkS5kLy5IZjSsH0/fD76aj0fC7+Eky/J49nQ2f0efT7+LvkxdsNNuuz6zonAuKU/o8SJH1",
-	"jwzHy9lMMY28bpfpyHDbG7NHz240E0n4gF1LspQZIyiCFZllckmEXPs8ptw2PHo8ajQaEn2Gj+OU8iVh",
-	"8FZVzrGbFc+YCi31kceEO5/q8MGlbf2SbmlesPVZv4FkTLC1EU9HtZPQ0OK9XLXTwG7OCE+2hGi5dT9v",
-	"3cI7k+XeJcSL58/bhMRRwX2Pnx2Yc5TXmP/o8fA7Ojoavpg+jofeOOM7XSK+zQYfeRscX+9UjO5/vO4j",
-	"9dLsNcuhjSE3WTZXi1ZhgJ+Zkwc2sR1lRLiAH8opeDzLNVsie3XNEHS3rQzTVLy67zQ791g9x0Ld3aPI",
-	"LsnddsnkmdJWTYxAOKCwhevlilFtVoI6PbLal38ZKHV+u91f77Dx7CeXu2zWHryM7fVk5rCu1biIuDsY",
-	"PE3cekFPW7dg5SEOrsZM5T04SMVudSNMxTurKA9JxSRfpTymmlUIeQ+c30Vqe+W/KF8IXxPjK0IFyiNC",
-	"RUJWuVoQDnena8ljFhGq5ZLHNE03vjSSK5ZRe0n63RrTooHerBhOE1lvNxlKl3gGGakZVSWqJ9UspUJi",
-	"1D4qDyc7HkNlK7gqKxRScaZSL0hJbhLL5ZJrXdX2Mif6aiaLUmLd0eTQJGXXLn4xPIqfHA2/o999N/z+",
-	"SfJ06G3IUWP1v6NHyZPps9nwafw9Gz6dPXk8/H76IhmWa/9dUttlHs2b0mrLrCqLUl+SrV97M3w8Gn43",
-	"e/58OH0cPxl6gvvF4MsXvA3TJdOG0sefB6e5lqfxlflnwlSc8ZXlvqW8ZnAmxXmmZEakIM7iCTtS0ytG",
-	"hLR2qj2qh0up9FCKmO2bu5rAqYN9VCB1qO0rGqh4wZagQNppTqVMGRVwSQbLbHNAZiymC6dYK6NRZ0zn",
-	"mSB71rZCjtr6BkNbpeclveHLfOkMCksu7J8F7bnQbM4yZ+/xdefQ4ECdJ+uFVAXRDKGQQDRjJFcsOSFs",
-	"udIbYh5OFRNmOlQoMqkq45OWaVRVeH86/ytjs8Hx4P85LD0Zh/hUHb6DYdIUuBTtEEZMvWWaOkW+Oh2a",
-	"KmmWm2nkAZjaI0VUPi1eI0rTTJOV5EKrcgUMe7YtQlLtdgsfwBzfUw28AM2tzB9Fa+76lLHfcu4ZzvrR",
-	"pKDFe7fpO7ryNd/76k41yY7X5nyFd0WuyJKKTal2q0IRl6seLF9+dwe+B/thB2XwtLkzVc49xvoxk8sm",
-	"bSZCriewbcgFXzKl6XJ1QtZcKCKvWVZhzbcyYS1EUfWOaqR5w8TcTPb504IcSmfOfnde76QxzPWCZazq",
-	"8cONoowEpeViEq7JgiojQq2wmMnsmExomk7IHvgG2JwLwcV8n8hsLCaCrSdkT8j1CTH/HkqRbiaEK6Mp",
-	"0ZRTtX9ALoprRcJirkw/6K9yI+HxlToYix7UsUQsqcOEYZN/DgbRgKYpWlHw/2Eog08hil0wQYX+idGE",
-	"ZU1qmeFqeAPETIa6IKGxVjDuvUTG6hDeiDcHy2T/gHxgNCGmP7JeMIFOlExesYxkuVDgWBiLyS8fz85+",
-	"vrw4+/n055f/uPzp7PTV2Yf/NJw5OSFSL1i25ooRwQznpFJesYRQHYG8ZnDEuaFwdP3ZzTYWdrSTkf3f",
-	"MPB/9n9HkwNySj5+fP3K7Fuzk2M4KuGiR5fFzBk3AxqLNd3sR0TlWSZzkXAxJ+sF14yAE4DwuTDXwBN7",
-	"bETlOeK/hYdJYMQH5FRscOpELeiKESrU2tz2n45GZMLFNU15Qm6Gv+WMiaEd2gLWjewtc6XJ1PC1mc7+",
-	"ZCymbCYNo4uNXpihGuIfkF+5XhCf+BeXL9+cvn47iQglWl4xQWKaZRvzBegWIPBm/AY9rG6wx4S6rgVd",
-	"mpepwKEb6VcO/MkBweGuMnmzIYqZC4I29wSWzmAxM2b0GDUW2BtnQj9SB+QVi1MKzhlh17vQZE0DKpYr",
-	"ptBDB/0qOL9jlqbDNU8YNI0LMhZce/sJR11uqCo9Qyeev1f4kslcN7dJKsV8uJJpCg6ClAtmOGrJ05Rb",
-	"82x5HDwxrNd2JGjbQ/A8eA5c650Io+CJ8CvlnUPMheYpoYXPlmYZv2bKcOrE9j8hK6oUqMmhUa5ND53K",
-	"wRdz4OCtBI7RH6hv4Y6l4SP4JzhbY1jYw38pNJ33O5rOwKsKXdUUY5rOZGaku8yI2zdcrHJ9QgyXwsal",
-	"isQLKuYsGXyJBj9L/aPZ0w8/OCGJyuMFyZiSeRazAVqp3/1Xj679oBcpWOGxCQ/FvX3oG8HNgPrNoPpV",
-	"k8jObm0OXZZdswyn/OAEzAW7WbFYs8TFgKAYACcW4QkB1ZiuVoxmoI95B1Aq52a8HwW9pjyl05Q9/Hjf",
-	"S6XnGTv/5Y05qnKRMRovTNeGO72xcUXUItfacGci1+KEgDXbW7FKsNNrzUAHW2VGMGrOVMA/UZcBxRFl",
-	"+tVyNUzZNUtJ5SuC4Q+wsMwtqchTSy57ua2KRs87UNHRHj97Fm3/tnKp76ayOdzMJ+7u/tkoOu9mYL7o",
-	"+u40vjrHT8xNfeuIanf35pyWXLi/j0JKVals/3NQNwv70y01Mjn9F4v1oBL6VMjL6iI3gtIK+9RWIpSs",
-	"8wWiAF7jd3jRcIaaLKMb87zBTP1oXb3Lbid3jVz12bWQqJU6X2nUf22Ob7U5ypCt6sKD+bKpiuyyUNY2",
-	"+bmhVTWCtUL91EK3evTnWSZ7vF0YGEOdN1alm+4406hBf9eHo5o/xvoM60SBuJO2VTsvmNLdUn1bfNlt",
-	"ETxq2rIe3cDFNRqcis3fz9/9HDCNiQ0xTwgYuSPnncPLhs4zwRIy3WiMEzX/GDSZ/mY4l0PbpdEDDj7Q",
-	"tVO3TN+5BvGM1GxKILQ7uInSXC8uC+J/6hIl3YvmlgQ6CNH5B1AlPpitXh/UQiotLKc1hQxPwly/kpkO",
-	"P1nL7Aq9Gp9DdxB/2EXXtj3sz2siOBUIDyu5prbXpz8xmurFJrwZkoxy8Z7mrVvVcllwZkLqFioxuPSb",
-	"Z+Z+ASEsXOjnTwdRK4FaiJdx7bTPgF3VJ57r1N8ZxeSLXkIUfEnjBftgdNkAi5pnP3FdPC4mlMjcDKxo",
-	"T+TLKQ7afaPCc0qoplOqwqRLuLr6wGjS8m1d7noyr+02Hg3qFGzZNGXX/hSiGglaCXghNU1VOwXbqNE9",
-	"4cUupO85oUXnXAJBv9UJedGst1BTvMDXfkoHmK3f2a869I5yCtZt2sde7UI7d55IjdTY5RZ6lr7XhiJa",
-	"BAyHZFCF4F0E7UvGD0zJ9BoNGjW1Max5tD9p+cpRtZtq3sTL5qpDigq3REkF23w59Ra6l9o9Osk6V6B6",
-	"FWjKJWghqbp8mtt1aR1i2GHLelaUuV2Utxr5Sl2o7ktsjrY5tK1E+8WtfJVWqwoJivtk9aWUKm0bgxjE",
-	"vnef01jzaxYmG8bGvqHzFg2kjLcIMSRfsjd0XkSih1qAeDI36u3KzG4Swvc7Fq1EdULVB+HPujGJKs1C",
-	"61m9qLeNqMcGOnfBIvWFXtKbCxxV24YwR1MLwdvVzGJov3K9aG18y0bSVFfU63NUBKLBGzqfo6r0itGw",
-	"ou27z16WsbS9Ll9Nx+JOHxU+0V5farnicXUrNt+p2WuAx1qoWmMSq47bXqqXPLe2ofXyOol8JnHLEgUd",
-	"lEEqtC1GiGnLrIzbCPnYX+jmEWDjKzotJPauWaZWhMJLEkaToc0NyeT6kSLc5pe+f3d+QQ7pih9eHx0m",
-	"6W+Hn3ny5TBjq5RuBm33Qc+8v5VdyvSMwAx5y3id/wcuY+2btXsrt2gKlWjtvpaQYEt+THdQvLuQ4M+3",
-	"MF1tMZJYO8TrJGApCasz/nlQP74rq1qZmOXCKtl8xvVWuHt/uKylmjgvkgx6moq9DRcQNNVEl5qKgGkv",
-	"oZVyWTBbpRO2UXwQPAIxSLzO1plcK7KkOl44B/aMp9rGjnd3WtDINV6Z5xaq59l8Fz10K6MmpaJZnWBN",
-	"xijrP0+CJoj2TXUbbdSNqWT26ry6SfQBhJ13+6RJwtHk/t4jVpEGWbHokSVXasVSTa7YBlNuZ7liCcko",
-	"BB3oBRUExSmsOyby2BV9pIhcC1Ls0LDa2/diucMt9EsPgtRckQ2L9ge5/mBXuNu23VjiZXl8BGSqM6E7",
-	"JWpJOYZ2xKxFcerLMDiiEDMUDuLqLHcyfobaRWtYgHyeRao0OgsBzuMB2GjKP4OTBr92qxZaNWcvCptc",
-	"Lsp/gyXSfBNq/5plqu2AxcvEJe9jYLWD8WxwITK9TpjQkN0bCvJKqFpMJc0SUFvwTZLIOF8yoV3YGksT",
-	"ZaMfJ0pTkdBUCjaB2BsMD5uxjImYjQV6tR8pUr5nw5r2wEHvhQU9UvsnZEJzvZhEZKLyqflPJlOmJmC1",
-	"n1DgPexG5pkNj6s7RR1/NhUdF+OD7xBwemMMVkzTlGU22IVMmeIJU2SVT1MeH5PMCFsp0k1E1hnXzP4b",
-	"foYfIkKTJYfYot5aOo31ZZzmSrPsclFE3TU+M5qGmLs3twkct7Yv8fUPbAZt5DoQpj2RsxnEaU7+tdaT",
-	"kOrnddrPmBfq/lNDiqdrulHEnH1E+mEZEVkveLwgsN0w3hLbIXIGKSVyLQY9DIT2q/5aTm3YodViS8rT",
-	"fr5DdYkhajIQRmm+wThPyy8BO4j9+JK5fPvPXW+lrQYVs3N2X7oP5qvmoiFMQibFnClNTNNkwdLEMj5G",
-	"skJmnKhsi+DOcYNr2aUuSNS8YQNUrpggS7qCRII9QKT4+68XRM5mtv99f+f1n2VzmUshFV67Y2TOhEw3",
-	"lZgdiGOMDMsqphREgGtJ1AIytJtLo/A21Jw7TBXD909wh/izxRhSG0uLVMHAZMEGfRz2GJ3bwpWNIF1G",
-	"E1UPM90LhevuB+eIX1zOMrm8hLFu69fN3XaFEad7zRDV/TIMlRTRmq39t116i2Bm0CKr0cwnflyuexMW",
-	"wpLQLMagjcL6UqX5PCjMc1Uc5TVZ7J+iVQZnqWKkxhtkD2OKzZsy10QKtj/YZqJ0nTthVh1uVXAFxFBd",
-	"5jSOJk/wBk83K5HKY6Wy3ewphXvDyYfIHecl8/oLG2KyLo3nZXme1S5mLE2LVavzClekVGJAE2yxlPCw",
-	"CcTJ4V3kUisHlfpmG/PdhuF35+WQhcTykV3lKnP5i1aoqSXZe6xaMJqhheS7Drqr+w92+epXUe+YOsZT",
-	"KNp+9EVGhBt5jWJPSDxKLYJMedCFFuQNnZ9rqgPuGHo97+m7X9Kbvm+yhFPR92UubuPBNuMuesJWcIih",
-	"9bBW/ff+RT1sXrmct5qAUzq/XJirQ8+JpVTpS9tuAmAlPTRANFddpm1+DZkmTOnLXOzacDXbvMsae9nq",
-	"ewG7RftjzZfMjPxSdbnSKpfSVu3+xFcnEgkqvSYZi2WWEGxCDXZ1xdcWuTKhBgFqJPMHXlmmwLx9XmlZ",
-	"sgB7BBk3CO5TZV2P2lVyIjKPUSaFXJP/7SUb2k9OSj3FYdY8UqQE/YrKtJHvnz/tkUfYPf4202b/2EoP",
-	"V2i3kNnwswqSUI8Gq4BCPT4ocIVCG6G/OcxNxI9xdE3XRuXTKDDLEI+9Lc12Ho/VdEyryU1ImSQG8ZF2",
-	"yCdljhjonJW0M/st2bMv7xOrRpj5TRpWGO/u2suf9qV7TudMt7PeFCIEO+MA8RWWvPX8Hz1C9zxjqHP1",
-	"Nttut6/WHQu11gLDimqTKVvfsuht8ZG9aVNoFl3Ldb6SMsU3H5ioK7l6u/29rQQONNOL6j5NgpTHT0/B",
-	"C+jnjPWzaHcb5be5VO8z/LuURVU3Zt3J6SKOO9nRJ0r/tIz+yRhNf3jzlpMxqgDxQNqk0YBDnuwhZIYk",
-	"r978so8npAsOfDp68TykgrTNFvy2ocDkSqRCIJypjCGu5wVqsmHa5WIVlqY6Gl1EUqYUWZUAoaHN5j0O",
-	"kisXQxpfAWhrBiBW5mrv94WgysG2W1yvlvQF9seeYqyIeXDZjuqwjCnZ3+6TLRyxRRB0Zd4esTsYc1uU",
-	"4B9tT/bYi6+Ytmbrjk3YFegXN8PlvImlqBnuok21XDzCYUlxGSdX62p7NNw9h/t0Sx6A4zT7yehzAOlQ",
-	"ETh9jLMtNzquzhyw8r2twdIep11Tt1OFI3NrjPIdQ4RKvKyei3F/QUXwBGO4AyEsJXJyUIQXKMmhpz4Q",
-	"cuvzN+1BMoCTvD1CxrvneS1Wuse2vPF+aguqd+gxW2Kv7on3/WtUob724EmXo9gahv7wsWA9YsDeI/hO",
-	"KB4sEOpemETdZigiwXwBUE6sK0KsK7ysJi2qG8BKhqh+PHQcME4zr986FH7aEa7nZPsPm/IQCuTHUAVx",
-	"6u03BfylDL9wBJ8CORebaQYrBj6yT9uMS5Xuovo87Ncd5LinqDvH6DYqO3C23UKEdwXrLah6KzMWwpbL",
-	"WKnKQUAdoTMNoVZckRWyWOBUuv/ov6gY5Q5xgMXQAf+hMeIeMYB2S/QMBayKKI8tWzRXP/fVCM7LtK7G",
-	"loKqxhWhXddmBig3W0dqRPs+DJtgTWvVT0MU6dbCeIdlr6LUNK8u9UuKu+xVJG0fdfTB9Jr71VLc4Vyl",
-	"BDw69Ofc8nWnsgKvnN/uEP7r7HZnt0/FyNuO7cd2dWmqx3iPG48l6kVmGXhnd5jtz9rO73xHumZCX7oD",
-	"ue9eR0RjoOtuaS4VJ9RuTiSMgiiHW2hbDe+S7zDyqFUd9ra1ecNDljBoYWelABd7W/KXbTs8MJ3xWJ0L",
-	"ulILGbLQrfKAg2qjLNBQ7YDlcSZLn1lTtOQqBCe45bNA5IrZaDiG0KT8EN96hEBq9FvB4o68TrBrQ1Gc",
-	"oLeTcs3F3Jo0+5yQRXtRo/9mc6H5LNlShs54WG2ERFCtvtdRcCHYjWaZCClJnZ8tGF1dhJWrv0linhI5",
-	"1ZQLlpDiKvjuvLWtjyqUzuCa4oLkigU/zlQfymdgOCsH7XXqkSCqEjK8AqXSXl2DzOYd9ggf2KaVrnK1",
-	"YEnkiqdRkRAwx/a3iMJgWi/0qj3Bokc6Odx6DH0aWGYrlqH+FRHFRczIVEovCq8cRebtmTAVmw3b0gqV",
-	"hm9Pa0NiILCjLinGdHci5yttzUM1G7jFegwRp1XIYVsezSL/HlJIuEI4RCCpi5UOyno+R6zMUgK1oSbd",
-	"zlfVafduT2totXh32rTdZM41zXSrg8k/CnZCpDLyAcq9XRhF4pXVfYqzud5Wk04+jFpTXVlIHO2OY1pR",
-	"pdYyqwNsHY0ePw29bXF66sFq5neCeyUiVEGtEvMNwjTjgxKZ9NnTJ4/3zc1bMBs5XkKPPnv25Fl3DElU",
-	"GWgAa2NFzR3XDOz/++do+OLTf/yv5rXl01bspRIRpp4Zh5OAuOVBtbfT4X/T4b8vP9l/jIYvLj99HkXP",
-	"H3/5X6Gbk1JpmLOdUnMXxDPgh8q+hla3c34Iaqpzj7aFjLZlD/XdhGFTQ55lTOhzzVqQNvLl6l2uV3n4",
-	"ysFSulIs8YAceoj+dtmVMXBHdnTYTOAyGtsAB4pGGmykarApfOJbbYpltKtHmcZEO2l9QbM5u19R95c0",
-	"umdppEKucJUuZcL+07KDTXUwvWKEVcIVrbD070DE/B+a8qTFTEzT9K0r+bFLCmq3d9yQoMsHvWzvEoMJ",
-	"ukABWrDBzBOzp1o/rWuCdp38DqttRHacO+O0OOIEV0Veswv56s0vd8E2uktcQyBB2GaZ0zRjNNlcelbr",
-	"tuzZB4mNsCPbFiRRx17oOtsc1ExdXNmbTlkQQmYFVPIQyzUIumTH5Gj4+NkzEi9oRmNt6/NNPF3jYPhp",
-	"EhF2E7OVHovJgU1rPTjAOhIbElMhJIZmJknGlGIJVCQgHz+8ISuqF/tjUY1XCsgET6DteZ0PP1VH8h//",
-	"958Hn7Y+P6j9+r/3g5rSz84sGjZ1FVbT/uauosVWL1ggZsT20ba4lfY63XQ9DHE28qu/E0F12N5VT6we",
-	"Z3q2H0XV0jHFDEIEeLdqi1WjWFWqh6K1kqu+b+ZqcZuUEPgOO4pgYOGpeGGBgQ1rfodMG8ySm1mAdatQ",
-	"BDbQA2+Z/ze4Z95ds+yas3UIXi0QjVL6TbuYs0gSsrkc/d+vn3hojOiAXmm3kJVezTAm5pbYyC5QVi9u",
-	"clu0Y0fE4t3CDX2nbQnG2h2DWJWAHfB2O0sJvMKo0zlrU4HUVRsi3iKT+Xxhr0Y1uzlkerPkPcvwjtJ3",
-	"4yOldv2wAUtd7z3YclDZ8vHVesB6NqSot1SOehVLnE0YKmnn9+mtRmhw7789YpJXRW0exH/0R9hZGKR8",
-	"s8HAvY74YiQdgS6tW9aoermIaUtgZDsYYhnLUTawNa6jMdSmzOuONt0i8triICqQlrVjbl7kjWJ2GrHi",
-	"qqxnPnJZpiLsUkmp0i5qf8cMxG3A2LcNaudiOEv5fKEJF2CMTXrEte+CeNX3DOCtaG6+j75CwGiHOPXK",
-	"2gY5rpK60mZt67zb3SaHJpgx03VpqlXW3/Vy6uX31RIfC4ADUlYjbbvb7iBzwNPmGW6amHZ3i2VuFHv/",
-	"/OCAbCEurd6Ky+TDlvuwChaqb1lvj4B3ReGsrvnHi5e44uHwgFsHpnRFmW1byP/hqJd1e0oZybQVqbLK",
-	"gj5zOoZtZ0tv2mEmhFpaCh34H8Os6PL8ftjoNs3ZvVKL/fBS+bHL8GGXxUzodzMoD+C90qLS2qZqnUa1",
-	"YTba7Zp+GxwEIEb/krOMdxpWkzwrFL3qRvzpp+O3b4/Pzw+Wy2UQE5a3C7ZsE47XxGKnj0cjz0AWdLo5",
-	"XOcmFB7l+uzaVmjbyu3F2xc2IG1HQG8EfXUkKoGNXQnEavv+6PokJ5kz7ZrGeb4sj/aWZTKvUkHTzb+7",
-	"LN1lgx0vGQXkInelA8MK4WnRUD+h0q/6hjOg13qoDKk5iag5+T7ExS3VltajFtRstzKIqsmC/htONlQ5",
-	"emp36zZExkpfoZZD85lWxVowWgv1oz2uiWAsUWQ1v8TPoBRIb0C0kCQN5dKZRlvvPlC2Zbvh1K+jUnH8",
-	"9P4oxFRYmxQHsC00MKhImIeFDN86FCyt0thLbSKW0eQ9CnS7mD1MKA+wS80n/2eH1/k16xrB3avx2Bai",
-	"QjBU5IDXf1SnYWUyDWL0EQ8LqT+uEqo7V654aeflqzZ/L8SzN8uOZreRt/J9ZYxRcKp96Ai7rtg5vcRN",
-	"dQs1jD1msPfeoBGzXSsN02jVAIunHWpkl5fZDqD7aVfbZuHaW3BPW1toOYfLZhuN+KNujNEjyKBBnD5M",
-	"s4N51reqejEMVZld4ZoKT9ZOrZqIqeyAqsYc0M5qOkX1iK7wWVBfz1VLnd6K67ClRq9ijBSllBp301tW",
-	"NQ3GzAFo6eQV/jG5l9zstrrD9IqJMl7ch7YE3M9b1/nqS0Pv3lz3Hn78+PpV6T0cdEYM7f1zNHxBh7PT",
-	"4Y+fPn//Zej/+XSXP48ef2lxEzZu7aGCI0m+Qkh8oXjCqnlwJ2TOBMvMvRztwag6yozQqWIi5A+9bTU0",
-	"w+itgbm4Zd4iAmGN6HHMVtpGwNtFKxXht6r/F4WM76f9uo25tQpy3TYCb7aTYNcY646Cs9ZC19PGY9/u",
-	"lRVlg9psLX9r0nv96lzQK7aDDaxfBtbW/MbOQk/VCE14H6/nWKbdt6OUTtlPUVu2WRtGqlnWR4pY4YAI",
-	"zBER7Jq5zRLhFuKaLGjSH3l5i+Wt8kYQ3LG6Vhdee269Wgr7VrMTbWmnggohDsbcj5TRbCtWjmoWwmsr",
-	"2dYkdhlPRdUVS8hMZpa6gI9KVWc1ou6uH9jAXnQeNSjRTlGXTROKvwnlRNH4ShG9oJoUAQeEOude0Ctm",
-	"K1+3JBt5wBwtXrUy8CIwkoytZKa5mBNKzIvmIA265sBB0MIRkO/UMUYLHrVXbGxFbFJG0gMmyjZfjCEa",
-	"uGyqSjXp1iXahhCVdJV9ZDdctT7s8tO18Wq93Guj7I7rsWM+LfBPt8nJb4WMfdD6pe1p4i31eLcCr20J",
-	"tLmzD7sbK20bB4fiFEpvcmeQUch9Y4G0AlnrvqfGrVFB1VaOekPn7yUXOohB/YbO3/ZN2Zjm8RXTNXCl",
-	"Si7VLq2t5KrD6t2lXoRUW1fk3jUalZPzRlaZQzvBgvGwvQqn1dgPikGA+n7Nsg2ynTkly9OzF9TSfYYS",
-	"lUFpvbRtIEifWJ8AxMVtq7kVIV49AVysHFJtXB5f/dgRnUjjq13j5Wh81ZVYDi+cN3QW//ltNl7YGJ7+",
-	"1rGL4Na46+x23cc0u2JJMYh+X6DALD7avgW8QAcUgttOim4tV67OwFDQ9tTHxw2+sHOIZa4WWxrN1eI2",
-	"rXZzYvc1zbvB9DFEWj6s3ksqY6hNtEpLj+7VPVTZMJG3YT3+rg02xBFhZb/GbW0HQ5X8tTWuSYnGxqru",
-	"gi4Z1QWJbYj7lou81a4ckN1bEVdUM6Kgh05nZWmLLfgDFfOtVr6L4sWQjRifRLVZF8PtzJD39c5AEBoc",
-	"tagekZTNNJG5BuOlgoJkZUZBSwD8B6aZgLjRMoyzyFYcRZ3B8b/U7gXedSJhKd2w5H0Huq+DIChujGRN",
-	"zZCnbCYzRhKWcpjc3mh/EG0bU/rb6UyD7e4D044HAlcgRCrkUpx11S6r4GqGR733ZDTa76pdMApDi9+E",
-	"vfV7o317tYygBgUTM5nFeH/f1uKvlIOO13sFfVzQ5jAWfL5w6BkKKhnaimIYHzPdkEJZPzSqOlnJlfIp",
-	"cTSC/3kjHxY/BWFGkQE7VyTbmU2r8Ka127wie2ZI+yeW6FvJXAVDrRHtyX739IMtWvjUNu56vsvo1lwk",
-	"co0REl0brTRouQILv+Wc6VtsuS9bJFVxQ25PvQlJnvuUNl9XSnTu9b7b9hYQvrfcO18NDrjJnNsMDCXY",
-	"XD/sYEdnhyJc55jguod4pjbUAOGiDu4NrEaIk4JL33ruvwdF605qVMbAUNlfKfoByiHZwqw9FKzQiILK",
-	"2kIq3Wqju8XFirfedzJ9m/sBIum9Tm57NyjmZ4cQ2RDNot3tivO30j8LJmnlxFumFbWYau+UyXwLG+9W",
-	"m2qnmG0x8e5mzlyFQTT7p0cXEudU0HSjeaxuJQ92vCIVvd7rHcm3jvfq3XHAbZi7w2Rcb7+HtvJWzVso",
-	"C3CdXfapax53t5Bt7wQm0/a4DjVYaS5qm0xtZH4flUl1ErDFHNlxHPyhSVscAF+HxtnmLilsSfpbi1M/",
-	"SX/7INcfGGKmhOt4Z3zOBU0vtkYIdEdjdGUQrUAVO20LfewMO9leabLlhXuI6fgU7R4n0RYG4U2n0UhV",
-	"z7BD+xREs2xDw+ke9G1iDgp8m2AOai1dClmwjZsqPFDnytA8oc4bmk1/5GkY4aFVWMwoT+U1y7occlKN",
-	"WqqJOCxasick+UWeD0cEA3u4mO+3u1aL8NceBehQNvxwG1iC2JmPyz7L9upT9+fZSuWWFK5k2lmzL8ko",
-	"F+9prlqDEcobaz28UZluScIzFmuZbQhXZWRkEoQiw+CJlgX7LacZFRrxfw2zEC4IfnHYEWRS8NXWeoM+",
-	"H5b++eZVpn3B1xkvIrRrtWtoqhhZL3jKCF2ZphWM/ZjM8tQQSV1FJBeugZJqATrVL9r+OKs0jLzlrdIj",
-	"yCaGQz6wWcYgsLDtmDKDwAMqjPcLU406comwWm/GZixjImY23gft3IBpQWwfZMEyFkHgJVSLg02hIA2p",
-	"BjUQgD/Zhg3VFwMpTKtVe3Ho7jtKexhGq9+72QXadDGqvM81t/p++MChquXAV1e8Fmfl4+IVaO3VEc7S",
-	"lgCsapX7JULEkzXLGBQv10wEJUOGbNlyP61N13UevJnbO2ANIb8NuqaR1GDe2xoRE0pBDtVzQOJFxZ5q",
-	"25W56rgrJlRT0No7oQ07vbi3TJXovObWr5ezTC5bIpI1y64rQUt+8FWPeLWSAF5rtkdoop2uW4pr3hu+",
-	"1A44+L8fbJMHQLHaAl6Fi9JVeb/TShXnmcK499rtlep4wdTLZo3J+my7XgnN+mVZOLLeSWh+reg7Sp/G",
-	"ml9b01Xf4Pvtek2AyTutb1BZz8Pc2DoSRATa5QvVqwB0aOAdhjrfFOchjWBfBWPUKF0ffX3+7RzaGfS6",
-	"um/orRoCVaBwWqlG9Ciatq36WdlZp+bT3/ZY39WB06FF0YlbMusfwvm43Q2IBvQ7+wL/AN6+OxT/rNCp",
-	"Sfp7q9x2Ww/CN/MQWF5urSn4deEt73iC7BDc/nB6RxBSajs42u6omsG0xFCnanvcr3eA9AnZ7o+LGIiz",
-	"+4oevp01jTv5+e5ln97OfdcbN/KO8eEen7RjoN1mRe8GONazdmSHHX634o1fve5iWUWjIG778twpoiOg",
-	"ldRyAGYzFmuWvN+yG2y9jzZhujrLMpl1F99v98i1ZBLXCI+vRbal3vumK7g8dN3yorLdpKMQmfxphwbD",
-	"CorslHWRTEtSBsPSdphP0VYjdPxtl/gBVawVim1bfsGvXC/eFC20nLynLku0zQViLrptanBtlnZYLWNo",
-	"NFgZwW5Q4HD9PpvNeMyZiDfbJE0BUu97sJu3q5TPmOZLRm6RI1vRzlqa9VJluZirnZJlq2PrnTXbZl5K",
-	"+TU7IXdKPtym2PlF+vouTkuuVjH5WkZv/1p7t9QOK2Xz6kwXvDBL3hnzsFVvu+cL0O1Uq93tY9tuSQ3l",
-	"udNy1ghg9KDou0oiUutsIClVmqwzqZnzOkRkeFTiVkO2I0l42FRaBbDfwepxUXx4z4FXGI3Y3wjzK7zf",
-	"t8ZJV0CWx9A1dPpCx/VB7J2ob8bzuikU5/EWTPswRXdOnbyeA3rmGylXu6QM7pj+uEVXmL6XMj0tDu1m",
-	"gy12VL8D08TrJL1bA+4gv00DnWmcrrJC99Nb5HneavV2zA9dcvFjxth5KvUOqeH3n4DpKlF0GlJ2pyKU",
-	"rHy5ys836n2sb7n8rpGPimV3bOWDUm+nt2zgls7Lgj19KtdTP3tWB2kmXgazNZuSJ8TPNeaLOm4KRfhP",
-	"bSUaC1whc036VCRJRSqEZXDG6PLlJk7ZKVZzaoCWha+WLTgsRreMTWulxlnUYzy6TT5WcWENoZcVyjbB",
-	"gAeo2GRjiJL0tz4ISx6Wex3MrJfrK1ftlWR93dMF/vm/lUF7LTAzHUBQdynvWG1sO1uUsGQ9maMVYajF",
-	"TXOZMfhvW1TKLcIgXcRdrf12IB9vyq1IdLbgWbeaWNlQX8qYy8u5iwS+F+jFGhgfWTIqFJlcXv7y8ezj",
-	"2eXbd6/OLi8nfbZAPSS33/A+fnz9KjAsszGx2KWX1lhIBYgRsqIipksGSI4ORODyvjD4Rq2T9h2U2cbO",
-	"d/ssDZMhI8H/B/K9RUK8mcNbWJHC/Erjq1IKmvHsB4OiACj+Uq528cQaZjN6NHu3ugUdmjZtJEqNJ7Zu",
-	"lzarKY2vLsvY5/7bxgqcdvG/XmyIkBpgXdZUGUm75Fqb08aKAAJxi/uD6BYh6MCMOO7d2LEcdxe/dYe8",
-	"t24nBO7Zw1rAxTFL4yu1P+h5WAF3XdLVKuVtOugtYe6CfBPqtEbdyOeRdj77xfTwUopZyuOd8DFbrSqd",
-	"C3JHIlgrSb3Od3BSrWcN+pcvFxTrYe5Yb1u0ctP5q/96pAiM9nWytSZsqLAvCyiAWG+JxAsq5iwh3uAj",
-	"suYrRJYFbiglYX2H+qKQi6vLwjf1gOdlXyBO3IOXO0ALBwKQB7V2osoib2WUjkwjn1MaY4dQ2zAzABug",
-	"BEX3GNqHuTmd0zS4NLfbUS1sU3KFGYNhlB4juJ/d6VPN0ciNs30p3FnbWIQrtqlt02dHj6M2aJwyEShf",
-	"KQZJyQjTGFT+r2m6y0YoQLWDyhl2yBICrZ647SAzAK1Fs7sik89fJicOH9ksiR1e4yqBNWzM7LcQrVXQ",
-	"XbHN5SpjM34TIuDWnXnFNlvQiHZWDusKQh8FcWeFkq/YJdWXMrtEmI+AUrmS8YIseZrysqTZzhaVO+t4",
-	"dvXapE8m17dSWD/IddARcJuUNzOEbROQ69ZN2+CYHFMrLmk4EqPYj712YW3Ypk/XRKWn4AQgpeBvNA95",
-	"RqRgZG4eEQk40wQt+2SPXs/JmvH5wgp0RZerlIGa2MDeDNQfw7Da4IMlvQn/zsX2QmamN3wVG7L9bJn3",
-	"RcYCc79YuLnrjEE9U0MNJEBEVhQq4FtnBqHWLiXTFLKwlHUccU32DO+4VBUy3YzNrYJlzst0zTIFYbhL",
-	"uiExzbINcc+piBdM7Z9YWM2U0RnhilDijf0Aqu7XTutV3pyOrd1GbsjRaBSRXCQsq6ZVPVKI79RoD7NO",
-	"LrcH4/i8ZHhcsWzXr75sKZNUi3yTMr0sAxl2GBt8ya0rZNfvlPWA3GlWS7aUIViNTKnLqcsZ3WFk1zzT",
-	"OU1v8e2XYHrXnKsCKak2Qk9S36kTvcgYTQxJQ2mm/Zp/L2UKXahqdtluX4ZGl680X7JLVUZT336yFiPf",
-	"/vgvJcXBB7r2ar3i52/Rz3ynILFt0QMW8WX7G90lqLoQfXbH59EQAr8FYch64XdYCZDshi3geOqqVXo7",
-	"l5DfblSMr080QgByqKW/HuBCHvW+AbZQwS413uqMA2g/kr1tGZb3O0tfa/66H7F9QdVVOAy7SAntpaea",
-	"dnrHVrQkkeJoWgGabo21tC3ipwxAum2gtQ3pKcI/+kdTXzBBhQ6vgMM8bfHlWes4NBCRkf3fMPB/9n9H",
-	"waJHUH88VEk2yxkpbKdWvTMHnCI3Q/CmDrFvsvfLx7Ozny8vzn4+/fnlPy5/Ojt9dfYhbKbCL3ZgK3i/",
-	"N2PZuUSDEi7W9dhO/PZimx3GZ9VqHsoBsZbItQhHM6rCQsXbWsFXwNbEO1trraSPoUR+R8H5+5Kzlr/e",
-	"lq3cJyG5O/H4wj+cqpN/ff5u+P3z0RE5JB9+fEmePHnyIkKvkMzgvzLXZJahJ5amxCozJ8UzSv5trjXc",
-	"WSs/Xrwci733G72Q4pEiE3N3NML+gCuJhoG9/Ym5DFEiKL9mxDzcPyCnxLxJaGpaw6a4VmTJEwFpxR8v",
-	"XuJVxbO+PH9atQWPArvtIqMxOC6K6sphDKTS9dlW1b3tqr1jwXaAbLp0NrYdk2Iub1G0bqsrqXihy26a",
-	"s/bHWHIJ7347gW5vRTxyWkq/OlxbUjOC7h9vOYq67zWe8AdR4YYKYRqEbC5alVLBnVrh1vfBFJzbZmu1",
-	"hDUDARRaDlwJCjv+lpL8Oxwm1c239TTB1nsnLBXNPxChWuYf4PReRDjXtCcNLp0dZVdCQBfNFHCq9KVi",
-	"THSKlo7QGBzU1hdErzo03rvVlutDibyBt866yzlZBbe7pYtuq3X/NvLf1e3fOZ6rlizXx4yvHXOESk3C",
-	"VgeXI0m50uZgdrwnBbP02jaq/iL/01Y7xgNGkdXz8mDhWhjLffZuxTIarvM3WeVqMbEVEyZAgQnZS/kV",
-	"I4fm0b4hq9FmZinVUH6R7E3gwJhEZFIMBf+AA2ISjcWkMmbz0FZsnOyfkAmNr1yPWCqIpYkyi3ZI46ug",
-	"Kfdr7YIivmHrmw9VxvRugZKVHNX+pLnVjtxdidupXnAZ89nTGRtfufTXT/0KfsYtJVu/cfXgLaV+m55t",
-	"s00xvifg1A65kbdIi9bDSDoxspPa0BRCgU2w5ML93dwRbgJlBmaPUsNRb3FeI5E3y62EajNQt8dJ7Rrt",
-	"Vu2uJeitw5e7cyp4/bSpA572oUqwtnJrZPIOQrdnEebbZef3wMLdJYCtV1Hh8AW6BSLX3u9cn6F1AOEM",
-	"t4ZCht2jCAsKMEyQsz6bW1fl604B+kZl+26b77ZrChS9nv9dTiswSfefWDel8ZWczXboIJm+lEKwsmLc",
-	"3dP3OjPf/iWn6pUULdn4KZ13fHuH/LZbkP4PmhUnV91b4lvVLbyl37Gz+qAvU5p1Cz1K1KsTFly4a5nA",
-	"vmlqFQERyFrzN11TNjRZtrq125Loiu1TT4zbUooxdMpURP6Duum3JvnvKAT/AGWLe2Xxt/meLDhD9yZ2",
-	"WCFdR7J7p19LW7a3eetV58GAr1Q0xPrT99skonurx2DebxV0xWtdrYUQMt5XhVJj6AHShnoLTCdA7jpt",
-	"G2vrUTZqMEeQ025XzSYcuLIdV6GiNrYGiHx7tIZyfj78QukztR22C8tWb/Ft1cyvo87NdlRbOiOi/rW7",
-	"opVSpc9bbf631fnsBni/BSVg9wCuHUqo9Qho6qtQzDrUh3/VdIfG1IOojYrFecb15txsK3uYM5qx7DRH",
-	"nDr860dH67//ejGo50D8yvWCTP7+68Xl2c+nP7w5e/Wf5lY/Ia5kr7WyIDgUV4CgtMqnKY+hUoEiE9OZ",
-	"zPi/4b1j8gP0ORbjfDR6Emt5xfCfbEL2oJ/TN3979+H1xU9vJ8fkp7enLyPy4fyUyIycJa/OT0/IFdso",
-	"SITFYZ2fvfxwdjGJ8K/3H3948/rl5X+d/WMyFjLDH//+63+dX3788Gayj8UXoNNHimQyZVhDdEUVWrGL",
-	"CT1SZOIiXSioVhOSsmuWRmPBUsXI09GTA3JKlhygk8z4uLimKU+weUKFWrNMkaejowMCVPz7rxdEzmZk",
-	"z4vg2YdeF4wmhiZcFTkkVCSWxnHKmdBkQRVWy8DRoIEdBCbYK4Cq5TZZaL0afPkC1paZbBrbTkmSydWQ",
-	"CwI1a2K2NH3MJIZR/2KmTd7+YgN/DsjFgisoO2KWGIJUuJinRa6lnBGd5XphGhgLHHYmc80iYuGizD9Q",
-	"wYSZ4RyQoGSvTuhjy0ERRBwNpUg30RiqgzD8A3+HHyJCkyUX+2aMtsZvRpTOp6rom8CyIJtSm3kMozvE",
-	"/sYCq45wQeZMHEKx4DkThhFYgpzG9cFYjMVLKa4RltiioS1kmgDVvDkfj8WQ4EkOTU0+j9E4Nh4ck/Hg",
-	"4OBgPPgyOSBvaWqkHEvI38/f/RyFOAl9KhG6wTBt4fGzZ2NBSLygGY21YTCZEZlrxRNGJv88Hf43Hf57",
-	"NHxxeTD8NIHpWmR2/PxoNBqB/0dZBiVPRyN4DXMRTds2U9jGwUC0usNUK7j62c0NUdJCwgGDKgJwyCeE",
-	"oxxgmGSheGo4y1q7DgxtihAgpE8R9sMF+XjxktjcyJRrltGUTP57ckJWckUmBSTlBDbDkseZtDFA0O57",
-	"qhdkRTO6ZEAY0/jHD2+GCYtlwhJ45+xGZ7TkRZAlS7ohU0ZokrAEqWQUhZNiXrglSS6uhFwL+AZ3n+Y6",
-	"NZsNt4thg7/JQTSwWRCD48Ho4OhgBOjmKyboig+OB08ORgdPwP2nFyCRD+mKH14fHVqwhJVUgZi/SYGD",
-	"MSF7RqxZek72yVJeWw8cRIg8UgTh3omW8KsrS76HK2IUjjXNErVvVn0sbKY+toCJ+FLEmIC6XhgBuZIr",
-	"yDM0bAQpG/EVSw7IBEE4JiTQAogBQ+aiFnMuNE9LKD0jXUso7YlpNlcsIfkqMi8Jb1Zu/DidsfBhTDDH",
-	"23AvpLAos0/JJEl/m/hoJ4pQDZM6sZ2GxnwwFqdkzq+ZIBPru5sU9aVr1M2Y0BHJBbtZGT3ANkDes2wI",
-	"rlWZ61gubdlxLsbCfP94NCJTmWyQdYpzxmgZg/IagY5hy8Gt3rLyFRsj+RMcIOAzs0LvB5lsrNNV22Az",
-	"yCmPodfDf9l6N+wGk50aeNuhbt3Lh+XlBfUMUNu3uhD9jypqlNEo0KkCuxIG83g02nH4nk9m++DRB1MZ",
-	"e6+bSQVtoXYr+RIFMs6y4u2nOKNQ68XMD3+gSUGkaPCszyfncObBgYPfPNn+zUdBrylHN80X3xJhWFHI",
-	"dcqSOSMY/gh8eQDQhXOFqKbgoqwe2oPjQXkoD8qnq0zemHat8x9680TeIYiVdsH3Go+qDOqGpZwl5pQo",
-	"kVJklrAsIljIohAVUOLfHF+FjIJt6U6lsbBFnch0Yw4aakSJL2FxE89Q0aFLH5qFi/LXmKbpMUoQ08RY",
-	"wHfuhHQi+hgT9/Es5qoUiiwpIU9wnIbgqMdouRqCcjQWk0rYxMTSQRl5iEqH6fWAnAosL0aAG8tR/PPT",
-	"pEXiAO7st5Q3S37TT9bASG8lcGpfflupYweD73892UNWLAMmiQz3crHKNe6bP6ZQWlKxKVGRuAAp5flo",
-	"H0ZSuQJkh0ZMzTOmhkUhn3kIqeGD4RgUXDZZFYYLG/4xSVjMlzRVB2SCVTc/mtmAGuSXCiR7XNtb9Gp+",
-	"iW/GNF6w/YPGhv4b0+/t0M5t2Z9bcHa/jVXtKMB8ICIFXamFvCXLVJe/aMxIZdv7+S9vHmHFRK7MyhSX",
-	"V1hNgmOtMENRRK6VJczlMsARSGk7rCZLIDh0Suet3PCGzt3F2ZxPkHHgDitIsuEaED1Q1T4hE+dRAJbw",
-	"c9Md4wcZAMtq0HlTqHMsIcqgoiZa9lyeRr8lL9M2vkCMZaA9Le+zNQf50q9BiyHz6Y5M30sMOyq3WLtb",
-	"dgOanb+WxK1sn/dyRVI6h3OgvDG55H8s+uXAEEB1ighVhJIpqF1mVvezjcyzzi1ksdyCW2iyotmVrew6",
-	"cZsJB/1IEXrNMrOZ0DpsNhi+TlIp5sOVTEHWlol5L9GUMBkLW1XVKyE23SC6D1g1+ZL5AbLqFbM6osN4",
-	"cW+hVa98cSxglyMOTGLpDp0VcAVUF5dhw/T7J15H5TwBZmZPyLFwQhCPlSu20vsh1c4Jgncr9ZcgeIDT",
-	"zxG38Jj/Hrc8y4bIcqWF3nE6y4q9b+9NeF/6Onsc9+XQT8u3+z3Mxe/h/Q9lWvZfDP0gDO3o/Dvm6bpE",
-	"Lw+0yB1fcLChz+Kh2bmoUNjFwkWBxrKC8V8cfP8cHCDz75CBXcRGoRRMN6TgIuvw43CH/XZCGjFnhh46",
-	"SVAbeycYYUJnGxwpwgPsOWd4RFYy0xFZ8WQfr7xcK9SSkP61SZEzGi8Qnwp8oJPP9HoekSUXEVnSmwiq",
-	"l3yZWN9Mofe1I3cdkEm8yg8sZtMEPR3wUwH/NEHfXQ1JykJfJVQtppJmCWE3KxZr1aJnVYBu/gw72wtn",
-	"KNvcksrS1pYXAhFs60kT7/FBhUQYleh3qrzZLWWrLeDeUKVz8qvYNXABt8qCSRlWNXG3SdjXJ2Rig6wm",
-	"cGMpkUSs9xyLdqFNH83oSpNnZt/nmqmTscAURTUhHrqGdUeiWx6/y6iYGx3AswsWlhRL1glxJbPGIk5z",
-	"BVWioWYp2ZvUIurg2pXya9Z2vaoEvf217fts+46iFQ+66cMxzr/DTf+KajpcpVRYKwG4rQtttiEAImI+",
-	"dfEKdlc9oFRA+N8ccVfDrrpTDE+y8UTHRYQYKDQpm2kic7PndZ4JcF8ZpcCGQR0QtMiocqejv0yrsZi8",
-	"wpcmnh8OrKY2YuaATIoKa5PDiabqalIiJElrS0e+DZ7kL93kfikron4blxj4ZbY7k4oB7+4UC3z6AF6x",
-	"gl2SXeZS7M5bTGbLzobqiMQNq0hg/WO4v3BvEGo3hszcJoMthDussvnL3bqz9wutNBBTVxcA4IUeQhxM",
-	"uzZwioEyFivMDdk5OYzObX61IUoSvXdyBhPxbLAygxAvOhYqnxbNg4uH65NgSU5zaNfLuRyQ01pZFXx1",
-	"QdVYCOkNA4t+goEMNIv1gmVe3A9ZyzxNiNI00+bXjJE9M+TK6EAu2+hQ0HXYnAvBxdzcR5ZsOQVNyPaC",
-	"XauKcRlqw9L5xKcERsONhXMXrYyOBPC80EBEJqDGwGcQwDqbKabB3u+fEGWLEZks6Y1RCsw3GJtkGubC",
-	"AWq50Ad7R8tFUZvKBYOQCaDQg6I0eUPncy7mE0Kn8pqRJ6PRWNiWIgLEmJxDgOWkBJRDokJAmmvcvfuK",
-	"0SQYsvCGK/3Sj4VQ9yGpH9pbVBlxe0ZDQ2q5gNL1PegW5raeyTXc1ffcRsY1iHAfedf0lM5BlcYlgmA8",
-	"eKUmXyrC4M4GiFqDhynyVKtpzfCC5btK3eu7sEPUVkq1qMDx5PlotA918Zpq75KLN3R+XgDPfyXdtxcP",
-	"1inV12lpV8ETHt9GN96zrFqMY5+sKM8UWS+k6pBTRjyZh+BsM+qit0QRWcssZFZ7cN7+DP/9gkcnVIlo",
-	"sDd6GSui4+7MveV96OU91Ys+L+MA3zJNAbjoQa9wFTJgx9vUPRuA+41ucjBEo+RUJG0RmK2MvoHi3dao",
-	"sjedijah9ndlStTZtmh0UVhrO6dLOCIUoYq0MG4E50exByHk0MXE42FRBB1+/jJxttSxKDD53V02kazN",
-	"oPrNWP6uDEyThCMW0/tKXmBvxsarZxOkucngU8c3gn4rFj9tsLRhYRdjUrBIRK7YBi3z5Yi/haxF37M6",
-	"/Az/3VX0/iiz+zAM3LMItl7bv+T1V5HX5pp6KzW4l1TemYMPS5Xs8HPx7y+HirFKFlGVt88Zu6qsTqkR",
-	"/nFZu5jD/QjyLZCFTUBm4JG38polF7IX/FWxXD93Qhy341h1gVXZAkk71v6tHroVlIvKYMv26xP/1OPg",
-	"uvtOfzp6uv2Tn6X+UeYiuQ+PvbxmodQ6KxBK0xJYZVCns6bGQN5M79Pujra5NplRFw51N548E8kxwfRu",
-	"zL9rndYJmRQQPu5lm28ITjx3AaMasrCxZBsUkLJB2hXbGPQ8IWsuFJqIplIvMA2XXzNxQD4KgDKtVHiK",
-	"xsIzk1Vsezb51NASxka0lBGqKJj1Z5p2Na5DmmhDUP5u5ePO3oY2SVcBb+rpTowGsHItwiYgD+7DzXB7",
-	"UV2yy8eGlOyJBxQNzCa6aJv1NiRBms2ZrlRA2A1Fvp/MLofY7DJEhf9xshslmpdFOHOOim8qrv3rf7sS",
-	"h6tWMyt7H37tS/N9CB9/5he3EESNbRJq7tPvUCQJtr7oQM3DWp2d0uo2BUDrwqMyimqfX0c23HGrvwTo",
-	"iobPDrx1cHvzFAWOSCpCatQPNkx/lU1vcXNLs0MtX5ChEuWjG4A9Top0c+wDIUDO28aGPnHfs0f2GMRR",
-	"VuQdBFTS1Ix5UzgPl/sWkKEMP8WBgSK1RF1JabkiaiHXXMwJVWRixnaJY5sAXIL17drqO+YxsYgLEZGZ",
-	"Mw5GhV3w8WiEfqZJ4tJoRiH1632ezdkrRpM32NrdZVpXFHNVAuwY1dzSdn2H/W4ipUuqApG3GWaABe1i",
-	"/XHiJaxFB2GW6vupOOvJni2DW7X74A0ELh4VE7zZwHc3uzfdmF+Nz785X7e0ufKMULu2V895TzcOqQhB",
-	"XzJCZxDqueAYgN7ivb1LeOb2Mdjr77ZB3G9MZ8qXXFcaLCoKHgFWP71Bt3QB3W//DBWaC3eBsSbhPvwm",
-	"78/xXYmVE0Wtpc4AM0/k0fku0WWND4MgCytbLOZbGK4L2VZaZlSR0esguxoe7jZJtpOnJUl/O/zMky+H",
-	"EIq26bAr8aTI183kGurwpb+9TiYWw+9vZxfEa3RyQF43MB2OffUEQlkgo2OVq0UVJeqRIragSVHNHGqI",
-	"yWxJU7RhkRXVC7KnGE1ZUiR8MKVtUauxKBCqmIizDczjTJhjJpkQqq7UPtGS2Oo5h17xHKt/2S2gagBc",
-	"j9TYaEMnhBZIb3gMcUUsshmmXZtZYbyZjcrxCEF4AuQ7RvREIKRFT4yIkhjNhStSgrBZ051e8xjCvKjv",
-	"xK3Dy3DflmapPRZTlkoxN43IA/KBzQCsCwb3bPQkcohxFkMuich6wVOGM1lSs+kFFTHGYwhilNISxAGw",
-	"v0RmSAcofHvUTQBHP5elbTHh6oqolZRpMDT/A3xXbtt7Ok8Nw5RCD+A9b6czYs2du1yb+4krpIMX4Pvl",
-	"YXPvsk2XHomreWv90dqN7mWsToo2xihkXVN02ExcmT1nwfPYDVfa8Le7ULm5mVN+ZRTqZP+OOu+DsEJV",
-	"VW7MPrxP4Q7Xuk9Pik2/pspt/NoBhZ2DMK9TFySdYGuQEZHLBpBrUcH0K2G+IDgULvi9T7Jdb+jgDjj8",
-	"bMH/vhyyG83QzBs+2M6ZRlkJMIAbc7NgFuvQAQPGKeVLCHo2hCpxBfdAcfBDJYxQlquxgC9YAkeMkGvy",
-	"v8nEhiFOIpKLlCkwYTj+w44UApAdEyoIjFqZFq3wX8jM/DIW1OEU/mov7EXLZE9IwCaMIHRnPyJwkOHo",
-	"ucI2EwzkMMtkD8ixwBkZZXRC9p6PiHIRvogFPNqPEG+XLxlOEIeQmCnMZIaoZZZWpcFgLBBFsg1J7YRM",
-	"BFuf4dRPSzQQRrOUG83H8BUuSuiUOIPZQBWqBzkgXOW3rlNit0KCd0op0Wvp1W7o1JSBJkie3RNLgh9/",
-	"uXsqiWO+3Ua/cypJ+Ovfha3zzvYQnJaVTim/djCt/hHni1V4ej/AaX7Z/nD2KJblmlRAsY6rxkaUKrRx",
-	"iIAv2KaSnRBZ0WzHAsy7cB2fbiDyLCF701ztExfO6EM+AuYtEqjmLwJkWSOxMEFhLFy66OSESL1g2Zor",
-	"VmmryHLwUlSajU1sbi+kTphPxgKRk+lS2tLHuaH8lXe3QyLBCnptw3K59Ak3OMSRXHORGP2dKzIx160J",
-	"2eOQ/8qvWVTkyJnTaCHzjNC53He6tuEYmwiCCbnmr4mWkyIefiyEXENui0zYhOC6Tu2FzF0rimySmrN+",
-	"xlPIcVQsZbE+sGksRpbjJaZEcvKx/oBZzY0bwktt+q+572akEWa6B5k25uCFdR2LJSAY20yemAoP4xjp",
-	"hAhMrrrxwYKqtzJjE6JZmsLRZpYb9JYbDaMYC9AIVVu6il+66Pdt2Ls/I1yRitli5RJq1yzjWpnIlFNg",
-	"qolQk7Y+vDHcOaFZU3V1H+3Y+oN+S0XtT9y0WDHXCgXw0zlAZnMMFfIwWB/095523q/W504m51uuQ4dh",
-	"9PEf1jDab02sPPp9mjPPKxFmqgBH5hnBrRNV0CXg0mKNfdVkiaVXGeluRk7Xkhdja26GnyslQb90+XVP",
-	"Ec718Wh0UoL2Nw6UAguUFt62JsCni+G+D5z48M2lWpL8TjaucAf1qrT3ekF62D3zRwpkr8Zqlqmdvv4M",
-	"hVAyGqOPd7ft08uyErWCov3Fwt+KhTXlaRvr2mX/g0T3vStLE5T8bU+DqDgvHAQmXjugyo27lnzLA8MF",
-	"A4Xtij/KrOGVKVKQ6wgH+8cEdqMKXI/NfIs6KmNRj4N0YGpFUv87c1fGC9VNGcJdx0DIWMzMBdRcoKZs",
-	"LEwPCUYMCamt58cLx7aID660TPUueOxdoZ+OXhSepLGwFmWyV4BFxFSYDtQVX/mVKdwtcMmTJGX7UJPL",
-	"RZ+jlbRSM4YlBVB4NWmxDE5C2PwJmdjvLz3dm4WxCd7Ka3cyX8hXb375S7bdyX65k1g7tfXqv4q3yyw0",
-	"rHCXJlBht9+B26tCqFIIB91gKo8X1bPgxddwv+lKqLYvgMANVREaAM8GfoT7DaLwFPEZBIo3QsOcRPXE",
-	"B4RUcv0ACtTuxwoUt2o/WC7oVSNawt6o6kfHnpw1ziAvLi4iNvQC8LmKiAtZ1sYJefF2CGaAL8uYD6qr",
-	"db8yuY5CpT8Iehy5tZ8qm9VuQx8Kf1KSIwezyQE5LaF1XCBr6CR1tRyfhuMOdLb5S6v9c0v+P1Kcwy4C",
-	"v87rqB1x5R8Cf8Uz+PEMFfng3bMrMQ0upCEgCB/4rOBzFE1mafAGHk4keute/MDQWPlwSpPr6VzTDCLJ",
-	"Q7vHDOJrKRyUFGSCmmw55KLWlvtHmc2Z9pJa3SePlDP0VJbSPd4pTHyayviKJS1LCCks7Sf6h1wUXrAp",
-	"ja+MSiISsreSaUqCrelc7R9D7V+8D2dsGHvIm0g4Im3NSswetCU5lc4YXSoyWc0vk3y5IsMhVun+zzhX",
-	"Wi4nhAst4XHGwAQ1OSAXZm8p637lYiwm7CZO84TBg1dU0wnZg0BQSmb8hiUk5UrvkyvGVtb4m7AZF6hB",
-	"THNNzJIIiVYrcmqHaIaLMScgutAD+AgDiooatlB8D0MX956ORvsH5NnoCNUaNyWZkXL4tpz1WHChNE2x",
-	"QJ/fQfAmWOH1wQOdf5VOdkLyfPxVd7Vyj255JH5DUWBOsKOH776L80jBePWEN7naNGqdmROH2v1QMj0o",
-	"3a6T/+v18RVEl87b67v43INu0a9y/JiuWjFiqa5HzrzP5DxjSpWREI5VLGfXJcIDE1UzpYexFILF9Szh",
-	"3f1ONkzDtkUAuDvgdyrId8EAgNP1/cCi7QIY+SGSdHt1X060KBZ87x6fCqtdZBuzg+2CVDZzqbQ+NH/Z",
-	"Svmsh9b4f9yrf24+sNME1MwwB5ivacbVXRGlv+a4aXlAxGDVN6fNlBG4DgWOGzNDNKVY+GIrD/H80ajk",
-	"VUXhI1X2YTRNx80Pw8IruWoNMTyHEDPlF5FA4NAiTIiw33KaKh9Hnux59i6YAH6jqbqyr4+FxZrfq5jG",
-	"qAbrpHbQ1qBIryWZMnO7dCxsleopW9BrpojDt7HZR8M1T6DyPrppaJo2sr0jsuDzRVHScZVxmXG9qZTU",
-	"sbfLsYhplnG017nMpWDitVz97ChwgWFPDxC39s2js7ZMAgtj93jxV8p1n/cu+JLJvNerVdShHh+c5lqe",
-	"xld9XvVhQt7KhO36zY+ZXO6EyKZa4di6xeN7uXr3X0YyPkabWMNZAHYaLYmtpP7HicR+L1eExplUqoIA",
-	"W9SBBxniySUqkkOZgdDx5aaRdjsbjFrEJqKE+dCYQSH6MqV8qUi+guTHUgxNqoG9FDH+vUI8Dq++6n6O",
-	"AIMLbtc2JWS6qThlE3hB5tqKUJ7ZIF2CdbBPyGRq9umExHSlqgAZSOGxMGITv14ekNM0JTa7xh+yWkA/",
-	"woZRv05a5OLXQQDdCfnwLzn1l5x6QDmFVjmxISzlcz5NPQ/sntpvAc26lWQKJY40JFMJeeojnrbKq9LZ",
-	"2YB1DYeiYFJe8XI1O2/lPt8fCzSbYhUjKw6tJCoFkAWdqEu9A3IGUh8rEtmro/MujsXj0VM8Cmw63nGB",
-	"r10UfvGwlXEaC5aC7KQCImmKCURF7gfKS0JjDUkfji0tT5rFj8qiqpCrJ3MdgfLp+VBaxOLXQ5C9Cyjs",
-	"X7L0brL0L+nYkI5FnBzsfRSWFUzYh5GKuVq0G/1+wcttxdmIYKcOYEIKGzxvGrKXxFLKGe0T74ilJBuL",
-	"pRRSS8FjogzVRVwkZ3GhzDXVkIILxTJItvJCCSKiitXdEKhtBmgXcrnkAAybsAx8OH70QZHbbKOYrXvL",
-	"msK8hOlmNAcIT/RcyYzPuaBpGSVoYxTNiCSES2Zsxaj2J4HxIshaWM8fibXmQu0fjMVLKeI8y5jQLv4F",
-	"aAvT0QCOMUfLKhYssU/2T5AxcrVAR3Q1ZmUsJqtMJnnMsvN8OjEfMVuECkoz5XrBhIYJmh6umICkRqP/",
-	"gmB/i/Vtiz/pDVTbHItQjs3BWIzFr1BSygPTIHuTH1+/Obv84eOPP559uHz1+sNkPyJQWgZmiKRmRR8s",
-	"wZTxkrZkw/T+WIAdpNXFHpEkz6CeTM0/D555+BartThclzKeyMP6JWvKteMKHL67LSCon0VkMLzABXlG",
-	"FNlDsDvt8jIRYYVyrfaPgV028PlMbUTMyjgmaLvAbnJkQOgZy5yQd+/S4rHryE9cqXA2hizBLqiVSWA3",
-	"NNbpBrJQD8biVzdQHAIAubDErqQNgwWp4WLjnMdIsKicoNsgz0ZPjgmEho1FcdEEVq+MTpG9RMbqEPo8",
-	"WCb7YWQ+tbinpMavUSfRDHf3TPbqVz3Mzkc7jh4DjPsOH9+tDr9X2afy8z4Fn4xcwoEBd5oegGG5WJlL",
-	"eJb8oU5okDDuENMSbbEZWZq9/FvomKwc1+aUDZ3XsOnakgGsFK+c1zUE9jhlNOtKFwMqgD4vZCOj+YRw",
-	"XSJp5Rbh8O/n5DRZckHilDOhHykygW5AGcCjAezKRU3zR84ErA7gxQmJaZp6sCAeolUAKbks0MrVWNhs",
-	"NSv0/E8lZhNQsIObU95VvfcKMsIdzdc3Iper3VKLowRxN6oM15GrEltBH3UZISeharKVGqBkzyaHRLXi",
-	"SwCyijn0mO1tQ7poYBo2gAby9+mccmGpUVOXFPqMzQEor80Fzc9HsaAEiEnLdXH+86xWAhNLUCJs2cam",
-	"ZJhLOsSdebWZ/OuhFKFxAyrAXAp2TGh8ZYbFETQOikDNgNgbkkqlLXCM0R0uqpn85thEs6I7ke35hie4",
-	"eWQRZZXECiu+AkUYN4eXWROjKCmX2OnWtNRCM1aMH6mWC82SfdAbKHxpg8SBo/GItkFLMqvrtACBVqPX",
-	"R/+i7aPX1mDCx/57x+Tp6Gkd/SxcYbjYkV/5nlwVL0gduzO5V3G1Jff61qgAD5nNBhMEgnZF466N5PHy",
-	"af8geW02h7MdoR54ExQ9sxFcmFzTEJcxJfMsZvdTlaho7bDwTajO4pw/l6992yKt25gVBmlG3FJqrXRW",
-	"3n1xf5ZiiKa/shwaEsm/M9hl9m+6ZYwxut/7L/RO2YvlKpsD6pqzdTtsj5OmRUHjatKxOi6haIzOAtsx",
-	"WLbZobEXdYDHiHIGX6DCU4JikL1ZKqEfqskI8Fo8FJ0KZo6hn9k3Kb8uvOolXI46qUD2/CcB+BkyJHbQ",
-	"5l9lr0NQLzAC/QSxifAPWz+5jjJ9QibmIDUtQ/QwnzHEQIuvSmxgF1LGdMZjhejUe4BqMxZuRWzE7gGZ",
-	"pBQJCfEAKB4apXy9+qi+oqZIiQuPsEiK7CnG2go9QkkeRE9d5fqAm0NNs+Q9y7B2KozDQ6O3ZhokBURK",
-	"P7OQQYockicQgmaJWWmFxlclOhDLhhZmqEIQfDwWoWZtGWp1OmcFBly4krXNcnIt27vz8MhaLPAGvaZ4",
-	"hT7xnYmOu0HR4despW7lO7dffr/CrhhiWyBb8fzuSB4bpdkSY1iQfhFESeUa4ruvWWnewtChB5dnXgXj",
-	"VolWAFCVwqqUwVaP3LtiK43mGqMkhxTUyOWRGbXWAlBByYWDqkRE+w6Fs71xUyjogxqxl4tdEWVhCeoM",
-	"WJbr7QY1N+A9LoazlM8XRZPm1iIgID/B0KWl0fctLY7tTC3uJK3ZfYt6/p4pcI+WQUdOY4ebGsTig/JS",
-	"NGOhjjOm8NaLVw6wPODFUeeZMN/nEA45ZUb9Lqy9+zZhvV4rX8klQ328ViqfxGZqXCTsxsj2KWjqlfPD",
-	"rkrjCGmBXDsBqWzrSU/gOuVEULWCvjtTCiKN0NpppM0+XjIdq0L6AxdzVV7c3cYkNEkIgjIrFJjeFRTV",
-	"AjLRWS7AVIyzyXKGXS0R+dqRyoGhQV3sAlQNl7NS2NcGi23LgDQK1H0WYn9ouLM/JTh+T+tm6Rp9EBSo",
-	"r31jel/b/7BV3alTVB4GY0C5X+qFiB/k0EHla7sKfXBLRZnU9OSxaFWUPesesP6kEn4GiVEobNs2N7oW",
-	"/6TxoP0kREUm/MmEAixv2y3428LCWad2ubermnkVFO4r7elwIfEq1V4nbLmSZmlOvHpX4Km1MPKYj1Ok",
-	"45SKi7mJZFAQrBUG7qvbEh+c+/5IAGte1C7iTpVB+aUnwy+N73sn7tlK146z9mfkkS4EM1QQ/zj4ZTUu",
-	"qsKUfRUznzksu+24F/DG79eqYcbXYb0FbeD+DbdAt9+HzRYsYIcZm2WsKzTsZWnGqlhiwDHnHFiAIC4Y",
-	"SyBR3jTIxRyLT1pM7Vnq4f6gF85KuDnN56VR03n5rEkPYqkKB7SFE1jINZabhCppImb76LfL2Epm2tOE",
-	"izQyez019+WpTKDCURnXFEDlgSmcGwI9ZHoxdGA768aHgVfuBbXq14xrVsu242K4ZEuZbQo7p6ua5Ogn",
-	"5NrnQmCdO2feNfK862a1wpI8gSsMxJnINQSZTPP4imncSGaUVWUODbHFO4lekJlMU8s2Y5FB1dc9jME+",
-	"IotjcmQZLiLPzZ/PIvL4Kfz+LCLfkYRu1DF5PrJQ+U+ej/Yj27wiNOVzMDZZOzZbyXgRkSu2UWTyj3/8",
-	"4x/Dt2+Hr15d/PTT8du3x+fn/z0p71QOy76omKnypb1gudUZC8/C7TbOiY2acKXEyuzDQ5tZCE5+0xqY",
-	"pKmOF0XdMPXI24F77JoJPUylXEXk5fuPGNwiZUpimeZLYYvG4mjAMLt/QCbOsl/z4RSIWIrsFeY2RSxw",
-	"R7IfeeZ8sOILuU5ZMkcjozognnMI7ebo/hhD5QGIjJeaporsVQyiRhwde0E7fe7AVmSgFPDrChz4XhrQ",
-	"HQ6g07d1t1Xhm/F8OFzMVTQWEyvFJuFKotauajZV2ClQIBvUDs/fN1D7Q5vevu1t/9MDHwS52naDsfLy",
-	"21xgyiPYsLxikBQMlmbYkfXTId9dQcFdYHuunhGHVNB0o3ncflq8xMCe0v/hSU1wFpQSrxAUGIPrnA3T",
-	"jVfUWmmeplZMosDTLLu2Xp4JtjuJyGQh86wE2TUCLqEb82DN2NWE7L0+f0fMPxVEHE2WUujF5GQs4HSg",
-	"mQuBx8Yf2UCvqPXceGXBfDFD57hEmDKnlcwzdTAWb1GgUUHA3FS0rqBEDHk6GnVKndOC1L3Ej2s9WJ0C",
-	"6TSIBmZsg2iQUPOloccgGgAt/pAVKf4SdHcTdCWLtUk6EC/fRtK9rYUnQEizZXIbZFr87S4tNr/Y+UPv",
-	"QRgGb2u5OsQ0ig6ludCLMhbLLFGY9DCTWZFkUASYzHhqHdC/5TSjQnOB0Zj2jUMjx5LpT4ymerEp3ZQQ",
-	"5/9IEXAtWgq4m4LnLqgnhtiUyuI2+W+WSVTCJkJqNiGKbszdbdMinn6AqT886FOlnzYGNSS4B2a7qKKe",
-	"FHk1FQ6CmIh7PU5v4V9C1nZOI2UxSQptnuzlApBI2gzf+ydGLe6Omyr17gNXdAys3lridaAlLynodsL1",
-	"e0jn059H4vc9cL12nj/tPxx5D438D3a7e5z8B/GzhfxrEXGDfMDTseljC8q399U0BEg8sLkzdMmiwtNd",
-	"1M4wTLVPqCYUrj8nNswJbAFFVKWXaXhA3lfT9Ca9BSncNeCVcpR49IakH9mrpVRQRO8rIrM6Vf1vkVYQ",
-	"vkPUJlzZhHazTaVMGRW3FRF1GfHnFRJ/aldXJQcrgrKtGDTn7wOMf3PFpu/PQtFP7OxQuRZT2tGnAgZu",
-	"Uq/bUMsvgryhg20Kz/0VD73z1u7YlM/++Md2r2Ta5sL0Tar9A8XSnRa7rQxjqB7/gHE/hTPKzPlBtiPc",
-	"lA49fIDWLfiD1Aui1lzHDowB8ifBz4Y2xAl0doBtXgLEL15HaCJX2sGOFdc3skfJLOUriycOKQFQRn/F",
-	"MgVBO4hpkEjB9k9IHe/A5uZP7Tg80IAS1WEs0Et3UKIpNJwS4EiyN3+bV+mhNawp1xY6BXpCwANzM8MG",
-	"3VWf9Ljpkz2oqW8Ri2xENgRpY7tkZlgLUls9JIf9bQYCZX1PFTNBixbz1lvoh0R0LbvZYhUo+MmeQPdn",
-	"JmAN6Avbm4VtkKsyta+66GhU1qynSaHNgVuaE6KWQIF34thlH1rAErpaQQH+wp3ciRuCm6sJGHKCblU3",
-	"mSSjHPDWFyxNKkEICEFbQfRzWSLk3WyG1nL8HFlUeS1jCQKfwSMXhG9xUS+KFSbASw3cWheNgAq6Got1",
-	"xrVmAoC+AtLEVoG3XysULIRrgtELPMMEcrOdRcxTBr7abEOeEcCUeT1zbmNPergu9zzZksi12Cclg6Jz",
-	"o5gEpDDhkN3nYzH16vmVAwDR5pO5afajSM6izpOVYs9GT7DA31iEa6wckAkTZrGSCVnmCiZDyd/P3/1M",
-	"rOZvne9PR6PiVbJnn+0DvR3aRhCh9rwpLx4Ae7rsYScckIcRVkxvdSlaflaG7YRcE/6NrO4XeSaaIk4K",
-	"yFmeze5NeHVqC51Y0L9CeUrA3EEhJ/0KkE+Lze9qgZlz3JUTq0ojsleA5vlJVCeQ1ujQ+diNZkKV95kS",
-	"cEdh7vZaZldczFuOxvdy9ZVOx2pPfQ7I+zoQqzCDtvEHP+ZO+8h+skX0I2p3nd8PxuKuQpBsk4EBxvgz",
-	"isHdufJ3IwRrbP2gMhA60R1RFSxNIejrGBKFwOioiGsav0ZkHa60Q6a2PyOCz9oIsBKFlNpiUJCMmm0i",
-	"GyCFZlbXHtgwLRTOQq7JkoqNuX4YxSMqAFt8WCL8cixWPL6yyIDYFugW6YZQ8vHj61fHPuQZydicK20G",
-	"ARAzjWE7vdKoFka9SuEaF1k9tZjnkm7MPoXqUC4jA181EzYfIjwaLujGAqRN7J+F27OsrGIlCqbb12lt",
-	"yJO2Ob0u7HI+ZNg0dNHmiIDEbBwEpNDx5BvBeF2UAylW1GEayMwyofkh4131J/w95/bK3Tdd5kBQwoVS",
-	"PsD9/SJDd+BXRcrryQNmaPeOc1f2vcoMQTTHr20NopArIBoALQ3VPjc9id6o/lm0Un5SRh7J6b9YrMOR",
-	"12Yp/jAYQMg5hPoIJBDfi0Berl67z9TIi70hZmeM6jyzhV8Ro6fO83OqWTKUKyYCXH843QwFXTKoQByz",
-	"n+my4qcLiDT47IcN+M8fokJuMY6+xWuPRo+fbqte+5cXOygzDJnPDD8+UAb5HbcPDE2RmGYZVIKmBJjD",
-	"eoV9a5DzAPt21yWczDvsrb5mbbtzIEZk+14BaKqHiXj5cztzenHv75NxLwo2reSWoehvJpRFiNWSsZgJ",
-	"nW5QdW1kQd8z+3YWoG9l678xbX0cF9k9YML9GYukP5Qh0SN7l7oPTKa+qcB2WhrclUVhbquKbLKHeZgW",
-	"K8jB1Nh39x+I892yd9XbTEnB8w7iHvC+BfM9hF5jeK8UjCQSIHdofAVgQ8WsijwsgDlF0HalaWrhh0gm",
-	"09Te1vGKOzVNlP4XKP9pMfFdDdBjAv6+yQF5j5b9hCX5Cq5OFRB+jAIF09ZeAZVfFCrxMPcjwjUi6ps7",
-	"8owizrrf2v5BEax8OEnS3yzwm59PZc1u5kLtNtUbQOkDH2bfgNGzGxbn2vB6sV7fEKKcxlenInlvCzZ0",
-	"4nx7I94drTz48T1Z6fz5FGUOdptO4bm41Xza/R7FcABTzGwFluAGKDDuM0bvXJTza1o7TlerdIObA9I3",
-	"retNyyWPaZpuasKtYPKdK4tUkcpzvThM5ZyLdqeJoejff70gcjbzbW9FBRfF5wICFeQxeTJ6AvbyQ5sg",
-	"ix+KYyO8WDobGpajXLBkLH66ePsGQ78U3aCXxaZ8W+PZNcv4jDNFpoxmkDd6xYSCMvAF8hyNXZiBSIiQ",
-	"Y0NkZSG9cWRDLsiUpVLMISXao4UZ8yyTAlDeuG7xwrwxxAGVcesm0uxGHy70Mq2e0PUTP3wE36xSKhCW",
-	"HIiyh5TbN6z1BFmr9pWsmlDtF7PZ/iAaLECIwTjfSNzXWHugTWlpDBK4k8V5xvVmcPzPT5UEdOCCau+K",
-	"iUSZZYZM6qHMtdFJKzWxecKENs2FeHaVT1Meb007t/wqc91ufDsTyTmywV2tqFUrlrzyEuMMAUvzkxfZ",
-	"WjFZyateNqpECisPWihuK3p/Hg/k1XhwDNh+XyrgDJgcTSz/G1ZnInkI6i/bI7LeQysQFg1xU7YAm4+4",
-	"//dfL4ZHR/vHXh0Dp6/YeE+FxfiF0owmRM7GAsOr5zkFBRHqrfjSBcWSowNXRhUTZRiNjV6AxMkZv2GJ",
-	"UaNEQlMp2FiA1Zc42tiUfDPPYzI2V9nxYIIAFkU9hkdQNnLFIrJKc4UvTyIyUfnU/CeTKcOiPGMxQfpO",
-	"9ivCMBoLSqDWdkWyFXSwcJnFoI6xbbJHUyUJVWRiNtYlTyb7UcXZIFMGsVpLqIkpSwrAKEjKrlkKDrIV",
-	"VQCCvC4CPmAEUaFqQpkiI46dbjcWII2ts6ck6dPREZl8Hg+YOQUNY44Hhh6Xbg+MBxEZD2KZsODDL0jc",
-	"sSirXZTcQDU0bzgZfFKuNhPE3RlSgmNo/4D8XDh5SMaWbDllGUuOESYiuDsUVDMo3DcRwX9qQ1ObroR/",
-	"zzK5vATaWLiuqsxrenzGQsVyxZQbrIIQQ/T77P3y8ezs58uLs59Pf375j8ufzk5fnX3Yj8h6weNF6bri",
-	"xceExljcIEJ28ruDQRVeM6xtWunh4vLlm9PXb/ctz/OwCyt04r12guL3C/xTDLHlNC1kHah/R/fW72mu",
-	"oTgQiPdA3wVXFnvPLaVlQNz2sHi3vzuXZ8TnL9HnAQoRMzRzanypndSoJRgVEnZswPd6z4fEAgJQu6xB",
-	"GKL6kB5O20NghXB0G09hf+AOc2G7BJ/lItcQvZvIteg88N/wayYAdxkKjtKEm79ObBBeV6E1WxXMOw8h",
-	"XpKLub/QdpV2WubSOGIxhtoVAfRdDVMZ0/SYTJw0PLAWd5CxRX6Eb4aHi09kI7MSMIsUohSEYAk9z6E4",
-	"kpSa7E0yiMhxCamHJF9pvmT7J67YEaIPFbXPCiCJlSuhfzAWLxGfBpHLHRY31ocmbsaHqwyAGlmuPAXD",
-	"psKjPqPaIp0tzR7U3gddnAu6UgvZau5T5fN2BqymNRcEQ6pzjSgXEEqhILrJZy7HHrcXIk1yb+M1MqNL",
-	"DlFdexitdYk8cGmrAZhTHn+3jtXL/yh/SqaXKylT+GnGU2bLjEdj4b6h2RVLLs018hKC/myi0GQfgvsd",
-	"ZElBshPi0I7csMbCjcs+ufyPS+DWz6Ax/Od4YH83WlEE0CcYcWO/gj8u/8P16yDXMKkASjy47A1X7wCB",
-	"U2wlxGZ1hmLya5ldmeF45Eh/u0zYyui1BQWK3y6nGxyMG0rxmRfydLmUCbt0gXD7JaRLEZlt1HqlCZvN",
-	"ZPb/c3dtvW3jWPivEH2pvNA6QTfbRZ2nou0CRTEzmOZVA4uxmZqwTKmilEQY9L8P+J3Di2Q5vWGaYl4K",
-	"pBYpiuQ55Ll9X7cinRYoqJAPP11XJ4qU9kyQ8UtR/mvdqHbNUC48JYUB7JS0nceOuZVVj2IWYEfRRj6V",
-	"cxn22xeLK6z+ppLafJvZX1siWXpIGOOwhHtd0kxkN3V7kJ04X54vLxa5rx59dn7+3RI5znyhfBsLypBh",
-	"U6nT7vDfTnq9yexD7Zxa140tfUUKZKMd3AU8T4jkYOSApX9bmIywfuqGLlhir5y9ZtgIKt3BsUY1Vyky",
-	"Bv7w1JrSsjubmRy6nTqskE52+7/CaCq0UQfNVId5dIyXI894mQtlNu3QBF5wq83eA0DGlGDmFy8Mfr4j",
-	"8w5FNswKGw6PUm72YRaYBSABkqwqbpFzIpozdArjzLKleOWWAaiLzl7DLJGQqFbLSltmfKVXpMANWd0K",
-	"HxMoF+JQ33ItwIRvj11MxIcQIjLOesQo0uADEaU6K6OEiIX6I6Z7qG/G4G7YQgmaOd9KI6qdt5nLViHg",
-	"sca/SUF31/aKSiI429psA6YehTmSH7UtzF41HdyCRPNAX9VJHSBgmrpp4EemAgsnRmi99RnBrWI+Y5XQ",
-	"ueaFQdZwMpL7RoMvRIoPsnMqGSsqKzeTxwGRNBYSpjtcdHIsT8pkAWYLTUFhxduIOPrES7A4G1Hi77dJ",
-	"CjLmNlneVpkuF72hsW4Tkr83JDP/dh+1EpJXikqBKk2Y8og946shA7xtWSWFeNbdrrYqMoLMbDB3KfOM",
-	"z3BK8DTf9FZtPW0g3h+YfUmMdMdrU/gvyJNfvMZGCV9VW5IeX+VGagTd5p62z4sWSoTgjugtgRRyDJUC",
-	"XHVvoKDeGjLk6laMJrDMQ5TOLTUiE0mMrjCTIF2I0YlpiO4yVQgjpplkEwqG12TyJb8HaMa8c4fEP5NG",
-	"6G2lCMR1ERwi46VzEr/Zqc1+WZhfZOWOFsAJNX0nMh9urRvhzjYnATQLUQdyms1yuVwEpDL+3BjXjKoe",
-	"D1zk9EoneaRFpBmCQ4eT8EEh6qsWmUSL3vDf+3syDOAd81ySYTlL01dVCfWSHDtno9PioKQh9qdZ9kZ0",
-	"eYXTDxr350zoTAb4SPn6oxE8XuzuByRsfnewj/YUHduYNTCIQmwz7NKchIqigLkXU+iU+ZAg386+JQvU",
-	"Nz2VBnrQ994sS+6AnHf9AOi0xMrilLgeQtWAFW1vDIX9YUMuxTs1kF8fGLjsb796/e6pRXb38Ha7WDFp",
-	"qwEdvHb3Nauc/SmyEgXfFBIpF5fRyHfPijHneUnRiPVO2l0JwuuDm96+2coO+rmkmV57UF63CvzHJVjz",
-	"UdBquklPd3xTsarjgTAkpfW4MlhVFHpGcr52gG6Md1J8outRZKPOFuN344nAM0ZPltOTbJQKcnH+Yin8",
-	"g5RM4hQyNdlSh3ulGnaRYAcWRob68+CeX04+HNEW+bFXl65Hys5JJ+0zuvU9yjdUS6rjd04k/Gm1Kwb4",
-	"qNqVR/AQzjjNKFWu0A7/9tT3F3/H8F/V5qbSm+4BeJt2EKBJsX6zUpV1svXYL2oV4zTUnZB2Tzxyj6TU",
-	"/WYOqo7Rutshj2shdPeD1HbM3k+0NkT7jP1o83r7/4xn7u6aL399rbYrUe7V4KxqyHcu3JUKF+prq0zn",
-	"EQP2aljkeHTdtOpG3ztFLvfKFKbSnWrdiUV2b9nqRq1lt67bNV35XN9NvdmJg11RsRdAtsmAgPuGTAVn",
-	"TapWbwpTEl7nG1CJOrM9mqB0BMTLrugtSAsWS/He9QqHXQIYtleDyK6Hjv9zcSkOmi3cAPFr9QHpOfji",
-	"I448vs3yjffiJGCXW4YrtwI/s5LDAB9VyfEIHi57dxvkH3xDfO8hZMLFITh6MtYpU28RO8q+Sr1M0mC/",
-	"WrtMwpFzsUhMC23yvq2erJ7suq5ZnZ0hNrSrbbd6/vw/z7CpedhTjVTNxsJiajbHso4Z73GzitZzRjQC",
-	"3qEWoUwWSR55b+e586U+JLhIwdWXtKybmYYJQYL3Lx0itBc3lZv9fNNRLuCD+cSzieoznQKTAOVldfOU",
-	"fShJdQj+PG7Ftb+NR/bjx31uz8kmNh/RYyWU5/B/Mr0Q9xZ5cWbmn+i0cmH76/D/1ItVipikx4TY42Gm",
-	"DNcz3U8pHjwuLHewrT7ONJoW6I2T2I9XmVPST2zTbeLl8QBASXW0TwZn/IjYa3jPcb93XxD8TxAcY87E",
-	"n7PMBf5Kc/X6nX3KtzTSTiCtgjM6ducVyHFvx4AP6TcHoUy6okr5uXHNxShzQltwPca4STphFAo5sQuS",
-	"OSdMM6Rjjj6MKRw+1zxhWUhEPeKmH6/XDK+PZ/Mx9d14CLNSUjeDNy6VEXSqUiYYXaC9Cy2ZDf2Bbikn",
-	"PsgXYIMIeaOqSmRGdvqWf9kMie701dWf/vj0VwAAAP//",
+	"7L37c9s4si/+r6D0PVWx76Uc2XnMxK5TtzyJZyd7kokndu7UnlWuBZGQhDUFaAjQijY3//u30A2QIAlS",
+	"lB/JzNzZH3ZikcSj0Wg0+vHpz4NYLldSMKHV4PjzgH2iy1XK4N+n8fUPVMeL9+y3nCltflL5ckmzzeB4",
+	"IAUjS6YUnTOyoCJJWRIR8+OMcvj3TGaEEkGXLCHzTOarQTS4oWnOTDs0vhZynbJkvsSe//l5kDKq2Otk",
+	"cDwYHb44mh3GL4Yjeng4/I49ezakh9OjYfwkecqezZ7T76bfD6LBimaaay4FfPRsNoqP6FM2fDL9Lhk+",
+	"ZUeHwxf0+3h4mByxJ7On9Nn0eTyIBkpTnavBMcw7ZZolg2igMyoUjYu2ZJawbHg4Gh0OvkSfByzLZGY+",
+	"oVlCEhanXMBnX3nESNmu4R4NvnyMBrEUKl+y7G9A9ePBlKcpF/PBly+Rt6YqT3HJyzXVC1y+PGMkYzA7",
+	"RcyP8E+7ohlLWMpvWLYpF/SfnwdJ+tvgeEZTxSJHL5GnaTTgImGfBscjS6732G5SvFzQ5Ge6ZIbIudJy",
+	"ybLh06NBNPgtZzmzT2CaylAkj2Om1OBYZznbunrbRnbYGBk2+4ADM+uEixHcW4bkK7lasaS+xfw99Dvd",
+	"L25ehr+q06KrVcpZcgIsNTVcSLgirt2IKOkxG1eOBZM78tmDr+YhruZLKWZ8nmcsuKaUQB9kzfWCUKLX",
+	"crjkItd2vhGZ8RtGqNZsudIqIkzE2WalWUJWdJNKmih/7Y1YVSsam/GqhTSyVa7MyFCI47dcijNBp2lJ",
+	"BOjqkptpHh6NokHGdLZ5w5dcD46ffbFk8EmgqbquSRBvmmolhWJN3lVaZiwhdkQRSdiMGmlDuIjTPKmy",
+	"cezaK0bZPbmCD98zzYT5+YLFUiQK1j5hNHnDtGbZLzgXyyoJS+mGJeeZNEtq5gJvp7+dzjTL3tJP75nO",
+	"uDn3HG/1peGSfrrg/2bQ3pJ++pVybZ76g1plXGZcb+CPzA27aNf2mIXmAyv0ygx+cHw4GtXXLBponQ6O",
+	"nzw3T9ZcJHL9Qz6bsWxwPPpS3/EvpkfsafJ8NjykT+KhkQzDF2bvP5k9o9/FL9jh9CgZBJgAfoAWnpi3",
+	"Zt/R4dH0qZEZz2fD7+lhPHyWfMdezA7pk+mzOMw1r4p1Oadz1lQlzLqRFF4gcgZyALodLmXCmvqDFYuo",
+	"ONTPu6urXz6cfTi7evvu1dnV1SAaxBmjmiWnenA8OBodPR8eHg1HR5eHo+NnL46Pvj84ev7dfw+iQUI1",
+	"NY3DxM18jaSOBlpqmg6Ov/8C/OILXDo8Sp6Oht9Nv/9++OIpezZEURu/SEbscGDl01sc6uB4YFmMsE8L",
+	"miuUpHimN0Z2eDx6ejw6Onh2eGRGxr1Ovx8+n5lOk6Oj4ffxk+mwEPHxi8SX8g0hdyv5v8pkkscsu8in",
+	"TtI2GARY8qXMhWXJjMaVg+n74XfT0Wj4XfwkGX7Pns6Gz+jz6Xfx98kLNppt12dWdM4FxSl9HqTI+oeG",
+	"4+VspphGXrfLdGi47Y3Zo2efNBNJ+IBdS7KUGSMoghWZZXJJhFz7PKbcNjw8GjUaDYk+w8dxSvmSMHir",
+	"KufYpxXPmAot9aHHhDuf6vDBlW39im5pXrD1Wb+BZEywtRFPh7WT0NDiXK7aaWA3Z4QnW0K03Lqft27h",
+	"ncly7xLixfPnbULisOC+o2cH5hzlNeY/PBp+R0eHwxfTo3jojTO+0yXi22zwkbfB8fVOxej+x+s+Ui/N",
+	"XrMc2hhyk2VztWgVBviZOXlgE9tRRoQL+KGcgsezXLMlslfXDEF328owTcWr+06zc4/VcyzU3T2K7JLc",
+	"bZdMnilt1cQIhAMKW7herhjVZiWo0yOrffmXgVLnt9v99Q4bz35ytctm7cHL2F5PZg7rWo2LiLuDwdPE",
+	"rRf0tHULVh7i4GrMVN6Dg1TsVjfCVLyzivKQVEzyVcpjqlmFkPfA+V2ktlf+y/KF8DUxviZUoDwiVCRk",
+	"lasF4XB3upE8ZhGhWi55TNN040sjuWIZtZek360xLRrozYrhNJH1dpOhdIlnkJGaUVWielLNUiokRu2j",
+	"8nCy4zFUtoKrskIhFWcq9YKU5CaxXC651lVtL3Oir2ayKCXWHU0OTVJ27eIXw8P4yeHwO/rdd8PvnyRP",
+	"h96GHDVW/zt6mDyZPpsNn8bfs+HT2ZOj4ffTF8mwXPvvktou82jelFZbZlVZlPqSbP3am+HRaPjd7Pnz",
+	"4fQofjL0BPeLwZcveBumS6YNpY8/D05zLU/ja/PPhKk44yvLfUt5w+BMivNMyYxIQZzFE3akpteMCGnt",
+	"VHtUD5dS6aEUMds3dzWBUwf7qEDqUNtXNFDxgi1BgbTTnEqZMirgkgyW2eaAzFhMF06xVkajzpjOM0H2",
+	"rG2FHLb1DYa2Ss9L+okv86UzKCy5sH8WtOdCsznLnL3H151DgwN1nqwXUhVEM4RCAtGMkVyx5ISw5Upv",
+	"iHk4VUyY6VChyKSqjE9aplFV4f3p/EfGZoPjwf/3uPRkPMan6vE7GCZNgUvRDmHE1FumqVPkq9OhqZJm",
+	"uZlGHoCpPVJE5dPiNaI0zTRZSS60KlfAsGfbIiTVbrfwAczxnGrgBWhuZf4oWnPXp4z9lnPPcNaPJgUt",
+	"zt2m7+jK13zvqzvVJDtem/MV3hW5IksqNqXarQpFXK56sHz53R34HuyHHZTB0+bOVLnwGOvHTC6btJkI",
+	"uZ7AtiGXfMmUpsvVCVlzoYi8YVmFNd/KhLUQRdU7qpHmDRNzM9nnTwtyKJ05+91FvZPGMNcLlrGqxw83",
+	"ijISlJaLSbgmC6qMCLXCYiazYzKhaTohe+AbYHMuBBfzk7GYzDK5vCp+mURkvaAa9ubfL0DMnG/0QgoS",
+	"p9xQ+BGRa0E0U1oRxUQSEa6MRkVTTtW+IeNEsPVkLPaEXJ/AH0Mp0s2k8t4BOQsKKxhdJq9Z9kiNxeTV",
+	"2Y+nH95cXl18+OHi5fvX55ev3/0McmxyQE7Fhki9YBkBpQCaJ09HI0MgLubQFI1jBjZ+KZg6IJfuajQW",
+	"CYu5MsRCp5sjJ4+v1cFY9FhiywnlEjNheP2fg0E0oGk6iAZVwqJtCP8fCDL4GOKDSyao0D8xmrCsyQNm",
+	"AhregOllqOESGmsFE9lLZKwewxvx5mCZ7B+Q94ya6acbsl4w4RGYZLlQ4C4Zi8kvH87Ofr66PPv59OeX",
+	"/7j66ez01dn7/zT7bXKCRF5zxYhgZj+kUl6zhFAdAXswOLjdUDiuoRUhY2FHOxnZ/w0D/2f/d2gWlXz4",
+	"8PqVkUZGPsWgAMD1lS6LmTNuBjQWa7rZj4jKs0zmIjFLvl5wzQi4NgifC3O5PbH8FZWno/9WyXW1Efv8",
+	"pRZ0xQgVas0yBSw24eKGpjwhn4a/5YyJoR3aAtaN7C1zpcnU7FYznf3JWEzZTJrtKzZ6YYZqiH9AfuV6",
+	"QXziX169fHP6+u0kIpRoec0EiWmWbRw/oxif8U/oN3aDPSbUdW2ZnwocupHp5cCfHBAc7iqTnzZEMXPt",
+	"0eb2w9IZLGbGjHamxgJ7Mzv+kTogr1icUnA5CbvehX5uGlCxXDGFfkfoV4FWErM0Ha55wqBpXJCx4Nrb",
+	"YDjqcodV6Rk6x/29wpdM5rq5TVIp5sOVTFNwe6RcMMNRS56m3Bqdy0PuiWG9toNO2x6Cp9xz4FrvnBsF",
+	"z7lfKe8cYi40TwktPNE0y/gNUyBJbf8TsqJKgfIfGuXa9NCp8nwxxyjetUA5+IH6dvtYGj6Cf4ILOYaF",
+	"ffwvhQ6BfgfuGfiKoauauk/TmczMmSUz4vYNF6tcnxDDpbBxqSLxgoo5SwZfosHPUv9o9vTDD05IovJ4",
+	"QTKmZJ7FbIC293f/1aNrP5RHClb4ocJDcW8/9k37ZkD9ZlD9qklkZ403qgTLbliGU35wAuaCfVqx2Jyx",
+	"NrIFxQC45ghPCCj8dLViNAMt0zuAUjk34/0g6A3lKZ2m7OHHey6Vnmfs4pc35qjKRcZovDBdG+70xsYV",
+	"UYtca8OdiVyLEwI2em/FKiFcrzUDzXKVGcGoOVMBr0tdBhRHlOlXy9UwZTcsJZWvCAZ1wMIyt6QiTy25",
+	"7JW9Kho9n0dF8zx69iza/m3FVNFNZXO4mU+cReKz0XzezcAo0/XdaXx9gZ98+dhjRDWLRHNOSy7c34ch",
+	"paq8QvxzUDd2+9MtNTI5/ReL9aAS0FXIy+oiN0LtCqvbViKUrPMFYhte43d4fXLmpyyjG/O8wUz9aF29",
+	"oW8nd41c9dm1kKiVOl9p1H9tjm+1OcpAtOrCg1G2qYrsslDW4vq5oVU1QtBC/dQC0nr059lbe7xdmE1D",
+	"nTdWpZvuONOoQX/Xh6OaP8b6DOtEgWiatlW7KJjSXVt9D0PZbRESa9qyfurAxTUanIrN3y/e/Rww+IkN",
+	"MU/wlh45nyNeNnSeCZaQ6UZj9Kv5x6DJ9J+Gczm0XRo94OA9XTt1y/SdaxDPSM2mBEJripsozfXiqiD+",
+	"xy5R0r1obkmggxCdfwBV4r3Z6vVBLaTSwnJaU8jwJMz1K5np8JO1zK7RV/M5dAfxh110bdvD/rwmglOB",
+	"oLeSa2p7ffoTo6lebMKbIckoF+c0b92qlsuCMxNSt1CJwaXfPDP3CwjM4UI/fzqIWgnUQryMa6d9BqzF",
+	"PvFcp/7OKCZf9BKi4EsaL9h7o8sGWNQ8+4nr4nExoUTmZmBFeyJfTnHQ7hsVnlNCNZ1SFSZdwtX1e0aT",
+	"lm/rcteTeW238WhQp2DLpim79qcQ1UjQSsBLqWmq2inYRo3uCS92IX3PCS065xIIZa5OyIvRvYWa4oXz",
+	"9lM6wBj/zn7VoXeUU7DO4D5WeBewuvNEaqTGLrfQs/QoNxTRIgw6JIMqBO8iaF8yvmdKpjdo0KipjWHN",
+	"o/1Jy1eOqt1U8yZeNlcdUlQ4W0oq2ObLqbfQvdTu0fXXuQLVq0BTLkELSdWR1dyuS+vmww5b1rOizO2i",
+	"vNXIV+pCdQ9pc7TNoW0l2i9u5au0WlVIUNwnqy+lVGnbGERW9r37nMaa37Aw2TDi9w2dt2ggZRRJiCH5",
+	"kr2h8yK+PtQCRMm5UW9XZnaTEL43tWglqhOqPgh/1o1JVGkWWs/qRb1tRD020IULgakv9JJ+usRRtW0I",
+	"czS1ELxdzSyG9ivXi9bGt2wkTXVFvb5ARSAavKHzOapKrxgNK9q+P+1lGSHc6/LVdJfu9FHh6e31pZYr",
+	"Hle3YvOdmr0GeKyFqjUmseq47aV6yXNrG1ovr5PIZxK3LFHQYxmkQttihJi2zDW5jZCP/YVuHgE2aqTT",
+	"QmLvmmXCSChoJmE0GdqMl0yuHynCbdbs+buLS/KYrvjjm8PHSfrb4888+fI4Y6uUbgZt90HPvL+VXcqk",
+	"k8AMect4nf8HLmPtm7V7K7doCpUY9L6WkGBLfqR6ULy7QOfPtzBdbTGSWDvE6yRgKQmrM/55UD++K6ta",
+	"mZjlwirZfMb1Vrh7f7hcrJo4L1InepqKvQ0XEDTV9J2aioDJPKGVcrk9W6UTtlF8EDwCMfS9ztaZXCuy",
+	"pDpeOAf2jKfaRsR3d1rQyDVemecWqufZfBc9dCujJqWiWZ1gTcYo6z9PgiaI9k11G23Ujalk9uq8ukn0",
+	"HoSdd/ukScLR5H7uEatI7qxY9MiSK7ViqSbXbIOJxLNcsYRkFIIO9IIKguIU1h3Tk+yKPlIQQFTs0LDa",
+	"2/diucMt9EsPgtRckQ2L9nu5fm9XuNu23VjiZXl8BGSqM6E7JWpJOYZ2xKxFcerLMDiiEDMUDuLqLHcy",
+	"fobaRWtYgHyeRao0OgsBzuMB2GjKP4OTBr92qxZaNWcvCptcLsp/gyXSfBNq/4Zlqu2AxcvEFe9jYLWD",
+	"8WxwITK9TpjQkLMcCvJKqFpMJc0SUFvwTZLIOF8yoV0gG0sTZWM6J0pTkdBUCjaB2BsMD5uxjImYjYWL",
+	"qSPlezasaQ8c9F5Y0CO1f0ImNNeLSUQmKp+a/2QyZWoCVvsJBd7DbmSe2Xi5ulPU8WdT0XExPvgOAac3",
+	"xmDFNE1ZZoNdyJQpnjBFVvk05fExyYywlSLdRGSdcc3sv+Fn+CEiNFlyiC3qraXTWF/Faa40y64WRdRd",
+	"4zOjaYi5e3ObwHFr+xJff89m0EauA8HnEzmbQfTp5F9rPQmpfl6n/Yx5oe4/NqR4uqYbRczZR6QflhGR",
+	"9YLHCwLbDaNIsR0iZ5AoI9di0MNAaL/qr+XUhh1aLbakPO3nO1RXGKImA2GU5hsM/LT8ErCD2I+vmEMR",
+	"+Nz1VtpqUDE7Z/ele2++ai4agj9kUsyZ0sQ0TRYsTSzjY2wr5PuJyrYI7hw3uJZd6oJEzRs2QOWaCbKk",
+	"K0iP2AOcjb//eknkbGb73/d3Xv9ZNpe5FFLhtTtG5kzIdFOJ2YE4xsiwrGJKQVy7lkQtIO+8uTQKb0PN",
+	"ucNUMSnhBHeIP1uMIbWxtEgVDLcWbNDHYY/RuS1c2QjSZTRR9TDTvVC47n5wjvjFFcQiw1i39evmbrvC",
+	"iNO9ZojqfhmGSopozdb+2y69RTAzaJHVaOYTPy7XvQkLYUloFmPQRmF9pdJ8HhTmuSqO8pos9k/RKoOz",
+	"VDFS4w2yhzHF5k2ZayIF2x9sM1G6zp0wqw63KrgCYqgucxpHkyd4g6eblUjlsVLZbvaUwr3h5EPkjvOS",
+	"ef2FDTFZl8bzsjzPahczlqbFqtV5hStSKjGgCbZYSnjYBOLk8C5yqZWDSn2zjfluw/C783LIQmL5yK5y",
+	"lbn8RSvU1JLsPVYtGM3QQvJdB93V/Xu7fPWrqHdMHeMpFG0/+iIjwo28RrEnJB6lFhenPOhCC/KGzi80",
+	"1QF3DL2Z9/TdL+mnvm+yhFPR92UubuPBNuMuesJWcIih9bBW/XP/oh42r1zNW03AKZ1fLczVoefEUqr0",
+	"lW03AQiWHhogmquu0ja/hkwTpvRVLnZtuJpD32WNvWr1vYDdov2x5ktmRn6lulxplUtpq3Z/4qsTiQSV",
+	"XpOMxTJLCDahBru64muLXJlQgwA1kvkDryxTYN4+r7QsWYA9gowbhCyqsq5H7So5EW/IKJNCrsn/9FIo",
+	"7ScnpZ7ikHgeKVJCmUVl2sj3z5/2yI7sHn+babN/bKWHlrRbyGz4WQUfqUeDVZikHh8UaEmhjdDfHOYm",
+	"4sc4uqZro/JpFJhliMfelmY7j8dqOqbV5CakTBKD+Eg75JMyRwx0zkramf2W7NmX94lVI8z8Jg0rjHd3",
+	"7eVP+9I9pwum21lvChGCnXGA+ApL3nr+jx6he54x1Ll6m22321frjoVaa4FhRbXJlK1vWfS2+MjetCk0",
+	"i67lulhJmeKbD0zUlVy93f7eVgIHmulFdZ8mQcoztfgxo0sGbrtQXGoGIK8hvXHF4CZhMUOpIjMwhGEO",
+	"kHkIWT+DqA8teeBSnbGY8Rsb6GzuVEaNjakFJdzeZjCv0Wiw2tzTJcEZ9GmrEWo+wNajgjxttD1nLR5+",
+	"a6QP8sxCKt3lAVFX3qr0IER7zHPmAuyCF63C+P1IQcq80e59d0PAUmfbu+ItMByWZ2iSZEwpsl7wlFXa",
+	"3B6BwtJZy+WWCZ1tMH26uOpGoKolnKZpcMyByO4yqtsfWEGq6iztgAJr08YSF4UPpnb3aTeALrReXRma",
+	"tVwFlL5SjIkrOpdXy77iCy0AYQW87o4pXo3sMAO9tszXEOUUggz8lNR+DrNun9+2iI37zC4pVZ1qlEQ9",
+	"hsIlNHSedj5R+md99c/1aobbhPY2VQATI21OeiDeh+whzpAkr978so8KuIs9fjp68Tx0w2mbbev5UgmE",
+	"CsiuMkWhnnasyYZpl+pZGLLrEJ4RSY2kWZWoykER6YEuh8iViyGNrwHpOgPkP7ML/L4QiT7YdktkhyV9",
+	"AZi0pxgrQqpcMrV6XIas7W8/mYo4jyLHojJvj9gdjLktCPmPtid77MVXTFuvWMcm7IojjpvRuN7EUrx4",
+	"7nJZa7FrhKMe4zIMt9bV9mDbe44m7JY8gGFs9pO5LipdFzh9zv8WgxFXZw6N/t7WYGm19a6p26mCRr41",
+	"BeKOEYglyGDPxbi/mEV4gikigQi5Em4+KMILaPmwClqix7c+f9Megwfg8tsD8DwzktdipXtsyxvvx7ac",
+	"HQe5tSW0855439fZittxD550KdCtWS4PH2raI8T0HBHLQuGmgUyawuPiNkMRaOoLgHJiXQGoXdGrNWlR",
+	"3QBWMkT146HjgHEX/7pRQ+GnHdHATrb/sCkPoUD6HVWQBtNuiMBfyuguR/ApkHOxmWawYuCC/7jNdl3p",
+	"LqrPw37dQY57Cup1jG6TPgJn2y1EeFcs8IKqtzJjIUDOjJWqHMTrEjrTEMnJFVkhiwVOpfsPLo6KUe4Q",
+	"ZlwMHeBlGiPuEWJst0TPSOOqiPLYskVz9VPrjeC8SutqbCmoalwR2nVtVsZys3VkXrXvw7CHx7RW/TRE",
+	"kW4tjHc4DipKTfPqUr+kuMteRdL2UUcfTK+5Xy3FHc5VSsCjx/6cW77uVFbglYvbHcJ/nd3u7PapGHnb",
+	"sf3Yri5N9RjvceOxRL3MLAPv7G23/VnX3J3vSDdM6Ct3IPfd6wgDD3TdLYuu4uPezUeNQVblcAttq+G8",
+	"9v3RHrWqw962Nm94yBIGLeysFOBib8sttW2HB6YzHqsLQVdqIUMWulUe8H9vlMUxqx2wPM5k6ZJvipZc",
+	"hdBKt3wWCIwzGw3HEJqUn0FQD0BKjX4rWNyRNg5uM6gkFgymoFxzMbcmzT4nZNFe1Oi/2VxoPku2lKEz",
+	"HlYbEVdUa2jHKLgQ7JNmmQgpSZ2fLRhdXYaVq79JYp4SOdWUC5aQ4ir47qK1rQ8q5JZxTXFBcsWCH2eq",
+	"D+UzMJyVg/Y69UgQVQkZXoFSaa+uQWbTmntEJ23TSle5WrAkchUnwSEYXweTxFosojCY1gu9as/f6oFW",
+	"AbceQ58GVOKKZah/RURxETMyldIL8i1HkXl7JkzFZsO2Hk2l4dvT2pAYCOyoS4ox3Z3I+Upb81DNBm6h",
+	"ZEPEaRVy2JZHs8i/hxQSrhAOEUjqYqWDsp7PEYq3lEBtoGy381V12r3bs6ZaLd6dNm03mQtNM93qYPKP",
+	"gp0A74x8gBqZl0aReGV1n+JsrrfVpJOP0thUV5z3e8cxrahSa5nV8fsOR0dPQ29bl3gjpkFmmuBeiQhV",
+	"UODJfIPY9vigBD5+9vTJ0b65eQtmE1NKZONnz5486w5RiyoDDUD5rKi545qB/Z9/joYvPv6P/2heWz5u",
+	"hXYrAafqibc4CUiLGFR7Ox3+Nx3+++qj/cdo+OLq4+dR9Pzoy3+Ebk5KpWHOdkrNXQAVrUve29fQ6nbO",
+	"DyHZde7Rtoj0tuTEvpswbGrIs4wJfaFZC5BPvly9y/UqD185WEpXiiUeTkwP0d8uuzIG7siODpv5oUZj",
+	"G+BA0UiDjVQNNoVPfKtNsQym9yjTmGgnrS9pNmf3K+r+kkb3LI1UyBWu0qVM2H9adrCZVKZXDOBMuKIV",
+	"lv4diJj/TVOetJiJaZq+dXWSdslw7/aOGxJ0+aCX7V1iMEEX5kgL9KB5YvZU66d1TdCuk99htY3IjnNn",
+	"GChHnOCqyBt2KV+9+eUu0Gl3iWsI4A9YEAuaZowmmyvPat2WnP8gsRF2ZNuCJOrQLl1nm0Oyqosre9Mp",
+	"q+jIrEBiH2J5GEGX7JgcDo+ePSPxgmY01rao6cTTNQ6GHycRYZ9ittJjMTmwWfMHB1h8Z0NiKoTEyG+M",
+	"JGQJFDwhH96/ISuqF/tjUY1XCsgET6DteZ0PP1ZH8j/+7z8PPm59flD79X/uBzWln51ZNGzqKqym/c1d",
+	"RYutXrBAzIjto21xK+11uul6GOJs5Fd/J4LqsL2rnlBgzvRsP4qq9baKGQQJIDWfbVoS1OIFFYKlYY2t",
+	"LVQaDKiKpFJpsofh0rM8TSPy87vL1z/+gyAS0n7PSGmseHAl16JnoGfKlWaCZVertozKKY2vmUhc9t6b",
+	"1xeXZz+7sFy05/fupzWErtEqVI9YBQ/1ouBJ3wjnfJpytbiCo1Xt9lFoxYThAVs2A2p0abKHBaBsnrJF",
+	"41n0XDQXyt5zZBmzVOo3lbrb0fKovyL+bBvkKlnXG2mV0/wlqYwvtIPerdqiPSkWs+xxVVnJVd83c7W4",
+	"Tc4mfIcdRTCw8FS8wNrAkWd+h1RYTGOf2ewHq5IHjqAHPnT+V/DUeXfDshvO1iH800A8Vxl50CXeiyxe",
+	"m2zZ//26zojmvA5stHYbcxkXEAat3hJd3IWa7kUeb4sX7oj5vVvArh/2UKKld0fxVnWIDvzZnc9ZNAKo",
+	"0zlru0So6zbI2kUm8/nCGhdqnieAYmHJOcvwlt934yOldv2wkcxT7z3YcvC64gOg9sDdbugh3lI56lVs",
+	"2Tajt6Sd36e3GqHBnX97SEOveOs8CNDsj7Czclf5ZoOBeynJxUg6QsVat6y5LOUCE896lDfwF9ht77KB",
+	"rZFRjaE2ZV53vPYWkdcWSVTBnK4dc/MC2AHTx4kVVy7iLSIjBwMhwk7JlCrt8l52hAjYVrnitmkhXAxn",
+	"KZ8vNOEC3BlJj8yQXSAp+54BvBVu1Y9yqRAw2iHTo7K2QY6r5Ja22as7rSO3SXINprR2mR38+n23MO94",
+	"Cfi161mBQETKIuituZf9ZQ6o1J7pswk6e7dsACdnXqaUtwLB3y9iaohLq3alEh2gxaJUPQTd2FvW2yPg",
+	"XWGyq2v+4fIlrng4wObWoV1dcZrbFvL/cVjqukWyjAXcCiVdZUGfOR3DtrOlN+0wE0KxS4UhMB/CrOgS",
+	"8X/Y6DbN2b1Si57ysHawy/Bhl8VM6HczqN/jvdKi0tqmap1GtWE22u2afhteE5R0+CVnGe90TSR5Vih6",
+	"1Y3400/Hb98eX1wcLJfLIGg7bxds2SZsaQIMR3I0Gnkm5qDb2hVeaGLVUq7PbmwJ1a3cXrx9aUM6d6y4",
+	"gajsjkRl5QFXo7javj+6Pul95ky7oXGeL8ujvWWZzKtU0HTz7y5fUdlgx0tGAbnMXW3fsEJ4WjTUT6j0",
+	"K4/lXFC1HipDak4iak6+D3FxS7UlxqkFNdutDENssqD/hpMNVY6e2t26DTK50leo5dB8plWxFox3RP1o",
+	"j2siGEsUWc2v8DOo1dUbsTQkSUPZqKbR1rsP1FXb7nrwC51VXKe9PwoxFRYPxwFsC64NKhLmYSHDtw4F",
+	"a5819lKbiGU0OUeBbhezhwnlAXap+eR/7/A6v2FdI7h7uTzbQlQIhooc8PqP6jSsTKZBjD7iYSH1h1VC",
+	"defKFS/tvHzV5u+FePZm2dHsNvJWvq+MMQpOtQ8dYdcVO6eXuKluoYaxxwz23hs0YrZrpWEarRpg8bRD",
+	"jeyK07AD6H7a1bZZuPYW3NPWFlrO4bLZRiP+qBtj9AgyaBCnD9PsYJ71rapeFFBVZle4psKTtVOrJmIq",
+	"O6CqMQe0s5pOUT2iK3wW1Ndz1VJIv+J8bymirxiAMWGtw8bd9JZlx4NRp4AqPnmFf0zuBd2gZU6aXjNR",
+	"Zlz42NMAzH3rQpx9aejdm+veww8fXr8qvYeDzpi7vX+Ohi/ocHY6/PHj5++/DP0/n+7y5+HRlxY3YePW",
+	"HqoIluQrrFkjFE9YNZP0hMyZYJm5l6M9GFVHmRE6VUyE/KG3LVdqGL01tB23zFuECK4RPY7ZStscErto",
+	"pSL8VvX/opDx/bRftzHrAfCjLeE62Ho7CXbNUuioCG8tdD1tPPbtXnmFNiwUQW1cyt/rVxeCXrMdbGD9",
+	"chi3Zgh3VmKsxjjD+3g9X6UAPujZUUqn7MeoLV+zLeTGLOsjRaxwwBIJERHshrnNEuEW4posaNK/NMIW",
+	"y1vljSD4W3WtLr323Hq1VN6v5vfa2osFFUIcjNlTKaPZVrQp1axU21ZTNYA6WEQkUnXNEjKTmaUuAJhT",
+	"1VkusLvrBzawF51HDUq0U9Tlo4Xib4JYnvG1InpBNSkCDgh1zr2gVyxJf+tI1/OgbVq8amXgRWAkGVvJ",
+	"THMxJxRi48xBGsa1dPF2oeCucGRXMUYLv7ZXbGxFbFpT0gNozTZfjCEauHzEMkwj/a19ibZhrCVddZnZ",
+	"J65aH3b56dp4tV6PvVEXz/XYMZ8WALXboFq0Yro/cIHxew6YqMUNBABjyl3eAyxmG+pL2VlolW4RNOEt",
+	"bFmrIHj1bUOoQFvawwVt7ZCevS3q6fcTUNA3bCAYaHJvcWQhD51FGwxAe/jOOLcNo8AI1fb4lyDXPbRc",
+	"AUS2VtTCorCTRW6rIncC9DX+1EdBwwia7X3ZSJs79aVagtj9/VftvieaqgOLJXjIhxEtHmYff6N9Wrdi",
+	"pPzGKDckF4nR2MN4sAg+bUbVhlawHfqgWO2vHUnaIQH87Y48Vufr+p5q3elv6PxccqGDtYDe0Pnbvrmt",
+	"0zy+ZrqGQllJOt+ltZVcdTg3u26RIQuGvQsVjUbl5LyRVebQTrBg4lAv5aW2YaAoH1hpbli28XD8i0tS",
+	"L0zK+4wYLWOP+2sofUI6A1hgt62qXUTy9kS6s+qmauPy+PrHjiB0Gl/vGhZN4+suBB544aJxNfWf32bj",
+	"hX2e6W8duwiMg7vObtd9TLNrlhSD6PcFKh3FR9u3gBfPhpJxW+R9tzFDrs7AHtz21K9TEnxh50j6XC22",
+	"NJqrxW1a7ebEbmucZ6jq42+yfFg1P1XGUJtolZYe3at7qLJhIm/DevxdG2yII8I2nRq3tR0MVfLX1rgm",
+	"JRobq7oLumRUV2kiQ9y3XOSt7sOA7N4KTaeagWM9ru5Wlra4/N5TMd/qzLksXgy5AvFJVJt1MdxOKCHf",
+	"vBBMBc02BK9IJGUzTSCbkF4zBYWhy8SxFpX9PdNMQHpAGa1fwDqMutXwX2rmH89qlLCUblhy3qHzOqwm",
+	"6l1GzJCnbCYzcx0AlXhD9kb7g2jbmNLfTmcaXDTvmXY8ELB0IaQzl+Ksq4Z0BYA8POq9J6PRflcNuVG4",
+	"xNOncFDW3mjfauao4zMxk1mMZtptLf5KOeh4vVfQB1BvDmPB5wsHM6agoryt7IxhkNMNKS7sj811nazk",
+	"SvmUOBzB/7yRD4ufgnjsyIDeigSusOjDOCZSED4jk6zGtliuvZWrJ4QrQqfyhpER2aNjUXxPzP4kc35j",
+	"+oAa/EtGhSLlC1LsW9gQOZsdkFNB2KdVymOuyYyan9dc2IL7oQJGu26vKn597RKnyJ4h5f5JeY3r0dqb",
+	"sMK+92S/e9mCLVp8/LZd8XyX0a25SOQaA/i6BETpb3EF+n7LOdO3EBVftkjY914Bqx0k5n1Kya8r3Tpl",
+	"VF9xc4saDY0932/vfLV6D03m3GY+LdGE+xWHcHR2ZSLqHBNc9xDP1IYaIFzUwb2B1QhxUnDpW/WVc1AQ",
+	"76T+ZQz8aP2VuR+gPtt7NuupGIZGFFQyF1LpVlPvLS6EvPWelunb3GsQKvl1cts7TTG/ok7dyisJ/LqP",
+	"wv+t9OaCSVo58ZZZry0W/ztB1dzCBbnVy9QpZlscabu5YlZhlPT++DeFxDkVNN1oHqtbyYMdr3ZFr/d6",
+	"t/N9kL16dxxwG+a2XXXStA0YpSnv36p5C2UBTqjLrnbD4+4Wsu2dwGTaHtexpCvNRW2TqY3M76MyqU4C",
+	"tphRO46DPzRpiwPg69A429wlwzpJf2uJOUvS397L9XuGoHhB7VFmfM4FTS+3BrB1Bwt2JbiuQBU7bYvM",
+	"74yKvOJJr+DEhwg5/BjtHsbXFqXnTafRSFXPsEP7GIQrb4M77B70bULiCgDDIERCLZsXWbCNmyo8UOfK",
+	"0DwvIInuQlPN2jJgc6w24+ggZzOjoi1pHCSAef3KxrR1gs73QAmrV8ue5YolHr6aItONq/O6Z04wmWuw",
+	"Vl0tWJrKiExp4v6ZC8XngiX445LGEZlldMnwn4r9ljMRs4hMc7VxjyDGeD+EZs/aTEMONo1kuVBBAww0",
+	"fWs4/no58waVsHmIDdisGLFqVGMCCyoStaDXrLJWjVCJgtCO+NbAYaZZNEEqrvedyspfufJlTah+4r1G",
+	"aKXkNaGrVcrBoBwG17tdFfHisx3B7IrvFKvdudq/Afy9zdaMDA+pEUJDWHYVh4svFhkZCZQgV2Tvlw9n",
+	"Zz9fvT27+Onq/Ozs/cV+S7iJjaPtW3oGK76H0D5MS1eVyu/VIcpcT2UuqjvYx0es+viuevCJXN2BTcKg",
+	"1AAXCcOEfWwvoCE9yMidkHF4U4AnkkQyBebzLBdgxUAZKuQV0j0aqI2Iryz8s9k/Uy6Sq46g+ywXomqX",
+	"81GQrRi7yti/vDI3dTmKJwSRGVHXHOqNgNQopKAF3lb9tnOlzHqgaD0uxiNFeFGGG2gD2SbCQYQihGgQ",
+	"xADaV6ESIYbPbRQUvmX6APxcKoTMRWzkvcuM4hnhAlfWyuCoP9PbmvZhQ44Z3lW9un2DQgoQklve4HNB",
+	"dZ51ieO3py9tDHvCE2CqG5bx2Ybs/XT25s07s5wwr56InaAZuS3gGFPHq6FZnO1g9qwww/m18xtbtmUn",
+	"FwIwqJOspEzRBf0jT8OgiK0XGEM/ecOyruAmqUYtJWxdZB7ZE5L8Ii+GI4K5MFzM99uj24qM0T50h/vK",
+	"D7dB8oudK77ss2yvPnV/nq1UbtH5kulPjKZ6sWnxEmSUi3Oaq9b4/Tb1iBJluiUJz1isZbYhXJXJhElY",
+	"YQJOaFmw33KaUaGx6JRhFiNS8IvHHXkZBV917fsGH5bRmU3zavuCrzNeJDXXdDX01i14ysxZxUSiYOzH",
+	"gJ5MEq6ujeLqGiiptj14vjLOKg0jb3mr9AiyieGQ92yWMcjFa7s6m0HgpTms1cJUow74jROQ4hmbsQyO",
+	"IEyRwZgBiMAktg+yYBmL4PSAkFTYFAqQO2rofAHE0G2A5H2Bt1V3CkIofLHLbtoe+N4aQ9jsAv3jmIjd",
+	"x/RefT98CXYqTvNQRsWhRQ0pSgRWRzhLW3KWqnrCEusSkjXLGDHMr1mbLxvYssVmXpuu6zzoLbB26VpZ",
+	"xja01wYOgHlva3xxCLUrVEQUiRcVe6ptV+aqw36dUE3BkthZT6MzIu6W6AKdpve68mR0s5YkXs2yG5q2",
+	"pN30SPEqCeC1ZnuEJtrpWnWW/D6ye/5w2Ts7hOtvwXvGRbl1rkycZwpTxWsWdarjBVMvLeE6Ztv1SmjW",
+	"xftRo5PQ/FoBa5U+jTW/se60vvnq2/WaAJPvlDy0ewpQ/0SenQfeM4vDA+d0CR2WMWqUvk2iBw6sM0/0",
+	"r+TL4GJ25l22KDpxCxjdQwREbQ9NQqf+neOT/gARSHUW6RVUhKFEFTo1SR9iqa+ZWP3tohYsLwd1pYdO",
+	"Lm63ZN/yBNkhBfnh9I4gCvNXSCBuAlvskBPsHSB90t/6lxII5Cx8xaijnTWNO8Ue3cs+vV1IUe9SC3fM",
+	"tfP4pB02/DYrejeM7i1wROdUL7bEBvSIXbPwcfcEvl1F1C6HGfbCl6VbC+K2L8+dokwDWknNHz+bgX/t",
+	"fMtusEVm24Tp6qyoJNYmGTqihFrAt+o+Angtsi313jddiXqh65aX4eYmHYXI5E87NJiyttpOGazJtCRl",
+	"MFR+h/kUbTXS8N52iR9QxVrRy7flav7K9eJN0ULLyXvqgJXaXCDmotumBtdmaYfVMoZGg5UR7FY9C67f",
+	"Z7MZjzkT8VZ/e1HXzY+qa96uUj5jkKVzC1ipinbW0qyHLsXFXO2EL1UdW2+gqTbzUspv2Anpa2S6lUEp",
+	"8zJo+y5OS957MfmvDS7hzSJqMF3wwix5ZxzmVr3tni9At1OtdrePbbslNZTnTstZwxfvVW8Lp24pDnEi",
+	"LkIkpUqTdSY1c16HiAwPy1JPgBxBEt6CbFKp+baD1eOy+PCeg8ExQ6K/EeZXeL9vYd2uIHGPoWsF3Qod",
+	"16/75kR9M8fITaE4j7eUgQtTdGcYips5FJx4I+VqF/iFHaEktugK03Mp09Pi0G422GJH9TswTbxO0rs1",
+	"4A7y2zTQCYnhihF2P70FZsatVm9HrI0lFz9mjF2kUu8As3P/YBaueGOnIWV3Kv6WMyZervKLjTqP9S2X",
+	"3zXyQbHsjq28V+rt9JYN3NJ5WbCnT+U6jEbPgppNEIsg8kVT8oT4ucZ8UcdNoQj/qa1EY4ErZK5Jn4ok",
+	"qUiFsAzOGF2+3MQpO8UCyA2c7/DVsgUSzOiWsWmt1Dj3LHAEObxNjnhxYQ0BfhfKtosln8nMxRAl6W99",
+	"cOi88md1/O9erq9chSDYcMK+7uni9PzfykSCFmTWDuzk+mCXXLi/D7dFAFYb284WJZJ3T+ZoBeVtcdNc",
+	"ZQz+2xaVcovUDBdxV2u/HfvWm3IreLutEd6tJlY21JcyD+Rq7rKT7qVaQQ2/3mJNTK6ufvlw9uHs6u27",
+	"V2dXV5M+W6CeJtRveB8+vH4VGBZE9Mo8i31o60IqQIyQFRUxXTII8XWATFf3BVs/ap2076DMNna+22dp",
+	"mAwZCf4/gJ0jEuLNHN7CIo7mVxpfl1LQjGc/GBQFtdWu5GoXT6xhNsgBere6BR2aNm0kSo0ntm6XNqsp",
+	"ja+vynys/tvGCpx28b9ebIiQGiDy1lQZSbvkWpvTxooABFTZH0S3SIsDZsRx78aO5bi7+K07Da91OyEI",
+	"4l6BworHLI2v1X4vwNUy7q8WvSQIT1JGIMwObWKGpEJqm4bhERXaLihfUH0fozrXEJfqTjq1oFlyNc1V",
+	"gWNxtWApqFNpxmiyuYpTqVqSJYq9cGXH0BJ9fzsc+yCXhzqt8ULkc3T7rvjF9PBSilnK450KYLTagDrZ",
+	"545EsDYdHNWWSbWejOgNv1pQtdhZOynn3eT9i1f/9UgRGO3rJFCjZUvDGbMxODXxAQWVSbygYo55iW7w",
+	"EVnzFWbJATeUcrsuT3zBzcX1VeFJe8DTvW+lDZQYVzvUDgqESw9q7USVRd7KKB252j6nNMYOgcFhZgA2",
+	"QHmPzjy0ZnOjS6RpcGlut6Na2KbkCjMGwyg9RnA/u9OnmqORG2f7UjjNoLEI12xT26bPDo+iNlDEMsso",
+	"XykGWXVYhyEoum9oustGKKpmBVVJ7JAlBFo9cdtBZlCVBp0Eikw+f5mcuAJIZkns8BoXHyxSa2a/hWit",
+	"gu6aba5WGZvxTyECbt2Z12yzBYdyZ1W2rs70UWd3Vn/5il1RfSWzK8wjDqjAKxkvyJKnKS9rlu9s/7mz",
+	"RmpXr036ZHJ9K/X6vVwH3Ra3AQ0wQ9g2Ablu3bQNjskxEeSKhuNGiv3YaxfWhm36dE1UegpOABIg/kbz",
+	"kB9HCkbm5hGRUEiKoB+C7NGbOVkzPl9Yga7ocpUyUGobqOuBAuMYBBx8sKSfwr9zsb1SuekNX8WGbD9b",
+	"5n2ZscDcLxdu7jpjjMgZFHdCAkRkRZVi5v4IjhBMhWYklmkKOWPKurm4JnuGd1xiDZluxkYTZ5nzid2w",
+	"TEHQ8JJuSEyzbEPccyriBVP7JxZQPWV0BjiWxBs7Ak/WTutVHkrfhQqp5BM5HI0iW2egkgT2SCGyZ6M9",
+	"zJG52h465POS4XHFsl2/+rKlDnItTk/K9KoMu9hhbPAlt46bXb9T1l9zp1kt2VKGgMkypa6mLsN1h5Hd",
+	"8EznNL3Ft1+CyWhzrgqsydoIPUl9p070wtwpDUlDSbH9mj+XMoUuVDUXbrcvQ6PLV5ov2ZUqY79vP1lb",
+	"BM/++C8lxcF7unZBhYU4eote8TuFtG2LdbCYedvf6K4x3YWJuDvCoYaA/S0YjTZmYIeVAMlu2AKOp44p",
+	"39KB5bcbFePrEzsRAG1s6a8HPKNHvW+AzliwS423OqMW2o9kb1uG5f3O0tca6+5HbF9SdR0OGi8SWHvp",
+	"qaad3pEgLSmvOJpWiMtbo1Vui08qw6VuGxZuA5CKYJX+sd+XTFChwyvg0O5bPI/Wlg8NRGRk/zcM/J/9",
+	"32GwqjEgawTQuc3diBSWXqvemQNOkU9D8P0OsW8HFnR59vPpzy//cfXT2emrs/dhMxV+sQNbwfu9GcvO",
+	"JRqUhQJcj+3Eb2W4LlO5ajUP5YAZRORahGMvVWGh4m2t4Ctga+KdrYXi4womrHYUnL8vOWvZ9m251X3S",
+	"p7vTpC/9w6k6+dcX74bfPx8dksfk/Y8vyZMnT15E6MOSGfxX5prMMvQb05RYZeakeEbJv821hjtr5YfL",
+	"l2Oxd77RCykeKTIxd0cj7A+4kmgY2NufmMsQJYLyGwb4+fsH5JSYNysQ+lwrsuSJgCToD5cv8ariWV+e",
+	"P63agkeB3XaZ0RjcLBCh0Y4iWTpqmxnJaHdsu2qb28UOVeIBOenK2dh2TOG5ukVV+q2Or+KFLrtpztof",
+	"Y01l4YDy+pdb2YoZ6bSUfoW2tySSBN0/3nLYpWw47/1BVLihQpgGIZuLVqVUcKdWuPU8mDB029yyliBs",
+	"RPJCy4ErPlaFIayiUMU7gCjXNt/W0wRb751eVTT/QIRqmX+A03sR4ULTnjS4cnaUXQkBXTQT1qnSV4ox",
+	"0SlaOgJ5cFBbXxC9KhB671Zbrg8l8gbeOusu52QVHviWLrqt1v3byP9LK/53jj6rpfb1MeNrxxwqBPBl",
+	"1gFcjiTlSpuD2fGeFMzSa9uo+ov8j1vtGA8Y81bPIoSFa2Es99m7FctouJD/ZJWrxcTWypoABSZkL+XX",
+	"jDw2j/YNWY02M0upJuY52ZvAgTGJyKQYCv4BB8QkGotJZczmIazf62Syf0ImNL52PWKRSJYmyizaYxpf",
+	"B025X2sXFPENW9+8r4Cvpjpxl7DOSkZtf9LcakfursTt4NT3I1R7OmPja5es22elLT8GI0Op1iwzm+P/",
+	"7P1zNHxBh7PT4Y8fP3//Zej/+XSXPw+Pvuz/r/8Y3CY8dqtn22xTjO/ZjqAJT7dIi9bDSDoxspPa0BRC",
+	"gU2w5ML93dwRbgJlvmhN/scxW0EapEicK93HWd0izmsk8ma5lVBtBur2OKldY/Oq3bWE6HX4cndOXK+f",
+	"NnXI+D5UsdanmlmqLY56B6G7tZ7AtuIGr+9WTWCXALbtlC+3cr8iA/Z+5/oMrQMIZ7g1FDLsHkVYUIBh",
+	"Op/12dy6HnN3wtI3Kth82+y8XRO26M3873JaAXW6/zTAKY2v5Wy2QwfJ9GUJmn4/yYadeXr/klP1SooW",
+	"7ICUzju+vUM23i1I/wfN4ZOr7i3xrSpW39Lv2Fl32pcpzYrVHiXqdakLLty1QHTfpLqKgAjk2Pmbrikb",
+	"mixb3dptKX/F9qmn8W0pwh06ZSoi/0Hd9FshCXYUgrsWuperbYP7uZe5qFI93TUaXqpemANtvicLJdG9",
+	"iR2ySdeR7N7p19KW7W3eetV5MOArFQ2x/vR8m0R0b/UYzPlWQVe81tVaCM/jvCqUGkMPkDbUW2A6AXLX",
+	"adtYW4+yUYM5gpx2u3qA4cCV7SgQFbWxNUDk22NLlPPzwSJKn6ntsF1YtnqLb6tmfh11braj2tIZEfWv",
+	"3RWtlCp90Wrzv63OZzfA+RZMg90DuHYoQtsjoKmvQjHrUB/+VdMdGlMPYkwqFucZ15sLs63sYc5oxrJT",
+	"W5gN//rR0frvv14O6jkQv3K9IJO//3p5dfbz6Q9vzl79p7nVT2wYb2FlwbQ9jll7q3ya8hjqKigyMZ3J",
+	"jP8b3jsmP0CfYzHOR6MnsZbXDP/JJmQP+jl987d3719f/vR2ckx+env6MiLvL06JzMhZ8uri9IRcs43C",
+	"yjzw+sXZy/dnl5MI/zr/8MOb1y+v/uvsH5OxkBn++Pdf/+vi6sP7N5N9LBUBnT5SJJMpwyrsK6rQil1M",
+	"6JEiExfpQkG1mpCU3bA0GgsooP909OSAnJIlB6AnMz4ubmjKE2yeUKHWLFPk6ejwgAAV//7rJZGzGdnz",
+	"Inj2sR4ao4mhCVdFDgkViaVxnHImNFlQhbU9cDRoYAeBCfYKoGq5TRZarwZfvoC1ZSabxrZTkmRyNeSC",
+	"QE2nmC1NHzOJYdS/mGmTt7/YwJ8DcrngCoqkmCWGIBUu5mmRGSpnRGe5XpgGxgKHnclcs4hYcCvzD1Qw",
+	"YWY4ByQo2asT+thyUAQRR0Mp0k00hlomDP/A3+GHiNBkycW+GWNRyknpfKqKvgksC7IptXnSMLrH2N9Y",
+	"YI0ULsiciceEZsz8wzAC1LeSS8L1wViMxUspbhBE2WK3LWSaANW8OR+PxZDgSQ5NTT6P0Tg2HhyT8eDg",
+	"4GA8+DI5IG9paqQcS8jfL979HIU4CX0qEbrBMG3h6NmzsSAkXtCMxtowmMyIzLXiCSOTf54O/5sO/z0a",
+	"vrg6GH6cwHQtjjx+fjgajcD/oyyDkqejEbyGuYimbZtda+NgIFrdIcAVXP3s0yeipAWwAwZVBMCbTwhH",
+	"OcAwyULx1HCWtXYdGNoUIUBInyLshwvy4fIlsbmRKdcsoymZ/PfkhKzkikwKAM0JbIYljzNpY4Cg3XOq",
+	"F2RFM7pkQBjT+If3b4YJi2XCEnjn7JPOaMmLIEuWdEOmjNAkYQlSySgKJ8W8cEuSXFwLuRbwDe4+zXVq",
+	"NhtuF8MGf5ODaGCzIAbHg9HB4cEIsNhXTNAVHxwPnhyMDp6A+08vQCI/piv++ObwsYV2WEkViPmbFKgd",
+	"E7JnxJql52SfLOWN9cBBhMgjRRCcnmjpCqaZs4Ls4YoYhWNNs0Ttm1UfC4srgC0gbIAUMSagrhdGQK6g",
+	"ECKyEaRsxNcsOSAThAyZkEALIAYMmROWctgZudA8LYH/jHQtgb8nplmoEZmvIvOS8Gblxo/TGQsfdAUz",
+	"0g33QgqLMvuUTJL0t4mPzaII1TCpE9tpaMwHY3FK5vyGCTKxvrsJng1TVqduxoSOSC7Yp5XRA2wD5Jxl",
+	"Q3CtylzH0uxYw4FcjIX5/mg0IlOZbJB1inPGaBmD8hqBjmHLwa3esvIVGyP5Exwg4DOzQu8HmWys01Xb",
+	"YDPIKY+h18f/stV52CdMdmqgg4e6dS8/Li8vqGeA2r7Vheh/VFGjjEaBThXYlTCYo9Fox+F7Ppntg0cf",
+	"TGXsvW4mFWyI2q2kUVBVCkay4u2nOKNQ68XMH/9Ak4JI0eBZn0+wviAcOPjNk+3ffBD0hnJ003zxLRGG",
+	"FYVcpyyZM4Lhj8CXBwC0OFeIwQouyuqhDdUh3aE8KJ+uMvlpg0VGVW4TvT2R9xjESrvge41HVcYKKAgu",
+	"PFwXmSUsiwiW3ShExYxnSpvjq5BRsC3dqTQWrnbldGMOGmpEiS9hcRPPUNGhSx9Ihovy15im6TFKENPE",
+	"WMB37oR0IvoYE/fxLOaqFIosKQFacJyG4KjHaLkagnI0FpNK2MSkqEyqpVU6TK8H5FRgMTQC3FiO4p8f",
+	"Jy0SB1Byv6W8WfJP/WQNjPRWAqf25beVOnYw+P7Xkz1kxTJgkshwLxerXOO++WMKpSUVmxLDiQuQUp6P",
+	"9mEklSuX9tiIqXnG1LAoOzQPITW8NxyDgssmq8JwYcMfkYTFfElTdUAmWCP0g5kNqEF+YUOyx7W9Ra/m",
+	"V/hmTOMF2z9obOi/MX1uh3ZhixTdgrP7baxqRwHmAxEp6Eot5C1Zprr8RWNGKtveL3558wjrO3JlVqa4",
+	"vMJqEhxrhRmKknetLGEulwGOQErbYTVZAqGsUzpv5YY3dO4uzuZ8gowDd1hBkg1HyCNUtU/IxHkUgCX8",
+	"3HTH+EEGwCIgdN4U6hwLnjKo/4mWPZen0W/Jy7SNLxBjGWhPy/tszUG+9GvQYsh8vCPT9xLDjsot1u6W",
+	"3YBm568lcSvb51yuSErncA6UNyaX/I8lyhwYAqhOEaGKUDIFtcvM6ituI4s+F9xGkxXNrm0t2onbUDjw",
+	"R4rQG5aZDYUWYrPJ8HWSSjEfrmQK8rZMznuJ5oTJWNg6sF7Rs+kGEX7AssmXzA+SVa+Y1RMdzot7Cy17",
+	"5YtjATsdsWASS3vorIAsoLq4EBvG3z/xOirnCVAze0KOhROEeLRcs5XeD6l3Thi8W6m/hMEDnICOuIXX",
+	"/Pe47Vk2RJYrrfSO01lW7H97d8I709fb57g3h356vt3zYU4+h/ffl+nZfzH1gzC1o/PvmK/rUr082CJ3",
+	"jMEBh76Lr8HSRW3FLjYuSkuWtZf/4uL75+IAmX+HTOyiNwrlYLohBRdZ5x+H++y3FdaIQTP00EqCmtk7",
+	"wQgTOtvgaBEuYM85xyOykpmOyIon+3gF5lqhxoRrUJsYOaPxAvGqwCc6+Uxv5hFZchGRJf0UQe2VLxPr",
+	"qyl0wHYkrwMyiVf5gcVwmqDnA34q4KAm6MurIUtZKKyEqsVU0iwh7NOKxVq16FwV4Js/w+72whvKNrek",
+	"trS15YVEBNt60sR/fFBBEUYp+p0qcnZL2VoRuDdU6az8KrIAF3CrLJiUYVYTd7uEfX1CJjboagK3lxJZ",
+	"xHrTseQY2vjRrK40eWb2fa6ZOhkLTFlUE+KhbVj3JLrp8buMirnRBTw7YWFZsWSdEFfwayziNFdQ4xoq",
+	"rpK9SS3CDq5gKb9hbVetShDcX9u+z7bvKLnxoJs+HPP8O9z0r6imw1VKhbUYgBu70GobAiAi5lMXv2B3",
+	"1QNKBYQDzhGHNey6O8VwJRtfdFxEjIFSk7KZJjI3e17nmQB3llEKbFjUAUHrjCp3OvrPtBqLySt8aeL5",
+	"5cCKaiNoDsikqA83eTzRVF1PSsQkaW3ryLfBk/ylm9wvZT3Xb+MiAz/NdudSMeDdnWSBTx/AS1awS7LL",
+	"XIrdeYvJbNnZUNuRuGEVCa1/DHcY7g1C7caQmdtksIVwh1U2f7lbd/aGobUGYuzqAgC80kOIi2nXBk4x",
+	"cMZih7khO6eH0bnNrzZkSaI3T85gIp49VmYQ8kXHQuXTonlw+XB9Eiwoag7tejGaA3JaKwqDry6oGgsh",
+	"vWFgyVIwloFmsV6wzIsDImuZpwlRmmba/JoxsmeGXBkdyGUbLQq6DptzIbiYm/vIki2noAnZXrBrVTE0",
+	"Q2VbOp/4lMDouLFw7qOV0ZEArhcaiMgE1Bj4DAJaZzPFNNj//ROibDEikyX9ZJQC8w3GKpmGuXAAWy4U",
+	"wt7RclFU1nLBIWQCqPSgKE3e0Pmci/mE0Km8YeTJaDQWtqWIADEmFxBwOSkB5pCoEKDmGnfvvmI0CYYw",
+	"vOFKv/RjI9R9SOqH9h5VRtye4dCQWi7AdH0PuoW5rWdyDXf1PbeRcQ0i3EfeNT2lc1ClcYkgOA9eqcmX",
+	"ijDYVcUwz7qky+MUearVvGZ4wfJdpWr3XdghaisEW1TkePJ8NNqHqn5NtXfJxRs6vyiA6L+S7tuLB+uU",
+	"6uvEtKvgCY9voxvvWVYtxrFPVpRniqwXUnXIKSOezENwvBl10VuiiKxlFjKtPThvf4b/fsGjE6pGNNgb",
+	"PY4V0XF35t7yPvRyTvWiz8s4wLdMUwAyetArXIUM2PE2dc8G5H6jmxwM0Sg5FUlbBGoro2+geLcVtuxN",
+	"p6JNqP1dmRJ1ti0aXRTW2i7oEo4IRagiLYwbwflR7EEIQXQx8nhYFEGIn79MnC11LAqMfneXTSRrM6h+",
+	"M5a/KwPTJOGIzXReyRPszdh49WyCNjcZfOr4RtBvxeKnDZY2LOxiTgoWicg126Blvhzxt5C16INWjz/D",
+	"f3cVvT/K7D4MA/csgq339i95/VXktbmm3koN7iWVd+bgx6VK9vhz8e8vjxVjlayiKm9fMHZdWZ1SI/zj",
+	"snYxh/sR5FsgDJsAzcAjb+UNSy5lLzisYrl+7oQ8bse16gKvsgWTdqxcXD10K6gXlcGW7dcn/rHHwXX3",
+	"nf509HT7Jz9L/aPMRXIfXnt5w0KpdlYglKYlsMqgTmdNjYE8mt6n3R1tc20yoy4c6m48eSaSY4Lp3piP",
+	"1zqtEzIpIH3cyzb/EJx47gJGNWRlYwk3KChlg7YrtjHoeULWXCg0EU2lXmBaLr9h4oB8EABtWqn4FI2F",
+	"Zyar2PZsMqqhJYyNaCmxYKzNAjRNuwrdIU20ISh/t/JxZ29Dm6SrgDn1dCdGA1i5FmETkAf34Wa4vagu",
+	"2eVDQ0r2xAeKBmYTXbbNehuyIM3mTFcqIuyGKt9PZpdDbHYZosL/c7IbJZqXVThzjopvKq7963+7Eoer",
+	"VjMrex9+7UvzfQgff+aXtxBEjW0Sau7j71AkCba+7EDRw9qdndLqNgVB68KjMopqn19HNtxxq78EKIuG",
+	"zw68dXB78xQFjsgqQmrUDzZMf5VNb3F0S7NDLX+QoRLlox2APU6KdHPsAyNADtzGhj5x37NH9hjEUVbk",
+	"HQRU2vr3hfNwuW8BGsoQVBwYKFJL1JWUliuiFnLNxZxQRSZmbFc4tgnAJ1jfrq3GYx4Ti8AQEZk542BU",
+	"2AWPRiP0M00Sl1IzCqlf53k2Z68YTd5ga3eXaV2RzFUJsGNkc0vb9R32u4mWLqkKRN5mmAEWtIv1x4mX",
+	"sBYdhF2q76firCd7tixu1e6DNxC4eFRM8GYD393s3nRjfjU+/+Z83dLmyjNC7dpePQc+3TjkIgSByQid",
+	"QajngmMAeov39i7hmdvHYK+/2wZxvzGdKV9yXWmwqDB4CNj99BO6pQsof/tnqPBcuAuMNQn34Td5f47v",
+	"SqycKGovdQaYeSKPzneJLmt8GARdWNniMd/CcF3IttIyo4oMXwfh1fBwt0mynTwtSfrb4888+fIYQtE2",
+	"HXYlnhS5u5lcQ12+9LfXycRi+v3t7JJ4jU4OyOsGxsOxr55AKAtkdKxytaiiRj1SxBY4KaqbQ00xmS1p",
+	"ijYssqJ6QfYUoylLioQPprQtcjUWBWIVE3G2gXmcCXPMJBNC1bXaJ1oSW03nsVdMx+pfdguoGiDXIzU2",
+	"2tAJoQXyGx5DXBGLdIZp2GZWGG9mo3I8QhCeAPmOEU0RCGnRFCOiJEZz4YqUoGzWdKfXPIYwL+o7cetw",
+	"M9y3pVlqj8WUpVLMTSPygLxnMwDvgsE9Gz2JHIKcxZRLIrJe8JThTJbUbHpBRYzxGIIYpbQEdQAsMJEZ",
+	"0gEq3x51E8DRz2VpW0y4uiZqJWUaDM1/D9+V2/aezlPDMKXQA7jP2+mMWIPnLtfmfuIK6eAF+H552Py7",
+	"bNOlR+Jq3lp/tHajexmrk6KNMQpZ1xQdVhNXZs9ZMD32iStt+NtdqNzczCm/Mgp1sn9HnfdBWKGqKjdm",
+	"H96ncIdr3acnxaZfU+U2fu2Aws5BmNepC5JOsDXIiMhlA8i1qGD8lbBfEBwKF/zeJ9muN3RwBzz+bMEA",
+	"vzxmnzRDM2/4YLtgGmUlwAJuzM2CWexDBxQYp5QvIejZEKrEGdwDxcEPlTBCWa7GAr5gCRwxQq7J/yQT",
+	"G4Y4iUguUqbAhOH4DztSCEh2TKggMGplWrTCfyEz88tYUIdb+Ku9sBctkz0hAaswgtCd/YjAQYaj5wrb",
+	"TDCQwyyTPSDHAmdklNEJ2Xs+IspF+CI28Gg/QvxdvmQ4QRxCYqYwkxmimFlalQaDsUBUyTZktRMyEWx9",
+	"hlM/LZFBGM1SbjQfw1e4KKFT4gxmA1WpHuSAcJXguk6J3QoL3imlRK+lV8uhU1MGmiB5dk8sCX785e6p",
+	"JI75dhv9zqkk4a9/F7bOO9tDcFpWOqX8xsG2+kecL1bh6f0Aqfll/MPZo1ima1IByTquGhtRqtDGIQK+",
+	"YJtKdkJkRbMdCzDvwnV8uoHIs4TsTXO1T1w4ow8BCRi4SKCavwiQZo3EwgSFsXDpopMTIvWCZWuuWKWt",
+	"IsvBS1FpNjaxub2QOmE+GQtEUqZLaUsh54by197dDokEK+i1Dcvl0ifc4BBXcs1FYvR3rsjEXLcmZI9D",
+	"/iu/YVGRI2dOo4XMM0Lnct/p2oZjbCIIJuSavyZaTop4+LEQcg25LTJhE4LrOrUXMnetKLJJas76GU8h",
+	"x1GxlMX6wKaxGFmOl5gS1cnH/gNmNTduCC+16b/mvpuRRpjpHmTamIMX1nUsloBobDN5Yio8zGOkE6Ix",
+	"uWrHBwuq3sqMTYhmaQpHm1lu0Fs+aRjFWIBGqA7IJEVgY7itmJuTJIejaDQakb21OQ0nsFVinZbTgZq3",
+	"wyF8CDjdowlRTCRq/2QsMJfGHaSUPB2NjqFLa0BH00trnoxfQ+n3bVG8P+tfkQPaYl4Tatf05lq9ypRT",
+	"4OaJUJO2Prwx3DmTWlN1fR/t2EKIfktFEVKUFli610ojcBA6ZGhz/hWCOFio9Pee796v6OhOtu5brkOH",
+	"RfaoYZH9w5hk+y2KFUi/T0PqRSW2TRUwzTwjuHeiCq4FXJesmbGaprH0ajTdzbzqWvKie82d9HOlOOmX",
+	"Lo/yKQLLHo1GJ2X5gMZRVqCS0sLP14QaddHj94FYH74zVYuj38m6Fu6gXh/3Xq9mD7tn/kgh9NUo0TKp",
+	"1NfcoSRLRmP0Lu+2fXrZdKJWSLa/WPhbsbCmPG1jXbvsf5C4wndlkYSSv+1pEBXnhQPixAsP1NtxF6Jv",
+	"eWC4MKSwRfNHmTX8QUXycx1bYf+YwG5UgYu5mW9R0WUs6hGYDsatgBN4Z27peJX7VAaP19EXMhYzc/U1",
+	"V7cpGwvTQ4KxSkJq63PyAsEt1oQrclO9hR57l/enoxeFD2ssrC2b7BUwFTEVpgN1zVd+jQx3/1zyJEnZ",
+	"PlQHc3HvaJ+tVK9hSQFZXk2XLMOiEMB/Qib2+ytP+WZhVIS38sadzJfy1Ztf/pJtd7Kc7iTWTm3l/K/i",
+	"ZzMLDSvcpQlU2O134HCrEKoUwkEHnMrjRfUsePE1HH+6EiTuCyBwgFWEBgDDgQfjfsM3PEV8BiHqjaA0",
+	"J1E98QHBnFw/gAK1+7ECZbbaD5ZLet2I07A3qvrRsSdnjTPIi8iLiA36AGSwItZDllV6Qv7DHcIo4Msy",
+	"2oTqagWyTK6jUBESgr5Obi23yubT26CLwpOV5MjBbHJATktQHxdCGzpJXVXJp+GIB51t/tJq/9yS/48U",
+	"YbGLwK/zOmpHXPmHwF+RFH4kRUU+ePfsSjSFC6YICMIHPiv4HEWTWRq8gYdTmN66F98zNFY+nNLkerrQ",
+	"NIMY9tDuMYP4WgoHJQWZoDpcDlmwteX+UWZzpr10WvfJI+UMPZWldI93ClCfpjK+ZknLEkLyTPuJ/j4X",
+	"hf9tSuNro5KIhOytZJqSYGs6V/vHUIUY78MZG8Ye5icSjkhbPRPzFm1xUKUzRpeKTFbzqyRfrshwiPXC",
+	"/zPOlZbLCeFCS3icMTBBTQ7Ipdlbyjp+uRiLCfsUp3nC4MErqumE7EEIKiUz/okl4JDbJ9eMrazxN2Ez",
+	"LlCDmOaamCUREq1W5NQO0QwXnXQgutD3+AhDmYpqulAGEIMm956ORvsH5NnoENUaNyWZkXL4trD2WHCh",
+	"NE2xVKDfQfAmWOH1wQOdf5VOdsIQPfqqu1q5R7c8Er+hKDAn2OHDd9/FeaRgvHqqnVxtGlXXzIlD7X4o",
+	"mR6UbtfJ//X6+AqiS+ftFWZ87kG/6Fc5fkxXrei0VNdjds4zOc+YUmUMhmMVy9l1ifDARNVM6WEshWBx",
+	"PT95d7+TDRCxbRGADA/4nQryXTKA/nR9P7BouwRGfoj04F7dlxMtyhbfu8enwmqX2cbsYLsglc1cKq0P",
+	"zV+2Zj/roTX+b/fqn5sP7DQBrzPMAeZrmnF1VyzrrzluWh4QMVj1zWkzZQSuQ4HjxswQTSkWONnKQzx/",
+	"NCp5VVH4SJV9GE3TcfPDsPBKrlqDGy8guE355SsQsrSIEyLst5ymykewJ3uevQsmgN9oqq7t62NhUe73",
+	"KqYxqsE6qR2oNijSa0mmzNwuHQtbpXrKFvQGwtAQWcfmPQ3XPGEQqg1uGpqmjTzziCz4fFEUl1xlXGZc",
+	"byrFfOztciximmUc7XUuZyqY8i1XPzsKXGLc0wMErn3z8Kwtk8AS3T1e/JVy3ee9S75kMu/1ahXvqMcH",
+	"p7mWp/F1n1d9gJK3MmG7fvNjJpc7YcGpViC4bvF4Llfv/stIxiO0iTWcBWCn0ZLYmu5/nBjwc7kiNM6k",
+	"UhXs2aIiPcgQTy5RkTyWGQgdX24aabezwahFbCI+mQ/KGRSiL1PKly6o1kPLn1RDiilWF/BKADmk/Kr7",
+	"OQL0L7hd22SU6abilE3gBZlrK0J5ZsODCVbkPiGTqdmnExLTlapCcyCFx8KITfx6eUBO05TYvB5/yGoB",
+	"/QgbwP06aZGLXwd7dCfMxb/k1F9y6gHlFFrlxIawlM/5NPU8sHtqvwWu61aSKZSy0pBMJdiqj7XaKq9K",
+	"Z2cDUDYcioLpgMXL1bzAlft8fyzQbIr1k6w4tJKoFEAW7qIu9Q7IGUh9rIVkr47OuzgWR6OneBTYRMDj",
+	"Atm7KDnjoTrjNBYsBdlJBUTSFBOIiqwTlJeExhrSTRxbWp40ix+VZV0hS1DmOgLl0/OhtIjFr4ddexc4",
+	"2r9k6d1k6V/SsSEdizg52PsoLCtotA8jFXO1aDf6/YKX24qzEWFWHbSFFDZ43jRkL4mllDPaJ94RS0k2",
+	"FksppJaCx0QZqou4SAvjQplrqiEFF4plkOblhRJERBWruyFQVQ1wNuRyyQGSNmEZ+HD86IMiq9pGMVv3",
+	"ljWFeanazWgOEJ7ouZIZn3NB0zJK0MYomhFJCJfM2IpR7U8C40WQtcge5scZYq25UPsHY/FSijjPMia0",
+	"i38B2sJ0NMByzNGyiqVS7JP9E2SMXC3QEV2NWRmLySqTSR6z7CKfTsxHzJa/gqJQuV4woWGCpodrJiCd",
+	"0ui/INjfYmXd4k/6Cep8jkUoyeZgLMbiVyhm5cF4kL3Jj6/fnF398OHHH8/eX716/X6yHxEoagMzRFKz",
+	"og+WYLJ6SVuyYXp/LMAO0upij0iSZ1DJpuafB888fIt1YhyiTBlP5KEMkzXl2nEFDt/dFhBO0GJBGF7g",
+	"gjwjiuwhzJ52GaGI7UK5VvvHwC4b+HymNiJmZRwTtF2gRjkyIOiNZU7I+HcJ+dh15CeuVDgbQ5ZgF9QK",
+	"NLBPNNbpBvJfD8biVzdQHAJAyLDErqQNgwWp4WLjnMdIsKicoNsgz0ZPjgmEho1FcdEEVq+MTpG9RMbq",
+	"MfR5sEz2w5iAanFPWY1fo0KjGe7uOfTVr3qYnQ93HD0GGPcdPr5bHX6vglPl531KTRm5hAMD7jQ9AMNy",
+	"sTKX8Cz5Q53QIGHcIaYl2mIzsjR7+bfQMVk5rs0pGzqvYdO1JQNYKV45r2vY73HKaNaVLgZUAH1eyEYu",
+	"9QnhusTwyi224t8vyGmy5ILEKWdCP1JkAt2AMoBHA9iVi2rqj5wJWB3AixMS0zT1AEk8LK0ARnNZGpar",
+	"sbDZalbo+Z9KzCagYAc3p7yrue+VgoQ7mq9vRC5LvKUKSAkfb1QZriNXn7aCe+oyQk5CdWwr1UfJnk0O",
+	"iWplnwDeFbP3Mc/chnTRwDRsAA0gB9A55cJSo6YuKfQZmwNQ3pgLmp+PYuEQEA2X6+L851mt+CYWv0TA",
+	"tI1NyTCXdIg786pC+ddDKULjBjyCuRTsmND42gyLI1wdlJ+aAbE3JJVKW8gaoztcVjEEzLGJZkV3Itvz",
+	"DU9w88hi2SqJtV18BYowbg4vsyZGUVIusdOtaamFZqwYP1ItF5ol+6A3UPjSBokDR+MRbYOWZFbXaQF8",
+	"rUavD/5F28fNrQGUj/33jsnT0dM67lq4tnGxI7/yPbkqXpA6dmdyr9ZrS/L1rWEBHjKbDSYIBO2KxgW8",
+	"By+f9g+S12ZzONux8YE3QdEzG8GFyTUNcRlTMs9idj/1kIrWHhe+CdVZFvTn8rVvWx52G7PCIM2IW4q8",
+	"lc7Kuy/uz1IM0fRXFmJDIvl3BrvM/k23jDFG93v/hd4pe7FcZXNA3XC2bgcMctK0KKVcTTpWxyUIjtFZ",
+	"YDsGC0Y7HPiiAvEY8dXgC1R4SlQMsjdLJfRDNRkBUoyH31NB6zH0M/sm5TeFV70E6lEnFbCg/yQAfEOG",
+	"xA7a/KvsdQjqBUagnyAqEv5hKzfX8a1PyMQcpKZliB7mM4boa/F1iUrsQsqYznisEBd7D/B0xsKtiI3Y",
+	"PSCTlCIhIR4AxUOjiLBXmdVX1BQpEekRkEmRPcVYW4lJKAaEuK2rXB9wc6hplpyzDKu2wjg8HHxrpkFS",
+	"QKT0MwtWpMhj8gRC0CwxK63Q+LrEJWLZ0AIcVQiCj8ci1KwtgK1O56xAnwvX0LZZTq5le3ceHlqLBd6g",
+	"1xSv0Ce+M9FxNyg6/Ia1VMx85/bL71fYFUNsC2Qrnt8dyWOjNFtiDAvSL4IoqVxDfPcNK81bGDr04PLM",
+	"q53cKtEK6KtSWJUy2OqRe9dspdFcY5TkkIIauTwyo9Za6Cso9nBQlYho36FwtjduCgV9UCP2crEroiws",
+	"QZ0By3K93aDmBrzHxXCW8vmiaNLcWgQE5CcYurQ0+r6lxbGdqUW8pDW7L9c2u9szBe7RMujIaexwU4NY",
+	"fFBeimYsyHLGFN568coBlge8OOo8E+b7HMIhp8yo34W1d98mrNer9Cu5ZKiP14r0k9hMjYuEfTKyfQqa",
+	"euX8sKvSOEJawN5OQCrbStYTuE45EVSt3e/OlIJII7R2Gmmzj5dMx6qQ/sDFXJUXd7cxCU0SgnDQCgWm",
+	"dwVFtYBMdJYLMBXjbLKcYVdLxNx2pHIwbFCRu4Bzw+WslBS2wWLbMiCNAnWfJeAfGu/sTwnL39O6WbpG",
+	"HwQF6mvfmM5r+x+2qjt1iprHYAwo90u9BPKDHDqofG1XoQ9uqSiTmp48Fq2KsmfdsxCJfvgZJEahsG3b",
+	"3Oha/JPGg/aTEH9mYDhY3rZb8LeFhbNO7XJvVzXzKijcV9rT4RLmVaq9TthyJc3SnHiVtsBTawHsMR+n",
+	"SMcpFRdzE8mgFFkrDNxXtyU+OPf9kQDWvKhdxJ0qg/JLT4ZflN/3TtyzlS7qus6Aeaa0GIQdOSfVeF6j",
+	"gWIFOgfZHLlTYywKICpQjIoLA6LsnpCR/Ro0W/OUIuw8FpmxcLkR2ud9kF9Pba3mqIHeOpNpKtcH5GV5",
+	"F18yqnI43uaUC9Tzm1cjwCfGqReUtq6zRIINqDx68RbkzlPwEuBVaSz2/FvCPlpeCwMPFPaDZLuRuf3g",
+	"z2VohNnJNgTGJX3U8KiOKwal/Zov4rhN5f4b09/CobC7Nt2FqTr6kxyd3dB6eHP54wDr1cRb4SKleEuU",
+	"s5rUc3dVV5ICjakPb9Uxul63G+IS3vj9GuXM+DqcD6DM3r/fAej2+3A5gAH3ccZmGeuKbPQkf8WQCH5l",
+	"538F6H3BWAI4D6ZBLuZYtdWC0c9SD7YKncj2gJ7TfF7a5J2T2lqkIRSwiJ+waBgLubanJIQ4xGwfj7WM",
+	"rWSmvYtckQVprSuXZjwygdJgZVheAFQKpnBhCPSQ2fHQge2sG94IXrkX0LVfM65ZLVmUi+GSLWW2Kcz0",
+	"rtyYo5+Qa58LgXXunDjagCmoq1GFI2QCN3AIk5JriJGa5vE107iRzCirdxH0IxTvJHphFRmLx5lBueQ9",
+	"W6aALI7JoWW4iDw3fz6LyNFT+P1ZRL4jCd2oY/J8ZGtMPHk+2o9s80YF4XOwlVo3DFvJeBGRa7ZRZPKP",
+	"f/zjH8O3b4evXl3+9NPx27fHFxf/PSlNAq4IRFFqVuVLqzW51RkLz0HjNs6JDfpxNfjK5NnHNjEWYlRM",
+	"a+BRoTpeFAX31CNvB+6xGyb0MJVyFZGX5x8wNkvKlMQyzZfCVlvG0YBfYf+ATJxjquaCLADdFNkrrMWK",
+	"WNyZZD/yvFHghBJynbJkjjZydUA83ya6fdB7N4aSHZDYAccb2avY8404OvZizvqYcKzIQCngF+Q48HVC",
+	"0DAOoNO3da9r4Vr0VEou5ioai4mVYpNwCV7rFjCbKqxdFsActcPz911o4KEtx9/WWPXxgQ+CXG27gFt5",
+	"+W3u3+URbFheMchpB+WzoXDace6qoOAusD1Xz4jHVNB0o3ncflq8xLi00n3nSU3wdZUSryxAAyHkzlc2",
+	"3XjV4JXmaWrFJAo8zbIb66ScYLuTiEwWMs9KjGgj4BK6MQ/WjF1PyN7ri3fE/FNBwNxkKYVeTE7GAk4H",
+	"mrkMDmz8kY1TjFrPjVfWBIAJZsclQJo5rWSeqYOxeIsCjQqsqVO0ropCOp1S57QgdS/x41oPVldBOg2i",
+	"gRnbIBok1Hxp6DGIBkCLP2RFlb8E3d0EXclibZIOxMu3kXRva9E1EJFvmdzGSBd/u0uLTY937vwHFoaY",
+	"CdShOBe6UcZimSUK83ZmMivyZAoT2oynNobit5xmVGguMKDYvvHYyLJk+hOjqV5sSk87pKo8UgS845YK",
+	"7rbgebzquU02K7i4Uf6bZdKaJIXUbEIU3Zj726ZFRP0AU3943LJKP21MakhwDwx3WQXuKVLDKlwEYT33",
+	"ykW3cJHW7bQIq1No9GQvFwCm0+a72T8xqnF36F+pex+4in1g89USrwQtqXVBzymu30P6T/88Ur/voeu1",
+	"8/xp/+HIe2jk/+HIEY+T/yCu4pCLOCJukPdwQgbtmXnITRyUb+fVTBrInbHpX77bjVS8bp5f7YSE3Hxe",
+	"suwBOa9mmk56C1K4b8Ar5Sjx6A1JP7JXywqyPrEiuLBT3f+9OLIaE65sQrvZplKmjIrbiog/eYlBb0H/",
+	"1E6xShqh7xrbyS32oGJnh7LPiMqAfhUwcpN66ZGgW3qbwnN/BXAf0kf97I9/bPfKB28uTN+88D9QOOhp",
+	"sdvKSJzq8Q9lGqZwRpk5P8h2hJvSYw/ionUL/iD1gqg117HDE4EUYPC12bAZ6OwA27wClGq8jtBErrRD",
+	"ziuubxCEkvKVhcSHrBajFpAVyxTEnSEsRyIF2z8hdcgOCy8xtePwcC9KYJKxQE/dQQkI0nBMgDPJ3vxt",
+	"arAHOLKmXFv0H+gJMTvMzQwbdFd90uOmT/ZmNFXMgm7ZpALIM8B2ycywFmRne2Ak+9sMBMr6nypmghYt",
+	"5q230A8JSlx2s8UqUPCTPYHuz0zAGugttjeLPCJXZXZqddHRsKxZT5NCmxO3NCdELcEC78Sxi3ezmDt0",
+	"ZdTeMjOmG/oGN1cT8+YEXatuMklGOZQMWLA0qQQiIIpyBZTSJTqRd7MZWszxc2RR5bWMVTR8Bo9cHomF",
+	"9r0sVpgALzWgl11EAiroaizWGdeaCcCqC0iTE6zCaL9WKFgI1wQjGHiGGAhmO4uYpwz8tdmGPCMAi/R6",
+	"5lzHnvRwXe55siWRa7FPSgZFB0cxCcjCwyG7z8di6pWkLAcAos0nc9PsR5GcRakyK8WejZ5gjcqxCJcJ",
+	"OiATJsxiJROyzBVMhpK/X7z7mVjN3zrgn45Gxatkzz7bB3o7wJggyPJFU148AHx62cNOUDYPI6yY3upW",
+	"tPysDNsJuSb8G1neL/NMNEWcFJB2P5vdm/Dq1BY64cx/hQqrABuFQk76RUyfFpvflbMz57iriFeVRmSv",
+	"wH308wBPIDPXAUyyT5oJVd5nSswohfADa5ldczFvORrP5eornY7VnvockPd1IFaRMm3jD37MnfaR/WSL",
+	"6Efg+Tq/H4zFXYUg2SYDA4zxZxSDu3Pl70YI1tj6QWUgdKI7IitYmkLg1zHkuoHRURHXNH6N4FCQf4CS",
+	"0f6MIFRrI8BKIF1q65lB0kC2iWyQFJpZXXtgw7RoTgu5JksqNub6YRSPqMAc8pG18MuxWPH42oJbYlug",
+	"W6QbQsmHD69fHfuofSRjc660GQSgJDWG7fRKo1oY9SqFa1xk9dRinku6MfsUCpy5/Al81UzYfIgIf7ig",
+	"G4vxN7F/Fm7PsjiQlSiIGFGntSFP2ub0urTL+ZCh09BFmyMCsAVwEJAFypNvhER3WQ6kWFEHyyEzy4Tm",
+	"h4x3lVDx95zbK3ffdJnD8QnX+nkP9/fLDN2BXxXssScPmKHdO1Rj2fcqMwTRHL+2ZbRCroBoALQ0VPvc",
+	"9CR6o/pn0Ur5SRl9JKf/YrEOR1+bpfjDwFgh5xDqg+hAjC9i0Vk1tMLUyIu9UZJnjOo8s7WLEWaqzvNz",
+	"qlkylCsmAlz/eLoZCrpkUEQ7Zj/TZcVPFxBp8NkPG/CfP0SR52IcfesvH46Onm4rwPyXFzsoMwyZzww/",
+	"PhAIwh23DwxNkZhmGRQzpwSYw3qFfWuQ8wD7dtclnMw77K2+Zm27cyBGZPteAXS1h4l4+XM7c3px7++T",
+	"cS8LNq3kl6HobyaVRZg9nLGYCZ1uUHVtJPLfM/t+9qrpfwHxX4Jgtx8Bf2Pa+jgus3uANfwz1vl/KEOi",
+	"R/YudR+YTH1Tge20NLgri8LcVhXZZA9zMS3clUNasu/uPxDnu2XvKhmbkoLnXZUGgKwXzPcQeo3hvVIw",
+	"kvz/3F3tb9s2t/9XiHypXShOuvbuYg7uh9w2u8vWZl3Ti2F4NEi0RceEZVIVpThG0f/9wXkhRdly+r4W",
+	"z5etsS2KOjo8PDwvv59F1Cg5XyFeVniq0IuFSL3EO+AaWTKClqhtWfJpnY64Mxiiy78ggy3TOnga26nA",
+	"fF8+ES8psl+ooq3w6NTjkaAqUAxtjQLbQ+DaiWgjEqEbIoWAM/JCElVAPNp4EoqVT/KifMPYhXFPFYfd",
+	"4EDtF9VzBJokhIAPLBi9uFPztgFdD+/rG6Lsy/nq3BQvmXPkXqj6aMYfD7g/ePEXitLFzxOYOj7ucULm",
+	"4pOe53DeI0wHYfFgKaiCFkCgaaiV/Gxe2X8y2nFeVeWWFge2cHLqrbFrPZdlud0xbkHJP5ocpw+23zbL",
+	"k9LeaHM4aQIS/fXP18IuFnHsLZAQOX1jsFDBTsXj08cYLz/hJlm60EzBeKlycQwqJ7VRRWp+ef3iOZV+",
+	"ObmlLAu3fXPw7FbVeqGVEzMla+wdXSnjxKyNwBPl3JcZmEIYm4KQHaPS08yOtREzVVpzg23RkSwQp6S2",
+	"piFYhgNZmOcgHHQZ37uIGnXXnCybddnfoXd3/OEt+K4qJUG6kFBGJLkxqNZjUq2dq2w/hMpXLBbjo+Ro",
+	"iUYM5/nc0rom+oxDTsveJFE71bytdbM9mv7r714TOmpB/+5OmcLBa8Zu6mPbNuCT9mjddaFMA8MN6WzV",
+	"zko9f2/rOeurbZvDwbcLU1yTGnxuFLUfxbKrqDkOBNiFn6LK1l7Iyq4+KEZVWMP24IDEmZT+bXpkV+nR",
+	"FOEp3/UAGqhBWrD+g6orU3wN6a8PV2S9xFGwLBrrpphDMCaN+PXP18ePHo2nERWH91e43tPhD7VxjZKF",
+	"sIvUUHn1TSvRQUTKoNi6kFnyctAOXDHTldFw9QI2Ty70nSrAjTKFLK1RqcGor/Cy4bZ8eM6pSOEomx7l",
+	"BGIRKEUeIPNppRJRla2jH+eJyF07g//VtlTEK5WanOSbj3vGMEmNFEgX37NsQQ6M+BomNaWxxUiWzgrp",
+	"RA4LK9NFPk56yQZbKqzVWiOtq+0kgLMQpbpVJSbIKukQx3sTCj5wBklwNZFpC8yx9+1Sg9aYkz2dSJ+c",
+	"PhL52/RIwS4IipkegTwyvwbSo0SkR3NbqMEv35FwU9MRtnTaIBscHjSZcaiIXgzr7kCUmBgaT8RVSPKI",
+	"Wq3VekbYUDjw4OpwSMgR0jeJoH82IFNuV6K/F7VdZygbRpzr27z9jE9q3NxWyvnJOiwxpLzP6I//v7i4",
+	"yl5fXJ1fPf0r++Xi/NnFq3EiNks9X3apKx0uFnJO/BwM+xXfDicVsmZEz9u7w+vs6fPzyxdj1nk9nMIa",
+	"2vEuvaH4fsF/whQP7KbB1qH79+iL3fe8bZDfCs37wL2DVoa1518lKyAte3x5n3527vaIt++St0dkRGBq",
+	"sGu829mpyUsAFxJX7EDu9QtvEkssQL0vGkQlql8zw8l3GHhDNLtt5LB/5Ru2hm+JOctl22D1bmE35t4N",
+	"/7m+VQahw5EzVxYa/jrjIrz7uAKZ2C7aD7FeUpub+EXzW/qo19wFR7CB2sgSoyT4xzFs2FiAReBC97z+",
+	"S/j9Jf/864M0LWWtCrgN3+tQyhvOVIg/NZCGjjd/Ilo0co09K31RICV6cYwFQiSIs44zkHa2XglI9PNP",
+	"h2N6zwzuP9hxadtS1K0xiH6c0yZy/dfV0+zi6vx/n188402Rvnhxcf1L9vLi4tU1+B9dsZMHTfcMUjjs",
+	"A9cBdxCEUxIf0TupLrQqCw5/o19l29rzKsJAk3WRpCZlnJDapUdRGbpudibCZe0waYoDdJ3pU5Ebm1VK",
+	"1S5PUpO7rZlnhXZ0MbpA+UybIvMt9qMgItAOeByYKJXqzmxrirOeE9YalxprxNXvry9//ms8EdimsF/k",
+	"phxRkUXlZ1yVRqxffgOhcVIT9DMW6Sg3ttGLLUJrdq2DeEpn0E/4Gf5eOA13j+6YGoQrGY6n/Z9q9pbO",
+	"971M4+IPxrtq7DELt7su6XQeZBzZURL1l1+gjMp2+NhEmf7j0s5lORW59x0nnJ9EPQ7dZHHSEsNECdex",
+	"FhhEDo4nrsOOawZf/szaRozyGusXffv+iWirRq/V+MyzGxJeWzBcQd0qxYCHk9Q8JUQvoirx5BvYimuE",
+	"f+KTqkZkZtW66DjG4CF0+nOH+kJYZl81O4K3uDayckt7MDniuu8Pb9d97QsCI6nrRvBCwxaqX69/v4qV",
+	"zKvHp7tc++J+n66JhVxrtDYjqm3NSAcypv+BMxF9zmUo2cPuo2KWVdaW+NFCl0pQnwdYU75G1itVZKU1",
+	"NxmWSHNbZT7GVigP8hREdiY8PpyfVmr8vPib7GGG2voWz1f/kx7x53CGTBAsiuoT+Sr8I3vo7+tBKqkF",
+	"CzmdfK+bJzgiqCmmPt6nYwoPv7H1CqYTiaN8kxWqapZ5J4HwWTbb0mT8VMJl0ZaQrW2hMr+BjTsQrNDH",
+	"kpoZzFItFrZupuQBBs5J7B7afa+wFKlJhDhiJiJ/mFWqzhj8ikWSGgTqk67xaFu3smyx9Q/R9kiRD1Wo",
+	"B3374OWKMdKqlNp8WpDUOmJVvG8xdtMScLvoMjFa2HotG3E6OZ08gU2TNswfTk8/e0X26wSpOtEhR9h2",
+	"XqrDycPfD+YIKUiGncYqs5XLff8ero16m2lwWDoEcgwJCdizitSMCB3NVnQcFSu1FRttOGSUw8aRYe9r",
+	"LkYMleS5tKXj5B9TN4FDMsXi29v/To2mtkS11sxtnHRpxLyXR8wTocy83hL9KmweTpuVh8ztGiiodlOl",
+	"Br/eUDAMWxKZBj5sHrmcr4IUmPYngt4tS74i4bLdpTY3qSmschPxFF4D4tRao0hKtEhUrWWpHVO80y1i",
+	"mJsRuIScQc3HYm1vuXNqh2CXA/JEgBTy15XEGr7UxKlaYkbXsBfjEgvdmszvZBd9OExUoYi+hM/wHQ6o",
+	"jzDmtcL0cIb/jeAvwDWnBjLuTTFFQCGlpHD0pXapWamqwSQK8TrRUzVSB9CsylYVZt2oHQ2WEV5d+P6J",
+	"Hnq7529PwDmeq3gmd5VGgjApbmQDJhnfqCxBkvvp4zhzHMQdHJ0EX09MXYVUVppKaBSrEZHyinNxA6ds",
+	"kePfl1HDBso2er21Mk0iWkNzLSJW3wtaM8fwUFMh+U1R42SpiUQGK3XwqXENsNqySQrZ/83SOtVRgA0o",
+	"GDhlsoRT+JZCuCzmRetU4XmC8f6Byp+WkW743aT+CZLoG2+xseG5tI5Wj+8JJjOCwyaep9cvLWyoxOBt",
+	"6wjWlStOqBwADkdgoC4Nhb1sLXoCzJNQ0wCvGvO4UUVDanZKGkJFg9gtaDiLDUKPWi5SQsGAxMy2GF7h",
+	"OQvNR8PJAlD4G7ElufuWIIFH0ghdlIoQscW8tI6QebXyuI6OWhm9BmDzArOWMd2xNGIpbxXLswhMRDBa",
+	"cNaJlFkr03hua44DY8vpRjsl3ErjItwsbammUbeDb17yLN97RSGRCME00FHYbzQZT30qTnNwBHi7YPJ9",
+	"PpDwvXOfvqWzNdrVbNa6bQ6issxSjQL2dhtNLygbJXb4ZuOEF2K2VKU/d/d5OjnvK5mZNLCZD+0GU+xi",
+	"v2lLWXeLkvn0NnJLeJ68mjKUO9wT90lMovhXT30msFnB2sWNchqDBsJz0OV+bTIvHesCCH+tMLRvU4O/",
+	"JEhm3nRb03DVDDbqklYh1F88d1aMiBDcYxa61BBIgaKKCNFsNJz0tkLyYLiAdsZD7Z7ZhhRYUfr7hSzB",
+	"PUIAwaptxMgXWNlKgH8GVpxWcrePc2HtZDIZB3xSXrJdJVPnruAPnoAhUbih8E4ozXZXc5H33uMUMPMr",
+	"3eG/7u5oHWA+zBOgB5OUm7Ysc9wiI9fppOfxwAshqpVBynEc8ho9OPQavs8WjmiC36hDrzeDb1et8w+0",
+	"aHx2eQ/pFLmeKDXcB3AtjlBLE1pUVPeTeHOG++JwERCfMD6l78NfeqjxY63vfGghOsdwp9U9VBMS3yx6",
+	"Omh/+GKMLVOhH8ZBJuI3taVMPiLfs62/fvbbA4f9XNvLYgz226gN2hfETtPGqRoM3ChHiBfeuMZRhB2D",
+	"8kGn8KOc6g+ypXTLHFyddg3ibatCNuhj5CTpzEPxw1vgP86EFIVGCAvT7Iy0YW/bqYYnEnYMRpIjn6G2",
+	"m4gxqt6ibezOVfiIMKIY9QYb9++NvwjkuPTLfNcb6xV/Pjn9aSL8D6l8FAyydzhwwJVSFYf5UANTIwPi",
+	"TIjNT3YeHOsr5JtWncGIVI8bC+09tvUVNmyqmkzHH9w68N1aV5zgN7WuPIP72EVIotSrShr+6c1uP32N",
+	"6T+1ZlHqeXMPoF29Fcjt57yyEq5KpHqcCXWKkZlsI6RbEfnxNzLqXpmDqWOOjnqbdO8CfKt/xmx3/XqR",
+	"1aZMIMeCh+32z8xiAuel86tnyKsGZ52c6+0TAS4VHgpnTpnGYwSt1Bac9pXaZlWtFvoODLlcKZOaUjeq",
+	"hh1rzFk4XalMNpmtM3L5YOzKzpdi7aZ0QkJqDToEYwiSjrvCgPuv56nJyeO9QP77BmYTwii0BUSnstYh",
+	"VdF4Il7BqBh0jiBCV2orRrNtwx+Oz8Rac5QmAPs7vcaCXHziPWJn9mbZ431yEKITXgMmtb5nI4cT/KZG",
+	"jmdwP9ANKMh/sIf4yoPGBcchBCtHbFN2z7gc7P0o87LT+PLR1mWnAGmo+gjFQkre1uXR9GjZNNX05ATz",
+	"m0vrmumPPz7+AZWap71rkcrB6peuGYurV94luxeiZ9VFgEYUNvBB4Q68bBx1jrVuaCSqqOuQEEO4OrrS",
+	"VgMXRrRIPka67sA8+VI5Xw1f2qv+v7eDaLA1bWBQRCHChnJbPeA4YNQPin/uX8VoH5XH8uWf+2reg5e4",
+	"pMfpGkDROQHMpII8WseGNyB/4oBNhGtn4XMaxSm1wrXRjw71p4lfHPMX+8PvEjt5JHgeoCjfDFy025Lf",
+	"b1vbf8vchHZATYsoUukh/yI8FN/+xYhR3ajhPvvjbj6g3C/CbO6qJN8O8hV5l+b62W/uAXtpZJ1gwnh6",
+	"jeblDcj+aMPVL3swh9FQhI0z9ICyCWB73CoYokRYoYvJXXIeQ+VOsl/lERmAXpHHkCiGUvsJQTphBUmX",
+	"dY/eEWUQDyhe9JoJOBV7PnqyZK6o910e0TlF1qUjaNmX4ACBoKcNNHbTn8LgwrTV1p9nlRG0kVO5OYnd",
+	"v49IGvqGHKMDD+RRXuxCSDGHtzgystG3/M18G70tD+Hy7u93/w4AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -286,6 +286,60 @@ func (e RetryResponseResult) Valid() bool {
 	}
 }
 
+// Defines values for SharedStateStatsAuth.
+const (
+	Hmac SharedStateStatsAuth = "hmac"
+	Off  SharedStateStatsAuth = "off"
+)
+
+// Valid indicates whether the value is a known member of the SharedStateStatsAuth enum.
+func (e SharedStateStatsAuth) Valid() bool {
+	switch e {
+	case Hmac:
+		return true
+	case Off:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SharedStateStatsReason.
+const (
+	BindFailed   SharedStateStatsReason = "bind_failed"
+	NoPeers      SharedStateStatsReason = "no_peers"
+	SyncDisabled SharedStateStatsReason = "sync_disabled"
+)
+
+// Valid indicates whether the value is a known member of the SharedStateStatsReason enum.
+func (e SharedStateStatsReason) Valid() bool {
+	switch e {
+	case BindFailed:
+		return true
+	case NoPeers:
+		return true
+	case SyncDisabled:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SharedStateStatsTransport.
+const (
+	TcpMesh SharedStateStatsTransport = "tcp-mesh"
+)
+
+// Valid indicates whether the value is a known member of the SharedStateStatsTransport enum.
+func (e SharedStateStatsTransport) Valid() bool {
+	switch e {
+	case TcpMesh:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for StreamCycleAckStatus.
 const (
 	StreamCycleAckStatusCompleted StreamCycleAckStatus = "completed"
@@ -304,6 +358,27 @@ func (e StreamCycleAckStatus) Valid() bool {
 	case StreamCycleAckStatusFailed:
 		return true
 	case StreamCycleAckStatusSuccess:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StreamCycleResponseSkipped.
+const (
+	AlreadyClosed StreamCycleResponseSkipped = "already_closed"
+	LeaseHeld     StreamCycleResponseSkipped = "lease_held"
+	ShardBusy     StreamCycleResponseSkipped = "shard_busy"
+)
+
+// Valid indicates whether the value is a known member of the StreamCycleResponseSkipped enum.
+func (e StreamCycleResponseSkipped) Valid() bool {
+	switch e {
+	case AlreadyClosed:
+		return true
+	case LeaseHeld:
+		return true
+	case ShardBusy:
 		return true
 	default:
 		return false
@@ -348,10 +423,11 @@ func (e TransactionOperationType) Valid() bool {
 
 // Defines values for SubscriptionMode.
 const (
-	SubscriptionModeAll     SubscriptionMode = "all"
-	SubscriptionModeEmpty   SubscriptionMode = ""
-	SubscriptionModeNew     SubscriptionMode = "new"
-	SubscriptionModeNewOnly SubscriptionMode = "new-only"
+	SubscriptionModeAll           SubscriptionMode = "all"
+	SubscriptionModeEmpty         SubscriptionMode = ""
+	SubscriptionModeFromBeginning SubscriptionMode = "from_beginning"
+	SubscriptionModeNew           SubscriptionMode = "new"
+	SubscriptionModeNewOnly       SubscriptionMode = "new-only"
 )
 
 // Valid indicates whether the value is a known member of the SubscriptionMode enum.
@@ -360,6 +436,8 @@ func (e SubscriptionMode) Valid() bool {
 	case SubscriptionModeAll:
 		return true
 	case SubscriptionModeEmpty:
+		return true
+	case SubscriptionModeFromBeginning:
 		return true
 	case SubscriptionModeNew:
 		return true
@@ -396,10 +474,11 @@ func (e ListMessagesParamsStatus) Valid() bool {
 
 // Defines values for PopNamespaceTaskParamsSubscriptionMode.
 const (
-	PopNamespaceTaskParamsSubscriptionModeAll     PopNamespaceTaskParamsSubscriptionMode = "all"
-	PopNamespaceTaskParamsSubscriptionModeEmpty   PopNamespaceTaskParamsSubscriptionMode = ""
-	PopNamespaceTaskParamsSubscriptionModeNew     PopNamespaceTaskParamsSubscriptionMode = "new"
-	PopNamespaceTaskParamsSubscriptionModeNewOnly PopNamespaceTaskParamsSubscriptionMode = "new-only"
+	PopNamespaceTaskParamsSubscriptionModeAll           PopNamespaceTaskParamsSubscriptionMode = "all"
+	PopNamespaceTaskParamsSubscriptionModeEmpty         PopNamespaceTaskParamsSubscriptionMode = ""
+	PopNamespaceTaskParamsSubscriptionModeFromBeginning PopNamespaceTaskParamsSubscriptionMode = "from_beginning"
+	PopNamespaceTaskParamsSubscriptionModeNew           PopNamespaceTaskParamsSubscriptionMode = "new"
+	PopNamespaceTaskParamsSubscriptionModeNewOnly       PopNamespaceTaskParamsSubscriptionMode = "new-only"
 )
 
 // Valid indicates whether the value is a known member of the PopNamespaceTaskParamsSubscriptionMode enum.
@@ -408,6 +487,8 @@ func (e PopNamespaceTaskParamsSubscriptionMode) Valid() bool {
 	case PopNamespaceTaskParamsSubscriptionModeAll:
 		return true
 	case PopNamespaceTaskParamsSubscriptionModeEmpty:
+		return true
+	case PopNamespaceTaskParamsSubscriptionModeFromBeginning:
 		return true
 	case PopNamespaceTaskParamsSubscriptionModeNew:
 		return true
@@ -420,10 +501,11 @@ func (e PopNamespaceTaskParamsSubscriptionMode) Valid() bool {
 
 // Defines values for PopQueueParamsSubscriptionMode.
 const (
-	PopQueueParamsSubscriptionModeAll     PopQueueParamsSubscriptionMode = "all"
-	PopQueueParamsSubscriptionModeEmpty   PopQueueParamsSubscriptionMode = ""
-	PopQueueParamsSubscriptionModeNew     PopQueueParamsSubscriptionMode = "new"
-	PopQueueParamsSubscriptionModeNewOnly PopQueueParamsSubscriptionMode = "new-only"
+	PopQueueParamsSubscriptionModeAll           PopQueueParamsSubscriptionMode = "all"
+	PopQueueParamsSubscriptionModeEmpty         PopQueueParamsSubscriptionMode = ""
+	PopQueueParamsSubscriptionModeFromBeginning PopQueueParamsSubscriptionMode = "from_beginning"
+	PopQueueParamsSubscriptionModeNew           PopQueueParamsSubscriptionMode = "new"
+	PopQueueParamsSubscriptionModeNewOnly       PopQueueParamsSubscriptionMode = "new-only"
 )
 
 // Valid indicates whether the value is a known member of the PopQueueParamsSubscriptionMode enum.
@@ -432,6 +514,8 @@ func (e PopQueueParamsSubscriptionMode) Valid() bool {
 	case PopQueueParamsSubscriptionModeAll:
 		return true
 	case PopQueueParamsSubscriptionModeEmpty:
+		return true
+	case PopQueueParamsSubscriptionModeFromBeginning:
 		return true
 	case PopQueueParamsSubscriptionModeNew:
 		return true
@@ -444,10 +528,11 @@ func (e PopQueueParamsSubscriptionMode) Valid() bool {
 
 // Defines values for PopPartitionParamsSubscriptionMode.
 const (
-	PopPartitionParamsSubscriptionModeAll     PopPartitionParamsSubscriptionMode = "all"
-	PopPartitionParamsSubscriptionModeEmpty   PopPartitionParamsSubscriptionMode = ""
-	PopPartitionParamsSubscriptionModeNew     PopPartitionParamsSubscriptionMode = "new"
-	PopPartitionParamsSubscriptionModeNewOnly PopPartitionParamsSubscriptionMode = "new-only"
+	PopPartitionParamsSubscriptionModeAll           PopPartitionParamsSubscriptionMode = "all"
+	PopPartitionParamsSubscriptionModeEmpty         PopPartitionParamsSubscriptionMode = ""
+	PopPartitionParamsSubscriptionModeFromBeginning PopPartitionParamsSubscriptionMode = "from_beginning"
+	PopPartitionParamsSubscriptionModeNew           PopPartitionParamsSubscriptionMode = "new"
+	PopPartitionParamsSubscriptionModeNewOnly       PopPartitionParamsSubscriptionMode = "new-only"
 )
 
 // Valid indicates whether the value is a known member of the PopPartitionParamsSubscriptionMode enum.
@@ -456,6 +541,8 @@ func (e PopPartitionParamsSubscriptionMode) Valid() bool {
 	case PopPartitionParamsSubscriptionModeAll:
 		return true
 	case PopPartitionParamsSubscriptionModeEmpty:
+		return true
+	case PopPartitionParamsSubscriptionModeFromBeginning:
 		return true
 	case PopPartitionParamsSubscriptionModeNew:
 		return true
@@ -886,6 +973,43 @@ type MaintenanceStatus struct {
 	PopMaintenanceMode bool       `json:"popMaintenanceMode"`
 }
 
+// MeshFrameCounts defines model for MeshFrameCounts.
+type MeshFrameCounts struct {
+	// Dropped a peer's queue was full or the peer down
+	Dropped int64 `json:"dropped"`
+
+	// In received and authenticated
+	In int64 `json:"in"`
+
+	// Out written to a peer
+	Out int64 `json:"out"`
+}
+
+// MeshPeer defines model for MeshPeer.
+type MeshPeer struct {
+	Connected       bool   `json:"connected"`
+	Host            string `json:"host"`
+	MessagesDropped int64  `json:"messages_dropped"`
+	Port            int    `json:"port"`
+
+	// Resolved the reference's name of connected
+	Resolved bool `json:"resolved"`
+
+	// ResolvedIp the peer's address while connected
+	ResolvedIp *string `json:"resolved_ip"`
+
+	// Self this entry is this broker, not dialled
+	Self bool `json:"self"`
+}
+
+// MeshServer defines model for MeshServer.
+type MeshServer struct {
+	Alive         bool    `json:"alive"`
+	HttpAddr      *string `json:"http_addr,omitempty"`
+	LastSeenAgoMs int64   `json:"last_seen_ago_ms"`
+	ServerId      string  `json:"server_id"`
+}
+
 // MessageActionNotFound defines model for MessageActionNotFound.
 type MessageActionNotFound struct {
 	Error         string `json:"error"`
@@ -1192,6 +1316,28 @@ type NamespaceSummary struct {
 	Queues     int           `json:"queues"`
 }
 
+// NotifyStats defines model for NotifyStats.
+type NotifyStats struct {
+	Channel string `json:"channel"`
+
+	// Dropped events lost (queue full, NOTIFY failed)
+	Dropped    int64 `json:"dropped"`
+	IgnoredOwn int64 `json:"ignored_own"`
+
+	// ListenerPid the backend of the LISTEN connection
+	ListenerPid *int64 `json:"listener_pid,omitempty"`
+
+	// Listening the LISTEN connection is up
+	Listening     bool  `json:"listening"`
+	Malformed     int64 `json:"malformed"`
+	PublishErrors int64 `json:"publish_errors"`
+
+	// Published notifications sent (only without the mesh)
+	Published  int64 `json:"published"`
+	Received   int64 `json:"received"`
+	Reconnects int64 `json:"reconnects"`
+}
+
 // OpCounts defines model for OpCounts.
 type OpCounts struct {
 	Ack  float64 `json:"ack"`
@@ -1469,20 +1615,63 @@ type QueueDeleteResponse struct {
 
 // QueueDetail defines model for QueueDetail.
 type QueueDetail struct {
-	CreatedAt string               `json:"createdAt"`
-	Id        string               `json:"id"`
-	Name      string               `json:"name"`
-	Namespace string               `json:"namespace"`
-	Options   QueueOptionsResolved `json:"options"`
-	Task      string               `json:"task"`
-	Totals    struct {
+	CreatedAt  string               `json:"createdAt"`
+	Id         string               `json:"id"`
+	Name       string               `json:"name"`
+	Namespace  string               `json:"namespace"`
+	Options    QueueOptionsResolved `json:"options"`
+	Pagination struct {
+		Limit  int `json:"limit"`
+		Offset int `json:"offset"`
+
+		// Truncated more partitions after this page
+		Truncated bool `json:"truncated"`
+	} `json:"pagination"`
+	Partitions []QueueDetailPartition `json:"partitions"`
+	Task       string                 `json:"task"`
+	Totals     struct {
+		Completed  int `json:"completed"`
 		DeadLetter int `json:"deadLetter"`
+
+		// Failed always 0
+		Failed     int `json:"failed"`
 		Partitions int `json:"partitions"`
 
-		// Pending not yet consumed by the queue-mode group
-		Pending int `json:"pending"`
-		Total   int `json:"total"`
+		// Pending not yet consumed by the queue-mode group, in-flight included
+		Pending    int `json:"pending"`
+		Processing int `json:"processing"`
+		Total      int `json:"total"`
 	} `json:"totals"`
+}
+
+// QueueDetailPartition defines model for QueueDetailPartition.
+type QueueDetailPartition struct {
+	CreatedAt string `json:"createdAt"`
+	Id        string `json:"id"`
+	Name      string `json:"name"`
+
+	// NewestMessage when the newest stored message was stored
+	NewestMessage *string `json:"newestMessage"`
+
+	// OldestMessage when the oldest stored message was stored
+	OldestMessage *string `json:"oldestMessage"`
+	Stats         struct {
+		// Completed consumed by the queue-mode group, less the dead letters
+		Completed  int `json:"completed"`
+		DeadLetter int `json:"deadLetter"`
+
+		// Failed always 0
+		Failed int `json:"failed"`
+
+		// Pending not yet consumed by the queue-mode group, in-flight included
+		Pending int `json:"pending"`
+
+		// Processing delivered under a live queue-mode lease, not yet acked
+		Processing int `json:"processing"`
+
+		// Total messages stored
+		Total int `json:"total"`
+	} `json:"stats"`
 }
 
 // QueueLagPoint defines model for QueueLagPoint.
@@ -1558,7 +1747,10 @@ type QueueOptions struct {
 	MaxWaitTimeSeconds *int `json:"maxWaitTimeSeconds,omitempty"`
 
 	// Priority (0) higher queues are served first by namespace/task pops
-	Priority         *int  `json:"priority,omitempty"`
+	Priority *int `json:"priority,omitempty"`
+
+	// RetentionEnabled when absent: on if `retentionSeconds` or `completedRetentionSeconds` is above 0 (a
+	// retention time given alone means retention on), else off. An explicit false wins.
 	RetentionEnabled *bool `json:"retentionEnabled,omitempty"`
 	RetentionSeconds *int  `json:"retentionSeconds,omitempty"`
 
@@ -1674,6 +1866,71 @@ type RetryResponseReplayedAsStatus string
 
 // RetryResponseResult defines model for RetryResponse.Result.
 type RetryResponseResult string
+
+// SharedStateStats defines model for SharedStateStats.
+type SharedStateStats struct {
+	Auth *SharedStateStatsAuth `json:"auth,omitempty"`
+
+	// AuthFailures refused connections by reason (timeout, not_hello, bad_hello, unsigned, bad_mac, frame_mac, sequence, busy, frame_error)
+	AuthFailures *map[string]int64 `json:"auth_failures,omitempty"`
+
+	// Enabled the mesh runs
+	Enabled bool `json:"enabled"`
+
+	// Frames frames by type name
+	Frames *map[string]MeshFrameCounts `json:"frames,omitempty"`
+
+	// HandshakeFailures connections refused before the handshake completed
+	HandshakeFailures *int64 `json:"handshake_failures,omitempty"`
+
+	// MaintenanceMode push maintenance as this broker applies it
+	MaintenanceMode  bool        `json:"maintenance_mode"`
+	MessagesDropped  *int64      `json:"messages_dropped,omitempty"`
+	MessagesReceived *int64      `json:"messages_received,omitempty"`
+	MessagesSent     *int64      `json:"messages_sent,omitempty"`
+	Notify           NotifyStats `json:"notify"`
+
+	// PeerCount configured peers (QUEEN_MESH_PEERS)
+	PeerCount *int        `json:"peer_count,omitempty"`
+	Peers     *[]MeshPeer `json:"peers,omitempty"`
+
+	// PeersConnected outbound connections up
+	PeersConnected *int `json:"peers_connected,omitempty"`
+
+	// PopMaintenanceMode pop maintenance as this broker applies it
+	PopMaintenanceMode bool `json:"pop_maintenance_mode"`
+
+	// Port the bound mesh port
+	Port *int `json:"port,omitempty"`
+
+	// Reason why the mesh does not run
+	Reason  *SharedStateStatsReason `json:"reason,omitempty"`
+	Running *bool                   `json:"running,omitempty"`
+
+	// SequenceRejections replayed or skipped frame sequence numbers
+	SequenceRejections *int64 `json:"sequence_rejections,omitempty"`
+
+	// ServerId this broker's id on the mesh and in NOTIFY events
+	ServerId string `json:"server_id"`
+
+	// Servers peers by the server id they announced, from their inbound frames
+	Servers      *[]MeshServer `json:"servers,omitempty"`
+	ServersAlive *int          `json:"servers_alive,omitempty"`
+	ServersDead  *int          `json:"servers_dead,omitempty"`
+
+	// SignatureFailures MACs that did not verify (HELLO or frame)
+	SignatureFailures *int64                     `json:"signature_failures,omitempty"`
+	Transport         *SharedStateStatsTransport `json:"transport,omitempty"`
+}
+
+// SharedStateStatsAuth defines model for SharedStateStats.Auth.
+type SharedStateStatsAuth string
+
+// SharedStateStatsReason why the mesh does not run
+type SharedStateStatsReason string
+
+// SharedStateStatsTransport defines model for SharedStateStats.Transport.
+type SharedStateStatsTransport string
 
 // SpoolFailedFiles defines model for SpoolFailedFiles.
 type SpoolFailedFiles struct {
@@ -1976,10 +2233,16 @@ type StreamCycleResponse struct {
 	QueryId     string       `json:"query_id"`
 
 	// QueueName the source queue (when the cycle acks)
-	QueueName       *string `json:"queueName,omitempty"`
-	StateOpsApplied int     `json:"state_ops_applied"`
-	Success         bool    `json:"success"`
+	QueueName *string `json:"queueName,omitempty"`
+
+	// Skipped an idle flush that was not applied (success true, nothing committed), and why
+	Skipped         *StreamCycleResponseSkipped `json:"skipped,omitempty"`
+	StateOpsApplied int                         `json:"state_ops_applied"`
+	Success         bool                        `json:"success"`
 }
+
+// StreamCycleResponseSkipped an idle flush that was not applied (success true, nothing committed), and why
+type StreamCycleResponseSkipped string
 
 // StreamQueryConflict defines model for StreamQueryConflict.
 type StreamQueryConflict struct {
@@ -2797,8 +3060,11 @@ type PopNamespaceTaskParams struct {
 	// AutoAck move the cursor on delivery and take no lease (at-most-once)
 	AutoAck *AutoAck `form:"autoAck,omitempty" json:"autoAck,omitempty"`
 
-	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning) or
-	// `new` (now; `new-only` is an alias). The first decision for a group sticks.
+	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning;
+	// `from_beginning`, what the JS and Python clients' own tests send, is an alias) or `new`
+	// (now; `new-only` is an alias). Empty or absent means the broker's
+	// `DEFAULT_SUBSCRIPTION_MODE`. Any other value is a 400 naming the accepted ones. The first
+	// decision for a group sticks.
 	SubscriptionMode *PopNamespaceTaskParamsSubscriptionMode `form:"subscriptionMode,omitempty" json:"subscriptionMode,omitempty"`
 
 	// SubscriptionFrom `now` or a Timestamp; wins over subscriptionMode
@@ -2839,8 +3105,11 @@ type PopQueueParams struct {
 	// AutoAck move the cursor on delivery and take no lease (at-most-once)
 	AutoAck *AutoAck `form:"autoAck,omitempty" json:"autoAck,omitempty"`
 
-	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning) or
-	// `new` (now; `new-only` is an alias). The first decision for a group sticks.
+	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning;
+	// `from_beginning`, what the JS and Python clients' own tests send, is an alias) or `new`
+	// (now; `new-only` is an alias). Empty or absent means the broker's
+	// `DEFAULT_SUBSCRIPTION_MODE`. Any other value is a 400 naming the accepted ones. The first
+	// decision for a group sticks.
 	SubscriptionMode *PopQueueParamsSubscriptionMode `form:"subscriptionMode,omitempty" json:"subscriptionMode,omitempty"`
 
 	// SubscriptionFrom `now` or a Timestamp; wins over subscriptionMode
@@ -2881,8 +3150,11 @@ type PopPartitionParams struct {
 	// AutoAck move the cursor on delivery and take no lease (at-most-once)
 	AutoAck *AutoAck `form:"autoAck,omitempty" json:"autoAck,omitempty"`
 
-	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning) or
-	// `new` (now; `new-only` is an alias). The first decision for a group sticks.
+	// SubscriptionMode where a named group starts on a partition it has no cursor for: `all` (the beginning;
+	// `from_beginning`, what the JS and Python clients' own tests send, is an alias) or `new`
+	// (now; `new-only` is an alias). Empty or absent means the broker's
+	// `DEFAULT_SUBSCRIPTION_MODE`. Any other value is a 400 naming the accepted ones. The first
+	// decision for a group sticks.
 	SubscriptionMode *PopPartitionParamsSubscriptionMode `form:"subscriptionMode,omitempty" json:"subscriptionMode,omitempty"`
 
 	// SubscriptionFrom `now` or a Timestamp; wins over subscriptionMode
@@ -3015,6 +3287,9 @@ type DeleteQueueParams struct {
 
 // GetQueueParams defines parameters for GetQueue.
 type GetQueueParams struct {
+	Limit  *int `form:"limit,omitempty" json:"limit,omitempty"`
+	Offset *int `form:"offset,omitempty" json:"offset,omitempty"`
+
 	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
 	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
 	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
@@ -3670,7 +3945,8 @@ type ClientInterface interface {
 	// now). `mode` describes the consumers of the partitions the filters select. `total` is
 	// the number of messages in this page, as in the newer reference broker (counting every
 	// match would scan the whole window); `pagination.hasMore` tells whether a next page
-	// exists.
+	// exists. `limit` goes up to 10,000 (what `queenctl messages list --limit 10000` sends);
+	// above that is a 400: page with `offset`.
 	//
 	// Corresponds with GET /api/v1/messages (the `ListMessages` operationId).
 	ListMessages(ctx context.Context, params *ListMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3950,7 +4226,14 @@ type ClientInterface interface {
 	// Corresponds with DELETE /api/v1/resources/queues/{queue} (the `DeleteQueue` operationId).
 	DeleteQueue(ctx context.Context, queue QueuePath, params *DeleteQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetQueue One queue with its options and counts.
+	// GetQueue One queue with its options, a page of its partitions and the queue's totals.
+	//
+	// `totals` cover every partition of the queue; `partitions` lists them by name, `limit`
+	// (default 1000, at most 10,000; 0 lists none) at a time from `offset`, and
+	// `pagination.truncated` tells whether more follow. Counts are measured against the
+	// queue-mode group, as every resources route does; `pending` includes what is in flight
+	// (`processing`), and `failed` is always 0 (a failed message is redelivered, then
+	// dead-lettered: `deadLetter`). Unknown queue: 404.
 	//
 	// Corresponds with GET /api/v1/resources/queues/{queue} (the `GetQueue` operationId).
 	GetQueue(ctx context.Context, queue QueuePath, params *GetQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4202,6 +4485,24 @@ type ClientInterface interface {
 	// Corresponds with GET /health (the `GetHealth` operationId).
 	GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetInterInstanceStats The reference's older name of /internal/api/shared-state/stats; the same answer.
+	//
+	// Corresponds with GET /internal/api/inter-instance/stats (the `GetInterInstanceStats` operationId).
+	GetInterInstanceStats(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSharedStateStats This broker's broker-to-broker transports, the mesh and PostgreSQL NOTIFY.
+	//
+	// With the mesh running (`QUEEN_SYNC_ENABLED` and `QUEEN_MESH_PEERS`), `enabled` is true and
+	// the mesh's counters follow, with the reference's field names plus ours (docs/mesh.md,
+	// "Counters"). Without it, `enabled` is false and `reason` says why: `no_peers`,
+	// `sync_disabled`, or `bind_failed` (the mesh port could not be bound; the broker runs
+	// on NOTIFY). Both maintenance switches as this broker applies them, and the NOTIFY
+	// transport's counters (`notify`), are always there. Counters count since this broker
+	// started.
+	//
+	// Corresponds with GET /internal/api/shared-state/stats (the `GetSharedStateStats` operationId).
+	GetSharedStateStats(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetMetrics This broker's counters since it started, as JSON.
 	//
 	// Process-local: `requests.total` and `messages.total` count push, pop and ack requests and
@@ -4245,7 +4546,17 @@ type ClientInterface interface {
 	// expired, after its response was lost, or after a later cycle, changes nothing. The
 	// refusals (`Message not found`, `Invalid or expired lease`, a stale ack) roll everything
 	// back and answer 200 with `success: false`; the source messages are redelivered through
-	// the lease. A cycle without `ack` (an idle flush) has no source position to check.
+	// the lease.
+	//
+	// A cycle without `ack` that deletes state keys (an idle flush closing quiet windows) is
+	// applied only when nothing can have changed what it closes since the client read it, and
+	// otherwise skipped whole: nothing is written, and it answers 200 with `success: true`,
+	// `state_ops_applied: 0`, no `push_results` and `skipped` saying why: `shard_busy` (another
+	// cycle of the shard was being applied), `lease_held` (the consumer group holds a live
+	// lease on the source partition: a regular cycle is on its way) or `already_closed` (a key
+	// it deletes is no longer stored: the window was closed already). The windows it meant to
+	// close stay stored until the next flush or regular cycle closes them, so a window is
+	// never emitted twice by a flush and a regular cycle that both close it.
 	// Malformed input (unknown op type, invalid sink queue name, ...) is a 400 and an unknown
 	// `query_id` a 404, checked before anything is written. A database failure is a 5xx and
 	// also commits nothing. `null` for `state_ops`/`push_items` means none.
@@ -4276,7 +4587,17 @@ type ClientInterface interface {
 	// expired, after its response was lost, or after a later cycle, changes nothing. The
 	// refusals (`Message not found`, `Invalid or expired lease`, a stale ack) roll everything
 	// back and answer 200 with `success: false`; the source messages are redelivered through
-	// the lease. A cycle without `ack` (an idle flush) has no source position to check.
+	// the lease.
+	//
+	// A cycle without `ack` that deletes state keys (an idle flush closing quiet windows) is
+	// applied only when nothing can have changed what it closes since the client read it, and
+	// otherwise skipped whole: nothing is written, and it answers 200 with `success: true`,
+	// `state_ops_applied: 0`, no `push_results` and `skipped` saying why: `shard_busy` (another
+	// cycle of the shard was being applied), `lease_held` (the consumer group holds a live
+	// lease on the source partition: a regular cycle is on its way) or `already_closed` (a key
+	// it deletes is no longer stored: the window was closed already). The windows it meant to
+	// close stay stored until the next flush or regular cycle closes them, so a window is
+	// never emitted twice by a flush and a regular cycle that both close it.
 	// Malformed input (unknown op type, invalid sink queue name, ...) is a 400 and an unknown
 	// `query_id` a 404, checked before anything is written. A database failure is a 5xx and
 	// also commits nothing. `null` for `state_ops`/`push_items` means none.
@@ -4910,7 +5231,8 @@ func (c *Client) ExtendLease(ctx context.Context, leaseId string, params *Extend
 // now). `mode` describes the consumers of the partitions the filters select. `total` is
 // the number of messages in this page, as in the newer reference broker (counting every
 // match would scan the whole window); `pagination.hasMore` tells whether a next page
-// exists.
+// exists. `limit` goes up to 10,000 (what `queenctl messages list --limit 10000` sends);
+// above that is a 400: page with `offset`.
 //
 // Corresponds with GET /api/v1/messages (the `ListMessages` operationId).
 func (c *Client) ListMessages(ctx context.Context, params *ListMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5450,7 +5772,14 @@ func (c *Client) DeleteQueue(ctx context.Context, queue QueuePath, params *Delet
 	return c.Client.Do(req)
 }
 
-// GetQueue One queue with its options and counts.
+// GetQueue One queue with its options, a page of its partitions and the queue's totals.
+//
+// `totals` cover every partition of the queue; `partitions` lists them by name, `limit`
+// (default 1000, at most 10,000; 0 lists none) at a time from `offset`, and
+// `pagination.truncated` tells whether more follow. Counts are measured against the
+// queue-mode group, as every resources route does; `pending` includes what is in flight
+// (`processing`), and `failed` is always 0 (a failed message is redelivered, then
+// dead-lettered: `deadLetter`). Unknown queue: 404.
 //
 // Corresponds with GET /api/v1/resources/queues/{queue} (the `GetQueue` operationId).
 func (c *Client) GetQueue(ctx context.Context, queue QueuePath, params *GetQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5972,6 +6301,44 @@ func (c *Client) GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (
 	return c.Client.Do(req)
 }
 
+// GetInterInstanceStats The reference's older name of /internal/api/shared-state/stats; the same answer.
+//
+// Corresponds with GET /internal/api/inter-instance/stats (the `GetInterInstanceStats` operationId).
+func (c *Client) GetInterInstanceStats(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetInterInstanceStatsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSharedStateStats This broker's broker-to-broker transports, the mesh and PostgreSQL NOTIFY.
+//
+// With the mesh running (`QUEEN_SYNC_ENABLED` and `QUEEN_MESH_PEERS`), `enabled` is true and
+// the mesh's counters follow, with the reference's field names plus ours (docs/mesh.md,
+// "Counters"). Without it, `enabled` is false and `reason` says why: `no_peers`,
+// `sync_disabled`, or `bind_failed` (the mesh port could not be bound; the broker runs
+// on NOTIFY). Both maintenance switches as this broker applies them, and the NOTIFY
+// transport's counters (`notify`), are always there. Counters count since this broker
+// started.
+//
+// Corresponds with GET /internal/api/shared-state/stats (the `GetSharedStateStats` operationId).
+func (c *Client) GetSharedStateStats(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSharedStateStatsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetMetrics This broker's counters since it started, as JSON.
 //
 // Process-local: `requests.total` and `messages.total` count push, pop and ack requests and
@@ -6035,7 +6402,17 @@ func (c *Client) GetPrometheusMetrics(ctx context.Context, reqEditors ...Request
 // expired, after its response was lost, or after a later cycle, changes nothing. The
 // refusals (`Message not found`, `Invalid or expired lease`, a stale ack) roll everything
 // back and answer 200 with `success: false`; the source messages are redelivered through
-// the lease. A cycle without `ack` (an idle flush) has no source position to check.
+// the lease.
+//
+// A cycle without `ack` that deletes state keys (an idle flush closing quiet windows) is
+// applied only when nothing can have changed what it closes since the client read it, and
+// otherwise skipped whole: nothing is written, and it answers 200 with `success: true`,
+// `state_ops_applied: 0`, no `push_results` and `skipped` saying why: `shard_busy` (another
+// cycle of the shard was being applied), `lease_held` (the consumer group holds a live
+// lease on the source partition: a regular cycle is on its way) or `already_closed` (a key
+// it deletes is no longer stored: the window was closed already). The windows it meant to
+// close stay stored until the next flush or regular cycle closes them, so a window is
+// never emitted twice by a flush and a regular cycle that both close it.
 // Malformed input (unknown op type, invalid sink queue name, ...) is a 400 and an unknown
 // `query_id` a 404, checked before anything is written. A database failure is a 5xx and
 // also commits nothing. `null` for `state_ops`/`push_items` means none.
@@ -6076,7 +6453,17 @@ func (c *Client) CommitStreamCycleWithBody(ctx context.Context, params *CommitSt
 // expired, after its response was lost, or after a later cycle, changes nothing. The
 // refusals (`Message not found`, `Invalid or expired lease`, a stale ack) roll everything
 // back and answer 200 with `success: false`; the source messages are redelivered through
-// the lease. A cycle without `ack` (an idle flush) has no source position to check.
+// the lease.
+//
+// A cycle without `ack` that deletes state keys (an idle flush closing quiet windows) is
+// applied only when nothing can have changed what it closes since the client read it, and
+// otherwise skipped whole: nothing is written, and it answers 200 with `success: true`,
+// `state_ops_applied: 0`, no `push_results` and `skipped` saying why: `shard_busy` (another
+// cycle of the shard was being applied), `lease_held` (the consumer group holds a live
+// lease on the source partition: a regular cycle is on its way) or `already_closed` (a key
+// it deletes is no longer stored: the window was closed already). The windows it meant to
+// close stay stored until the next flush or regular cycle closes them, so a window is
+// never emitted twice by a flush and a regular cycle that both close it.
 // Malformed input (unknown op type, invalid sink queue name, ...) is a 400 and an unknown
 // `query_id` a 404, checked before anything is written. A database failure is a 5xx and
 // also commits nothing. `null` for `state_ops`/`push_items` means none.
@@ -9320,6 +9707,45 @@ func NewGetQueueRequest(server string, queue QueuePath, params *GetQueueParams) 
 		return nil, err
 	}
 
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Offset != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "offset", *params.Offset, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
@@ -10603,6 +11029,60 @@ func NewGetHealthRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetInterInstanceStatsRequest constructs an http.Request for the GetInterInstanceStats method
+func NewGetInterInstanceStatsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/internal/api/inter-instance/stats")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetSharedStateStatsRequest constructs an http.Request for the GetSharedStateStats method
+func NewGetSharedStateStatsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/internal/api/shared-state/stats")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetMetricsRequest constructs an http.Request for the GetMetrics method
 func NewGetMetricsRequest(server string) (*http.Request, error) {
 	var err error
@@ -11177,7 +11657,8 @@ type ClientWithResponsesInterface interface {
 	// now). `mode` describes the consumers of the partitions the filters select. `total` is
 	// the number of messages in this page, as in the newer reference broker (counting every
 	// match would scan the whole window); `pagination.hasMore` tells whether a next page
-	// exists.
+	// exists. `limit` goes up to 10,000 (what `queenctl messages list --limit 10000` sends);
+	// above that is a 400: page with `offset`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11485,7 +11966,14 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /api/v1/resources/queues/{queue} (the `DeleteQueue` operationId).
 	DeleteQueueWithResponse(ctx context.Context, queue QueuePath, params *DeleteQueueParams, reqEditors ...RequestEditorFn) (*DeleteQueueResponse, error)
 
-	// GetQueueWithResponse One queue with its options and counts.
+	// GetQueueWithResponse One queue with its options, a page of its partitions and the queue's totals.
+	//
+	// `totals` cover every partition of the queue; `partitions` lists them by name, `limit`
+	// (default 1000, at most 10,000; 0 lists none) at a time from `offset`, and
+	// `pagination.truncated` tells whether more follow. Counts are measured against the
+	// queue-mode group, as every resources route does; `pending` includes what is in flight
+	// (`processing`), and `failed` is always 0 (a failed message is redelivered, then
+	// dead-lettered: `deadLetter`). Unknown queue: 404.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11775,6 +12263,28 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /health (the `GetHealth` operationId).
 	GetHealthWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetHealthResponse, error)
 
+	// GetInterInstanceStatsWithResponse The reference's older name of /internal/api/shared-state/stats; the same answer.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /internal/api/inter-instance/stats (the `GetInterInstanceStats` operationId).
+	GetInterInstanceStatsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetInterInstanceStatsResponse, error)
+
+	// GetSharedStateStatsWithResponse This broker's broker-to-broker transports, the mesh and PostgreSQL NOTIFY.
+	//
+	// With the mesh running (`QUEEN_SYNC_ENABLED` and `QUEEN_MESH_PEERS`), `enabled` is true and
+	// the mesh's counters follow, with the reference's field names plus ours (docs/mesh.md,
+	// "Counters"). Without it, `enabled` is false and `reason` says why: `no_peers`,
+	// `sync_disabled`, or `bind_failed` (the mesh port could not be bound; the broker runs
+	// on NOTIFY). Both maintenance switches as this broker applies them, and the NOTIFY
+	// transport's counters (`notify`), are always there. Counters count since this broker
+	// started.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /internal/api/shared-state/stats (the `GetSharedStateStats` operationId).
+	GetSharedStateStatsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSharedStateStatsResponse, error)
+
 	// GetMetricsWithResponse This broker's counters since it started, as JSON.
 	//
 	// Process-local: `requests.total` and `messages.total` count push, pop and ack requests and
@@ -11822,7 +12332,17 @@ type ClientWithResponsesInterface interface {
 	// expired, after its response was lost, or after a later cycle, changes nothing. The
 	// refusals (`Message not found`, `Invalid or expired lease`, a stale ack) roll everything
 	// back and answer 200 with `success: false`; the source messages are redelivered through
-	// the lease. A cycle without `ack` (an idle flush) has no source position to check.
+	// the lease.
+	//
+	// A cycle without `ack` that deletes state keys (an idle flush closing quiet windows) is
+	// applied only when nothing can have changed what it closes since the client read it, and
+	// otherwise skipped whole: nothing is written, and it answers 200 with `success: true`,
+	// `state_ops_applied: 0`, no `push_results` and `skipped` saying why: `shard_busy` (another
+	// cycle of the shard was being applied), `lease_held` (the consumer group holds a live
+	// lease on the source partition: a regular cycle is on its way) or `already_closed` (a key
+	// it deletes is no longer stored: the window was closed already). The windows it meant to
+	// close stay stored until the next flush or regular cycle closes them, so a window is
+	// never emitted twice by a flush and a regular cycle that both close it.
 	// Malformed input (unknown op type, invalid sink queue name, ...) is a 400 and an unknown
 	// `query_id` a 404, checked before anything is written. A database failure is a 5xx and
 	// also commits nothing. `null` for `state_ops`/`push_items` means none.
@@ -11853,7 +12373,17 @@ type ClientWithResponsesInterface interface {
 	// expired, after its response was lost, or after a later cycle, changes nothing. The
 	// refusals (`Message not found`, `Invalid or expired lease`, a stale ack) roll everything
 	// back and answer 200 with `success: false`; the source messages are redelivered through
-	// the lease. A cycle without `ack` (an idle flush) has no source position to check.
+	// the lease.
+	//
+	// A cycle without `ack` that deletes state keys (an idle flush closing quiet windows) is
+	// applied only when nothing can have changed what it closes since the client read it, and
+	// otherwise skipped whole: nothing is written, and it answers 200 with `success: true`,
+	// `state_ops_applied: 0`, no `push_results` and `skipped` saying why: `shard_busy` (another
+	// cycle of the shard was being applied), `lease_held` (the consumer group holds a live
+	// lease on the source partition: a regular cycle is on its way) or `already_closed` (a key
+	// it deletes is no longer stored: the window was closed already). The windows it meant to
+	// close stay stored until the next flush or regular cycle closes them, so a window is
+	// never emitted twice by a flush and a regular cycle that both close it.
 	// Malformed input (unknown op type, invalid sink queue name, ...) is a 400 and an unknown
 	// `query_id` a 404, checked before anything is written. A database failure is a 5xx and
 	// also commits nothing. `null` for `state_ops`/`push_items` means none.
@@ -15595,6 +16125,88 @@ func (r GetHealthResponse) ContentType() string {
 	return ""
 }
 
+type GetInterInstanceStatsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SharedStateStats
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetInterInstanceStatsResponse) GetJSON200() *SharedStateStats {
+	return r.JSON200
+}
+
+// GetBody returns the raw response body bytes
+func (r GetInterInstanceStatsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetInterInstanceStatsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetInterInstanceStatsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetInterInstanceStatsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetSharedStateStatsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SharedStateStats
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSharedStateStatsResponse) GetJSON200() *SharedStateStats {
+	return r.JSON200
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSharedStateStatsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSharedStateStatsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSharedStateStatsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSharedStateStatsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetMetricsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -16362,7 +16974,8 @@ func (c *ClientWithResponses) ExtendLeaseWithResponse(ctx context.Context, lease
 // now). `mode` describes the consumers of the partitions the filters select. `total` is
 // the number of messages in this page, as in the newer reference broker (counting every
 // match would scan the whole window); `pagination.hasMore` tells whether a next page
-// exists.
+// exists. `limit` goes up to 10,000 (what `queenctl messages list --limit 10000` sends);
+// above that is a 400: page with `offset`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -16826,7 +17439,14 @@ func (c *ClientWithResponses) DeleteQueueWithResponse(ctx context.Context, queue
 	return ParseDeleteQueueResponse(rsp)
 }
 
-// GetQueueWithResponse One queue with its options and counts.
+// GetQueueWithResponse One queue with its options, a page of its partitions and the queue's totals.
+//
+// `totals` cover every partition of the queue; `partitions` lists them by name, `limit`
+// (default 1000, at most 10,000; 0 lists none) at a time from `offset`, and
+// `pagination.truncated` tells whether more follow. Counts are measured against the
+// queue-mode group, as every resources route does; `pending` includes what is in flight
+// (`processing`), and `failed` is always 0 (a failed message is redelivered, then
+// dead-lettered: `deadLetter`). Unknown queue: 404.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17278,6 +17898,40 @@ func (c *ClientWithResponses) GetHealthWithResponse(ctx context.Context, reqEdit
 	return ParseGetHealthResponse(rsp)
 }
 
+// GetInterInstanceStatsWithResponse The reference's older name of /internal/api/shared-state/stats; the same answer.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /internal/api/inter-instance/stats (the `GetInterInstanceStats` operationId).
+func (c *ClientWithResponses) GetInterInstanceStatsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetInterInstanceStatsResponse, error) {
+	rsp, err := c.GetInterInstanceStats(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetInterInstanceStatsResponse(rsp)
+}
+
+// GetSharedStateStatsWithResponse This broker's broker-to-broker transports, the mesh and PostgreSQL NOTIFY.
+//
+// With the mesh running (`QUEEN_SYNC_ENABLED` and `QUEEN_MESH_PEERS`), `enabled` is true and
+// the mesh's counters follow, with the reference's field names plus ours (docs/mesh.md,
+// "Counters"). Without it, `enabled` is false and `reason` says why: `no_peers`,
+// `sync_disabled`, or `bind_failed` (the mesh port could not be bound; the broker runs
+// on NOTIFY). Both maintenance switches as this broker applies them, and the NOTIFY
+// transport's counters (`notify`), are always there. Counters count since this broker
+// started.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /internal/api/shared-state/stats (the `GetSharedStateStats` operationId).
+func (c *ClientWithResponses) GetSharedStateStatsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSharedStateStatsResponse, error) {
+	rsp, err := c.GetSharedStateStats(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSharedStateStatsResponse(rsp)
+}
+
 // GetMetricsWithResponse This broker's counters since it started, as JSON.
 //
 // Process-local: `requests.total` and `messages.total` count push, pop and ack requests and
@@ -17337,7 +17991,17 @@ func (c *ClientWithResponses) GetPrometheusMetricsWithResponse(ctx context.Conte
 // expired, after its response was lost, or after a later cycle, changes nothing. The
 // refusals (`Message not found`, `Invalid or expired lease`, a stale ack) roll everything
 // back and answer 200 with `success: false`; the source messages are redelivered through
-// the lease. A cycle without `ack` (an idle flush) has no source position to check.
+// the lease.
+//
+// A cycle without `ack` that deletes state keys (an idle flush closing quiet windows) is
+// applied only when nothing can have changed what it closes since the client read it, and
+// otherwise skipped whole: nothing is written, and it answers 200 with `success: true`,
+// `state_ops_applied: 0`, no `push_results` and `skipped` saying why: `shard_busy` (another
+// cycle of the shard was being applied), `lease_held` (the consumer group holds a live
+// lease on the source partition: a regular cycle is on its way) or `already_closed` (a key
+// it deletes is no longer stored: the window was closed already). The windows it meant to
+// close stay stored until the next flush or regular cycle closes them, so a window is
+// never emitted twice by a flush and a regular cycle that both close it.
 // Malformed input (unknown op type, invalid sink queue name, ...) is a 400 and an unknown
 // `query_id` a 404, checked before anything is written. A database failure is a 5xx and
 // also commits nothing. `null` for `state_ops`/`push_items` means none.
@@ -17374,7 +18038,17 @@ func (c *ClientWithResponses) CommitStreamCycleWithBodyWithResponse(ctx context.
 // expired, after its response was lost, or after a later cycle, changes nothing. The
 // refusals (`Message not found`, `Invalid or expired lease`, a stale ack) roll everything
 // back and answer 200 with `success: false`; the source messages are redelivered through
-// the lease. A cycle without `ack` (an idle flush) has no source position to check.
+// the lease.
+//
+// A cycle without `ack` that deletes state keys (an idle flush closing quiet windows) is
+// applied only when nothing can have changed what it closes since the client read it, and
+// otherwise skipped whole: nothing is written, and it answers 200 with `success: true`,
+// `state_ops_applied: 0`, no `push_results` and `skipped` saying why: `shard_busy` (another
+// cycle of the shard was being applied), `lease_held` (the consumer group holds a live
+// lease on the source partition: a regular cycle is on its way) or `already_closed` (a key
+// it deletes is no longer stored: the window was closed already). The windows it meant to
+// close stay stored until the next flush or regular cycle closes them, so a window is
+// never emitted twice by a flush and a regular cycle that both close it.
 // Malformed input (unknown op type, invalid sink queue name, ...) is a 400 and an unknown
 // `query_id` a 404, checked before anything is written. A database failure is a 5xx and
 // also commits nothing. `null` for `state_ops`/`push_items` means none.
@@ -20152,6 +20826,58 @@ func ParseGetHealthResponse(rsp *http.Response) (*GetHealthResponse, error) {
 			return nil, err
 		}
 		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetInterInstanceStatsResponse parses an HTTP response from a GetInterInstanceStatsWithResponse call
+func ParseGetInterInstanceStatsResponse(rsp *http.Response) (*GetInterInstanceStatsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetInterInstanceStatsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SharedStateStats
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetSharedStateStatsResponse parses an HTTP response from a GetSharedStateStatsWithResponse call
+func ParseGetSharedStateStatsResponse(rsp *http.Response) (*GetSharedStateStatsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSharedStateStatsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SharedStateStats
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
 
 	}
 

@@ -167,6 +167,10 @@ type QueenRetentionHistory struct {
 	ExecutedAt    pgtype.Timestamptz
 }
 
+type QueenSqlApiPushed struct {
+	PartitionID uuid.UUID
+}
+
 type QueenStreamsQuery struct {
 	ID          uuid.UUID
 	TenantID    uuid.UUID

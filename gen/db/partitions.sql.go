@@ -280,6 +280,41 @@ func (q *Queries) PartitionGetByQueueAndName(ctx context.Context, arg PartitionG
 	return i, err
 }
 
+const partitionIDsByQueue = `-- name: PartitionIDsByQueue :many
+SELECT p.id FROM queen.partitions p
+WHERE p.queue_id = $1
+ORDER BY p.name
+LIMIT $3 OFFSET $2
+`
+
+type PartitionIDsByQueueParams struct {
+	QueueID   uuid.UUID
+	RowOffset int32
+	RowLimit  int32
+}
+
+// One page of a queue's partition ids, by name (the queue detail route):
+// a range of the (queue_id, name) index.
+func (q *Queries) PartitionIDsByQueue(ctx context.Context, arg PartitionIDsByQueueParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, partitionIDsByQueue, arg.QueueID, arg.RowOffset, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const partitionListPage = `-- name: PartitionListPage :many
 SELECT p.id FROM queen.partitions p
 JOIN queen.queues q ON q.id = p.queue_id
@@ -512,6 +547,117 @@ func (q *Queries) PartitionPendingTotal(ctx context.Context) (int64, error) {
 	var pending int64
 	err := row.Scan(&pending)
 	return pending, err
+}
+
+const partitionPollReady = `-- name: PartitionPollReady :many
+WITH k AS (
+    SELECT unnest($1::uuid[]) AS tenant_id, unnest($2::text[]) AS queue_name,
+           unnest($3::text[]) AS namespace, unnest($4::text[]) AS task,
+           unnest($5::text[]) AS partition_name, unnest($6::text[]) AS consumer_group
+),
+kq AS (
+    SELECT k.tenant_id, k.queue_name, k.namespace, k.task, k.partition_name, k.consumer_group, q.id AS queue_id, q.window_buffer, q.delayed_processing
+    FROM k JOIN queen.queues q ON q.tenant_id = k.tenant_id AND q.name = k.queue_name
+    WHERE k.queue_name <> ''
+    UNION ALL
+    SELECT k.tenant_id, k.queue_name, k.namespace, k.task, k.partition_name, k.consumer_group, q.id, q.window_buffer, q.delayed_processing
+    FROM k JOIN queen.queues q ON q.tenant_id = k.tenant_id
+    WHERE k.queue_name = ''
+      AND (k.namespace = '' OR q.namespace = k.namespace)
+      AND (k.task = '' OR q.task = k.task)
+),
+kp AS (
+    SELECT kq.tenant_id, kq.queue_name, kq.namespace, kq.task, kq.partition_name, kq.consumer_group,
+           kq.window_buffer, kq.delayed_processing, p.id AS partition_id, p.last_seq, p.last_message_at
+    FROM kq JOIN queen.partitions p ON p.queue_id = kq.queue_id AND p.name = kq.partition_name
+    WHERE kq.partition_name <> ''
+    UNION ALL
+    SELECT kq.tenant_id, kq.queue_name, kq.namespace, kq.task, kq.partition_name, kq.consumer_group,
+           kq.window_buffer, kq.delayed_processing, p.id, p.last_seq, p.last_message_at
+    FROM kq JOIN queen.partitions p ON p.queue_id = kq.queue_id
+    WHERE kq.partition_name = ''
+      AND p.last_message_at >= COALESCE(
+            (SELECT w.scan_from FROM queen.consumer_watermarks w
+              WHERE w.queue_id = kq.queue_id AND w.consumer_group = kq.consumer_group), '-infinity')
+)
+SELECT DISTINCT kp.tenant_id::uuid AS tenant_id, kp.queue_name::text AS queue_name,
+       kp.namespace::text AS namespace, kp.task::text AS task,
+       kp.partition_name::text AS partition_name, kp.consumer_group::text AS consumer_group
+FROM kp
+LEFT JOIN queen.partition_consumers pc
+       ON pc.partition_id = kp.partition_id AND pc.consumer_group = kp.consumer_group
+CROSS JOIN LATERAL (
+    SELECT m.created_at FROM queen.messages m
+    WHERE m.partition_id = kp.partition_id AND m.seq > COALESCE(pc.last_seq, 0)
+    ORDER BY m.seq
+    LIMIT 1
+) f
+WHERE kp.last_seq > COALESCE(pc.last_seq, 0)
+  AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
+  AND (kp.window_buffer = 0 OR kp.last_message_at <= now() - make_interval(secs => kp.window_buffer))
+  AND (kp.delayed_processing = 0 OR f.created_at <= now() - make_interval(secs => kp.delayed_processing))
+`
+
+type PartitionPollReadyParams struct {
+	TenantIds      []uuid.UUID
+	QueueNames     []string
+	Namespaces     []string
+	Tasks          []string
+	PartitionNames []string
+	ConsumerGroups []string
+}
+
+type PartitionPollReadyRow struct {
+	TenantID      uuid.UUID
+	QueueName     string
+	Namespace     string
+	Task          string
+	PartitionName string
+	ConsumerGroup string
+}
+
+// The shared re-poll of parked long-polls (handlers/broker/repoll.go): of the
+// keys given, one per (tenant, queue or namespace/task, partition, consumer
+// group) with pops parked, those where a pop could claim something now. It
+// sees what no wake-up announces: a lease that expired, a delayed message
+// that came due, a window buffer that closed, and what a broker without a
+// notifier link committed. Read-only, one statement
+// for many keys. A queue key uses the (tenant_id, name) index, a partition
+// key the (queue_id, name) one, the others walk the queue from the group's
+// watermark like PartitionListPopCandidates; each ready partition costs one
+// probe for its first message past the cursor (a delayed one must be due).
+func (q *Queries) PartitionPollReady(ctx context.Context, arg PartitionPollReadyParams) ([]PartitionPollReadyRow, error) {
+	rows, err := q.db.Query(ctx, partitionPollReady,
+		arg.TenantIds,
+		arg.QueueNames,
+		arg.Namespaces,
+		arg.Tasks,
+		arg.PartitionNames,
+		arg.ConsumerGroups,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PartitionPollReadyRow
+	for rows.Next() {
+		var i PartitionPollReadyRow
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.QueueName,
+			&i.Namespace,
+			&i.Task,
+			&i.PartitionName,
+			&i.ConsumerGroup,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const partitionStatsList = `-- name: PartitionStatsList :many

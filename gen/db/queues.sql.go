@@ -485,42 +485,6 @@ func (q *Queries) QueueNamesFiltered(ctx context.Context, arg QueueNamesFiltered
 	return items, nil
 }
 
-const queueStatsByName = `-- name: QueueStatsByName :one
-SELECT
-    (SELECT count(*) FROM queen.partitions p WHERE p.queue_id = q.id)::bigint AS partition_count,
-    (SELECT count(*) FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
-      WHERE p.queue_id = q.id)::bigint AS message_count,
-    (SELECT COALESCE(sum(p.last_seq - COALESCE(pc.last_seq, 0)), 0)
-       FROM queen.partitions p
-       LEFT JOIN queen.partition_consumers pc
-         ON pc.partition_id = p.id AND pc.consumer_group = '__QUEUE_MODE__'
-      WHERE p.queue_id = q.id)::bigint AS pending_count,
-    (SELECT count(*) FROM queen.dead_letter_queue d JOIN queen.partitions p ON p.id = d.partition_id
-      WHERE p.queue_id = q.id)::bigint AS dead_letter_count
-FROM queen.queues q WHERE q.id = $1
-`
-
-type QueueStatsByNameRow struct {
-	PartitionCount  int64
-	MessageCount    int64
-	PendingCount    int64
-	DeadLetterCount int64
-}
-
-// Counts for the queue detail route: partitions, messages, and what the
-// queue-mode cursor has not consumed yet.
-func (q *Queries) QueueStatsByName(ctx context.Context, id uuid.UUID) (QueueStatsByNameRow, error) {
-	row := q.db.QueryRow(ctx, queueStatsByName, id)
-	var i QueueStatsByNameRow
-	err := row.Scan(
-		&i.PartitionCount,
-		&i.MessageCount,
-		&i.PendingCount,
-		&i.DeadLetterCount,
-	)
-	return i, err
-}
-
 const queueUpsertConfig = `-- name: QueueUpsertConfig :one
 INSERT INTO queen.queues (
     tenant_id, name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl, max_queue_size,

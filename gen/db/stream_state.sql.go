@@ -13,6 +13,25 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const streamStateCountKeys = `-- name: StreamStateCountKeys :one
+SELECT count(*) FROM queen_streams.state
+WHERE query_id = $1 AND partition_id = $2 AND key = ANY($3::text[])
+`
+
+type StreamStateCountKeysParams struct {
+	QueryID     uuid.UUID
+	PartitionID uuid.UUID
+	Keys        []string
+}
+
+// How many of the given keys the shard stores.
+func (q *Queries) StreamStateCountKeys(ctx context.Context, arg StreamStateCountKeysParams) (int64, error) {
+	row := q.db.QueryRow(ctx, streamStateCountKeys, arg.QueryID, arg.PartitionID, arg.Keys)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const streamStateDeleteByQuery = `-- name: StreamStateDeleteByQuery :execrows
 DELETE FROM queen_streams.state WHERE query_id = $1
 `
@@ -114,6 +133,25 @@ type StreamStateLockShardParams struct {
 func (q *Queries) StreamStateLockShard(ctx context.Context, arg StreamStateLockShardParams) error {
 	_, err := q.db.Exec(ctx, streamStateLockShard, arg.QueryID, arg.PartitionID)
 	return err
+}
+
+const streamStateTryLockShard = `-- name: StreamStateTryLockShard :one
+SELECT pg_try_advisory_xact_lock(hashtextextended(CAST($1::uuid AS text) || ':' || CAST($2::uuid AS text), 0)) AS locked
+`
+
+type StreamStateTryLockShardParams struct {
+	QueryID     uuid.UUID
+	PartitionID uuid.UUID
+}
+
+// StreamStateLockShard without the wait: false when another cycle of the
+// shard holds it. An idle flush that finds it taken is skipped, since that
+// cycle may be changing the rows the flush read (docs/streams.md).
+func (q *Queries) StreamStateTryLockShard(ctx context.Context, arg StreamStateTryLockShardParams) (bool, error) {
+	row := q.db.QueryRow(ctx, streamStateTryLockShard, arg.QueryID, arg.PartitionID)
+	var locked bool
+	err := row.Scan(&locked)
+	return locked, err
 }
 
 const streamStateUpsertMany = `-- name: StreamStateUpsertMany :exec

@@ -8,9 +8,54 @@ package pxdb
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/google/uuid"
 )
+
+const apiKeyConsoleIssue = `-- name: ApiKeyConsoleIssue :one
+SELECT queen_proxy.console_issue_api_key($1, $2, $3, $4, $5::text[])::uuid AS id
+`
+
+type ApiKeyConsoleIssueParams struct {
+	ClusterID uuid.UUID
+	Actor     uuid.UUID
+	Name      string
+	KeyHash   string
+	Scopes    []string
+}
+
+// ApiKeyConsoleIssue stores a key the console generated, with its audit
+// rows.
+func (q *Queries) ApiKeyConsoleIssue(ctx context.Context, arg ApiKeyConsoleIssueParams) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, apiKeyConsoleIssue,
+		arg.ClusterID,
+		arg.Actor,
+		arg.Name,
+		arg.KeyHash,
+		arg.Scopes,
+	)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
+}
+
+const apiKeyConsoleRevoke = `-- name: ApiKeyConsoleRevoke :exec
+SELECT queen_proxy.console_revoke_api_key($1, $2, $3)
+`
+
+type ApiKeyConsoleRevokeParams struct {
+	ClusterID uuid.UUID
+	Actor     uuid.UUID
+	KeyID     uuid.UUID
+}
+
+// ApiKeyConsoleRevoke revokes a live key of the cluster, with its audit
+// rows; any other key is no_data_found.
+func (q *Queries) ApiKeyConsoleRevoke(ctx context.Context, arg ApiKeyConsoleRevokeParams) error {
+	_, err := q.db.Exec(ctx, apiKeyConsoleRevoke, arg.ClusterID, arg.Actor, arg.KeyID)
+	return err
+}
 
 const apiKeyLookup = `-- name: ApiKeyLookup :one
 SELECT k.id AS key_id, k.scopes,
@@ -94,6 +139,53 @@ func (q *Queries) ApiKeyLookup(ctx context.Context, keyHash string) (ApiKeyLooku
 		&i.Features,
 	)
 	return i, err
+}
+
+const apiKeysOfCluster = `-- name: ApiKeysOfCluster :many
+SELECT k.id, k.name, k.scopes, k.created_at, k.last_used_at, k.revoked_at, u.email AS created_by
+FROM queen_proxy.api_keys k
+LEFT JOIN queen_proxy.users u ON u.id = k.created_by
+WHERE k.cluster_id = $1
+ORDER BY k.revoked_at IS NOT NULL, k.created_at DESC, k.id
+`
+
+type ApiKeysOfClusterRow struct {
+	ID         uuid.UUID
+	Name       string
+	Scopes     []string
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+	RevokedAt  *time.Time
+	CreatedBy  *string
+}
+
+// ApiKeysOfCluster lists a cluster's keys, live first, for the console.
+func (q *Queries) ApiKeysOfCluster(ctx context.Context, clusterID uuid.UUID) ([]ApiKeysOfClusterRow, error) {
+	rows, err := q.db.Query(ctx, apiKeysOfCluster, clusterID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ApiKeysOfClusterRow
+	for rows.Next() {
+		var i ApiKeysOfClusterRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.Scopes,
+			&i.CreatedAt,
+			&i.LastUsedAt,
+			&i.RevokedAt,
+			&i.CreatedBy,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const apiKeysTouch = `-- name: ApiKeysTouch :exec

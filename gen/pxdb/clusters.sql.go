@@ -12,6 +12,84 @@ import (
 	"github.com/google/uuid"
 )
 
+const clusterByID = `-- name: ClusterByID :one
+SELECT c.id, c.slug, c.status, c.broker_tenant_uuid, c.limit_overrides,
+       t.id AS tenant_id, t.status AS tenant_status,
+       ce.id AS cell_id, ce.base_url, ce.cell_secret, ce.status AS cell_status,
+       p.code AS plan_code, p.max_req_per_sec, p.req_burst, p.max_msgs_per_sec, p.msgs_burst,
+       p.max_queues, p.max_partitions_per_queue, p.max_parked_pops, p.max_payload_bytes,
+       p.max_batch_items, p.max_retained_bytes, p.max_retention_seconds, p.monthly_msgs_quota,
+       p.features
+FROM queen_proxy.clusters c
+JOIN queen_proxy.tenants t ON t.id = c.tenant_id
+JOIN queen_proxy.cells ce ON ce.id = c.cell_id
+JOIN queen_proxy.plans p ON p.id = c.plan_id
+WHERE c.id = $1
+`
+
+type ClusterByIDRow struct {
+	ID                    uuid.UUID
+	Slug                  string
+	Status                string
+	BrokerTenantUuid      uuid.UUID
+	LimitOverrides        json.RawMessage
+	TenantID              uuid.UUID
+	TenantStatus          string
+	CellID                uuid.UUID
+	BaseUrl               string
+	CellSecret            *string
+	CellStatus            string
+	PlanCode              string
+	MaxReqPerSec          *int32
+	ReqBurst              *int32
+	MaxMsgsPerSec         *int32
+	MsgsBurst             *int32
+	MaxQueues             *int32
+	MaxPartitionsPerQueue *int32
+	MaxParkedPops         *int32
+	MaxPayloadBytes       *int32
+	MaxBatchItems         *int32
+	MaxRetainedBytes      *int64
+	MaxRetentionSeconds   *int32
+	MonthlyMsgsQuota      *int64
+	Features              json.RawMessage
+}
+
+// ClusterByID is ClusterBySlug by id (x-queen-act-cluster may name a
+// cluster either way).
+func (q *Queries) ClusterByID(ctx context.Context, id uuid.UUID) (ClusterByIDRow, error) {
+	row := q.db.QueryRow(ctx, clusterByID, id)
+	var i ClusterByIDRow
+	err := row.Scan(
+		&i.ID,
+		&i.Slug,
+		&i.Status,
+		&i.BrokerTenantUuid,
+		&i.LimitOverrides,
+		&i.TenantID,
+		&i.TenantStatus,
+		&i.CellID,
+		&i.BaseUrl,
+		&i.CellSecret,
+		&i.CellStatus,
+		&i.PlanCode,
+		&i.MaxReqPerSec,
+		&i.ReqBurst,
+		&i.MaxMsgsPerSec,
+		&i.MsgsBurst,
+		&i.MaxQueues,
+		&i.MaxPartitionsPerQueue,
+		&i.MaxParkedPops,
+		&i.MaxPayloadBytes,
+		&i.MaxBatchItems,
+		&i.MaxRetainedBytes,
+		&i.MaxRetentionSeconds,
+		&i.MonthlyMsgsQuota,
+		&i.Features,
+	)
+	return i, err
+}
+
 const clusterBySlug = `-- name: ClusterBySlug :one
 SELECT c.id, c.slug, c.status, c.broker_tenant_uuid, c.limit_overrides,
        t.id AS tenant_id, t.status AS tenant_status,
@@ -89,4 +167,124 @@ func (q *Queries) ClusterBySlug(ctx context.Context, slug string) (ClusterBySlug
 		&i.Features,
 	)
 	return i, err
+}
+
+const clusterMonthMsgs = `-- name: ClusterMonthMsgs :one
+SELECT queen_proxy.cluster_month_msgs($1, (now() AT TIME ZONE 'UTC')::date)::bigint AS msgs,
+       coalesce(queen_proxy.cluster_monthly_quota($1), 0)::bigint AS quota
+`
+
+type ClusterMonthMsgsRow struct {
+	Msgs  int64
+	Quota int64
+}
+
+// ClusterMonthMsgs is the messages counted this UTC month and the
+// effective monthly quota (0: unlimited), for the console.
+func (q *Queries) ClusterMonthMsgs(ctx context.Context, clusterID uuid.UUID) (ClusterMonthMsgsRow, error) {
+	row := q.db.QueryRow(ctx, clusterMonthMsgs, clusterID)
+	var i ClusterMonthMsgsRow
+	err := row.Scan(&i.Msgs, &i.Quota)
+	return i, err
+}
+
+const clustersAll = `-- name: ClustersAll :many
+SELECT c.id, c.slug, t.slug AS tenant_slug, t.id AS tenant_id, c.status,
+       t.status AS tenant_status, ce.slug AS cell_slug
+FROM queen_proxy.clusters c
+JOIN queen_proxy.tenants t ON t.id = c.tenant_id
+JOIN queen_proxy.cells ce ON ce.id = c.cell_id
+ORDER BY t.slug, c.slug
+`
+
+type ClustersAllRow struct {
+	ID           uuid.UUID
+	Slug         string
+	TenantSlug   string
+	TenantID     uuid.UUID
+	Status       string
+	TenantStatus string
+	CellSlug     string
+}
+
+// ClustersAll lists every cluster, for a live operator's /auth/me (an
+// operator is admin everywhere).
+func (q *Queries) ClustersAll(ctx context.Context) ([]ClustersAllRow, error) {
+	rows, err := q.db.Query(ctx, clustersAll)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ClustersAllRow
+	for rows.Next() {
+		var i ClustersAllRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Slug,
+			&i.TenantSlug,
+			&i.TenantID,
+			&i.Status,
+			&i.TenantStatus,
+			&i.CellSlug,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const clustersOfUser = `-- name: ClustersOfUser :many
+SELECT c.id, c.slug, r.role, t.slug AS tenant_slug, t.id AS tenant_id, c.status,
+       t.status AS tenant_status, ce.slug AS cell_slug
+FROM queen_proxy.cluster_roles r
+JOIN queen_proxy.clusters c ON c.id = r.cluster_id
+JOIN queen_proxy.tenants t ON t.id = c.tenant_id
+JOIN queen_proxy.cells ce ON ce.id = c.cell_id
+WHERE r.user_id = $1
+ORDER BY t.slug, c.slug
+`
+
+type ClustersOfUserRow struct {
+	ID           uuid.UUID
+	Slug         string
+	Role         string
+	TenantSlug   string
+	TenantID     uuid.UUID
+	Status       string
+	TenantStatus string
+	CellSlug     string
+}
+
+// ClustersOfUser lists the clusters a user has a role on, for /auth/me.
+func (q *Queries) ClustersOfUser(ctx context.Context, userID uuid.UUID) ([]ClustersOfUserRow, error) {
+	rows, err := q.db.Query(ctx, clustersOfUser, userID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ClustersOfUserRow
+	for rows.Next() {
+		var i ClustersOfUserRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Slug,
+			&i.Role,
+			&i.TenantSlug,
+			&i.TenantID,
+			&i.Status,
+			&i.TenantStatus,
+			&i.CellSlug,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

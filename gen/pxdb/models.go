@@ -6,6 +6,7 @@ package pxdb
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -18,9 +19,9 @@ type QueenProxyApiKey struct {
 	KeyHash    string
 	Scopes     []string
 	CreatedBy  *uuid.UUID
-	CreatedAt  pgtype.Timestamptz
-	LastUsedAt pgtype.Timestamptz
-	RevokedAt  pgtype.Timestamptz
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+	RevokedAt  *time.Time
 }
 
 type QueenProxyCell struct {
@@ -34,7 +35,7 @@ type QueenProxyCell struct {
 	BrokerVersion *string
 	Status        string
 	CellSecret    *string
-	CreatedAt     pgtype.Timestamptz
+	CreatedAt     time.Time
 }
 
 type QueenProxyCluster struct {
@@ -46,14 +47,14 @@ type QueenProxyCluster struct {
 	BrokerTenantUuid uuid.UUID
 	Status           string
 	LimitOverrides   json.RawMessage
-	CreatedAt        pgtype.Timestamptz
+	CreatedAt        time.Time
 }
 
 type QueenProxyClusterRole struct {
 	UserID    uuid.UUID
 	ClusterID uuid.UUID
 	Role      string
-	CreatedAt pgtype.Timestamptz
+	CreatedAt time.Time
 }
 
 type QueenProxyIdentity struct {
@@ -63,7 +64,7 @@ type QueenProxyIdentity struct {
 	ProviderID string
 	Email      *string
 	Verified   bool
-	CreatedAt  pgtype.Timestamptz
+	CreatedAt  time.Time
 }
 
 type QueenProxyOperation struct {
@@ -75,15 +76,15 @@ type QueenProxyOperation struct {
 	Action    string
 	Target    *string
 	Meta      json.RawMessage
-	At        pgtype.Timestamptz
+	At        time.Time
 }
 
 type QueenProxyOutbox struct {
 	ID         int64
 	Kind       string
 	Payload    json.RawMessage
-	CreatedAt  pgtype.Timestamptz
-	ConsumedAt pgtype.Timestamptz
+	CreatedAt  time.Time
+	ConsumedAt *time.Time
 }
 
 type QueenProxyPlan struct {
@@ -103,7 +104,7 @@ type QueenProxyPlan struct {
 	MaxRetentionSeconds   *int32
 	MonthlyMsgsQuota      *int64
 	Features              json.RawMessage
-	CreatedAt             pgtype.Timestamptz
+	CreatedAt             time.Time
 }
 
 type QueenProxyQueue struct {
@@ -111,14 +112,22 @@ type QueenProxyQueue struct {
 	ClusterID       uuid.UUID
 	Name            string
 	PartitionsCount int32
-	CreatedAt       pgtype.Timestamptz
-	DeletedAt       pgtype.Timestamptz
+	CreatedAt       time.Time
+	DeletedAt       *time.Time
+}
+
+type QueenProxyQuotaMark struct {
+	ClusterID uuid.UUID
+	Month     pgtype.Date
+	Kind      string
+	At        time.Time
+	LiftedAt  *time.Time
 }
 
 type QueenProxyRevokedToken struct {
 	Jti       string
-	ExpiresAt pgtype.Timestamptz
-	RevokedAt pgtype.Timestamptz
+	ExpiresAt time.Time
+	RevokedAt time.Time
 }
 
 type QueenProxyTenant struct {
@@ -126,8 +135,13 @@ type QueenProxyTenant struct {
 	Slug      string
 	Name      string
 	Status    string
-	CreatedAt pgtype.Timestamptz
-	ErasedAt  pgtype.Timestamptz
+	CreatedAt time.Time
+	ErasedAt  *time.Time
+}
+
+type QueenProxyUsageBatch struct {
+	ID        uuid.UUID
+	AppliedAt time.Time
 }
 
 type QueenProxyUsageDay struct {
@@ -142,7 +156,7 @@ type QueenProxyUsageDay struct {
 
 type QueenProxyUsageMinute struct {
 	ClusterID uuid.UUID
-	Minute    pgtype.Timestamptz
+	Minute    time.Time
 	OpClass   string
 	Msgs      int64
 	Reqs      int64
@@ -157,6 +171,6 @@ type QueenProxyUser struct {
 	PasswordHash *string
 	Name         *string
 	IsOperator   bool
-	LastLoginAt  pgtype.Timestamptz
-	CreatedAt    pgtype.Timestamptz
+	LastLoginAt  *time.Time
+	CreatedAt    time.Time
 }

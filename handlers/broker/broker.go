@@ -10,8 +10,8 @@
 // through it.
 //
 // Lifecycle: New does no I/O and starts nothing; Start seeds the maintenance
-// switches and starts the group commits, the maintenance reconcile and the
-// spool's drain; Stop commits what the group commits hold, stops everything
+// switches and starts the group commits, the maintenance reconcile, the
+// shared re-poll of parked pops and the spool's drain; Stop commits what the group commits hold, stops everything
 // and closes the spool. Both are idempotent.
 package broker
 
@@ -82,9 +82,11 @@ type Config struct {
 	DefaultBatch            int           // pop batch when the request has none
 	DefaultTimeout          time.Duration // long-poll deadline when the request has none
 	DefaultSubscriptionMode string        // for named groups whose pop names none
-	// RepollInterval is how often a parked long-poll looks again on its
-	// own, for data committed by brokers that announce nothing and for
-	// leases that expired.
+	// RepollInterval is how often the shared re-poll looks, in one
+	// read-only statement for all parked long-polls, for what no wake-up
+	// announces: leases that expired, delayed messages that came due,
+	// window buffers that closed, and data committed by brokers that
+	// announce nothing (repoll.go).
 	RepollInterval time.Duration
 
 	// PushMaxBatch caps the items (messages or acks) of one group-commit
@@ -144,10 +146,20 @@ type Broker struct {
 	timed  Timings
 	queues *queueCache
 	wait   *waiters.Registry[waitKey]
-	notify Notifier // local, then cfg.Notifier
-	seal   *sealer
-	spool  *spool.Spool // nil: no FILE_BUFFER_DIR
-	maint  *maintenance
+	// looks holds the same parked pops by what the shared re-poll looks at
+	// (repoll.go); repolled counts its work.
+	looks    *waiters.Registry[lookKey]
+	repolled repollStats
+	// Wake-up generations, for the whole broker and per wait key, and
+	// what looks found empty at which generation (known_empty.go).
+	wakeGen atomic.Uint64
+	emptyMu sync.Mutex
+	gens    map[waitKey]uint64
+	empty   map[lookKey]emptyState
+	notify  Notifier // local, then cfg.Notifier
+	seal    *sealer
+	spool   *spool.Spool // nil: no FILE_BUFFER_DIR
+	maint   *maintenance
 
 	pusher *coalescer[PushItem, PushResult]
 	acker  *coalescer[AckItem, AckResult]
@@ -180,6 +192,9 @@ func New(cfg Config) *Broker {
 		timed:   cfg.Timings,
 		queues:  newQueueCache(cfg.QueueCacheTTL),
 		wait:    waiters.New[waitKey](),
+		looks:   waiters.New[lookKey](),
+		gens:    make(map[waitKey]uint64),
+		empty:   make(map[lookKey]emptyState),
 		seal:    &sealer{cipher: cfg.Cipher, log: cfg.Logger},
 		spool:   cfg.Spool,
 		maint:   newMaintenance(),
@@ -205,8 +220,8 @@ func New(cfg Config) *Broker {
 
 // Start seeds the maintenance switches from the database (bounded, best
 // effort: a database down at boot leaves them off until the reconcile
-// reaches it), then starts the group commits, the reconcile loop and the
-// spool's drain. Idempotent; a stopped broker does not start again.
+// reaches it), then starts the group commits, the reconcile loop, the
+// shared re-poll and the spool's drain. Idempotent; a stopped broker does not start again.
 func (b *Broker) Start(ctx context.Context) error {
 	b.life.Lock()
 	defer b.life.Unlock()
@@ -221,10 +236,14 @@ func (b *Broker) Start(ctx context.Context) error {
 	cancel()
 	b.pusher.start()
 	b.acker.start()
-	b.loops.Add(1)
+	b.loops.Add(2)
 	go func() {
 		defer b.loops.Done()
 		b.maintenanceLoop(b.cfg.MaintenanceRefresh)
+	}()
+	go func() {
+		defer b.loops.Done()
+		b.repollLoop(b.cfg.RepollInterval)
 	}()
 	if b.spool != nil {
 		b.spool.StartDrain(b.ReplaySpooled)

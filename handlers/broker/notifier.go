@@ -1,5 +1,7 @@
 package broker
 
+import "github.com/queenforgo/queen/gen/db"
+
 // Notifier carries the broker's announcements. Every wake-up passes through
 // one: a commit that made messages poppable, or an action that released a
 // lease, announces QueuesReady; a parked pop waits for it. The in-process
@@ -59,6 +61,13 @@ func (t tee) MaintenanceChanged(push, pop bool) {
 	t.remote.MaintenanceChanged(push, pop)
 }
 
+// AnyTenant as the Tenant of a key given to ApplyQueuesReady or
+// ApplyQueueChanged means the announcement named no valid tenant (an older
+// sender): it applies to every tenant that has the queue name, never
+// silently to the default tenant alone. Announcements this broker makes
+// always name their tenant.
+const AnyTenant = ""
+
 // ApplyQueuesReady wakes the pops parked here on these queues, and on their
 // namespaces and tasks as this broker's queue cache knows them (a queue it
 // never saw has no pop parked on its namespace that it could wake anyway:
@@ -66,58 +75,47 @@ func (t tee) MaintenanceChanged(push, pop bool) {
 // waits.
 func (b *Broker) ApplyQueuesReady(keys []QueueKey) {
 	for _, k := range keys {
-		b.wait.Notify(queueWait(k))
+		if k.Tenant == AnyTenant {
+			b.wakeEveryTenant(k.Queue)
+			continue
+		}
+		b.wake(queueWait(k))
 		if q, ok := b.queues.peek(k); ok {
-			if q.Namespace != "" {
-				b.wait.Notify(waitKey{k.Tenant, 'n', q.Namespace})
-			}
-			if q.Task != "" {
-				b.wait.Notify(waitKey{k.Tenant, 't', q.Task})
-			}
+			b.wakeTags(k.Tenant, q)
 		}
 	}
 }
 
-// ApplyQueuesReadyEveryTenant is ApplyQueuesReady for an announcement that
-// names queues but no tenant (a NOTIFY sent from outside the brokers,
-// docs/mesh.md): the queues of these names are woken in every tenant that
-// has a pop parked on one here. Idempotent.
-func (b *Broker) ApplyQueuesReadyEveryTenant(queues []string) {
-	names := make(map[string]bool, len(queues))
-	for _, q := range queues {
-		names[q] = true
+// wakeEveryTenant wakes the pops parked on a queue name in any tenant (a
+// safe over-wake: a woken pop that finds nothing parks again).
+func (b *Broker) wakeEveryTenant(queue string) {
+	b.woke()
+	b.wait.NotifyMatching(func(w waitKey) bool { return w.kind == 'q' && w.name == queue })
+	for tenant, q := range b.queues.peekName(queue) {
+		b.wakeTags(tenant, q)
 	}
-	parked := b.wait.Keys(func(k waitKey) bool { return k.kind == 'q' && names[k.name] })
-	keys := make([]QueueKey, 0, len(parked)+len(queues))
-	seen := make(map[QueueKey]bool, len(parked)+len(queues))
-	for _, k := range parked {
-		keys = append(keys, key(k.tenant, k.name))
-		seen[key(k.tenant, k.name)] = true
+}
+
+// wakeTags wakes the pops parked on the namespace and task of a queue.
+func (b *Broker) wakeTags(tenant string, q db.QueenQueue) {
+	if q.Namespace != "" {
+		b.wake(waitKey{tenant, 'n', q.Namespace})
 	}
-	// Pops parked on a namespace or task are woken through the queue cache;
-	// the default tenant's queues always count, as before tenancy.
-	for _, q := range queues {
-		if k := key(DefaultTenant, q); !seen[k] {
-			keys = append(keys, k)
-		}
+	if q.Task != "" {
+		b.wake(waitKey{tenant, 't', q.Task})
 	}
-	b.ApplyQueuesReady(keys)
 }
 
 // ApplyQueueChanged drops this broker's cached rows of these queues, so the
 // next push or pop reads their options fresh. Idempotent.
 func (b *Broker) ApplyQueueChanged(keys []QueueKey) {
+	b.woke() // new options (a delay, a window) may make messages claimable
 	for _, k := range keys {
+		if k.Tenant == AnyTenant {
+			b.queues.invalidateName(k.Queue)
+			continue
+		}
 		b.queues.invalidate(k)
-	}
-}
-
-// ApplyQueueChangedEveryTenant is ApplyQueueChanged for an announcement that
-// names queues but no tenant: the cached rows of these names are dropped in
-// every tenant. Idempotent.
-func (b *Broker) ApplyQueueChangedEveryTenant(queues []string) {
-	for _, q := range queues {
-		b.queues.invalidateName(q)
 	}
 }
 
@@ -125,13 +123,27 @@ func (b *Broker) ApplyQueueChangedEveryTenant(queues []string) {
 // instead of at the next reconcile. A switch set here and not yet saved
 // wins (maintenance.go). Idempotent.
 func (b *Broker) ApplyMaintenance(push, pop bool) {
+	b.ApplyPushMaintenance(push)
+	b.ApplyPopMaintenance(pop)
+}
+
+// ApplyPushMaintenance adopts the push switch alone (a transport that
+// carries the two switches separately), holding or releasing the spool's
+// drain on a change, like ApplyMaintenance.
+func (b *Broker) ApplyPushMaintenance(on bool) {
 	b.maint.mu.Lock()
 	defer b.maint.mu.Unlock()
 	if _, pending := b.maint.unsaved[stateKeyPushMaintenance]; !pending {
-		b.applyPushMaintenance(push)
+		b.applyPushMaintenance(on)
 	}
+}
+
+// ApplyPopMaintenance adopts the pop switch alone.
+func (b *Broker) ApplyPopMaintenance(on bool) {
+	b.maint.mu.Lock()
+	defer b.maint.mu.Unlock()
 	if _, pending := b.maint.unsaved[stateKeyPopMaintenance]; !pending {
-		b.applyPopMaintenance(pop)
+		b.applyPopMaintenance(on)
 	}
 }
 

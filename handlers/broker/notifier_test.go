@@ -93,7 +93,7 @@ func TestNotifierCarriesEveryAnnouncement(t *testing.T) {
 // An announcement without a tenant (a NOTIFY from outside the brokers)
 // wakes the pops parked on queues of that name in every tenant, and no
 // other.
-func TestApplyQueuesReadyEveryTenant(t *testing.T) {
+func TestApplyQueuesReadyWithoutTenantWakesEveryTenant(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	const other = "0a0a0a0a-0000-4000-8000-00000000000a"
@@ -104,7 +104,7 @@ func TestApplyQueuesReadyEveryTenant(t *testing.T) {
 	elsewhere := b.b.wait.Register(queueWait(QueueKey{Tenant: other, Queue: "y"}))
 	defer elsewhere.Cancel()
 
-	b.b.ApplyQueuesReadyEveryTenant([]string{"x"})
+	b.b.ApplyQueuesReady([]QueueKey{{Tenant: AnyTenant, Queue: "x"}})
 	for _, w := range []<-chan struct{}{def.C, ten.C} {
 		select {
 		case <-w:
@@ -121,7 +121,7 @@ func TestApplyQueuesReadyEveryTenant(t *testing.T) {
 
 // Likewise a configuration change without a tenant drops the cached rows of
 // that name in every tenant.
-func TestApplyQueueChangedEveryTenant(t *testing.T) {
+func TestApplyQueueChangedWithoutTenantDropsEveryTenant(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	const other = "0a0a0a0a-0000-4000-8000-00000000000a"
@@ -131,8 +131,57 @@ func TestApplyQueueChangedEveryTenant(t *testing.T) {
 		_, err = b.b.Push(t.Context(), tenant, []PushItem{{Queue: "y", Partition: "Default", TransactionID: "t", Payload: []byte("1")}})
 		require.NoError(t, err)
 	}
-	b.b.ApplyQueueChangedEveryTenant([]string{"x"})
+	b.b.ApplyQueueChanged([]QueueKey{{Tenant: AnyTenant, Queue: "x"}})
 	require.False(t, b.b.KnownQueue(QueueKey{Tenant: DefaultTenant, Queue: "x"}))
 	require.False(t, b.b.KnownQueue(QueueKey{Tenant: other, Queue: "x"}))
 	require.True(t, b.b.KnownQueue(QueueKey{Tenant: other, Queue: "y"}))
+}
+
+// An announcement that names no tenant (an older sender) applies to every
+// tenant with the queue name: it wakes a pop parked here and drops the
+// cached row. The two switches can be adopted one at a time.
+func TestApplyWithoutTenant(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	b := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	_, _, err := b.b.Configure(ctx, "", "anyt", "", "", QueueOptionsDefault())
+	require.NoError(t, err)
+	k := QueueKey{Tenant: DefaultTenant, Queue: "anyt"}
+	_, cached := b.b.queues.peek(k)
+	require.True(t, cached)
+
+	timeout := 30 * time.Second
+	got := make(chan *PopResult, 1)
+	go func() {
+		r, _ := b.b.Pop(ctx, PopRequest{Queue: "anyt", Wait: true, Timeout: &timeout})
+		got <- r
+	}()
+	require.Eventually(t, func() bool { return b.b.Parked(k) == 1 }, 10*time.Second, 5*time.Millisecond)
+	other := New(Config{Pool: b.pool})
+	require.NoError(t, other.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, other.Stop(t.Context())) })
+	_, err = other.Push(ctx, "", []PushItem{{Queue: "anyt", Partition: "Default", TransactionID: "y", Payload: []byte("1")}})
+	require.NoError(t, err)
+	b.b.ApplyQueuesReady([]QueueKey{{Tenant: AnyTenant, Queue: "anyt"}})
+	select {
+	case r := <-got:
+		require.NotNil(t, r)
+		require.Equal(t, "y", r.Messages[0].TransactionID)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a tenant-less announcement did not wake the parked pop")
+	}
+
+	b.b.ApplyQueueChanged([]QueueKey{{Tenant: AnyTenant, Queue: "anyt"}})
+	_, cached = b.b.queues.peek(k)
+	require.False(t, cached, "a tenant-less configuration change drops the cached row")
+
+	b.b.ApplyPushMaintenance(true)
+	push, pop := b.b.Maintenance()
+	require.True(t, push)
+	require.False(t, pop)
+	b.b.ApplyPopMaintenance(true)
+	b.b.ApplyPushMaintenance(false)
+	push, pop = b.b.Maintenance()
+	require.False(t, push)
+	require.True(t, pop)
 }

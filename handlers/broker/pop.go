@@ -19,8 +19,8 @@ type popPlan struct {
 // Pop claims messages for a consumer: from one partition (Partition set),
 // from any eligible partitions of a queue, or across the queues of a
 // namespace and/or task. With Wait it parks until a QueuesReady
-// announcement (or the re-poll interval) makes it look again, up to the
-// timeout. A nil result means nothing to deliver: unknown queue or
+// announcement or the shared re-poll (repoll.go) makes it look again, up to
+// the timeout. A nil result means nothing to deliver: unknown queue or
 // partition, lease held by another consumer, window buffer active, nothing
 // pending, timeout, pop maintenance, or this broker draining.
 func (b *Broker) Pop(ctx context.Context, req PopRequest) (res *PopResult, err error) {
@@ -40,39 +40,43 @@ func (b *Broker) Pop(ctx context.Context, req PopRequest) (res *PopResult, err e
 		return b.popOnce(ctx, pr)
 	}
 	defer b.parked(key(pr.Tenant, pr.Queue))()
-	deadline := time.Now().Add(pr.timeout)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
-	for {
-		// Register before looking, so an announcement between the look and
-		// the park still wakes this request.
+	deadline := time.NewTimer(pr.timeout)
+	defer deadline.Stop()
+	look := pr.lookKey()
+	for first := true; ; first = false {
+		// Register before looking, so a wake-up between the look and the
+		// park still wakes this request. w hears the announcements of
+		// commits (notifier.go), lw the shared re-poll (repoll.go): a
+		// parked pop never looks again on its own.
 		w := b.wait.Register(pr.waitKeys...)
-		res, err := b.popOnce(ctx, pr)
-		if err != nil || res != nil {
-			w.Cancel()
-			return res, err
+		lw := b.looks.Register(look)
+		if first && b.knownEmpty(look) {
+			b.repolled.skipped.Add(1)
+		} else {
+			gen, at := b.genOf(look), time.Now()
+			res, err := b.popOnce(ctx, pr)
+			if err != nil || res != nil {
+				w.Cancel()
+				lw.Cancel()
+				return res, err
+			}
+			b.sawEmpty(look, gen, at)
 		}
-		remaining := time.Until(deadline)
-		if remaining <= 0 {
-			w.Cancel()
-			return nil, nil
-		}
-		timer.Reset(min(remaining, b.cfg.RepollInterval))
+		woken := false
 		select {
 		case <-w.C:
-			if !timer.Stop() {
-				<-timer.C
-			}
-		case <-timer.C:
+			woken = true
+		case <-lw.C:
+			woken = true
+		case <-deadline.C:
 		case <-ctx.Done():
-			w.Cancel()
-			return nil, nil
 		case <-b.drainCh:
-			w.Cancel()
-			return nil, nil
 		}
 		w.Cancel()
+		lw.Cancel()
+		if !woken {
+			return nil, nil
+		}
 	}
 }
 

@@ -51,6 +51,24 @@ func (c *queueCache) peek(k QueueKey) (db.QueenQueue, bool) {
 	return e.row, ok
 }
 
+// peekName returns the entries of a queue name in every tenant, stale ones
+// included (for announcements that name no tenant). It visits the whole
+// cache, which only such rare announcements do.
+func (c *queueCache) peekName(name string) map[string]db.QueenQueue {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out map[string]db.QueenQueue
+	for k, e := range c.m {
+		if k.Queue == name {
+			if out == nil {
+				out = make(map[string]db.QueenQueue, 1)
+			}
+			out[k.Tenant] = e.row
+		}
+	}
+	return out
+}
+
 func (c *queueCache) put(tenant string, q db.QueenQueue) {
 	c.mu.Lock()
 	c.m[key(tenant, q.Name)] = cachedQueue{row: q, loaded: time.Now()}
@@ -63,7 +81,7 @@ func (c *queueCache) invalidate(k QueueKey) {
 	c.mu.Unlock()
 }
 
-// invalidateName drops the entries of a queue name in every tenant.
+// invalidateName drops a queue name's entries in every tenant.
 func (c *queueCache) invalidateName(name string) {
 	c.mu.Lock()
 	for k := range c.m {

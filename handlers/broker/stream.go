@@ -118,9 +118,12 @@ type CycleAck struct {
 
 // CycleResult is a cycle's outcome. Refused (ErrNotFound for the acked
 // message, ErrPartitionNotFound for a source partition of another tenant,
-// ErrLeaseLost, ErrNoCursor, ErrStale) means nothing was committed.
+// ErrLeaseLost, ErrNoCursor, ErrStale) means nothing was committed. Skipped
+// (SkipShardBusy, SkipLeaseHeld, SkipAlreadyClosed) is an idle flush that
+// was not applied, nothing committed either (stream_flush.go).
 type CycleResult struct {
 	Refused       error
+	Skipped       string
 	Pushed        []PushResult
 	SourceQueue   string // "" without an ack
 	LeaseReleased bool
@@ -166,6 +169,10 @@ func (b *Broker) CommitStreamCycle(ctx context.Context, tenant string, c StreamC
 	if err != nil {
 		return CycleResult{}, fmt.Errorf("stream cycle of query %s on partition %s: %w", c.QueryID, c.PartitionID, err)
 	}
+	if out.Skipped != "" {
+		b.log.Debug("stream flush skipped", "query_id", c.QueryID, "partition_id", c.PartitionID, "reason", out.Skipped)
+		return out, nil
+	}
 	if len(sinks) > 0 {
 		b.notify.QueuesReady(sinks)
 	}
@@ -178,8 +185,8 @@ func (b *Broker) CommitStreamCycle(ctx context.Context, tenant string, c StreamC
 // applyCycle does the work of one cycle inside tx. Lock order: the query row
 // (key share), the shard's advisory lock, the source cursor row, then the
 // sink partitions (insertMessages); acks and transactions take cursors
-// before partitions too. Every refusal is decided before anything is
-// written.
+// before partitions too. Every refusal and skip is decided before anything
+// is written.
 func (b *Broker) applyCycle(ctx context.Context, tx pgx.Tx, tid uuid.UUID, c StreamCycle, queues map[QueueKey]db.QueenQueue) (CycleResult, error) {
 	q := b.q.WithTx(tx)
 	var out CycleResult
@@ -192,8 +199,10 @@ func (b *Broker) applyCycle(ctx context.Context, tx pgx.Tx, tid uuid.UUID, c Str
 		// and cursors are not this tenant's to touch.
 		return out, errCycleRefused{ErrPartitionNotFound}
 	}
-	if err := q.StreamStateLockShard(ctx, db.StreamStateLockShardParams{QueryID: c.QueryID, PartitionID: c.PartitionID}); err != nil {
-		return out, fmt.Errorf("lock state shard: %w", err)
+	skip, err := lockShard(ctx, q, c)
+	if err != nil || skip != "" {
+		out.Skipped = skip
+		return out, err
 	}
 
 	// The source position first: a refused ack must not cost the work below.
@@ -271,23 +280,10 @@ func (b *Broker) applyCycle(ctx context.Context, tx pgx.Tx, tid uuid.UUID, c Str
 // order leaves each key with the effect of its last op, so one upsert of the
 // final values and one delete do the same in two statements.
 func applyStateOps(ctx context.Context, q *db.Queries, c StreamCycle) error {
-	if len(c.Ops) == 0 {
-		return nil
-	}
-	last := make(map[string]int, len(c.Ops))
-	for i, op := range c.Ops {
-		last[op.Key] = i
-	}
+	deletes, upserts := finalOps(c.Ops)
 	up := db.StreamStateUpsertManyParams{QueryID: c.QueryID, PartitionID: c.PartitionID}
-	del := db.StreamStateDeleteManyParams{QueryID: c.QueryID, PartitionID: c.PartitionID}
-	for i, op := range c.Ops {
-		if last[op.Key] != i {
-			continue
-		}
-		if op.Delete {
-			del.Keys = append(del.Keys, op.Key)
-			continue
-		}
+	del := db.StreamStateDeleteManyParams{QueryID: c.QueryID, PartitionID: c.PartitionID, Keys: deletes}
+	for _, op := range upserts {
 		value := json.RawMessage(`{}`)
 		if len(op.Value) > 0 && string(op.Value) != "null" {
 			value = op.Value

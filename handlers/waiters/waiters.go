@@ -72,19 +72,35 @@ func (r *Registry[K]) Notify(key K) {
 	r.mu.Unlock()
 }
 
-// Keys returns the keys that waiters are parked under and match accepts,
-// for a wake-up that names its keys only in part (a queue name without its
-// tenant).
-func (r *Registry[K]) Keys(match func(K) bool) []K {
+// NotifyMatching wakes every waiter parked under a key for which match
+// holds. It visits every key with a parked waiter, so it is for the rare
+// announcement that names no exact key (one from an older broker, which
+// names no tenant); Notify is the common path.
+func (r *Registry[K]) NotifyMatching(match func(K) bool) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []K
-	for k := range r.byKey {
-		if match(k) {
-			out = append(out, k)
+	for k, set := range r.byKey {
+		if !match(k) {
+			continue
+		}
+		for w := range set {
+			select {
+			case w.C <- struct{}{}:
+			default:
+			}
 		}
 	}
-	return out
+	r.mu.Unlock()
+}
+
+// Keys appends to dst every key that has a parked waiter, in no order, and
+// returns it.
+func (r *Registry[K]) Keys(dst []K) []K {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range r.byKey {
+		dst = append(dst, k)
+	}
+	return dst
 }
 
 // Len is the number of parked waiters under key (for metrics and tests).

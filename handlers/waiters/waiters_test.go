@@ -24,3 +24,29 @@ func TestNotifyWakesOnlyMatchingWaiters(t *testing.T) {
 	b.Cancel()
 	require.Empty(t, r.byKey)
 }
+
+func TestNotifyMatchingWakesEveryMatchingKey(t *testing.T) {
+	t.Parallel()
+	r := New[[2]string]()
+	a := r.Register([2]string{"t1", "orders"})
+	b := r.Register([2]string{"t2", "orders"}, [2]string{"t2", "billing"})
+	c := r.Register([2]string{"t1", "billing"})
+	r.NotifyMatching(func(k [2]string) bool { return k[1] == "orders" })
+	r.NotifyMatching(func(k [2]string) bool { return k[1] == "orders" }) // never blocks
+	require.Len(t, a.C, 1)
+	require.Len(t, b.C, 1)
+	require.Empty(t, c.C)
+}
+
+func TestKeysListsKeysWithParkedWaiters(t *testing.T) {
+	t.Parallel()
+	r := New[string]()
+	require.Empty(t, r.Keys(nil))
+	a := r.Register("q:a")
+	b := r.Register("q:a", "q:b")
+	require.ElementsMatch(t, []string{"q:a", "q:b"}, r.Keys(nil))
+	b.Cancel()
+	require.Equal(t, []string{"x", "q:a"}, r.Keys([]string{"x"}))
+	a.Cancel()
+	require.Empty(t, r.Keys(nil))
+}

@@ -1,5 +1,5 @@
-// Package catalog answers what the control plane (pxdb) says about clusters
-// and API keys, with a cache that every proxy process empties the moment a
+// Package catalog answers what the control plane (pxdb) says about clusters,
+// API keys, users, their roles and revoked sessions, with a cache that every proxy process empties the moment a
 // control-plane function announces a change on queen_proxy_inval.
 //
 // Freshness: an answer is served from the cache for 30 s (a miss for 5 s),
@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/queenforgo/queen/gen/pxdb"
+	"github.com/queenforgo/queen/proxy/pxerr"
 )
 
 // Errors of the lookups.
@@ -47,6 +47,10 @@ type Config struct {
 	StaleGrace time.Duration // QUEEN_PROXY_STALE_GRACE_MS
 	Logger     *slog.Logger
 	NowFunc    func() time.Time // time.Now when nil
+	// SweepInterval is how often revocations of expired sessions are
+	// deleted (QUEEN_PROXY_REVOCATION_SWEEP_MS); 0 never. The first sweep
+	// runs at Start.
+	SweepInterval time.Duration
 }
 
 // Catalog looks clusters and keys up. Start runs the listener and the
@@ -57,7 +61,10 @@ type Catalog struct {
 
 	mu        sync.Mutex
 	keys      map[string]*entry[Key]     // by key hash
-	clusters  map[string]*entry[Cluster] // by slug
+	clusters  map[string]*entry[Cluster] // by slug, and by "#<id>"
+	users     map[string]*entry[User]    // by id
+	roles     map[string]*entry[role]    // by "<user>/<cluster>"
+	revoked   map[string]*entry[bool]    // by session jti
 	listening bool                       // the LISTEN connection is up
 	epoch     uint64                     // bumped when listening starts: older entries are not fresh
 	gen       uint64                     // bumped by every invalidation: a lookup racing one is not cached
@@ -89,6 +96,7 @@ func New(cfg Config) *Catalog {
 	return &Catalog{
 		cfg: cfg, q: pxdb.New(cfg.Pool),
 		keys: map[string]*entry[Key]{}, clusters: map[string]*entry[Cluster]{},
+		users: map[string]*entry[User]{}, roles: map[string]*entry[role]{}, revoked: map[string]*entry[bool]{},
 		touched: map[uuid.UUID]struct{}{}, done: make(chan struct{}),
 	}
 }
@@ -137,7 +145,7 @@ func lookup[T any](ctx context.Context, c *Catalog, m map[string]*entry[T], k st
 	v, err := query(qctx)
 	cancel()
 	switch {
-	case err == nil || errors.Is(err, pgx.ErrNoRows):
+	case err == nil || errors.Is(pxerr.Translate(err), pxerr.ErrNotFound):
 		found := err == nil
 		c.mu.Lock()
 		if c.gen == gen {
@@ -170,8 +178,9 @@ func ttl(found bool) time.Duration {
 	return missTTL
 }
 
-// Invalidate drops everything cached about a cluster, and every negative
-// entry (a new key or cluster may have appeared).
+// Invalidate drops everything cached about a cluster (its keys, the roles
+// on it), every negative entry (a new key, cluster or role may have
+// appeared), and every user (erasing a tenant announces its clusters only).
 func (c *Catalog) Invalidate(cluster uuid.UUID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -186,6 +195,12 @@ func (c *Catalog) Invalidate(cluster uuid.UUID) {
 			delete(c.clusters, k)
 		}
 	}
+	for k, e := range c.roles {
+		if !e.found || e.val.cluster == cluster {
+			delete(c.roles, k)
+		}
+	}
+	clear(c.users)
 }
 
 // setListening records that the listening connection came up or went down.

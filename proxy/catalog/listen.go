@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,6 +25,9 @@ func (c *Catalog) Start() {
 		var wg sync.WaitGroup
 		wg.Go(func() { c.listen(ctx) })
 		wg.Go(func() { c.flushLoop(ctx) })
+		if c.cfg.SweepInterval > 0 {
+			wg.Go(func() { c.sweepLoop(ctx) })
+		}
 		go func() { wg.Wait(); close(c.done) }()
 	})
 }
@@ -87,16 +91,40 @@ func (c *Catalog) listenOnce(ctx context.Context) error {
 	}
 }
 
-// apply handles one announcement: a cluster id drops that cluster. Other
-// payloads ("session:<jti>") concern human sessions, which this part of the
-// proxy does not serve.
+// apply handles one announcement: a cluster id drops that cluster,
+// "session:<jti>" revokes a session, "user:<id>" drops a user.
 func (c *Catalog) apply(payload string) {
+	if jti, ok := strings.CutPrefix(payload, "session:"); ok {
+		c.MarkRevoked(jti)
+		return
+	}
+	if user, ok := strings.CutPrefix(payload, "user:"); ok {
+		if id, err := uuid.Parse(user); err == nil {
+			c.forgetUser(id)
+			return
+		}
+	}
 	id, err := uuid.Parse(payload)
 	if err != nil {
 		c.cfg.Logger.Debug("pxdb announcement ignored", "payload", payload)
 		return
 	}
 	c.Invalidate(id)
+}
+
+// sweepLoop deletes revocations of expired sessions, at Start and then
+// every SweepInterval.
+func (c *Catalog) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(c.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		c.sweepRevoked(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // flushLoop writes last_used_at for the keys used since the last flush.
@@ -109,6 +137,7 @@ func (c *Catalog) flushLoop(ctx context.Context) {
 			return
 		case <-t.C:
 			c.flush(ctx)
+			c.pruneRevoked()
 		}
 	}
 }

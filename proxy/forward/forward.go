@@ -12,13 +12,17 @@
 package forward
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +41,24 @@ type Target struct {
 	BaseURL *url.URL // the cell's base_url: scheme, host and an optional path prefix
 	Secret  *string  // the cell's bearer; nil sends no Authorization
 	Tenant  string   // x-queen-tenant to set; "" sets none
+}
+
+// MaxCountedBody caps an answer read whole to count its messages; a larger
+// one is 502 (PROXY.md §5.3).
+const MaxCountedBody = 64 << 20
+
+// Call is one request to forward.
+type Call struct {
+	Target    Target
+	RequestID string
+	Budget    time.Duration // for the broker's response headers
+	// Delivered, when set, makes a 200 answer be read whole (at most
+	// MaxCountedBody) to count the messages it hands out ("messages": [...]),
+	// which it stores there. The client still gets the same bytes.
+	Delivered *int64
+	// Private marks the answer as for one signed-in user: a Cache-Control
+	// of public becomes private (the dashboard behind a session).
+	Private bool
 }
 
 // Config is what New needs.
@@ -61,6 +83,8 @@ type ctxKey struct{}
 type call struct {
 	target    Target
 	requestID string
+	delivered *int64
+	private   bool
 	timer     *time.Timer
 	cancel    context.CancelCauseFunc
 	client    context.Context // the inbound request's own context
@@ -68,7 +92,10 @@ type call struct {
 	observe   func(*http.Request, time.Duration)
 }
 
-var errUpstreamTimeout = errors.New("upstream timeout")
+var (
+	errUpstreamTimeout = errors.New("upstream timeout")
+	errTooLarge        = errors.New("answer too large to meter")
+)
 
 // New returns a Forwarder with a pooled transport: plaintext HTTP/1.1 to the
 // brokers, up to 64 idle connections per host.
@@ -100,13 +127,15 @@ func New(cfg Config) *Forwarder {
 	return f
 }
 
-// Forward sends r to t and writes the answer to w. budget bounds the wait
-// for the broker's response headers (the long-poll budget for a parked pop).
-func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, t Target, requestID string, budget time.Duration) {
+// Forward sends r as cl says and writes the answer to w. cl.Budget bounds
+// the wait for the broker's response headers (the long-poll budget for a
+// parked pop).
+func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, cl Call) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	c := &call{target: t, requestID: requestID, cancel: cancel, client: r.Context(), start: time.Now(), observe: f.observe}
-	c.timer = time.AfterFunc(budget, func() { cancel(errUpstreamTimeout) })
+	c := &call{target: cl.Target, requestID: cl.RequestID, delivered: cl.Delivered, private: cl.Private,
+		cancel: cancel, client: r.Context(), start: time.Now(), observe: f.observe}
+	c.timer = time.AfterFunc(cl.Budget, func() { cancel(errUpstreamTimeout) })
 	defer c.timer.Stop()
 	f.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, ctxKey{}, c)))
 }
@@ -148,6 +177,37 @@ func (f *Forwarder) modifyResponse(resp *http.Response) error {
 		c.observe(resp.Request, time.Since(c.start))
 	}
 	resp.Header.Set(HeaderRequestID, c.requestID)
+	if c.private {
+		if cc := resp.Header.Get("Cache-Control"); strings.Contains(cc, "public") {
+			resp.Header.Set("Cache-Control", strings.ReplaceAll(cc, "public", "private"))
+		}
+	}
+	if c.delivered != nil && resp.StatusCode == http.StatusOK {
+		return countDelivered(resp, c.delivered)
+	}
+	return nil
+}
+
+// countDelivered reads a pop answer whole to count its messages, and puts
+// the bytes back for the client.
+func countDelivered(resp *http.Response, n *int64) error {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxCountedBody+1))
+	_ = resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	if len(body) > MaxCountedBody {
+		return errTooLarge
+	}
+	var doc struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	if json.Unmarshal(body, &doc) == nil {
+		*n = int64(len(doc.Messages))
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	return nil
 }
 
@@ -163,6 +223,9 @@ func (f *Forwarder) errorHandler(w http.ResponseWriter, r *http.Request, err err
 		reply.Error(w, http.StatusGatewayTimeout, reply.CodeUpstreamTimeout, "upstream timeout")
 	case c.client.Err() != nil:
 		f.logger.Debug("client left; upstream call cancelled", "request_id", c.requestID)
+	case errors.Is(err, errTooLarge):
+		f.logger.Warn("upstream answer over the metering cap", "request_id", c.requestID, "cap", MaxCountedBody)
+		reply.Error(w, http.StatusBadGateway, reply.CodeBadGateway, "upstream answer too large")
 	default:
 		f.logger.Warn("upstream unreachable", "request_id", c.requestID, "host", c.target.BaseURL.Host, "err", err)
 		reply.Error(w, http.StatusBadGateway, reply.CodeBadGateway, "upstream unreachable")

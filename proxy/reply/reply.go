@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// The codes of PROXY.md §7.5 that part 1 of the proxy answers with.
+// The codes of PROXY.md §7.5 that the proxy answers with.
 const (
 	CodeUnauthorized     = "unauthorized"
 	CodeForbidden        = "forbidden"
@@ -24,6 +24,13 @@ const (
 	CodePayloadTooLarge  = "payload_too_large"
 	CodeBadGateway       = "bad_gateway"
 	CodeUpstreamTimeout  = "upstream_timeout"
+	CodeNotConfigured    = "not_configured"
+	CodeInvalidRequest   = "invalid_request"
+	CodeNotFound         = "not_found"
+	CodeQuotaExceeded    = "quota_exceeded"
+	// CodeCSRFRejected refuses a state-changing request that carries the
+	// session cookie but does not come from the proxy's own origin.
+	CodeCSRFRejected = "csrf_rejected"
 	// CodeUnavailable is ours: pxdb did not answer and nothing cached may
 	// stand in for it. Clients retry a 503.
 	CodeUnavailable = "unavailable"
@@ -57,8 +64,13 @@ func RouteBlocked(w http.ResponseWriter) {
 
 // TooMany answers 429 with Retry-After, in whole seconds between 1 and 60.
 func TooMany(w http.ResponseWriter, code, text string, retry time.Duration) {
-	secs := int((retry + time.Second - 1) / time.Second)
-	secs = max(1, min(60, secs))
-	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	w.Header().Set("Retry-After", RetrySeconds(retry))
 	Error(w, http.StatusTooManyRequests, code, text)
+}
+
+// RetrySeconds renders a wait as Retry-After: whole seconds, rounded up,
+// between 1 and 60.
+func RetrySeconds(retry time.Duration) string {
+	secs := int((retry + time.Second - 1) / time.Second)
+	return strconv.Itoa(max(1, min(60, secs)))
 }

@@ -41,12 +41,32 @@ func Classify(method, rawPath string) (routes.Route, bool) {
 	}
 	switch r.Proxy {
 	case routes.Unclassified, routes.ProxyBlocked, routes.ProxyOperator:
-		// Operator routes need a live operator's human session (part 2 of
-		// the proxy); until then they are as unreachable as blocked ones.
+		// Operator routes are for a live operator's session only: Operator
+		// names them, and the pipeline admits them for nobody else.
 		return routes.Route{}, false
 	}
 	return r, true
 }
+
+// Operator returns the operator route (x-queen-proxy: operator) a request
+// reaches, under the same exactness rules as Classify. Only a live
+// operator's session on a proxy with QUEEN_PROXY_OPERATOR_ENABLED may reach
+// one; for everyone else it is the same 404 as a blocked route.
+func Operator(method, rawPath string) (routes.Route, bool) {
+	if !clean(rawPath) {
+		return routes.Route{}, false
+	}
+	r, ok := routes.Match(method, rawPath)
+	if !ok || !literalsExact(r.Path, rawPath) || r.Proxy != routes.ProxyOperator {
+		return routes.Route{}, false
+	}
+	return r, true
+}
+
+// Clean reports whether a raw path is free of everything that could be read
+// two ways (the rules of Classify), for paths the proxy forwards outside
+// the table: the dashboard's.
+func Clean(rawPath string) bool { return clean(rawPath) }
 
 // clean reports whether the raw path is free of everything that could be
 // read two ways.

@@ -50,7 +50,7 @@ func TestClassify(t *testing.T) {
 		{"GET", "/api/v1/consumer-groups", routes.ProxyRead},
 		{"GET", "/api/v1/consumer-groups/lagging", routes.ProxyRead},
 		{"GET", "/api/v1/status/queues", routes.ProxyRead},
-		{"GET", "/api/v1/analytics/queue-lag", routes.ProxyRead},
+		{"GET", "/api/v1/analytics/queue-lag", routes.Unclassified}, // per-queue series by name across tenants: operator
 		{"GET", "/api/v1/traces/names", routes.ProxyRead},
 		{"POST", "/api/v1/traces", routes.ProxyGatedOpen},
 		{"POST", "/streams/v1/cycle", routes.ProxyGatedMixed},

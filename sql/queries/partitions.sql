@@ -51,6 +51,64 @@ WHERE p.queue_id = @queue_id
 ORDER BY p.last_message_at
 LIMIT @max_candidates;
 
+-- name: PartitionPollReady :many
+-- The shared re-poll of parked long-polls (handlers/broker/repoll.go): of the
+-- keys given, one per (tenant, queue or namespace/task, partition, consumer
+-- group) with pops parked, those where a pop could claim something now. It
+-- sees what no wake-up announces: a lease that expired, a delayed message
+-- that came due, a window buffer that closed, and what a broker without a
+-- notifier link committed. Read-only, one statement
+-- for many keys. A queue key uses the (tenant_id, name) index, a partition
+-- key the (queue_id, name) one, the others walk the queue from the group's
+-- watermark like PartitionListPopCandidates; each ready partition costs one
+-- probe for its first message past the cursor (a delayed one must be due).
+WITH k AS (
+    SELECT unnest(@tenant_ids::uuid[]) AS tenant_id, unnest(@queue_names::text[]) AS queue_name,
+           unnest(@namespaces::text[]) AS namespace, unnest(@tasks::text[]) AS task,
+           unnest(@partition_names::text[]) AS partition_name, unnest(@consumer_groups::text[]) AS consumer_group
+),
+kq AS (
+    SELECT k.*, q.id AS queue_id, q.window_buffer, q.delayed_processing
+    FROM k JOIN queen.queues q ON q.tenant_id = k.tenant_id AND q.name = k.queue_name
+    WHERE k.queue_name <> ''
+    UNION ALL
+    SELECT k.*, q.id, q.window_buffer, q.delayed_processing
+    FROM k JOIN queen.queues q ON q.tenant_id = k.tenant_id
+    WHERE k.queue_name = ''
+      AND (k.namespace = '' OR q.namespace = k.namespace)
+      AND (k.task = '' OR q.task = k.task)
+),
+kp AS (
+    SELECT kq.tenant_id, kq.queue_name, kq.namespace, kq.task, kq.partition_name, kq.consumer_group,
+           kq.window_buffer, kq.delayed_processing, p.id AS partition_id, p.last_seq, p.last_message_at
+    FROM kq JOIN queen.partitions p ON p.queue_id = kq.queue_id AND p.name = kq.partition_name
+    WHERE kq.partition_name <> ''
+    UNION ALL
+    SELECT kq.tenant_id, kq.queue_name, kq.namespace, kq.task, kq.partition_name, kq.consumer_group,
+           kq.window_buffer, kq.delayed_processing, p.id, p.last_seq, p.last_message_at
+    FROM kq JOIN queen.partitions p ON p.queue_id = kq.queue_id
+    WHERE kq.partition_name = ''
+      AND p.last_message_at >= COALESCE(
+            (SELECT w.scan_from FROM queen.consumer_watermarks w
+              WHERE w.queue_id = kq.queue_id AND w.consumer_group = kq.consumer_group), '-infinity')
+)
+SELECT DISTINCT kp.tenant_id::uuid AS tenant_id, kp.queue_name::text AS queue_name,
+       kp.namespace::text AS namespace, kp.task::text AS task,
+       kp.partition_name::text AS partition_name, kp.consumer_group::text AS consumer_group
+FROM kp
+LEFT JOIN queen.partition_consumers pc
+       ON pc.partition_id = kp.partition_id AND pc.consumer_group = kp.consumer_group
+CROSS JOIN LATERAL (
+    SELECT m.created_at FROM queen.messages m
+    WHERE m.partition_id = kp.partition_id AND m.seq > COALESCE(pc.last_seq, 0)
+    ORDER BY m.seq
+    LIMIT 1
+) f
+WHERE kp.last_seq > COALESCE(pc.last_seq, 0)
+  AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
+  AND (kp.window_buffer = 0 OR kp.last_message_at <= now() - make_interval(secs => kp.window_buffer))
+  AND (kp.delayed_processing = 0 OR f.created_at <= now() - make_interval(secs => kp.delayed_processing));
+
 -- name: PartitionOldestPending :one
 -- After a scan that found nothing to claim: the newest-message time of the
 -- oldest partition still holding anything for the group (leased or in its
@@ -205,6 +263,14 @@ SELECT p.id,
        (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = p.id ORDER BY m.seq DESC LIMIT 1)::timestamptz AS newest_at
 FROM queen.partitions p
 WHERE p.id = ANY(@ids::uuid[]);
+
+-- name: PartitionIDsByQueue :many
+-- One page of a queue's partition ids, by name (the queue detail route):
+-- a range of the (queue_id, name) index.
+SELECT p.id FROM queen.partitions p
+WHERE p.queue_id = @queue_id
+ORDER BY p.name
+LIMIT @row_limit OFFSET @row_offset;
 
 -- name: PartitionCreatedSeries :many
 -- Partitions created per bucket of bucket_seconds (aligned on the epoch) and

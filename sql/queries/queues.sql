@@ -57,22 +57,6 @@ RETURNING *;
 -- name: QueueDeleteByName :execrows
 DELETE FROM queen.queues WHERE tenant_id = @tenant_id AND name = @name;
 
--- name: QueueStatsByName :one
--- Counts for the queue detail route: partitions, messages, and what the
--- queue-mode cursor has not consumed yet.
-SELECT
-    (SELECT count(*) FROM queen.partitions p WHERE p.queue_id = q.id)::bigint AS partition_count,
-    (SELECT count(*) FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
-      WHERE p.queue_id = q.id)::bigint AS message_count,
-    (SELECT COALESCE(sum(p.last_seq - COALESCE(pc.last_seq, 0)), 0)
-       FROM queen.partitions p
-       LEFT JOIN queen.partition_consumers pc
-         ON pc.partition_id = p.id AND pc.consumer_group = '__QUEUE_MODE__'
-      WHERE p.queue_id = q.id)::bigint AS pending_count,
-    (SELECT count(*) FROM queen.dead_letter_queue d JOIN queen.partitions p ON p.id = d.partition_id
-      WHERE p.queue_id = q.id)::bigint AS dead_letter_count
-FROM queen.queues q WHERE q.id = @id;
-
 -- name: QueueListPage :many
 -- One page of queues for the resources listing, newest first; an empty
 -- namespace or task matches any value, a NULL tenant every tenant (the

@@ -4,6 +4,17 @@
 -- interleave (the flush could otherwise delete a window the cycle extends).
 SELECT pg_advisory_xact_lock(hashtextextended(CAST(@query_id::uuid AS text) || ':' || CAST(@partition_id::uuid AS text), 0));
 
+-- name: StreamStateTryLockShard :one
+-- StreamStateLockShard without the wait: false when another cycle of the
+-- shard holds it. An idle flush that finds it taken is skipped, since that
+-- cycle may be changing the rows the flush read (docs/streams.md).
+SELECT pg_try_advisory_xact_lock(hashtextextended(CAST(@query_id::uuid AS text) || ':' || CAST(@partition_id::uuid AS text), 0)) AS locked;
+
+-- name: StreamStateCountKeys :one
+-- How many of the given keys the shard stores.
+SELECT count(*) FROM queen_streams.state
+WHERE query_id = @query_id AND partition_id = @partition_id AND key = ANY(@keys::text[]);
+
 -- name: StreamStateUpsertMany :exec
 -- Writes the final value of each key a cycle upserts. Keys are distinct.
 INSERT INTO queen_streams.state (query_id, partition_id, key, value, updated_at)

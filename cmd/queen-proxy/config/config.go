@@ -18,6 +18,8 @@ import (
 	"net/netip"
 	"strconv"
 	"time"
+
+	"github.com/queenforgo/queen/proxy/clientip"
 )
 
 // Defaults (PROXY.md §1.2-§1.5).
@@ -39,6 +41,16 @@ const (
 	PXDBUserDefault        = "postgres"
 	PXDBDatabaseDefault    = "queen_proxy"
 	PXDBPoolSizeDefault    = 16
+
+	JWTIssuerDefault        = "queen-proxy"
+	JWTTTLDefault           = 24 * time.Hour
+	CookieNameDefault       = "queen_session"
+	RevocationSweepDefault  = time.Hour
+	MeterFlushDefault       = 15 * time.Second
+	SpoolDirDefault         = "./queen-proxy-spool"
+	RollupDefault           = time.Hour
+	QuotaWarnPercentDefault = 80
+	UsageKeepDaysDefault    = 90
 )
 
 // Config is the proxy's whole configuration.
@@ -69,8 +81,32 @@ type Config struct {
 	Enforce         bool          // QUEEN_PROXY_ENFORCE
 	TenantHeader    bool          // QUEEN_PROXY_TENANT_HEADER
 
-	PXDB PXDB
-	JWT  JWT
+	PXDB     PXDB
+	JWT      JWT
+	Sessions Sessions
+	Usage    Usage
+}
+
+// Sessions holds the human-session settings besides the key material.
+type Sessions struct {
+	Issuer           string           // QUEEN_PROXY_JWT_ISS
+	TTL              time.Duration    // QUEEN_PROXY_JWT_TTL_S: session and cookie lifetime
+	Audience         string           // QUEEN_PROXY_JWT_AUD: "" accepts any
+	CookieName       string           // QUEEN_PROXY_COOKIE_NAME
+	CookieDomain     string           // QUEEN_PROXY_COOKIE_DOMAIN: "" is a host-only cookie
+	RevocationStrict bool             // QUEEN_PROXY_REVOCATION_STRICT
+	RevocationSweep  time.Duration    // QUEEN_PROXY_REVOCATION_SWEEP_MS: 0 never
+	OperatorEnabled  bool             // QUEEN_PROXY_OPERATOR_ENABLED
+	TrustedProxies   clientip.Trusted // QUEEN_PROXY_TRUSTED_PROXIES
+}
+
+// Usage holds the metering settings.
+type Usage struct {
+	FlushInterval  time.Duration // QUEEN_PROXY_METER_FLUSH_MS
+	SpoolDir       string        // QUEEN_PROXY_SPOOL_DIR
+	RollupInterval time.Duration // QUEEN_PROXY_ROLLUP_MS
+	WarnPercent    int           // QUEEN_PROXY_QUOTA_WARN_PERCENT
+	KeepDays       int           // QUEEN_PROXY_USAGE_KEEP_DAYS
 }
 
 // PXDB holds the control-plane database settings.
@@ -90,10 +126,8 @@ type PXDB struct {
 // Enabled reports whether the control plane is configured.
 func (p PXDB) Enabled() bool { return p.Host != "" }
 
-// JWT holds the session-signing material. Part 1 of the proxy serves no
-// human sessions yet, but material that is set and unusable already fails
-// the boot (PROXY.md §1.8 item 9), so a deployment learns it before it
-// depends on it.
+// JWT holds the session-signing material; material that is set and
+// unusable fails the boot (PROXY.md §1.8 item 9).
 type JWT struct {
 	Secret        string // QUEEN_PROXY_JWT_SECRET (secret)
 	Ed25519PEM    string // QUEEN_PROXY_JWT_ED25519_PEM (secret): PKCS#8 private key
@@ -149,6 +183,24 @@ func Load(getenv func(string) (string, bool)) (Config, error) {
 			Secret:        l.str("QUEEN_PROXY_JWT_SECRET"),
 			Ed25519PEM:    l.ed25519Private("QUEEN_PROXY_JWT_ED25519_PEM"),
 			Ed25519PubPEM: l.ed25519Public("QUEEN_PROXY_JWT_ED25519_PUB_PEM"),
+		},
+		Sessions: Sessions{
+			Issuer:           l.strDefault("QUEEN_PROXY_JWT_ISS", JWTIssuerDefault),
+			TTL:              time.Duration(l.integer("QUEEN_PROXY_JWT_TTL_S", int64(JWTTTLDefault/time.Second), 60, 90*24*3600)) * time.Second,
+			Audience:         l.str("QUEEN_PROXY_JWT_AUD"),
+			CookieName:       l.cookieName("QUEEN_PROXY_COOKIE_NAME"),
+			CookieDomain:     l.cookieDomain("QUEEN_PROXY_COOKIE_DOMAIN"),
+			RevocationStrict: l.boolean("QUEEN_PROXY_REVOCATION_STRICT", false),
+			RevocationSweep:  l.millis("QUEEN_PROXY_REVOCATION_SWEEP_MS", RevocationSweepDefault, 0),
+			OperatorEnabled:  l.boolean("QUEEN_PROXY_OPERATOR_ENABLED", false),
+			TrustedProxies:   l.trusted("QUEEN_PROXY_TRUSTED_PROXIES"),
+		},
+		Usage: Usage{
+			FlushInterval:  l.millis("QUEEN_PROXY_METER_FLUSH_MS", MeterFlushDefault, 100),
+			SpoolDir:       l.strDefault("QUEEN_PROXY_SPOOL_DIR", SpoolDirDefault),
+			RollupInterval: l.millis("QUEEN_PROXY_ROLLUP_MS", RollupDefault, 1000),
+			WarnPercent:    int(l.integer("QUEEN_PROXY_QUOTA_WARN_PERCENT", QuotaWarnPercentDefault, 1, 100)),
+			KeepDays:       int(l.integer("QUEEN_PROXY_USAGE_KEEP_DAYS", UsageKeepDaysDefault, 1, 3650)),
 		},
 	}
 	c.crossCheck(l)

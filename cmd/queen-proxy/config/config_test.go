@@ -44,6 +44,43 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, 16, c.PXDB.PoolSize)
 	require.True(t, c.PXDB.SSLRejectUnauthorized)
 	require.Equal(t, "dev-static", c.Mode())
+	require.Equal(t, config.Sessions{Issuer: "queen-proxy", TTL: 24 * time.Hour, CookieName: "queen_session", RevocationSweep: time.Hour},
+		c.Sessions)
+	require.Equal(t, config.Usage{FlushInterval: 15 * time.Second, SpoolDir: "./queen-proxy-spool", RollupInterval: time.Hour,
+		WarnPercent: 80, KeepDays: 90}, c.Usage)
+}
+
+func TestSessionAndUsageVariables(t *testing.T) {
+	t.Parallel()
+	c, err := load(map[string]string{"PXDB_HOST": "db", "QUEEN_PROXY_JWT_ISS": "me", "QUEEN_PROXY_JWT_TTL_S": "600",
+		"QUEEN_PROXY_JWT_AUD": "acme.example.com", "QUEEN_PROXY_COOKIE_NAME": "sid", "QUEEN_PROXY_COOKIE_DOMAIN": ".Example.com",
+		"QUEEN_PROXY_REVOCATION_STRICT": "true", "QUEEN_PROXY_REVOCATION_SWEEP_MS": "0", "QUEEN_PROXY_OPERATOR_ENABLED": "yes",
+		"QUEEN_PROXY_TRUSTED_PROXIES": "loopback, 10.0.0.0/8", "QUEEN_PROXY_METER_FLUSH_MS": "1000", "QUEEN_PROXY_SPOOL_DIR": "/var/spool/qp",
+		"QUEEN_PROXY_ROLLUP_MS": "60000", "QUEEN_PROXY_QUOTA_WARN_PERCENT": "90", "QUEEN_PROXY_USAGE_KEEP_DAYS": "30"})
+	require.NoError(t, err)
+	s := c.Sessions
+	require.Equal(t, "me", s.Issuer)
+	require.Equal(t, 10*time.Minute, s.TTL)
+	require.Equal(t, "acme.example.com", s.Audience)
+	require.Equal(t, "sid", s.CookieName)
+	require.Equal(t, "example.com", s.CookieDomain)
+	require.True(t, s.RevocationStrict)
+	require.Zero(t, s.RevocationSweep)
+	require.True(t, s.OperatorEnabled)
+	require.False(t, s.TrustedProxies.Empty())
+	require.Equal(t, config.Usage{FlushInterval: time.Second, SpoolDir: "/var/spool/qp", RollupInterval: time.Minute,
+		WarnPercent: 90, KeepDays: 30}, c.Usage)
+
+	_, err = load(map[string]string{"PXDB_HOST": "db", "QUEEN_PROXY_JWT_TTL_S": "10", "QUEEN_PROXY_COOKIE_NAME": "a b",
+		"QUEEN_PROXY_COOKIE_DOMAIN": "exa mple.com", "QUEEN_PROXY_TRUSTED_PROXIES": "everyone", "QUEEN_PROXY_QUOTA_WARN_PERCENT": "120",
+		"QUEEN_PROXY_USAGE_KEEP_DAYS": "0", "QUEEN_PROXY_METER_FLUSH_MS": "5", "QUEEN_PROXY_OPERATOR_ENABLED": "sure"})
+	require.Error(t, err)
+	for _, name := range []string{"QUEEN_PROXY_JWT_TTL_S", "QUEEN_PROXY_COOKIE_NAME", "QUEEN_PROXY_COOKIE_DOMAIN",
+		"QUEEN_PROXY_TRUSTED_PROXIES", "QUEEN_PROXY_QUOTA_WARN_PERCENT", "QUEEN_PROXY_USAGE_KEEP_DAYS", "QUEEN_PROXY_METER_FLUSH_MS",
+		"QUEEN_PROXY_OPERATOR_ENABLED"} {
+		require.Contains(t, err.Error(), name+": ")
+	}
+	require.Len(t, strings.Split(err.Error(), "\n"), 8, "one line per variable")
 }
 
 func TestParsing(t *testing.T) {

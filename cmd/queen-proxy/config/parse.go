@@ -17,12 +17,17 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/queenforgo/queen/cmd/queen/pgtls"
+	"github.com/queenforgo/queen/proxy/clientip"
 )
 
 // maxMillis bounds duration variables (a day), so no conversion overflows.
 const maxMillis = 24 * 60 * 60 * 1000
 
-var slugRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+var (
+	slugRe       = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	cookieNameRe = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")
+	domainRe     = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+)
 
 // loader reads variables and collects one problem per variable.
 type loader struct {
@@ -49,6 +54,44 @@ func (l *loader) failed(name string) bool { return l.bad[name] }
 func (l *loader) str(name string) string {
 	v, _ := l.getenv(name)
 	return strings.TrimSpace(v)
+}
+
+// strDefault is str with a default for unset and empty.
+func (l *loader) strDefault(name, def string) string {
+	if v := l.str(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// cookieName is a cookie name: an RFC 6265 token.
+func (l *loader) cookieName(name string) string {
+	v := l.strDefault(name, CookieNameDefault)
+	if !cookieNameRe.MatchString(v) {
+		l.fail(name, "%s is not a cookie name (letters, digits and !#$%%&'*+-.^_`|~)", strconv.Quote(v))
+		return CookieNameDefault
+	}
+	return v
+}
+
+// cookieDomain is a host name the cookie is shared across (a leading dot
+// is dropped, as browsers do).
+func (l *loader) cookieDomain(name string) string {
+	v := strings.TrimPrefix(strings.ToLower(l.str(name)), ".")
+	if v != "" && !domainRe.MatchString(v) {
+		l.fail(name, "%s is not a domain name", strconv.Quote(v))
+		return ""
+	}
+	return v
+}
+
+// trusted parses QUEEN_PROXY_TRUSTED_PROXIES.
+func (l *loader) trusted(name string) clientip.Trusted {
+	t, err := clientip.Parse(l.str(name))
+	if err != nil {
+		l.fail(name, "%s", err.Error())
+	}
+	return t
 }
 
 // optional is str for a value whose absence differs from "" (a token).

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/queenforgo/queen/handlers/broker"
 	"github.com/queenforgo/queen/mesh"
 )
 
@@ -27,6 +28,12 @@ type Mesh struct {
 	Secret        string        // QUEEN_SYNC_SECRET (secret), trimmed; empty means open mode
 	Heartbeat     time.Duration // QUEEN_SYNC_HEARTBEAT_MS
 	DeadThreshold time.Duration // QUEEN_SYNC_DEAD_THRESHOLD_MS; at least twice Heartbeat
+	// CacheRefresh is QUEEN_CACHE_REFRESH_INTERVAL_MS, the reconcile period
+	// (MESH-7): every broker re-reads the maintenance switches this often
+	// and serves a cached queue row (lease time, encryption flag, options)
+	// at most this long, so that a lost announcement heals by itself. The
+	// reference's default is 60 s; ours is the broker's 5 s.
+	CacheRefresh time.Duration
 	// ServerID is QUEEN_SERVER_ID: this broker's identity on the mesh and
 	// in NOTIFY events. Empty means main picks one (it must be unique per
 	// broker on a database).
@@ -42,6 +49,10 @@ const (
 	// than 32 bytes is guessable offline from one recorded handshake.
 	MeshSecretMinBytes = 32
 	meshServerIDMaxLen = 128
+	// MeshCacheRefreshDefault: the broker's own refresh periods, which
+	// are equal (one variable sets both).
+	MeshCacheRefreshDefault = broker.MaintenanceRefreshDefault
+	meshCacheRefreshMinMs   = 100
 )
 
 // MeshDefault is Mesh with every variable unset (and QUEEN_BIND_ADDR unset).
@@ -53,6 +64,7 @@ func MeshDefault() Mesh {
 		BindAddr:      netip.MustParseAddr(BindAddrDefault),
 		Heartbeat:     MeshHeartbeatDefault,
 		DeadThreshold: MeshDeadThresholdDefault,
+		CacheRefresh:  MeshCacheRefreshDefault,
 	}
 }
 
@@ -82,6 +94,7 @@ func (l *loader) mesh(httpBind netip.Addr) Mesh {
 		Heartbeat:     l.millis("QUEEN_SYNC_HEARTBEAT_MS", MeshHeartbeatDefault, 1),
 		DeadThreshold: l.millis("QUEEN_SYNC_DEAD_THRESHOLD_MS", MeshDeadThresholdDefault, 1),
 		ServerID:      l.serverID("QUEEN_SERVER_ID"),
+		CacheRefresh:  l.millis("QUEEN_CACHE_REFRESH_INTERVAL_MS", MeshCacheRefreshDefault, meshCacheRefreshMinMs),
 		Peers:         []string{},
 	}
 	if m.DeadThreshold < 2*m.Heartbeat {
@@ -284,5 +297,6 @@ func (m Mesh) summary() []slog.Attr {
 		slog.String("secret", redact(m.Secret)),
 		slog.Int64("heartbeat_ms", m.Heartbeat.Milliseconds()),
 		slog.Int64("dead_threshold_ms", m.DeadThreshold.Milliseconds()),
+		slog.Int64("cache_refresh_ms", m.CacheRefresh.Milliseconds()),
 	}
 }

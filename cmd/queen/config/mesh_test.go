@@ -50,6 +50,8 @@ func TestLoadMesh(t *testing.T) {
 			want: func(m *Mesh) { m.AdvertiseHost = "queen-0.queen.default.svc" }},
 		{name: "advertise IPv6", env: map[string]string{"QUEEN_MESH_ADVERTISE_HOST": "[fd00::5]"},
 			want: func(m *Mesh) { m.AdvertiseHost = "fd00::5" }},
+		{name: "cache refresh", env: map[string]string{"QUEEN_CACHE_REFRESH_INTERVAL_MS": "60000"},
+			want: func(m *Mesh) { m.CacheRefresh = time.Minute }},
 		{name: "server id", env: map[string]string{"QUEEN_SERVER_ID": " queen-a "},
 			want: func(m *Mesh) { m.ServerID = "queen-a" }},
 	}
@@ -115,6 +117,8 @@ func TestLoadMeshProblems(t *testing.T) {
 			want: `QUEEN_MESH_ADVERTISE_HOST: "node:6632" carries a port; give the host only (the HTTP port is PORT)`},
 		{name: "advertise URL", env: map[string]string{"QUEEN_MESH_ADVERTISE_HOST": "http://node"},
 			want: `QUEEN_MESH_ADVERTISE_HOST: "http://node" is not a host name or IP address`},
+		{name: "cache refresh too short", env: map[string]string{"QUEEN_CACHE_REFRESH_INTERVAL_MS": "10"},
+			want: `QUEEN_CACHE_REFRESH_INTERVAL_MS: "10" is out of range (100-86400000)`},
 		{name: "server id with space", env: map[string]string{"QUEEN_SERVER_ID": "queen a"},
 			want: `QUEEN_SERVER_ID: "queen a" must be at most 128 printable characters without spaces`},
 	}

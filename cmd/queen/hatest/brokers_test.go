@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,17 +26,32 @@ import (
 // the lease expires; clients whose requests land on the dead broker get a
 // 502 and retry, which the balancer sends to the next broker.
 //
-// Without the mesh the brokers learn of each other's commits through the
-// long-poll's fallback re-poll (QUEEN_POP_REPOLL_MS, 50 ms here).
+// The brokers form an authenticated mesh and wake each other's long-polls
+// through it; the re-poll is the default 1 s, the fallback for a lease
+// that expired. The survivors report the dead broker (MESH-6).
 func TestBrokersOneKilled(t *testing.T) {
 	dbURL := pgtest.NewDB(t)
 	u, err := url.Parse(dbURL)
 	require.NoError(t, err)
 	db := dbEnv{hosts: u.Host, user: u.User.Username(), db: strings.TrimPrefix(u.Path, "/")}
 	bin := buildBroker(t)
+	meshPorts := freePorts(t, 3)
+	var peers []string
+	for _, p := range meshPorts {
+		peers = append(peers, "127.0.0.1:"+strconv.Itoa(p))
+	}
 	var brokers []*broker
 	for i := range 3 {
-		brokers = append(brokers, startBroker(t, fmt.Sprintf("b%d", i), bin, brokerEnv(t, db)))
+		brokers = append(brokers, startBroker(t, fmt.Sprintf("b%d", i), bin, brokerEnv(t, db,
+			"QUEEN_MESH_PEERS="+strings.Join(peers, ","), "QUEEN_MESH_PORT="+strconv.Itoa(meshPorts[i]),
+			"QUEEN_SYNC_SECRET=hatest-mesh-secret-0123456789abcdef0123456789",
+			"QUEEN_SYNC_HEARTBEAT_MS=200", "QUEEN_SYNC_DEAD_THRESHOLD_MS=1000", "QUEEN_POP_REPOLL_MS=1000")))
+	}
+	for _, b := range brokers {
+		waitFor(t, b.name+"'s mesh", time.Minute, func() bool {
+			st := meshStats(t, b.url)
+			return st.Enabled && st.PeersConnected == 2 && st.ServersAlive == 2
+		})
 	}
 	lb := newBalancer(t, brokers)
 	status, raw := call(t.Context(), "POST", lb.url+"/api/v1/configure",
@@ -65,6 +82,12 @@ func TestBrokersOneKilled(t *testing.T) {
 	victim.kill()
 	killedAt := time.Now()
 	lb.markDead(1)
+	for _, i := range []int{0, 2} {
+		waitFor(t, brokers[i].name+" to report the victim dead", time.Minute, func() bool {
+			st := meshStats(t, brokers[i].url)
+			return st.ServersDead == 1 && st.ServersAlive == 1 && st.PeersConnected == 1
+		})
+	}
 
 	waitFor(t, "the dead broker's leased batch to be delivered again", time.Minute, func() bool {
 		l.mu.Lock()
@@ -87,10 +110,43 @@ func TestBrokersOneKilled(t *testing.T) {
 	}
 	stopC()
 	consumersWG.Wait()
+	require.Positive(t, meshStats(t, brokers[0].url).MessagesReceived, "the survivors heard each other over the mesh")
 	s := l.verify(t)
 	t.Logf("brokers: 3 on one database, b1 SIGKILLed; its leased batch of %d delivered again %s later; requests failed over by the clients after reaching it %d",
 		len(held), redeliveredAfter.Round(10*time.Millisecond), lb.failed(1))
 	t.Logf("brokers: %s", s)
+}
+
+// meshState is the part of a broker's shared-state stats the test reads.
+type meshState struct {
+	Enabled        bool `json:"enabled"`
+	PeersConnected int  `json:"peers_connected"`
+	ServersAlive   int  `json:"servers_alive"`
+	ServersDead    int  `json:"servers_dead"`
+	// Frames received from the peers after their handshake.
+	MessagesReceived int64 `json:"messages_received"`
+}
+
+func meshStats(t testing.TB, brokerURL string) meshState {
+	t.Helper()
+	status, raw := call(t.Context(), "GET", brokerURL+"/internal/api/shared-state/stats", nil)
+	require.Equal(t, http.StatusOK, status, "%s", raw)
+	var st meshState
+	require.NoError(t, json.Unmarshal(raw, &st))
+	return st
+}
+
+// freePorts returns n distinct free ports on 127.0.0.1.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
 }
 
 // popDirect pops one batch from a broker without acking it.

@@ -245,7 +245,15 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One queue with its options and counts. */
+        /**
+         * One queue with its options, a page of its partitions and the queue's totals.
+         * @description `totals` cover every partition of the queue; `partitions` lists them by name, `limit`
+         *     (default 1000, at most 10,000; 0 lists none) at a time from `offset`, and
+         *     `pagination.truncated` tells whether more follow. Counts are measured against the
+         *     queue-mode group, as every resources route does; `pending` includes what is in flight
+         *     (`processing`), and `failed` is always 0 (a failed message is redelivered, then
+         *     dead-lettered: `deadLetter`). Unknown queue: 404.
+         */
         get: operations["getQueue"];
         put?: never;
         post?: never;
@@ -581,7 +589,8 @@ export interface paths {
          *     now). `mode` describes the consumers of the partitions the filters select. `total` is
          *     the number of messages in this page, as in the newer reference broker (counting every
          *     match would scan the whole window); `pagination.hasMore` tells whether a next page
-         *     exists.
+         *     exists. `limit` goes up to 10,000 (what `queenctl messages list --limit 10000` sends);
+         *     above that is a 400: page with `offset`.
          */
         get: operations["listMessages"];
         put?: never;
@@ -1324,7 +1333,17 @@ export interface paths {
          *     expired, after its response was lost, or after a later cycle, changes nothing. The
          *     refusals (`Message not found`, `Invalid or expired lease`, a stale ack) roll everything
          *     back and answer 200 with `success: false`; the source messages are redelivered through
-         *     the lease. A cycle without `ack` (an idle flush) has no source position to check.
+         *     the lease.
+         *
+         *     A cycle without `ack` that deletes state keys (an idle flush closing quiet windows) is
+         *     applied only when nothing can have changed what it closes since the client read it, and
+         *     otherwise skipped whole: nothing is written, and it answers 200 with `success: true`,
+         *     `state_ops_applied: 0`, no `push_results` and `skipped` saying why: `shard_busy` (another
+         *     cycle of the shard was being applied), `lease_held` (the consumer group holds a live
+         *     lease on the source partition: a regular cycle is on its way) or `already_closed` (a key
+         *     it deletes is no longer stored: the window was closed already). The windows it meant to
+         *     close stay stored until the next flush or regular cycle closes them, so a window is
+         *     never emitted twice by a flush and a regular cycle that both close it.
          *     Malformed input (unknown op type, invalid sink queue name, ...) is a 400 and an unknown
          *     `query_id` a 404, checked before anything is written. A database failure is a 5xx and
          *     also commits nothing. `null` for `state_ops`/`push_items` means none.
@@ -1434,6 +1453,49 @@ export interface paths {
          *     `note` says why.
          */
         get: operations["getBufferStatus"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/internal/api/shared-state/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * This broker's broker-to-broker transports, the mesh and PostgreSQL NOTIFY.
+         * @description With the mesh running (`QUEEN_SYNC_ENABLED` and `QUEEN_MESH_PEERS`), `enabled` is true and
+         *     the mesh's counters follow, with the reference's field names plus ours (docs/mesh.md,
+         *     "Counters"). Without it, `enabled` is false and `reason` says why: `no_peers`,
+         *     `sync_disabled`, or `bind_failed` (the mesh port could not be bound; the broker runs
+         *     on NOTIFY). Both maintenance switches as this broker applies them, and the NOTIFY
+         *     transport's counters (`notify`), are always there. Counters count since this broker
+         *     started.
+         */
+        get: operations["getSharedStateStats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/internal/api/inter-instance/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The reference's older name of /internal/api/shared-state/stats; the same answer. */
+        get: operations["getInterInstanceStats"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1648,6 +1710,10 @@ export interface components {
             windowBuffer?: number;
             retentionSeconds?: number;
             completedRetentionSeconds?: number;
+            /**
+             * @description when absent: on if `retentionSeconds` or `completedRetentionSeconds` is above 0 (a
+             *     retention time given alone means retention on), else off. An explicit false wins.
+             */
             retentionEnabled?: boolean;
             encryptionEnabled?: boolean;
             maxWaitTimeSeconds?: number;
@@ -1691,13 +1757,46 @@ export interface components {
             task: string;
             createdAt: string;
             options: components["schemas"]["QueueOptionsResolved"];
+            partitions: components["schemas"]["QueueDetailPartition"][];
             totals: {
                 partitions: number;
                 total: number;
-                /** @description not yet consumed by the queue-mode group */
+                /** @description not yet consumed by the queue-mode group, in-flight included */
                 pending: number;
+                processing: number;
+                completed: number;
+                /** @description always 0 */
+                failed: number;
                 deadLetter: number;
             };
+            pagination: {
+                limit: number;
+                offset: number;
+                /** @description more partitions after this page */
+                truncated: boolean;
+            };
+        };
+        QueueDetailPartition: {
+            id: string;
+            name: string;
+            createdAt: string;
+            stats: {
+                /** @description messages stored */
+                total: number;
+                /** @description not yet consumed by the queue-mode group, in-flight included */
+                pending: number;
+                /** @description delivered under a live queue-mode lease, not yet acked */
+                processing: number;
+                /** @description consumed by the queue-mode group, less the dead letters */
+                completed: number;
+                /** @description always 0 */
+                failed: number;
+                deadLetter: number;
+            };
+            /** @description when the oldest stored message was stored */
+            oldestMessage: string | null;
+            /** @description when the newest stored message was stored */
+            newestMessage: string | null;
         };
         QueueDeleteResponse: {
             deleted: boolean;
@@ -2882,6 +2981,11 @@ export interface components {
             ack_result: components["schemas"]["StreamCycleAckResult"];
             /** @description why nothing was committed (success false) */
             error?: string;
+            /**
+             * @description an idle flush that was not applied (success true, nothing committed), and why
+             * @enum {string}
+             */
+            skipped?: "shard_busy" | "lease_held" | "already_closed";
         };
         StreamStateRequest: {
             query_id: components["schemas"]["UUID"];
@@ -2959,6 +3063,134 @@ export interface components {
             drainPaused?: boolean;
             note?: string;
         };
+        SharedStateStats: {
+            /** @description the mesh runs */
+            enabled: boolean;
+            /**
+             * @description why the mesh does not run
+             * @enum {string}
+             */
+            reason?: "no_peers" | "sync_disabled" | "bind_failed";
+            /** @description this broker's id on the mesh and in NOTIFY events */
+            server_id: string;
+            /** @description push maintenance as this broker applies it */
+            maintenance_mode: boolean;
+            /** @description pop maintenance as this broker applies it */
+            pop_maintenance_mode: boolean;
+            notify: components["schemas"]["NotifyStats"];
+            /** @enum {string} */
+            transport?: "tcp-mesh";
+            running?: boolean;
+            /** @description the bound mesh port */
+            port?: number;
+            /** @enum {string} */
+            auth?: "off" | "hmac";
+            /** @description configured peers (QUEEN_MESH_PEERS) */
+            peer_count?: number;
+            /** @description outbound connections up */
+            peers_connected?: number;
+            peers?: components["schemas"]["MeshPeer"][];
+            servers_alive?: number;
+            servers_dead?: number;
+            /** @description peers by the server id they announced, from their inbound frames */
+            servers?: components["schemas"]["MeshServer"][];
+            /** Format: int64 */
+            messages_sent?: number;
+            /** Format: int64 */
+            messages_received?: number;
+            /** Format: int64 */
+            messages_dropped?: number;
+            /**
+             * Format: int64
+             * @description MACs that did not verify (HELLO or frame)
+             */
+            signature_failures?: number;
+            /**
+             * Format: int64
+             * @description connections refused before the handshake completed
+             */
+            handshake_failures?: number;
+            /**
+             * Format: int64
+             * @description replayed or skipped frame sequence numbers
+             */
+            sequence_rejections?: number;
+            /** @description refused connections by reason (timeout, not_hello, bad_hello, unsigned, bad_mac, frame_mac, sequence, busy, frame_error) */
+            auth_failures?: {
+                [key: string]: number;
+            };
+            /** @description frames by type name */
+            frames?: {
+                [key: string]: components["schemas"]["MeshFrameCounts"];
+            };
+        };
+        MeshPeer: {
+            host: string;
+            port: number;
+            connected: boolean;
+            /** @description the reference's name of connected */
+            resolved: boolean;
+            /** @description the peer's address while connected */
+            resolved_ip: string | null;
+            /** @description this entry is this broker, not dialled */
+            self: boolean;
+            /** Format: int64 */
+            messages_dropped: number;
+        };
+        MeshServer: {
+            server_id: string;
+            alive: boolean;
+            /** Format: int64 */
+            last_seen_ago_ms: number;
+            http_addr?: string;
+        };
+        MeshFrameCounts: {
+            /**
+             * Format: int64
+             * @description received and authenticated
+             */
+            in: number;
+            /**
+             * Format: int64
+             * @description written to a peer
+             */
+            out: number;
+            /**
+             * Format: int64
+             * @description a peer's queue was full or the peer down
+             */
+            dropped: number;
+        };
+        NotifyStats: {
+            channel: string;
+            /** @description the LISTEN connection is up */
+            listening: boolean;
+            /**
+             * Format: int64
+             * @description the backend of the LISTEN connection
+             */
+            listener_pid?: number;
+            /**
+             * Format: int64
+             * @description notifications sent (only without the mesh)
+             */
+            published: number;
+            /** Format: int64 */
+            publish_errors: number;
+            /**
+             * Format: int64
+             * @description events lost (queue full, NOTIFY failed)
+             */
+            dropped: number;
+            /** Format: int64 */
+            received: number;
+            /** Format: int64 */
+            ignored_own: number;
+            /** Format: int64 */
+            malformed: number;
+            /** Format: int64 */
+            reconnects: number;
+        };
     };
     responses: {
         /** @description malformed or invalid input; nothing was changed */
@@ -3034,10 +3266,13 @@ export interface components {
         /** @description move the cursor on delivery and take no lease (at-most-once) */
         AutoAck: boolean;
         /**
-         * @description where a named group starts on a partition it has no cursor for: `all` (the beginning) or
-         *     `new` (now; `new-only` is an alias). The first decision for a group sticks.
+         * @description where a named group starts on a partition it has no cursor for: `all` (the beginning;
+         *     `from_beginning`, what the JS and Python clients' own tests send, is an alias) or `new`
+         *     (now; `new-only` is an alias). Empty or absent means the broker's
+         *     `DEFAULT_SUBSCRIPTION_MODE`. Any other value is a 400 naming the accepted ones. The first
+         *     decision for a group sticks.
          */
-        SubscriptionMode: "" | "all" | "new" | "new-only";
+        SubscriptionMode: "" | "all" | "from_beginning" | "new" | "new-only";
         /** @description `now` or a Timestamp; wins over subscriptionMode */
         SubscriptionFrom: string;
         /** @description claim up to this many partitions in one pop (default 1) */
@@ -3134,8 +3369,11 @@ export interface operations {
                 /** @description move the cursor on delivery and take no lease (at-most-once) */
                 autoAck?: components["parameters"]["AutoAck"];
                 /**
-                 * @description where a named group starts on a partition it has no cursor for: `all` (the beginning) or
-                 *     `new` (now; `new-only` is an alias). The first decision for a group sticks.
+                 * @description where a named group starts on a partition it has no cursor for: `all` (the beginning;
+                 *     `from_beginning`, what the JS and Python clients' own tests send, is an alias) or `new`
+                 *     (now; `new-only` is an alias). Empty or absent means the broker's
+                 *     `DEFAULT_SUBSCRIPTION_MODE`. Any other value is a 400 naming the accepted ones. The first
+                 *     decision for a group sticks.
                  */
                 subscriptionMode?: components["parameters"]["SubscriptionMode"];
                 /** @description `now` or a Timestamp; wins over subscriptionMode */
@@ -3190,8 +3428,11 @@ export interface operations {
                 /** @description move the cursor on delivery and take no lease (at-most-once) */
                 autoAck?: components["parameters"]["AutoAck"];
                 /**
-                 * @description where a named group starts on a partition it has no cursor for: `all` (the beginning) or
-                 *     `new` (now; `new-only` is an alias). The first decision for a group sticks.
+                 * @description where a named group starts on a partition it has no cursor for: `all` (the beginning;
+                 *     `from_beginning`, what the JS and Python clients' own tests send, is an alias) or `new`
+                 *     (now; `new-only` is an alias). Empty or absent means the broker's
+                 *     `DEFAULT_SUBSCRIPTION_MODE`. Any other value is a 400 naming the accepted ones. The first
+                 *     decision for a group sticks.
                  */
                 subscriptionMode?: components["parameters"]["SubscriptionMode"];
                 /** @description `now` or a Timestamp; wins over subscriptionMode */
@@ -3249,8 +3490,11 @@ export interface operations {
                 /** @description move the cursor on delivery and take no lease (at-most-once) */
                 autoAck?: components["parameters"]["AutoAck"];
                 /**
-                 * @description where a named group starts on a partition it has no cursor for: `all` (the beginning) or
-                 *     `new` (now; `new-only` is an alias). The first decision for a group sticks.
+                 * @description where a named group starts on a partition it has no cursor for: `all` (the beginning;
+                 *     `from_beginning`, what the JS and Python clients' own tests send, is an alias) or `new`
+                 *     (now; `new-only` is an alias). Empty or absent means the broker's
+                 *     `DEFAULT_SUBSCRIPTION_MODE`. Any other value is a 400 naming the accepted ones. The first
+                 *     decision for a group sticks.
                  */
                 subscriptionMode?: components["parameters"]["SubscriptionMode"];
                 /** @description `now` or a Timestamp; wins over subscriptionMode */
@@ -3494,7 +3738,10 @@ export interface operations {
     };
     getQueue: {
         parameters: {
-            query?: never;
+            query?: {
+                limit?: number;
+                offset?: number;
+            };
             header?: {
                 /**
                  * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
@@ -5613,6 +5860,46 @@ export interface operations {
                 };
             };
             500: components["responses"]["ServerError"];
+        };
+    };
+    getSharedStateStats: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the transports */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SharedStateStats"];
+                };
+            };
+        };
+    };
+    getInterInstanceStats: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the transports */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SharedStateStats"];
+                };
+            };
         };
     };
 }

@@ -26,7 +26,7 @@ func TestMigrationsApplyOnceAndSeedPlans(t *testing.T) {
 	require.NoError(t, migrate.ApplySet(t.Context(), p.pool, proxySet, nil), "a second run is a no-op")
 	var versions, plans int
 	require.NoError(t, p.pool.QueryRow(t.Context(), `SELECT count(*) FROM queen_proxy.schema_migrations`).Scan(&versions))
-	require.Equal(t, 2, versions)
+	require.Equal(t, 4, versions)
 	require.NoError(t, p.pool.QueryRow(t.Context(),
 		`SELECT count(*) FROM queen_proxy.plans WHERE code IN ('free', 'dev', 'pro', 'dedicated-s') AND monthly_msgs_quota IS NULL`).Scan(&plans))
 	require.Equal(t, 4, plans)

@@ -20,3 +20,21 @@ WHERE k.key_hash = @key_hash AND k.revoked_at IS NULL;
 -- statement (the proxy flushes the keys it saw every few seconds).
 -- name: ApiKeysTouch :exec
 UPDATE queen_proxy.api_keys SET last_used_at = now() WHERE id = ANY(@ids::uuid[]);
+
+-- ApiKeysOfCluster lists a cluster's keys, live first, for the console.
+-- name: ApiKeysOfCluster :many
+SELECT k.id, k.name, k.scopes, k.created_at, k.last_used_at, k.revoked_at, u.email AS created_by
+FROM queen_proxy.api_keys k
+LEFT JOIN queen_proxy.users u ON u.id = k.created_by
+WHERE k.cluster_id = @cluster_id
+ORDER BY k.revoked_at IS NOT NULL, k.created_at DESC, k.id;
+
+-- ApiKeyConsoleIssue stores a key the console generated, with its audit
+-- rows.
+-- name: ApiKeyConsoleIssue :one
+SELECT queen_proxy.console_issue_api_key(@cluster_id, @actor, @name, @key_hash, @scopes::text[])::uuid AS id;
+
+-- ApiKeyConsoleRevoke revokes a live key of the cluster, with its audit
+-- rows; any other key is no_data_found.
+-- name: ApiKeyConsoleRevoke :exec
+SELECT queen_proxy.console_revoke_api_key(@cluster_id, @actor, @key_id);

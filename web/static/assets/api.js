@@ -57,12 +57,13 @@ export function setTenant(tenant) {
   return true;
 }
 
-export function kindOf(status, message) {
+export function kindOf(status, message, code) {
   if (status === 401) return Kind.auth;
   if (status === 403) return Kind.forbidden;
   // The broker's router answers unknown API paths with "no route for …";
-  // 405 and 501 also mean "this broker does not serve it".
-  if ((status === 404 && /^no route for /.test(message)) || status === 405 || status === 501) return Kind.unavailable;
+  // 405 and 501 also mean "this broker does not serve it", and so does
+  // queen-proxy's route_blocked (a route it does not let this session reach).
+  if ((status === 404 && (/^no route for /.test(message) || code === 'route_blocked')) || status === 405 || status === 501) return Kind.unavailable;
   if (status === 404) return Kind.notFound;
   if (status >= 500) return Kind.server;
   return Kind.bad;
@@ -100,7 +101,7 @@ async function request(method, path, { query, body } = {}) {
   }
   if (!res.ok) {
     const message = (data && typeof data === 'object' && data.error) || (typeof data === 'string' && data) || res.statusText;
-    throw new ApiError(kindOf(res.status, String(message)), res.status, String(message), data);
+    throw new ApiError(kindOf(res.status, String(message), data && data.code), res.status, String(message), data);
   }
   return data;
 }
@@ -119,7 +120,8 @@ export const api = {
 
   getOverview: () => get('/api/v1/resources/overview'),
   listQueues: (q) => get('/api/v1/resources/queues', q),
-  getQueue: (name) => get(`/api/v1/resources/queues/${seg(name)}`),
+  // The summary shows the totals only; limit 0 skips the partition list.
+  getQueue: (name) => get(`/api/v1/resources/queues/${seg(name)}`, { limit: 0 }),
   deleteQueue: (name) => del(`/api/v1/resources/queues/${seg(name)}`),
   listPartitions: (q) => get('/api/v1/resources/partitions', q),
 

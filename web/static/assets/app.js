@@ -133,7 +133,7 @@ async function refreshIdentity() {
     if (token !== getToken()) return;
     state.identity = id;
     state.identityError = null;
-    const who = id.auth === 'off' ? 'standalone' : (id.sub || id.user_id || 'token without sub');
+    const who = id.auth === 'off' ? 'standalone' : (id.email || id.sub || id.user_id || 'token without sub');
     out.textContent = `${who} · ${id.role}${id.auth === 'off' ? ' · auth off' : ''}`;
     out.title = `access: ${(id.access || []).join(', ')}`;
     out.className = 'signed-in';
