@@ -140,3 +140,25 @@ func TestSharedHostAndMetrics(t *testing.T) {
 	require.Contains(t, m, `queen_proxy_denials_total{code="feature_gated",shadow="false"} 1`)
 	require.NotContains(t, m, "acme")
 }
+
+// QUEEN_PROXY_DEFAULT_CLUSTER serves hosts that name no cluster: an IP and a
+// bare localhost, the official clients' default URL. A host with a label
+// still names its own cluster, and an unknown one is still 421.
+func TestDefaultCluster(t *testing.T) {
+	t.Parallel()
+	broker := startBroker(t)
+	p := newPXDB(t)
+	p.cell("cell-1", broker, nil)
+	acme := p.cluster("acme", "pro", "cell-1")
+	globex := p.cluster("globex", "pro", "cell-1")
+	base := startProxy(t, p, func(c *proxy.Config) { c.DefaultCluster = "acme" })
+	key := p.key(acme, "read")
+
+	for _, host := range []string{"localhost:6711", "LOCALHOST.", "127.0.0.1:6711", "[::1]:6711", "acme.localhost"} {
+		require.Equal(t, http.StatusOK, call(t, base, host, "GET", "/api/v1/resources/queues", key, nil).status, host)
+	}
+	refused(t, call(t, base, "globex.localhost", "GET", "/api/v1/resources/queues", key, nil), http.StatusForbidden, "forbidden")
+	require.Equal(t, http.StatusOK,
+		call(t, base, "globex.localhost", "GET", "/api/v1/resources/queues", p.key(globex, "read"), nil).status)
+	refused(t, call(t, base, "nobody.localhost", "GET", "/api/v1/resources/queues", key, nil), http.StatusMisdirectedRequest, "cluster_unknown")
+}

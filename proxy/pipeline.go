@@ -222,9 +222,11 @@ func (p *Proxy) lookupHost(r *http.Request) (cl *cluster, deferred bool, f *fail
 }
 
 // firstLabel is the cluster slug a host names: its first DNS label. An IP
-// literal names none.
+// literal names none, and neither does a bare "localhost": a client on the
+// proxy's own machine (the official clients' default URLs) reaches the
+// default cluster, while acme.localhost still names acme.
 func firstLabel(host string) string {
-	if host == "" || net.ParseIP(strings.Trim(host, "[]")) != nil {
+	if host == "" || host == "localhost" || net.ParseIP(strings.Trim(host, "[]")) != nil {
 		return ""
 	}
 	label, _, _ := strings.Cut(host, ".")
