@@ -74,6 +74,12 @@ func windowKey(from, to *string) string {
 	return "last " + end.Sub(*f).Round(time.Second).String()
 }
 
+// cachedPageRows is the largest page the cache keeps: the dashboard's pages
+// (1,000 partitions) are kept, larger ones (up to 10,000, what scripts ask
+// for) are computed for their request, so a script paging through a large
+// queue does not fill the memory with pages nobody asks for twice.
+const cachedPageRows = 1000
+
 // optKey renders an optional parameter for a cache key.
 func optKey[T any](p *T) string {
 	if p == nil {
@@ -98,6 +104,9 @@ func (s *Server) ListQueues(ctx context.Context, req api.ListQueuesRequestObject
 
 func (s *Server) GetQueue(ctx context.Context, req api.GetQueueRequestObject) (api.GetQueueResponseObject, error) {
 	p := req.Params
+	if deref(p.Limit, 0) > cachedPageRows {
+		return s.getQueue(ctx, req)
+	}
 	key := fmt.Sprintf("queue %q %s %s", req.Queue, optKey(p.Limit), optKey(p.Offset))
 	return cachedAnswer(s, ctx, key, func(ctx context.Context) (api.GetQueueResponseObject, error) {
 		return s.getQueue(ctx, req)
@@ -106,6 +115,9 @@ func (s *Server) GetQueue(ctx context.Context, req api.GetQueueRequestObject) (a
 
 func (s *Server) ListPartitions(ctx context.Context, req api.ListPartitionsRequestObject) (api.ListPartitionsResponseObject, error) {
 	p := req.Params
+	if deref(p.Limit, 0) > cachedPageRows {
+		return s.listPartitions(ctx, req)
+	}
 	key := "partitions " + optKey(p.Queue) + " " + optKey(p.Limit) + " " + optKey(p.Offset)
 	return cachedAnswer(s, ctx, key, func(ctx context.Context) (api.ListPartitionsResponseObject, error) {
 		return s.listPartitions(ctx, req)
@@ -121,7 +133,13 @@ func (s *Server) ListConsumerGroups(ctx context.Context, req api.ListConsumerGro
 func (s *Server) ListLaggingPartitions(ctx context.Context, req api.ListLaggingPartitionsRequestObject) (api.ListLaggingPartitionsResponseObject, error) {
 	key := "lagging " + optKey(req.Params.MinLagSeconds)
 	return cachedAnswer(s, ctx, key, func(ctx context.Context) (api.ListLaggingPartitionsResponseObject, error) {
-		return s.listLaggingPartitions(ctx, req)
+		resp, err := s.listLaggingPartitions(ctx, req)
+		// A low threshold on a large backlog lists every partition of
+		// every group (hundreds of thousands of rows): answered, not kept.
+		if rows, ok := resp.(api.ListLaggingPartitions200JSONResponse); ok && err == nil && len(rows) > cachedPageRows {
+			return resp, aggcache.ErrDontKeep
+		}
+		return resp, err
 	})
 }
 

@@ -1,8 +1,10 @@
 package handlers
 
 import (
+	"encoding/json"
 	"net/http"
 	"reflect"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/queenforgo/queen/gen/api"
+	"github.com/queenforgo/queen/gen/client"
 	"github.com/queenforgo/queen/handlers/aggcache"
 )
 
@@ -130,4 +133,35 @@ func TestWindowKey(t *testing.T) {
 	old := windowKey(at(-3*time.Hour), at(-2*time.Hour))
 	require.Contains(t, old, "from=")
 	require.Contains(t, windowKey(str("junk"), nil), `from="junk"`)
+}
+
+// TestAnswerCacheKeepsNoHugeLaggingList: a /lagging answer of more than
+// 1,000 rows is computed for its request and never kept.
+func TestAnswerCacheKeepsNoHugeLaggingList(t *testing.T) {
+	t.Parallel()
+	b, _, clk := setupAnswerCache(t)
+	var items []client.PushItem
+	for i := range cachedPageRows + 2 {
+		items = append(items, item("lag", "p"+strconv.Itoa(i), "m", i))
+	}
+	b.push(items[:cachedPageRows]...)
+	b.push(items[cachedPageRows:]...)
+	// The queue-mode group reads p0: it lags on the other partitions.
+	consume := func(partition string) {
+		t.Helper()
+		p := b.pop("/api/v1/pop/queue/lag/partition/" + partition)
+		require.True(t, b.ack("m", p.Messages[0].PartitionID, "completed", "", p.LeaseID).Success)
+	}
+	consume("p0")
+	var rows []json.RawMessage
+	// minLagSeconds=0 lists what waits for more than a whole second.
+	require.Eventually(t, func() bool {
+		clk.advance(time.Minute) // nothing kept from an earlier poll is served
+		b.doJSON("GET", "/api/v1/consumer-groups/lagging?minLagSeconds=0", nil, http.StatusOK, &rows)
+		return len(rows) == cachedPageRows+1
+	}, 30*time.Second, 50*time.Millisecond)
+
+	consume("p1")
+	b.doJSON("GET", "/api/v1/consumer-groups/lagging?minLagSeconds=0", nil, http.StatusOK, &rows)
+	require.Len(t, rows, cachedPageRows, "computed live, within the fresh second of the answer before")
 }

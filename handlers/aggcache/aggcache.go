@@ -10,6 +10,7 @@ package aggcache
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -45,6 +46,10 @@ var ConfigDefault = Config{
 	MaxAge:         30 * time.Second,
 	RefreshTimeout: time.Minute,
 }
+
+// ErrDontKeep, returned by a computation with its answer, hands the answer
+// to the caller without keeping it (an answer too large to hold).
+var ErrDontKeep = errors.New("answer not to be kept")
 
 // Cache maps a key (a route and its arguments) to its last expensive
 // answer. A nil *Cache keeps nothing: every Get computes.
@@ -117,7 +122,10 @@ func Get[T any](c *Cache, ctx context.Context, key string, fn func(context.Conte
 	c.mu.Unlock()
 	start := c.cfg.NowFunc()
 	v, err := fn(ctx)
-	if err == nil {
+	switch {
+	case errors.Is(err, ErrDontKeep):
+		return v, nil
+	case err == nil:
 		c.store(key, v, start, gen)
 	}
 	return v, err
@@ -130,6 +138,14 @@ func (c *Cache) refresh(ctx context.Context, key string, old *entry, gen uint64,
 	defer cancel()
 	start := c.cfg.NowFunc()
 	v, err := fn(ctx)
+	if errors.Is(err, ErrDontKeep) {
+		c.mu.Lock()
+		if c.entries[key] == old {
+			delete(c.entries, key) // the next request computes it live
+		}
+		c.mu.Unlock()
+		return
+	}
 	if err != nil {
 		c.cfg.Logger.Warn("aggregate refresh failed", "key", key, "error", err)
 		c.mu.Lock()

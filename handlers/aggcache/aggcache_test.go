@@ -234,3 +234,31 @@ func TestSlowAnswersLiveFourTimesTheirCost(t *testing.T) {
 	b.cache.Wait()
 	require.Equal(t, 2, b.calls)
 }
+
+func TestAnswersNotToBeKept(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	huge := func(ctx context.Context) (int, error) {
+		v, _ := b.compute(time.Second)(ctx)
+		return v, ErrDontKeep
+	}
+	v, err := Get(b.cache, ctx, "k", huge)
+	require.NoError(t, err)
+	require.Equal(t, 1, v)
+	v, err = Get(b.cache, ctx, "k", huge)
+	require.NoError(t, err)
+	require.Equal(t, 2, v, "not kept: computed again")
+
+	// An answer that grows too large while kept is dropped at its refresh.
+	_, err = Get(b.cache, ctx, "k", b.compute(time.Second))
+	require.NoError(t, err)
+	b.clk.advance(3 * time.Second)
+	v, err = Get(b.cache, ctx, "k", huge)
+	require.NoError(t, err)
+	require.Equal(t, 3, v)
+	b.cache.Wait()
+	v, err = Get(b.cache, ctx, "k", huge)
+	require.NoError(t, err)
+	require.Equal(t, 5, v)
+}
