@@ -6,9 +6,9 @@
 //	queen-bench <scenario> [flags]
 //
 // Scenarios: push, consume, mixed, fanout, wakeup, ceiling, parked, all, and
-// backlog, which runs only when named. Every run
-// stops by itself after -duration (and after -max-messages); only loopback
-// targets are accepted. -pg (or PG_HOST and friends, as the broker reads them)
+// backlog, which runs only when named. Every run stops by itself after
+// -duration (and after -max-messages; backlog when its samples are in); only
+// loopback targets are accepted. -pg (or PG_HOST and friends, as the broker reads them)
 // enables the commit count and the ceiling; -pid enables the RSS column.
 package main
 
