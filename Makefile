@@ -6,7 +6,7 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all help build proxy run test generate generate-go generate-ts ts-deps verify lint lint-spec vet fmt bench clean
+.PHONY: all help build proxy run test generate generate-go generate-ts ts-deps verify lint lint-spec vet fmt bench bench-backlog clean
 
 # The TypeScript SDK: its packages come from the committed lock file.
 TS_SDK := sdk/typescript
@@ -101,6 +101,13 @@ clean: ## remove bin/
 # Benchmarks against a running broker (make run in another terminal).
 bench: ## every bench scenario against http://127.0.0.1:6632
 	$(GO) run ./cmd/queen-bench all -url http://127.0.0.1:6632
+
+# The deep backlog (docs/benchmarks.md, "Performance round 2: deep
+# backlog"): fills a queue with 1,000,000 messages over 100,000 partitions,
+# then times pops and the dashboard's routes. Not in `bench`: the fill
+# takes a minute or more and its queue would weigh on every later row.
+bench-backlog: ## the deep-backlog scenario against http://127.0.0.1:6632
+	$(GO) run ./cmd/queen-bench backlog -url http://127.0.0.1:6632
 
 # Aggregate rates with 1, 2 and 3 brokers on one local database
 # (docs/benchmarks.md); starts and stops the brokers itself.

@@ -11,9 +11,9 @@ import (
 	"github.com/queenforgo/queen/gen/db"
 )
 
-// GetWorkerMetrics answers the data-plane counters and broker gauges over
+// getWorkerMetrics answers the data-plane counters and broker gauges over
 // time, summed over brokers.
-func (s *Server) GetWorkerMetrics(ctx context.Context, req api.GetWorkerMetricsRequestObject) (api.GetWorkerMetricsResponseObject, error) {
+func (s *Server) getWorkerMetrics(ctx context.Context, req api.GetWorkerMetricsRequestObject) (api.GetWorkerMetricsResponseObject, error) {
 	p := req.Params
 	r, err := newSeriesRange(p.From, p.To, time.Hour)
 	if err != nil {
@@ -150,8 +150,8 @@ func (s *Server) GetQueueLag(ctx context.Context, req api.GetQueueLagRequestObje
 	return resp, nil
 }
 
-// GetQueueOps answers per-queue operation counts per bucket, oldest first.
-func (s *Server) GetQueueOps(ctx context.Context, req api.GetQueueOpsRequestObject) (api.GetQueueOpsResponseObject, error) {
+// getQueueOps answers per-queue operation counts per bucket, oldest first.
+func (s *Server) getQueueOps(ctx context.Context, req api.GetQueueOpsRequestObject) (api.GetQueueOpsResponseObject, error) {
 	p := req.Params
 	r, err := newSeriesRange(p.From, p.To, time.Hour)
 	if err != nil {

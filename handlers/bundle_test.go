@@ -20,6 +20,7 @@ import (
 
 	"github.com/queenforgo/queen/gen/api"
 	"github.com/queenforgo/queen/gen/client"
+	"github.com/queenforgo/queen/handlers/aggcache"
 	"github.com/queenforgo/queen/handlers/auth"
 	"github.com/queenforgo/queen/handlers/broker"
 	"github.com/queenforgo/queen/handlers/crypto"
@@ -114,6 +115,7 @@ type testConfig struct {
 	Tenancy            bool
 	DefaultSubMode     string // DEFAULT_SUBSCRIPTION_MODE
 	SharedState        SharedState
+	AnswerCache        *aggcache.Cache
 }
 
 // newServer wires a broker and its HTTP adapter as cmd/queen does, starts
@@ -134,7 +136,7 @@ func newServer(t testing.TB, c testConfig) *Server {
 	return New(Config{
 		Broker: b, Pool: c.Pool, Logger: c.Logger, MaxBodyBytes: c.MaxBodyBytes, Auth: c.Auth, ServerID: c.ServerID,
 		Dashboard: c.Dashboard, StatsFlushFunc: c.StatsFlushFunc, Migration: c.Migration, Tenancy: c.Tenancy, SharedState: c.SharedState,
-		Collectors: []prometheus.Collector{timings},
+		Collectors: []prometheus.Collector{timings}, AnswerCache: c.AnswerCache,
 	})
 }
 

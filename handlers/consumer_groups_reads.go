@@ -26,9 +26,9 @@ const staleLagSeconds = 300
 // aggregate or filter it in the database, so only the detail of one group
 // moves a row per partition to Go.
 
-// ListConsumerGroups returns one row per (group, queue), by group then
+// listConsumerGroups returns one row per (group, queue), by group then
 // queue.
-func (s *Server) ListConsumerGroups(ctx context.Context, _ api.ListConsumerGroupsRequestObject) (api.ListConsumerGroupsResponseObject, error) {
+func (s *Server) listConsumerGroups(ctx context.Context, _ api.ListConsumerGroupsRequestObject) (api.ListConsumerGroupsResponseObject, error) {
 	rows, err := s.aq().ConsumerLagByQueue(ctx, tenantID(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("read consumer lag: %w", err)
@@ -58,9 +58,9 @@ func (s *Server) ListConsumerGroups(ctx context.Context, _ api.ListConsumerGroup
 	return out, nil
 }
 
-// ListLaggingPartitions returns the (group, partition) pairs whose oldest
+// listLaggingPartitions returns the (group, partition) pairs whose oldest
 // unconsumed message is older than the threshold, worst first.
-func (s *Server) ListLaggingPartitions(ctx context.Context, req api.ListLaggingPartitionsRequestObject) (api.ListLaggingPartitionsResponseObject, error) {
+func (s *Server) listLaggingPartitions(ctx context.Context, req api.ListLaggingPartitionsRequestObject) (api.ListLaggingPartitionsResponseObject, error) {
 	threshold := deref(req.Params.MinLagSeconds, laggingThresholdDefault)
 	rows, err := s.aq().ConsumerLagOlderThan(ctx, db.ConsumerLagOlderThanParams{TenantID: tenantID(ctx), MinLagSeconds: int64(threshold)})
 	if err != nil {

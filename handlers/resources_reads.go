@@ -71,8 +71,8 @@ func (s *Server) queueCounts(ctx context.Context, queueIDs []uuid.UUID) (map[uui
 	return out, nil
 }
 
-// ListQueues pages through queues, newest first, with their counts.
-func (s *Server) ListQueues(ctx context.Context, req api.ListQueuesRequestObject) (api.ListQueuesResponseObject, error) {
+// listQueues pages through queues, newest first, with their counts.
+func (s *Server) listQueues(ctx context.Context, req api.ListQueuesRequestObject) (api.ListQueuesResponseObject, error) {
 	p := req.Params
 	tid := tenantID(ctx)
 	filter := db.QueueListPageParams{TenantID: &tid, Namespace: deref(p.Namespace, ""), Task: deref(p.Task, ""), RowOffset: int32(deref(p.Offset, 0))}
@@ -180,9 +180,9 @@ func (s *Server) ListTasks(ctx context.Context, _ api.ListTasksRequestObject) (a
 	return resp, nil
 }
 
-// ListPartitions pages through partitions, by queue then name, with their
+// listPartitions pages through partitions, by queue then name, with their
 // counts.
-func (s *Server) ListPartitions(ctx context.Context, req api.ListPartitionsRequestObject) (api.ListPartitionsResponseObject, error) {
+func (s *Server) listPartitions(ctx context.Context, req api.ListPartitionsRequestObject) (api.ListPartitionsResponseObject, error) {
 	p := req.Params
 	queue := deref(p.Queue, "")
 	limit, offset := deref(p.Limit, 100), deref(p.Offset, 0)
@@ -226,7 +226,7 @@ func (s *Server) ListPartitions(ctx context.Context, req api.ListPartitionsReque
 	return resp, nil
 }
 
-// GetOverview sums the whole broker: queues, partitions, tags, live message
+// getOverview sums the whole broker: queues, partitions, tags, live message
 // counts, consumer lag, and from the metrics rows the ack failures and the
 // recent ack rate.
 //
@@ -236,7 +236,7 @@ func (s *Server) ListPartitions(ctx context.Context, req api.ListPartitionsReque
 // consumed in the queues it reads (a partition it holds no cursor on counts
 // whole, as in PartitionCountsByQueue), and a queue it does not read pends
 // whole.
-func (s *Server) GetOverview(ctx context.Context, _ api.GetOverviewRequestObject) (api.GetOverviewResponseObject, error) {
+func (s *Server) getOverview(ctx context.Context, _ api.GetOverviewRequestObject) (api.GetOverviewResponseObject, error) {
 	tid := tenantID(ctx)
 	queues, err := s.rq().QueueListPage(ctx, db.QueueListPageParams{TenantID: &tid})
 	if err != nil {
@@ -379,11 +379,11 @@ func ageSeconds(now, t time.Time, valid bool) int {
 	return int(now.Sub(t) / time.Second)
 }
 
-// GetQueue returns one queue with its options, one page of its partitions
+// getQueue returns one queue with its options, one page of its partitions
 // (queenctl's `queue describe` shows them) and the totals of all of them.
 // The totals come from the partitions' counters, as the listings' do; only
 // the page's partitions are read one by one.
-func (s *Server) GetQueue(ctx context.Context, req api.GetQueueRequestObject) (api.GetQueueResponseObject, error) {
+func (s *Server) getQueue(ctx context.Context, req api.GetQueueRequestObject) (api.GetQueueResponseObject, error) {
 	limit, offset := deref(req.Params.Limit, 1000), deref(req.Params.Offset, 0)
 	q, err := s.rq().QueueGetByName(ctx, db.QueueGetByNameParams{TenantID: tenantID(ctx), Name: req.Queue})
 	if errors.Is(pgerr.Translate(err), pgerr.ErrNotFound) {

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/queenforgo/queen/gen/api"
+	"github.com/queenforgo/queen/handlers/aggcache"
 	"github.com/queenforgo/queen/handlers/auth"
 	"github.com/queenforgo/queen/handlers/broker"
 	"github.com/queenforgo/queen/handlers/metrics"
@@ -72,6 +73,11 @@ type Config struct {
 	// route and /metrics/prometheus (shared_state.go); main wires the mesh
 	// and PostgreSQL NOTIFY. nil reports no mesh.
 	SharedState SharedState
+	// AnswerCache, when set, keeps the expensive answers of the aggregate
+	// read routes the dashboard polls for a few seconds (answer_cache.go);
+	// nil computes every answer live. main wires one; the pool's owner
+	// calls its Wait before closing the pool.
+	AnswerCache *aggcache.Cache
 }
 
 // ConfigDefault fills the zero fields of a Config.
@@ -132,7 +138,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	strict := api.NewStrictHandlerWithOptions(s, nil, api.StrictHTTPServerOptions{
+	strict := api.NewStrictHandlerWithOptions(s, []api.StrictMiddlewareFunc{s.clearAnswersAfter}, api.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc:  s.requestError,
 		ResponseErrorHandlerFunc: s.responseError,
 	})

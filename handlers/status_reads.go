@@ -15,8 +15,8 @@ import (
 	"github.com/queenforgo/queen/sql/pgerr"
 )
 
-// GetStatus answers the dashboard's main time series and totals.
-func (s *Server) GetStatus(ctx context.Context, req api.GetStatusRequestObject) (api.GetStatusResponseObject, error) {
+// getStatus answers the dashboard's main time series and totals.
+func (s *Server) getStatus(ctx context.Context, req api.GetStatusRequestObject) (api.GetStatusResponseObject, error) {
 	p := req.Params
 	r, err := newSeriesRange(p.From, p.To, time.Hour)
 	if err != nil {

@@ -138,6 +138,8 @@ func TestParseArgs(t *testing.T) {
 				"-payload-bytes", "0", "-groups", "64", "-queue", "my.queue_1", "-poll-timeout", "250ms",
 				"-rate", "5000", "-wakeups", "10", "-max-messages", "7", "-stats-settle", "0s",
 				"-parked", "20", "-parked-queues", "4", "-park-timeout", "5s",
+				"-backlog-messages", "100", "-backlog-partitions", "10", "-pop-samples", "5",
+				"-admin-samples", "2", "-admin-interval", "0s", "-backlog-reuse", "-keep",
 			},
 			want: config{
 				Scenario: "mixed", URL: "http://localhost:7000/", URLs: []string{"http://localhost:7000"},
@@ -146,6 +148,7 @@ func TestParseArgs(t *testing.T) {
 				PayloadBytes: 0, Groups: 64, Queue: "my.queue_1", PollTimeout: 250 * time.Millisecond,
 				Rate: 5000, Wakeups: 10, MaxMessages: 7, StatsSettle: 0,
 				Parked: 20, ParkedQueues: 4, ParkTimeout: 5 * time.Second,
+				BacklogMessages: 100, BacklogPartitions: 10, PopSamples: 5, AdminSamples: 2, BacklogReuse: true, Keep: true,
 			},
 		},
 		{
@@ -188,9 +191,11 @@ func TestParseArgsProblems(t *testing.T) {
 		args []string
 		want []string // every line of the error, in order
 	}{
-		{"no scenario", []string{"-duration", "5s"}, []string{"scenario: missing (one of wakeup, push, consume, mixed, fanout, ceiling, ceiling-min, parked, all)"}},
+		{"no scenario", []string{"-duration", "5s"}, []string{"scenario: missing (one of wakeup, push, consume, mixed, fanout, ceiling, ceiling-min, parked, all, backlog)"}},
 		{"two scenarios", []string{"push", "mixed"}, []string{`scenario: want one, got ["push" "mixed"]`}},
-		{"unknown scenario", []string{"pushh"}, []string{`scenario: unknown "pushh" (one of wakeup, push, consume, mixed, fanout, ceiling, ceiling-min, parked, all)`}},
+		{"unknown scenario", []string{"pushh"}, []string{`scenario: unknown "pushh" (one of wakeup, push, consume, mixed, fanout, ceiling, ceiling-min, parked, all, backlog)`}},
+		{"backlog reuse without a queue", []string{"backlog", "-backlog-reuse"}, []string{"-backlog-reuse: needs the -queue of the earlier run (kept with -keep)"}},
+		{"more partitions than messages", []string{"backlog", "-backlog-messages", "10", "-backlog-partitions", "11"}, []string{"-backlog-partitions: must be in [1, 10], got 11"}},
 		{"remote broker", []string{"push", "-url", "http://10.1.2.3:6632"}, []string{`-url: host "10.1.2.3" is not a loopback address; the bench only drives local targets`}},
 		{"not http", []string{"push", "-url", "ftp://127.0.0.1"}, []string{`-url: want an http or https URL, got "ftp://127.0.0.1"`}},
 		{"one remote broker in a list", []string{"push", "-url", "http://127.0.0.1:6632,http://10.1.2.3:6632"}, []string{`-url: host "10.1.2.3" is not a loopback address; the bench only drives local targets`}},

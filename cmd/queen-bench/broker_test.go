@@ -25,6 +25,11 @@ func TestScenariosAgainstABroker(t *testing.T) {
 		{[]string{"push", "-max-messages", "500"}, []string{"| push |", "5 pushes of 100"}},
 		{[]string{"consume", "-max-messages", "500"}, []string{"| consume |", "from 500 prefilled"}},
 		{[]string{"wakeup", "-wakeups", "3"}, []string{"| wakeup |", "3 wake-ups"}},
+		{
+			[]string{"backlog", "-backlog-messages", "2500", "-backlog-partitions", "250", "-pop-samples", "3", "-admin-samples", "1", "-admin-interval", "0s"},
+			[]string{"| backlog fill |", "3 pushes of up to 1000 items over 250 partitions", "| backlog pop group b10, backlog |", "3 pops of batch 10",
+				"| GET /api/v1/resources/overview (overview) |", "| GET /api/v1/consumer-groups/lagging?minLagSeconds=3600 (consumers) |"},
+		},
 	} {
 		var out, errOut bytes.Buffer
 		args := append(tc.args, "-url", b.URL, "-duration", "5s", "-producers", "2", "-consumers", "2", "-stats-settle", "0")

@@ -5,9 +5,10 @@
 //
 //	queen-bench <scenario> [flags]
 //
-// Scenarios: push, consume, mixed, fanout, wakeup, ceiling, parked, all. Every run
-// stops by itself after -duration (and after -max-messages); only loopback
-// targets are accepted. -pg (or PG_HOST and friends, as the broker reads them)
+// Scenarios: push, consume, mixed, fanout, wakeup, ceiling, parked, all, and
+// backlog, which runs only when named. Every run stops by itself after
+// -duration (and after -max-messages; backlog when its samples are in); only
+// loopback targets are accepted. -pg (or PG_HOST and friends, as the broker reads them)
 // enables the commit count and the ceiling; -pid enables the RSS column.
 package main
 
@@ -43,6 +44,11 @@ func main() {
 // connections and queues disturb no other row.
 var scenarios = []string{"wakeup", "push", "consume", "mixed", "fanout", "ceiling", "ceiling-min", "parked"}
 
+// aloneScenarios run only when named: the deep backlog fills a million
+// messages (a minute or more) and leaves 100,000 partitions behind until
+// its cleanup, which would disturb every row after it (make bench-backlog).
+var aloneScenarios = []string{"backlog"}
+
 // config is the command line after parsing and validation.
 type config struct {
 	Scenario     string
@@ -67,6 +73,14 @@ type config struct {
 	MaxMessages  int64
 	StatsSettle  time.Duration
 	Keep         bool
+	// The backlog scenario: its size, the pops timed per shape, the
+	// requests per dashboard route, and whether to reuse a kept queue.
+	BacklogMessages   int
+	BacklogPartitions int
+	PopSamples        int
+	AdminSamples      int
+	AdminInterval     time.Duration
+	BacklogReuse      bool
 }
 
 // configDefault holds the value of every flag that is not given.
@@ -86,6 +100,12 @@ var configDefault = config{
 	ParkTimeout:  30 * time.Second,
 	MaxMessages:  10_000_000,
 	StatsSettle:  11 * time.Second,
+
+	BacklogMessages:   1_000_000,
+	BacklogPartitions: 100_000,
+	PopSamples:        200,
+	AdminSamples:      10,
+	AdminInterval:     time.Second,
 }
 
 const usageText = `usage: queen-bench <scenario> [flags]
@@ -103,6 +123,10 @@ scenarios:
             of the idle broker over -duration, then -wakeups pushes to one queue, each
             timed from the push's answer to the parked pop's answer
   all       every scenario above, one table
+  backlog   (not in all) fills one queue with -backlog-messages over -backlog-partitions,
+            then times -pop-samples pops (+ ack) of each shape against the same pops on an
+            empty queue fed before each, and every route the dashboard polls, page by page
+            (-admin-samples refreshes per page, -admin-interval apart)
 
 flags:
 `
@@ -136,11 +160,11 @@ func parseArgs(args []string, lookupEnv func(string) (string, bool)) (config, er
 	var errs []error
 	switch len(positional) {
 	case 0:
-		errs = append(errs, errors.New("scenario: missing (one of "+strings.Join(scenarios, ", ")+", all)"))
+		errs = append(errs, errors.New("scenario: missing (one of "+scenarioList()+")"))
 	case 1:
 		cfg.Scenario = positional[0]
-		if cfg.Scenario != "all" && !contains(scenarios, cfg.Scenario) {
-			errs = append(errs, fmt.Errorf("scenario: unknown %q (one of %s, all)", cfg.Scenario, strings.Join(scenarios, ", ")))
+		if cfg.Scenario != "all" && !contains(scenarios, cfg.Scenario) && !contains(aloneScenarios, cfg.Scenario) {
+			errs = append(errs, fmt.Errorf("scenario: unknown %q (one of %s)", cfg.Scenario, scenarioList()))
 		}
 	default:
 		errs = append(errs, fmt.Errorf("scenario: want one, got %q", positional))
@@ -178,7 +202,15 @@ func parseArgs(args []string, lookupEnv func(string) (string, bool)) (config, er
 		checkDuration("-duration", cfg.Duration, time.Second, time.Hour),
 		checkDuration("-poll-timeout", cfg.PollTimeout, 10*time.Millisecond, time.Minute),
 		checkDuration("-stats-settle", cfg.StatsSettle, 0, time.Minute),
+		checkRange("-backlog-messages", cfg.BacklogMessages, 1, 100_000_000),
+		checkRange("-backlog-partitions", cfg.BacklogPartitions, 1, min(cfg.BacklogMessages, 10_000_000)),
+		checkRange("-pop-samples", cfg.PopSamples, 1, 100_000),
+		checkRange("-admin-samples", cfg.AdminSamples, 1, 10_000),
+		checkDuration("-admin-interval", cfg.AdminInterval, 0, time.Minute),
 	)
+	if cfg.BacklogReuse && cfg.Queue == "" {
+		errs = append(errs, errors.New("-backlog-reuse: needs the -queue of the earlier run (kept with -keep)"))
+	}
 	if cfg.MaxMessages < 1 {
 		errs = append(errs, fmt.Errorf("-max-messages: must be at least 1, got %d", cfg.MaxMessages))
 	}
@@ -212,6 +244,12 @@ func newFlagSet(cfg *config, out io.Writer) *flag.FlagSet {
 	fs.Int64Var(&cfg.MaxMessages, "max-messages", cfg.MaxMessages, "stop a run after this many messages")
 	fs.DurationVar(&cfg.StatsSettle, "stats-settle", cfg.StatsSettle, "wait before reading xact_commit after a run (PostgreSQL flushes idle backends' stats within 10s)")
 	fs.BoolVar(&cfg.Keep, "keep", cfg.Keep, "keep the bench queues instead of deleting them at the end")
+	fs.IntVar(&cfg.BacklogMessages, "backlog-messages", cfg.BacklogMessages, "pending messages the backlog scenario fills its queue with")
+	fs.IntVar(&cfg.BacklogPartitions, "backlog-partitions", cfg.BacklogPartitions, "partitions the backlog is spread over")
+	fs.IntVar(&cfg.PopSamples, "pop-samples", cfg.PopSamples, "pops timed per pop shape in the backlog scenario")
+	fs.IntVar(&cfg.AdminSamples, "admin-samples", cfg.AdminSamples, "requests timed per dashboard route in the backlog scenario")
+	fs.DurationVar(&cfg.AdminInterval, "admin-interval", cfg.AdminInterval, "backlog: time between two refreshes of a dashboard page (the dashboard's default is 5s)")
+	fs.BoolVar(&cfg.BacklogReuse, "backlog-reuse", cfg.BacklogReuse, "backlog: skip the fill and measure the -queue an earlier run filled and kept (-keep)")
 	return fs
 }
 
@@ -297,6 +335,11 @@ func checkDuration(name string, d, lo, hi time.Duration) error {
 		return fmt.Errorf("%s: must be in [%s, %s], got %s", name, lo, hi, d)
 	}
 	return nil
+}
+
+// scenarioList names every scenario for the usage errors.
+func scenarioList() string {
+	return strings.Join(scenarios, ", ") + ", all, " + strings.Join(aloneScenarios, ", ")
 }
 
 func contains(list []string, s string) bool {

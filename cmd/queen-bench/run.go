@@ -26,6 +26,19 @@ func (b *bench) runAll(ctx context.Context) ([]result, error) {
 			fmt.Fprintln(b.log, "queen-bench: skipping "+name+": no -pg and no PG_HOST")
 			continue
 		}
+		if name == "backlog" {
+			// Several rows, and no -duration: it ends when its samples are in.
+			fmt.Fprintln(b.log, "queen-bench: backlog: running")
+			rows, err := b.backlogScenario(ctx)
+			for _, r := range rows {
+				fmt.Fprintln(b.log, "queen-bench: "+r.summaryLine())
+			}
+			results = append(results, rows...)
+			if err != nil {
+				return results, fmt.Errorf("%s: %w", name, err)
+			}
+			continue
+		}
 		fmt.Fprintf(b.log, "queen-bench: %s: running for up to %s\n", name, b.cfg.Duration)
 		var fn func(context.Context) (result, error)
 		switch name {

@@ -24,6 +24,7 @@ import (
 	"github.com/queenforgo/queen/cmd/queen/config"
 	"github.com/queenforgo/queen/cmd/queen/roots"
 	"github.com/queenforgo/queen/handlers"
+	"github.com/queenforgo/queen/handlers/aggcache"
 	"github.com/queenforgo/queen/handlers/auth"
 	dataplane "github.com/queenforgo/queen/handlers/broker"
 	"github.com/queenforgo/queen/handlers/crypto"
@@ -105,6 +106,11 @@ func run() int {
 		return 1
 	}
 	defer pool.Close()
+	// The dashboard's expensive aggregates (handlers/answer_cache.go); its
+	// background recomputations end before the pool closes (defers run in
+	// reverse).
+	answers := aggcache.New(aggcache.Config{Logger: logger})
+	defer answers.Wait()
 
 	// Wired in this order and shut down in reverse: the disk spool (owned
 	// by the broker from here on: docs/spool.md), the data plane, the HTTP
@@ -160,6 +166,7 @@ func run() int {
 		Collectors:     []prometheus.Collector{timings},
 		Tenancy:        cfg.Tenancy.Header,
 		SharedState:    tr,
+		AnswerCache:    answers,
 	})
 	handler, err := srv.Handler()
 	if err != nil {
