@@ -108,7 +108,7 @@ type poppedMessage struct {
 	TransactionID string          `json:"transactionId"`
 	PartitionID   string          `json:"partitionId"`
 	LeaseID       string          `json:"leaseId"`
-	Data          json.RawMessage `json:"data"`
+	Data          json.RawMessage `json:"data"` // decodePop: a slice of the answer's buffer
 }
 
 // pop long-polls a broker once; a nil answer is a 204.
@@ -125,7 +125,7 @@ func (b *bench) pop(ctx context.Context, base, queue string, params *client.PopQ
 		return nil, nil
 	case http.StatusOK:
 		var p popResponse
-		if err := json.Unmarshal(resp.Bytes(), &p); err != nil {
+		if err := decodePop(resp.Bytes(), &p); err != nil {
 			return nil, fmt.Errorf("pop: decode answer: %w", err)
 		}
 		return &p, nil
