@@ -17,7 +17,7 @@ func newRepollCollector(s *Server) repollCollector {
 		prometheus.NewDesc("queen_pop_repoll_statements_total",
 			"Statements run by the shared re-poll of parked long-polls (one per interval and up to 1000 parked keys).", nil, nil),
 		prometheus.NewDesc("queen_pop_repoll_keys_total",
-			"Parked keys (tenant, queue or namespace/task, partition, consumer group) the shared re-poll looked at.", nil, nil),
+			"Parked keys (a queue or namespace/task, partition and consumer group) the shared re-poll looked at.", nil, nil),
 		prometheus.NewDesc("queen_pop_repoll_woken_total",
 			"Parked keys the shared re-poll found claimable; their parked long-polls were woken.", nil, nil),
 		prometheus.NewDesc("queen_pop_repoll_skipped_total",
