@@ -63,74 +63,146 @@ func (q *Queries) PartitionConsumerApplyMany(ctx context.Context, arg PartitionC
 	return err
 }
 
-const partitionConsumerClaim = `-- name: PartitionConsumerClaim :many
-SELECT r.cursor_seq::bigint AS cursor_seq, r.batch_retry_count::integer AS batch_retry_count,
-       r.seq::bigint AS seq, r.id::uuid AS id, r.transaction_id::text AS transaction_id,
-       (r.trace_id IS NOT NULL)::boolean AS has_trace,
-       COALESCE(r.trace_id, '00000000-0000-0000-0000-000000000000')::uuid AS trace_id, r.payload::jsonb AS payload,
-       r.is_encrypted::boolean AS is_encrypted, COALESCE(r.producer_sub, '')::text AS producer_sub,
-       r.created_at::timestamptz AS created_at
-FROM queen.claim_messages($1::uuid, $2::text, $3::timestamptz,
-    $4::text, $5::integer, $6::integer, $7::integer, $8::boolean)
-    AS r (cursor_seq, batch_retry_count, seq, id, transaction_id, trace_id, payload, is_encrypted, producer_sub, created_at)
+const partitionConsumerAutoAck = `-- name: PartitionConsumerAutoAck :exec
+UPDATE queen.partition_consumers
+SET last_seq = GREATEST(last_seq, $1::bigint),
+    last_consumed_id = $2,
+    last_consumed_at = now(),
+    total_messages_consumed = total_messages_consumed + $3::bigint,
+    total_batches_consumed = total_batches_consumed + 1,
+    batch_retry_count = 0,
+    lease_id = NULL, lease_acquired_at = NULL, lease_expires_at = NULL, batch_size = 0, acked_count = 0
+WHERE partition_id = $4 AND consumer_group = $5 AND lease_id = $6
 `
 
-type PartitionConsumerClaimParams struct {
+type PartitionConsumerAutoAckParams struct {
+	LastSeq        int64
+	LastConsumedID *uuid.UUID
+	Consumed       int64
 	PartitionID    uuid.UUID
 	ConsumerGroup  string
-	StartAfterTime pgtype.Timestamptz
-	LeaseID        string
-	LeaseSeconds   int32
-	BatchSize      int32
-	DelaySeconds   int32
-	AutoAck        bool
+	LeaseID        *string
 }
 
-type PartitionConsumerClaimRow struct {
+// autoAck: the cursor passes everything just delivered and the lease ends.
+func (q *Queries) PartitionConsumerAutoAck(ctx context.Context, arg PartitionConsumerAutoAckParams) error {
+	_, err := q.db.Exec(ctx, partitionConsumerAutoAck,
+		arg.LastSeq,
+		arg.LastConsumedID,
+		arg.Consumed,
+		arg.PartitionID,
+		arg.ConsumerGroup,
+		arg.LeaseID,
+	)
+	return err
+}
+
+const partitionConsumerClaimAndRead = `-- name: PartitionConsumerClaimAndRead :many
+WITH gate AS (
+    SELECT pg_try_advisory_xact_lock(
+        hashtextextended(format('%s/%s', $1::uuid, $4::text), 12648430)) AS open
+),
+claim AS (
+    INSERT INTO queen.partition_consumers AS pc (
+        partition_id, consumer_group, last_seq, lease_id, lease_acquired_at, lease_expires_at,
+        batch_size, acked_count)
+    SELECT
+        $1, $4,
+        CASE WHEN $5::timestamptz IS NULL THEN 0
+             ELSE (SELECT COALESCE(max(s.seq), 0) FROM queen.messages s
+                   WHERE s.partition_id = $1 AND s.created_at <= $5::timestamptz)
+        END,
+        $6, now(), now() + make_interval(secs => $7::integer),
+        $3, 0
+    FROM gate WHERE gate.open
+    ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
+        lease_id = EXCLUDED.lease_id,
+        lease_acquired_at = EXCLUDED.lease_acquired_at,
+        lease_expires_at = EXCLUDED.lease_expires_at,
+        batch_size = EXCLUDED.batch_size,
+        acked_count = 0
+    WHERE pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now()
+    RETURNING pc.last_seq, pc.batch_retry_count, pc.lease_expires_at
+)
+SELECT claim.last_seq AS cursor_seq, claim.batch_retry_count, claim.lease_expires_at::timestamptz AS lease_expires_at,
+       COALESCE(m.seq, 0)::bigint AS seq,
+       COALESCE(m.id, '00000000-0000-0000-0000-000000000000'::uuid)::uuid AS id,
+       COALESCE(m.transaction_id, '')::text AS transaction_id,
+       m.trace_id,
+       COALESCE(m.payload, 'null'::jsonb)::jsonb AS payload,
+       COALESCE(m.is_encrypted, false)::boolean AS is_encrypted,
+       m.producer_sub,
+       COALESCE(m.created_at, now())::timestamptz AS created_at
+FROM claim
+LEFT JOIN LATERAL (
+    SELECT s.id, s.seq, s.transaction_id, s.trace_id, s.payload, s.is_encrypted, s.producer_sub, s.created_at
+    FROM queen.messages s
+    WHERE s.partition_id = $1
+      AND s.seq > claim.last_seq
+      AND ($2::integer = 0 OR s.created_at <= now() - make_interval(secs => $2::integer))
+    ORDER BY s.seq
+    LIMIT $3
+) m ON true
+ORDER BY m.seq
+`
+
+type PartitionConsumerClaimAndReadParams struct {
+	PartitionID    uuid.UUID
+	DelaySeconds   int32
+	BatchSize      int32
+	ConsumerGroup  string
+	StartAfterTime pgtype.Timestamptz
+	LeaseID        *string
+	LeaseSeconds   int32
+}
+
+type PartitionConsumerClaimAndReadRow struct {
 	CursorSeq       int64
 	BatchRetryCount int32
+	LeaseExpiresAt  pgtype.Timestamptz
 	Seq             int64
 	ID              uuid.UUID
 	TransactionID   string
-	HasTrace        bool
-	TraceID         uuid.UUID
+	TraceID         *uuid.UUID
 	Payload         json.RawMessage
 	IsEncrypted     bool
-	ProducerSub     string
+	ProducerSub     *string
 	CreatedAt       pgtype.Timestamptz
 }
 
-// Takes the group's lease on one partition, reads the next batch and
-// finishes the claim (releases an empty one, moves the cursor for autoAck,
-// records a short batch) in one round trip: see queen.claim_messages
-// (migration 0014). No row back means nothing was delivered. A NULL
-// trace id comes back as has_trace false, a NULL producer_sub as ”
-// (a push stores ” as NULL), so that the row has no ambiguous types.
-func (q *Queries) PartitionConsumerClaim(ctx context.Context, arg PartitionConsumerClaimParams) ([]PartitionConsumerClaimRow, error) {
-	rows, err := q.db.Query(ctx, partitionConsumerClaim,
+// Takes the group's lease on one partition and reads the next batch in one
+// round trip. No row back means another consumer of the group holds the lease;
+// one row with a NULL message id means the lease was taken but nothing is
+// deliverable. A new cursor row starts at `start_after_time` (a subscription
+// point) when given, else at the beginning of the partition.
+//
+// The gate is a try-lock on (partition, group) held until this statement
+// commits: a consumer that finds another one claiming the same partition
+// right now skips it at once instead of queueing on the row lock.
+func (q *Queries) PartitionConsumerClaimAndRead(ctx context.Context, arg PartitionConsumerClaimAndReadParams) ([]PartitionConsumerClaimAndReadRow, error) {
+	rows, err := q.db.Query(ctx, partitionConsumerClaimAndRead,
 		arg.PartitionID,
+		arg.DelaySeconds,
+		arg.BatchSize,
 		arg.ConsumerGroup,
 		arg.StartAfterTime,
 		arg.LeaseID,
 		arg.LeaseSeconds,
-		arg.BatchSize,
-		arg.DelaySeconds,
-		arg.AutoAck,
 	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []PartitionConsumerClaimRow
+	var items []PartitionConsumerClaimAndReadRow
 	for rows.Next() {
-		var i PartitionConsumerClaimRow
+		var i PartitionConsumerClaimAndReadRow
 		if err := rows.Scan(
 			&i.CursorSeq,
 			&i.BatchRetryCount,
+			&i.LeaseExpiresAt,
 			&i.Seq,
 			&i.ID,
 			&i.TransactionID,
-			&i.HasTrace,
 			&i.TraceID,
 			&i.Payload,
 			&i.IsEncrypted,
@@ -604,6 +676,23 @@ func (q *Queries) PartitionConsumerPassHead(ctx context.Context, arg PartitionCo
 	return result.RowsAffected(), nil
 }
 
+const partitionConsumerRelease = `-- name: PartitionConsumerRelease :exec
+UPDATE queen.partition_consumers
+SET lease_id = NULL, lease_acquired_at = NULL, lease_expires_at = NULL, batch_size = 0, acked_count = 0
+WHERE partition_id = $1 AND consumer_group = $2 AND lease_id = $3
+`
+
+type PartitionConsumerReleaseParams struct {
+	PartitionID   uuid.UUID
+	ConsumerGroup string
+	LeaseID       *string
+}
+
+func (q *Queries) PartitionConsumerRelease(ctx context.Context, arg PartitionConsumerReleaseParams) error {
+	_, err := q.db.Exec(ctx, partitionConsumerRelease, arg.PartitionID, arg.ConsumerGroup, arg.LeaseID)
+	return err
+}
+
 const partitionConsumerSeekQueue = `-- name: PartitionConsumerSeekQueue :execrows
 INSERT INTO queen.partition_consumers AS pc (partition_id, consumer_group, last_seq)
 SELECT p.id, $1,
@@ -646,6 +735,30 @@ func (q *Queries) PartitionConsumerSeekQueue(ctx context.Context, arg PartitionC
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const partitionConsumerSetBatchSize = `-- name: PartitionConsumerSetBatchSize :exec
+UPDATE queen.partition_consumers SET batch_size = $1
+WHERE partition_id = $2 AND consumer_group = $3 AND lease_id = $4
+`
+
+type PartitionConsumerSetBatchSizeParams struct {
+	BatchSize     int32
+	PartitionID   uuid.UUID
+	ConsumerGroup string
+	LeaseID       *string
+}
+
+// Records how many messages a pop delivered, so the lease is released when
+// that many have been acked.
+func (q *Queries) PartitionConsumerSetBatchSize(ctx context.Context, arg PartitionConsumerSetBatchSizeParams) error {
+	_, err := q.db.Exec(ctx, partitionConsumerSetBatchSize,
+		arg.BatchSize,
+		arg.PartitionID,
+		arg.ConsumerGroup,
+		arg.LeaseID,
+	)
+	return err
 }
 
 const partitionConsumerSkipMissing = `-- name: PartitionConsumerSkipMissing :execrows

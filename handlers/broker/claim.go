@@ -20,7 +20,7 @@ type claimed struct {
 	partitionID   uuid.UUID
 	partitionName string
 	retryCount    int
-	messages      []db.PartitionConsumerClaimRow
+	messages      []db.PartitionConsumerClaimAndReadRow
 }
 
 // defaultLeaseSeconds applies when a queue's leaseTime is 0.
@@ -135,11 +135,9 @@ func (b *Broker) claimAny(ctx context.Context, pr popPlan, queues []db.QueenQueu
 }
 
 // claim takes the group's lease on one partition and reads up to limit
-// messages (queen.claim_messages, migration 0014). nil means nothing was
-// delivered: another consumer of the group holds the lease, or nothing is
-// deliverable (the lease is then released at once). The batch size recorded
-// for the lease is what was actually delivered; with autoAck the cursor
-// passes the messages and the lease ends in the same commit.
+// messages. nil means another consumer of the group holds the lease. The
+// lease is released at once when nothing is deliverable, and the batch size
+// recorded for the lease is what was actually delivered.
 func (b *Broker) claim(ctx context.Context, pr popPlan, q db.QueenQueue, partID uuid.UUID, partName, leaseID string, limit int, targeted bool) (*claimed, error) {
 	var startAfter pgtype.Timestamptz
 	if pr.Group != QueueModeGroup {
@@ -155,17 +153,14 @@ func (b *Broker) claim(ctx context.Context, pr popPlan, q db.QueenQueue, partID 
 	if leaseSeconds <= 0 {
 		leaseSeconds = defaultLeaseSeconds
 	}
-	// One round trip: the claim, the read and its finish (an empty claim
-	// released, autoAck's cursor move, a short batch's size) commit together.
-	rows, err := b.q.PartitionConsumerClaim(ctx, db.PartitionConsumerClaimParams{
+	rows, err := b.q.PartitionConsumerClaimAndRead(ctx, db.PartitionConsumerClaimAndReadParams{
 		PartitionID:    partID,
 		ConsumerGroup:  pr.Group,
 		StartAfterTime: startAfter,
-		LeaseID:        leaseID,
+		LeaseID:        &leaseID,
 		LeaseSeconds:   leaseSeconds,
 		BatchSize:      int32(limit),
 		DelaySeconds:   q.DelayedProcessing,
-		AutoAck:        pr.AutoAck,
 	})
 	if err = pgerr.Translate(err); errors.Is(err, pgerr.ErrForeignKey) {
 		// The partition was deleted (queue clear or delete) since the
@@ -178,10 +173,31 @@ func (b *Broker) claim(ctx context.Context, pr popPlan, q db.QueenQueue, partID 
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	return &claimed{
-		queue: q, partitionID: partID, partitionName: partName,
-		retryCount: int(rows[0].BatchRetryCount), messages: rows,
-	}, nil
+	c := &claimed{queue: q, partitionID: partID, partitionName: partName, retryCount: int(rows[0].BatchRetryCount)}
+	for _, r := range rows {
+		if r.Seq > 0 {
+			c.messages = append(c.messages, r)
+		}
+	}
+	key := db.PartitionConsumerReleaseParams{PartitionID: partID, ConsumerGroup: pr.Group, LeaseID: &leaseID}
+	switch n := len(c.messages); {
+	case n == 0:
+		err = b.q.PartitionConsumerRelease(ctx, key)
+	case pr.AutoAck:
+		last := c.messages[n-1]
+		err = b.q.PartitionConsumerAutoAck(ctx, db.PartitionConsumerAutoAckParams{
+			LastSeq: last.Seq, LastConsumedID: &last.ID, Consumed: int64(n),
+			PartitionID: partID, ConsumerGroup: pr.Group, LeaseID: &leaseID,
+		})
+	case n < limit:
+		err = b.q.PartitionConsumerSetBatchSize(ctx, db.PartitionConsumerSetBatchSizeParams{
+			BatchSize: int32(n), PartitionID: partID, ConsumerGroup: pr.Group, LeaseID: &leaseID,
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("finish claim of partition %s: %w", partID, err)
+	}
+	return c, nil
 }
 
 // subscriptionStart decides where a named group's new cursor on a partition
@@ -236,25 +252,19 @@ func (b *Broker) popResult(pr popPlan, leaseID string, got []claimed) *PopResult
 	}
 	res.Messages = make([]Message, 0, n)
 	for _, c := range got {
-		for i := range c.messages {
-			m := &c.messages[i]
-			msg := Message{
+		for _, m := range c.messages {
+			res.Messages = append(res.Messages, Message{
 				ID:            m.ID,
 				TransactionID: m.TransactionID,
+				TraceID:       m.TraceID,
 				Payload:       b.seal.open(m.Payload, m.IsEncrypted),
+				ProducerSub:   m.ProducerSub,
 				CreatedAt:     m.CreatedAt.Time,
 				Queue:         c.queue.Name,
 				Partition:     c.partitionName,
 				PartitionID:   c.partitionID,
 				RetryCount:    c.retryCount,
-			}
-			if m.HasTrace {
-				msg.TraceID = &m.TraceID
-			}
-			if m.ProducerSub != "" {
-				msg.ProducerSub = &m.ProducerSub
-			}
-			res.Messages = append(res.Messages, msg)
+			})
 		}
 	}
 	return res

@@ -1,19 +1,82 @@
--- name: PartitionConsumerClaim :many
--- Takes the group's lease on one partition, reads the next batch and
--- finishes the claim (releases an empty one, moves the cursor for autoAck,
--- records a short batch) in one round trip: see queen.claim_messages
--- (migration 0014). No row back means nothing was delivered. A NULL
--- trace id comes back as has_trace false, a NULL producer_sub as ''
--- (a push stores '' as NULL), so that the row has no ambiguous types.
-SELECT r.cursor_seq::bigint AS cursor_seq, r.batch_retry_count::integer AS batch_retry_count,
-       r.seq::bigint AS seq, r.id::uuid AS id, r.transaction_id::text AS transaction_id,
-       (r.trace_id IS NOT NULL)::boolean AS has_trace,
-       COALESCE(r.trace_id, '00000000-0000-0000-0000-000000000000')::uuid AS trace_id, r.payload::jsonb AS payload,
-       r.is_encrypted::boolean AS is_encrypted, COALESCE(r.producer_sub, '')::text AS producer_sub,
-       r.created_at::timestamptz AS created_at
-FROM queen.claim_messages(@partition_id::uuid, @consumer_group::text, sqlc.narg(start_after_time)::timestamptz,
-    @lease_id::text, @lease_seconds::integer, @batch_size::integer, @delay_seconds::integer, @auto_ack::boolean)
-    AS r (cursor_seq, batch_retry_count, seq, id, transaction_id, trace_id, payload, is_encrypted, producer_sub, created_at);
+-- name: PartitionConsumerClaimAndRead :many
+-- Takes the group's lease on one partition and reads the next batch in one
+-- round trip. No row back means another consumer of the group holds the lease;
+-- one row with a NULL message id means the lease was taken but nothing is
+-- deliverable. A new cursor row starts at `start_after_time` (a subscription
+-- point) when given, else at the beginning of the partition.
+--
+-- The gate is a try-lock on (partition, group) held until this statement
+-- commits: a consumer that finds another one claiming the same partition
+-- right now skips it at once instead of queueing on the row lock.
+WITH gate AS (
+    SELECT pg_try_advisory_xact_lock(
+        hashtextextended(format('%s/%s', @partition_id::uuid, @consumer_group::text), 12648430)) AS open
+),
+claim AS (
+    INSERT INTO queen.partition_consumers AS pc (
+        partition_id, consumer_group, last_seq, lease_id, lease_acquired_at, lease_expires_at,
+        batch_size, acked_count)
+    SELECT
+        @partition_id, @consumer_group,
+        CASE WHEN sqlc.narg(start_after_time)::timestamptz IS NULL THEN 0
+             ELSE (SELECT COALESCE(max(s.seq), 0) FROM queen.messages s
+                   WHERE s.partition_id = @partition_id AND s.created_at <= sqlc.narg(start_after_time)::timestamptz)
+        END,
+        @lease_id, now(), now() + make_interval(secs => @lease_seconds::integer),
+        @batch_size, 0
+    FROM gate WHERE gate.open
+    ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
+        lease_id = EXCLUDED.lease_id,
+        lease_acquired_at = EXCLUDED.lease_acquired_at,
+        lease_expires_at = EXCLUDED.lease_expires_at,
+        batch_size = EXCLUDED.batch_size,
+        acked_count = 0
+    WHERE pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now()
+    RETURNING pc.last_seq, pc.batch_retry_count, pc.lease_expires_at
+)
+SELECT claim.last_seq AS cursor_seq, claim.batch_retry_count, claim.lease_expires_at::timestamptz AS lease_expires_at,
+       COALESCE(m.seq, 0)::bigint AS seq,
+       COALESCE(m.id, '00000000-0000-0000-0000-000000000000'::uuid)::uuid AS id,
+       COALESCE(m.transaction_id, '')::text AS transaction_id,
+       m.trace_id,
+       COALESCE(m.payload, 'null'::jsonb)::jsonb AS payload,
+       COALESCE(m.is_encrypted, false)::boolean AS is_encrypted,
+       m.producer_sub,
+       COALESCE(m.created_at, now())::timestamptz AS created_at
+FROM claim
+LEFT JOIN LATERAL (
+    SELECT s.id, s.seq, s.transaction_id, s.trace_id, s.payload, s.is_encrypted, s.producer_sub, s.created_at
+    FROM queen.messages s
+    WHERE s.partition_id = @partition_id
+      AND s.seq > claim.last_seq
+      AND (@delay_seconds::integer = 0 OR s.created_at <= now() - make_interval(secs => @delay_seconds::integer))
+    ORDER BY s.seq
+    LIMIT @batch_size
+) m ON true
+ORDER BY m.seq;
+
+-- name: PartitionConsumerSetBatchSize :exec
+-- Records how many messages a pop delivered, so the lease is released when
+-- that many have been acked.
+UPDATE queen.partition_consumers SET batch_size = @batch_size
+WHERE partition_id = @partition_id AND consumer_group = @consumer_group AND lease_id = @lease_id;
+
+-- name: PartitionConsumerRelease :exec
+UPDATE queen.partition_consumers
+SET lease_id = NULL, lease_acquired_at = NULL, lease_expires_at = NULL, batch_size = 0, acked_count = 0
+WHERE partition_id = @partition_id AND consumer_group = @consumer_group AND lease_id = @lease_id;
+
+-- name: PartitionConsumerAutoAck :exec
+-- autoAck: the cursor passes everything just delivered and the lease ends.
+UPDATE queen.partition_consumers
+SET last_seq = GREATEST(last_seq, @last_seq::bigint),
+    last_consumed_id = @last_consumed_id,
+    last_consumed_at = now(),
+    total_messages_consumed = total_messages_consumed + @consumed::bigint,
+    total_batches_consumed = total_batches_consumed + 1,
+    batch_retry_count = 0,
+    lease_id = NULL, lease_acquired_at = NULL, lease_expires_at = NULL, batch_size = 0, acked_count = 0
+WHERE partition_id = @partition_id AND consumer_group = @consumer_group AND lease_id = @lease_id;
 
 -- name: PartitionConsumerLockMany :many
 -- Locks the cursor rows an ack batch touches, in key order so concurrent
