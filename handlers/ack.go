@@ -34,6 +34,9 @@ func (s *Server) AckBatch(ctx context.Context, req api.AckBatchRequestObject) (a
 	if req.Body == nil {
 		return badRequest[api.AckBatch400JSONResponse]("Empty request body"), nil
 	}
+	if err := s.validator.checkAckBatch(req.Body); err != nil {
+		return badRequest[api.AckBatch400JSONResponse](err.Error()), nil
+	}
 	items := make([]broker.AckItem, len(req.Body.Acknowledgments))
 	for i, a := range req.Body.Acknowledgments {
 		it, err := ackItemFrom(a.TransactionId, a.PartitionId, a.Status, req.Body.ConsumerGroup, a.LeaseId, a.Error)

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -112,6 +113,59 @@ func TestAckUnknownMessageAndBadInput(t *testing.T) {
 	require.JSONEq(t, "[]", string(raw))
 	status, _ = b.do("POST", "/api/v1/ack/batch", map[string]any{})
 	require.Equal(t, http.StatusBadRequest, status)
+}
+
+// The batch ack is checked by its handler after the typed decode
+// (ack_validate.go), not by the generic validator: every rule of
+// AckBatchRequest still answers 400 naming the field, and changes nothing.
+func TestAckBatchBadInput(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.push(item("q", "", "m1", 1))
+	p := b.pop("/api/v1/pop/queue/q?batch=1")
+	good := map[string]any{"transactionId": "m1", "partitionId": p.PartitionID, "leaseId": p.LeaseID}
+	with := func(k string, v any) map[string]any {
+		m := map[string]any{}
+		for gk, gv := range good {
+			m[gk] = gv
+		}
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+		return m
+	}
+	tooMany := make([]any, 1001)
+	for i := range tooMany {
+		tooMany[i] = good
+	}
+	for _, tc := range []struct {
+		body any
+		want string
+	}{
+		{map[string]any{"acknowledgments": nil}, `acknowledgments`},
+		{map[string]any{"acknowledgments": "x"}, "at acknowledgments"},
+		{map[string]any{"acknowledgments": tooMany}, "at most 1000"},
+		{map[string]any{"acknowledgments": []any{good}, "consumerGroup": "bad name"}, "consumerGroup"},
+		{map[string]any{"acknowledgments": []any{good, with("transactionId", nil)}}, "acknowledgments/1/transactionId"},
+		{map[string]any{"acknowledgments": []any{with("transactionId", strings.Repeat("x", 256))}}, "acknowledgments/0/transactionId"},
+		{map[string]any{"acknowledgments": []any{good, with("partitionId", "not-a-uuid")}}, "acknowledgments/1/partitionId"},
+		{map[string]any{"acknowledgments": []any{with("partitionId", nil)}}, "acknowledgments/0/partitionId"},
+		{map[string]any{"acknowledgments": []any{good, good, with("status", "weird")}}, "acknowledgments/2/status"},
+		{map[string]any{"acknowledgments": []any{with("leaseId", strings.Repeat("l", 256))}}, "acknowledgments/0/leaseId"},
+		{map[string]any{"acknowledgments": []any{with("transactionId", 7)}}, "transactionId"},
+	} {
+		status, raw := b.do("POST", "/api/v1/ack/batch", tc.body)
+		require.Equal(t, http.StatusBadRequest, status, "%s", raw)
+		require.Contains(t, string(raw), tc.want)
+	}
+	// Nothing was acknowledged: the lease still holds the message.
+	require.Nil(t, b.pop("/api/v1/pop/queue/q?batch=1"))
+	ok := map[string]any{"acknowledgments": []any{with("status", nil)}, "consumerGroup": ""}
+	status, raw := b.do("POST", "/api/v1/ack/batch", ok)
+	require.Equal(t, http.StatusOK, status, "%s", raw)
+	require.Contains(t, string(raw), `"success":true`)
 }
 
 func TestDLQStatusAndRetryStatus(t *testing.T) {

@@ -35,7 +35,7 @@ func (s *Server) PopPartition(ctx context.Context, req api.PopPartitionRequestOb
 	if err != nil || res == nil {
 		return api.PopPartition204Response{}, err
 	}
-	return api.PopPartition200JSONResponse{PopOKJSONResponse: popResponse(res)}, nil
+	return popAnswer{res}, nil
 }
 
 // PopQueue pops from any eligible partitions of a queue.
@@ -53,7 +53,7 @@ func (s *Server) PopQueue(ctx context.Context, req api.PopQueueRequestObject) (a
 	if err != nil || res == nil {
 		return api.PopQueue204Response{}, err
 	}
-	return api.PopQueue200JSONResponse{PopOKJSONResponse: popResponse(res)}, nil
+	return popAnswer{res}, nil
 }
 
 // PopNamespaceTask pops across the queues of a namespace and/or task.
@@ -71,7 +71,7 @@ func (s *Server) PopNamespaceTask(ctx context.Context, req api.PopNamespaceTaskR
 	if err != nil || res == nil {
 		return api.PopNamespaceTask204Response{}, err
 	}
-	return api.PopNamespaceTask200JSONResponse{PopOKJSONResponse: popResponse(res)}, nil
+	return popAnswer{res}, nil
 }
 
 // popRequest decodes the shared pop parameters; the broker applies the
@@ -107,27 +107,4 @@ func popRequest(ctx context.Context, p popParams) (broker.PopRequest, error) {
 		pr.SubscriptionFrom = &t
 	}
 	return pr, nil
-}
-
-// popResponse renders a pop: the C++ shape plus per-message queue and
-// retryCount.
-func popResponse(r *broker.PopResult) api.PopOKJSONResponse {
-	resp := api.PopOKJSONResponse{
-		Success: true, Queue: r.Queue, Partition: r.Partition, PartitionId: r.PartitionID.String(),
-		LeaseId: r.LeaseID, ConsumerGroup: r.Group, PartitionsClaimed: r.Partitions,
-		Messages: make([]api.PoppedMessage, len(r.Messages)),
-	}
-	for i, m := range r.Messages {
-		data := api.AnyJSON(m.Payload)
-		pm := api.PoppedMessage{
-			Id: m.ID.String(), TransactionId: m.TransactionID, Data: &data, ProducerSub: m.ProducerSub,
-			CreatedAt: fmtMicros(m.CreatedAt), PartitionId: m.PartitionID.String(), Partition: m.Partition,
-			Queue: m.Queue, LeaseId: r.LeaseID, ConsumerGroup: r.Group, RetryCount: m.RetryCount,
-		}
-		if m.TraceID != nil {
-			pm.TraceId = ptr(m.TraceID.String())
-		}
-		resp.Messages[i] = pm
-	}
-	return resp
 }

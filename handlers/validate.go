@@ -30,6 +30,8 @@ type requestValidator struct {
 	// spec, so openapi.yaml stays the one description of the rules.
 	pushMaxItems  int
 	pushItemProps []pushItemProp
+	// The batch ack likewise (ack_validate.go).
+	ack ackSchemas
 }
 
 type pushItemProp struct {
@@ -43,7 +45,7 @@ type pushItemProp struct {
 // pushMessages is PushMessages there), and newRequestValidator refuses a name
 // that matches no operation, so a rename cannot silently bring back the
 // double decode.
-var typedBodyOperations = map[string]bool{"PushMessages": true}
+var typedBodyOperations = map[string]bool{"PushMessages": true, "AckBatch": true}
 
 func newRequestValidator() (*requestValidator, error) {
 	doc, err := api.GetSpec()
@@ -53,6 +55,9 @@ func newRequestValidator() (*requestValidator, error) {
 	doc.Servers = nil
 	v := &requestValidator{doc: doc, byPattern: map[string]*routers.Route{}}
 	if err := v.loadPushSchema(); err != nil {
+		return nil, err
+	}
+	if err := v.loadAckSchema(); err != nil {
 		return nil, err
 	}
 	typed := 0

@@ -31,15 +31,19 @@ type consumer struct {
 func (b *bench) newConsumer(queue, group string, i int) *consumer {
 	return &consumer{
 		b: b, base: b.baseFor(i), queue: queue, group: group,
-		params: b.popParams(group, b.cfg.Batch, b.cfg.PollTimeout),
+		params: b.popParams(group, b.cfg.Batch, b.cfg.PollTimeout, b.cfg.AutoAck),
 	}
 }
 
-// popParams are the query of a long-poll pop.
-func (b *bench) popParams(group string, batch int, timeout time.Duration) *client.PopQueueParams {
+// popParams are the query of a long-poll pop; with autoAck the broker
+// moves the cursor on delivery and the consumer sends no ack.
+func (b *bench) popParams(group string, batch int, timeout time.Duration, autoAck bool) *client.PopQueueParams {
 	wait := true
 	ms := int(timeout.Milliseconds())
 	p := &client.PopQueueParams{Batch: &batch, Wait: &wait, Timeout: &ms}
+	if autoAck {
+		p.AutoAck = &autoAck
+	}
 	if group != "" {
 		mode := client.PopQueueParamsSubscriptionModeAll
 		p.ConsumerGroup = &group
@@ -74,7 +78,10 @@ func (c *consumer) run(ctx context.Context, deadline time.Time, t *tally, stopOn
 				c.e2e.add(popped.Sub(time.Unix(0, ns)))
 			}
 		}
-		acked, err := c.b.ack(ctx, c.base, c.group, p, &c.resp)
+		acked := int64(len(p.Messages))
+		if !c.b.cfg.AutoAck {
+			acked, err = c.b.ack(ctx, c.base, c.group, p, &c.resp)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -101,7 +108,7 @@ type poppedMessage struct {
 	TransactionID string          `json:"transactionId"`
 	PartitionID   string          `json:"partitionId"`
 	LeaseID       string          `json:"leaseId"`
-	Data          json.RawMessage `json:"data"`
+	Data          json.RawMessage `json:"data"` // decodePop: a slice of the answer's buffer
 }
 
 // pop long-polls a broker once; a nil answer is a 204.
@@ -118,7 +125,7 @@ func (b *bench) pop(ctx context.Context, base, queue string, params *client.PopQ
 		return nil, nil
 	case http.StatusOK:
 		var p popResponse
-		if err := json.Unmarshal(resp.Bytes(), &p); err != nil {
+		if err := decodePop(resp.Bytes(), &p); err != nil {
 			return nil, fmt.Errorf("pop: decode answer: %w", err)
 		}
 		return &p, nil
@@ -244,7 +251,7 @@ func (b *bench) consumeScenario(ctx context.Context, pushed string) (result, err
 	cs := b.consumeFor(ctx, queue, []string{""}, start.Add(b.cfg.Duration), &t, func() bool { return true })
 	res := result{
 		Scenario: "consume",
-		Command:  b.command("consume", "duration", "consumers", "batch", "poll-timeout"),
+		Command:  b.command("consume", "duration", "consumers", "batch", "poll-timeout", "auto-ack"),
 		Messages: t.msgs.Load(),
 		Elapsed:  t.lastAt(start).Sub(start),
 		Latency:  cycleRecorders(cs).summary(),

@@ -17,7 +17,7 @@ func (b *bench) fanoutScenario(ctx context.Context) (result, error) {
 	}
 	m := b.startMeasure(ctx)
 	f := b.flow(ctx, queue, groups)
-	cmd := b.command("fanout", "duration", "producers", "consumers", "groups", "batch", "partitions", "payload-bytes", "rate")
+	cmd := b.command("fanout", "duration", "producers", "consumers", "groups", "batch", "partitions", "payload-bytes", "rate", "auto-ack")
 	res := b.flowResult("fanout", cmd, len(groups), f)
 	res.note(fmt.Sprintf("%d groups x %d consumers", len(groups), b.cfg.Consumers))
 	m.finish(ctx, &res)

@@ -56,6 +56,7 @@ type config struct {
 	URLs         []string // -url split at commas, trailing slashes trimmed
 	PG           string   // "" disables the commit count and the ceiling
 	PID          int      // 0 disables the RSS column
+	PGPID        int      // the postmaster; 0 disables PostgreSQL's CPU per message
 	Duration     time.Duration
 	Producers    int
 	Consumers    int
@@ -63,6 +64,7 @@ type config struct {
 	Partitions   int
 	PayloadBytes int
 	Groups       int
+	AutoAck      bool   // consumers pop with autoAck and send no ack
 	Queue        string // "" picks a unique name per run (see defaultQueue)
 	PollTimeout  time.Duration
 	Rate         int // total push msg/s for mixed and fanout; 0 is unthrottled
@@ -115,6 +117,7 @@ scenarios:
   consume   pop + batch ack until the queue is empty or -duration (prefills when run alone)
   mixed     push and consume at once; latency is push sent -> message popped
   fanout    like mixed with -groups consumer groups, each reading every message
+            (-auto-ack: consumers pop with autoAck and send no ack)
   wakeup    p50/p99 from a push's answer to a parked long-poll's answer, idle broker;
             with several -url, push on the first and long-polls on the others
   ceiling   the same rows inserted straight into PostgreSQL (needs -pg)
@@ -188,6 +191,7 @@ func parseArgs(args []string, lookupEnv func(string) (string, bool)) (config, er
 	}
 	errs = append(errs,
 		checkRange("-pid", cfg.PID, 0, 1<<22),
+		checkRange("-pg-pid", cfg.PGPID, 0, 1<<22),
 		checkRange("-producers", cfg.Producers, 1, 256),
 		checkRange("-consumers", cfg.Consumers, 1, 256),
 		checkRange("-batch", cfg.Batch, 1, 1000),
@@ -226,7 +230,8 @@ func newFlagSet(cfg *config, out io.Writer) *flag.FlagSet {
 	fs.SetOutput(out)
 	fs.StringVar(&cfg.URL, "url", cfg.URL, "broker base URL, or a comma list of brokers on one database: producers and consumers are spread over them round-robin (loopback only)")
 	fs.StringVar(&cfg.PG, "pg", cfg.PG, "the broker's PostgreSQL URL, for xact_commit and the ceiling (default from PG_HOST, PG_PORT, PG_USER, PG_PASSWORD, PG_DB)")
-	fs.IntVar(&cfg.PID, "pid", cfg.PID, "broker pid, for RSS from /proc/<pid>/status")
+	fs.IntVar(&cfg.PID, "pid", cfg.PID, "broker pid, for RSS from /proc/<pid>/status and its CPU per message")
+	fs.IntVar(&cfg.PGPID, "pg-pid", cfg.PGPID, "postmaster pid of a local PostgreSQL, for the cluster's CPU per message (/proc)")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "length of each run")
 	fs.IntVar(&cfg.Producers, "producers", cfg.Producers, "concurrent push requests (and ceiling connections)")
 	fs.IntVar(&cfg.Consumers, "consumers", cfg.Consumers, "concurrent consumers (per group in fanout)")
@@ -234,6 +239,7 @@ func newFlagSet(cfg *config, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions per queue; each push goes to one")
 	fs.IntVar(&cfg.PayloadBytes, "payload-bytes", cfg.PayloadBytes, "size of each JSON payload")
 	fs.IntVar(&cfg.Groups, "groups", cfg.Groups, "consumer groups in fanout")
+	fs.BoolVar(&cfg.AutoAck, "auto-ack", cfg.AutoAck, "consumers pop with autoAck=true (the cursor moves on delivery) and send no ack")
 	fs.StringVar(&cfg.Queue, "queue", cfg.Queue, "queue name prefix (default bench-<time>-<pid>)")
 	fs.DurationVar(&cfg.PollTimeout, "poll-timeout", cfg.PollTimeout, "long-poll timeout of consumers")
 	fs.IntVar(&cfg.Rate, "rate", cfg.Rate, "total push msg/s in mixed and fanout (0: as fast as possible)")

@@ -89,7 +89,7 @@ func (b *bench) mixedScenario(ctx context.Context) (result, error) {
 	queue := b.queue("mixed")
 	m := b.startMeasure(ctx)
 	f := b.flow(ctx, queue, []string{""})
-	res := b.flowResult("mixed", b.command("mixed", "duration", "producers", "consumers", "batch", "partitions", "payload-bytes", "rate"), 1, f)
+	res := b.flowResult("mixed", b.command("mixed", "duration", "producers", "consumers", "batch", "partitions", "payload-bytes", "rate", "auto-ack"), 1, f)
 	m.finish(ctx, &res)
 	return res, nil
 }

@@ -120,7 +120,7 @@ func (b *bench) parkedPrepare(ctx context.Context, queues []string) error {
 		wg.Go(func() {
 			var resp bytes.Buffer
 			var body []byte
-			params := b.popParams("", 1, time.Second)
+			params := b.popParams("", 1, time.Second, false)
 			for q := range next {
 				body = appendPushBody(body[:0], q, "p0", q+"-", 0, 1, "", time.Now())
 				if _, err := b.push(ctx, b.base, body, &resp); err != nil {

@@ -96,11 +96,12 @@ type measurement struct {
 	stop    chan struct{}
 	done    sync.WaitGroup
 	peak    int64
+	cpu     cpuSample // at the start of the measured phase
 }
 
 // startMeasure starts the probes just before a run's measured phase.
 func (b *bench) startMeasure(ctx context.Context) *measurement {
-	m := &measurement{b: b, commits: b.xactCommit(ctx), stop: make(chan struct{}), peak: -1}
+	m := &measurement{b: b, commits: b.xactCommit(ctx), stop: make(chan struct{}), peak: -1, cpu: b.sampleCPU()}
 	if b.cfg.PID > 0 {
 		m.done.Go(func() {
 			tick := time.NewTicker(100 * time.Millisecond)
@@ -141,6 +142,7 @@ func (m *measurement) finish(ctx context.Context, res *result) {
 // finishRSS stops the probes and writes the RSS columns into res; the
 // commit count stays unknown.
 func (m *measurement) finishRSS(res *result) {
+	res.note(cpuNote(m.cpu, m.b.sampleCPU(), res.Messages))
 	close(m.stop)
 	m.done.Wait()
 	res.PeakRSS, res.HWM, res.Commits = m.peak, -1, -1

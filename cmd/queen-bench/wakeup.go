@@ -35,7 +35,7 @@ func (b *bench) wakeupScenario(ctx context.Context) (result, error) {
 		return b.wakeupAcross(ctx)
 	}
 	queue := b.queue("wakeup")
-	params := b.popParams("", 1, wakeupPollTimeout)
+	params := b.popParams("", 1, wakeupPollTimeout, false)
 	pad := strings.Repeat("x", max(b.cfg.PayloadBytes-payloadOverhead, 0))
 	var pushResp, popResp, ackResp bytes.Buffer
 	var body []byte

@@ -27,10 +27,7 @@ func (b *bench) wakeupAcross(ctx context.Context) (result, error) {
 	for i := range remotes {
 		// Each remote broker's own group, autoAck: every cycle is one
 		// delivery per broker, nothing left leased.
-		p := b.popParams(fmt.Sprintf("wakeup-%d", i+1), 1, wakeupPollTimeout)
-		autoAck := true
-		p.AutoAck = &autoAck
-		params[i] = p
+		params[i] = b.popParams(fmt.Sprintf("wakeup-%d", i+1), 1, wakeupPollTimeout, true)
 	}
 	pad := strings.Repeat("x", max(b.cfg.PayloadBytes-payloadOverhead, 0))
 	var pushResp bytes.Buffer

@@ -101,6 +101,9 @@ const partitionConsumerClaimAndRead = `-- name: PartitionConsumerClaimAndRead :m
 WITH gate AS (
     SELECT pg_try_advisory_xact_lock(
         hashtextextended(format('%s/%s', $1::uuid, $4::text), 12648430)) AS open
+    WHERE NOT EXISTS (
+        SELECT 1 FROM queen.partition_consumers l
+        WHERE l.partition_id = $1 AND l.consumer_group = $4 AND l.lease_expires_at > now())
 ),
 claim AS (
     INSERT INTO queen.partition_consumers AS pc (
@@ -178,7 +181,12 @@ type PartitionConsumerClaimAndReadRow struct {
 //
 // The gate is a try-lock on (partition, group) held until this statement
 // commits: a consumer that finds another one claiming the same partition
-// right now skips it at once instead of queueing on the row lock.
+// right now skips it at once instead of queueing on the row lock. A lease
+// that this statement's snapshot already sees live is skipped before the
+// upsert, which would lock the leased row until commit (a commit with a WAL
+// flush) and so hold up the holder's own ack or autoAck update; the upsert's
+// WHERE still decides on the latest row, so a stale look can only skip a
+// partition that was released a moment ago, never claim a leased one.
 func (q *Queries) PartitionConsumerClaimAndRead(ctx context.Context, arg PartitionConsumerClaimAndReadParams) ([]PartitionConsumerClaimAndReadRow, error) {
 	rows, err := q.db.Query(ctx, partitionConsumerClaimAndRead,
 		arg.PartitionID,

@@ -43,7 +43,27 @@ func (pr popPlan) lookKey() lookKey {
 	return lookKey{pr.Tenant, pr.Queue, pr.Namespace, pr.Task, pr.Partition, pr.Group}
 }
 
-// repollStats counts the shared re-poll's work; the tests read it.
+// RepollStats is what the shared re-poll did since the broker started
+// (RepollStatsSnapshot): the counters behind the queen_pop_repoll_*
+// Prometheus families.
+type RepollStats struct {
+	Statements int64 // PartitionPollReady statements run
+	Keys       int64 // parked keys looked at, summed over the statements
+	Woken      int64 // keys found claimable, whose parked pops were woken
+	Skipped    int64 // long-polls that parked without their first look
+}
+
+// RepollStatsSnapshot reads the shared re-poll's counters.
+func (b *Broker) RepollStatsSnapshot() RepollStats {
+	return RepollStats{
+		Statements: b.repolled.statements.Load(),
+		Keys:       b.repolled.keys.Load(),
+		Woken:      b.repolled.woken.Load(),
+		Skipped:    b.repolled.skipped.Load(),
+	}
+}
+
+// repollStats counts the shared re-poll's work.
 type repollStats struct {
 	statements atomic.Int64 // PartitionPollReady statements run
 	keys       atomic.Int64 // keys looked at
