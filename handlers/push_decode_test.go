@@ -167,12 +167,15 @@ func TestPushDecodeKeepsPayloadsInTheBody(t *testing.T) {
 	require.True(t, unsafeSameString(items[0].Partition, items[1].Partition))
 }
 
-// The keys the fast decoder knows are the members of PushRequest and
-// PushItem in openapi.yaml, and the json tags of gen/api's types.
+// The fast path's route is the spec's push operation, and the keys the
+// fast decoder knows are the members of PushRequest and PushItem in
+// openapi.yaml, and the json tags of gen/api's types.
 func TestPushDecodeKeysMatchSpec(t *testing.T) {
 	t.Parallel()
 	v, err := newRequestValidator()
 	require.NoError(t, err)
+	require.Contains(t, v.byPattern, pushPattern, "the fast path's route")
+	require.Equal(t, "PushMessages", v.byPattern[pushPattern].Operation.OperationID)
 	for name, keys := range map[string][]string{"PushRequest": pushRequestKeys, "PushItem": pushItemKeys} {
 		var spec []string
 		for k := range v.doc.Components.Schemas[name].Value.Properties {
