@@ -40,7 +40,7 @@ func (v *requestValidator) loadAckSchema() error {
 		if p == nil {
 			return fmt.Errorf("spec: AckBatchItem.%s is missing", name)
 		}
-		v.ack.itemProps = append(v.ack.itemProps, pushItemProp{name, p.Value})
+		v.ack.itemProps = append(v.ack.itemProps, pushItemProp{name: name, schema: p.Value})
 	}
 	return nil
 }

@@ -10,18 +10,38 @@ import (
 	"github.com/queenforgo/queen/handlers/broker"
 )
 
-// PushMessages stores a push (broker.Push: group commit, or the spool).
+// PushMessages stores a push (broker.Push: group commit, or the spool). It
+// serves the bodies the fast decoder leaves to the generated one
+// (push_fast.go): refusals, and the shapes it does not handle.
 func (s *Server) PushMessages(ctx context.Context, req api.PushMessagesRequestObject) (api.PushMessagesResponseObject, error) {
 	if req.Body == nil {
 		return badRequest[api.PushMessages400JSONResponse]("Empty request body"), nil
 	}
-	if err := s.validator.checkPushItems(req.Body.Items); err != nil {
+	var items []broker.PushItem
+	if req.Body.Items != nil {
+		items = make([]broker.PushItem, len(req.Body.Items))
+		for i, it := range req.Body.Items {
+			items[i] = broker.PushItem{
+				Queue: it.Queue, Partition: deref(it.Partition, ""),
+				TransactionID: deref(it.TransactionId, ""), TraceID: deref(it.TraceId, ""),
+			}
+			if it.Payload != nil {
+				items[i].Payload = *it.Payload
+			}
+		}
+	}
+	return s.push(ctx, items)
+}
+
+// push checks decoded items (nil: the body had no items), applies their
+// defaults and stores them.
+func (s *Server) push(ctx context.Context, items []broker.PushItem) (api.PushMessagesResponseObject, error) {
+	if err := s.validator.checkPushItems(items); err != nil {
 		return badRequest[api.PushMessages400JSONResponse](err.Error()), nil
 	}
 	sub := producerSub(ctx)
-	items := make([]broker.PushItem, len(req.Body.Items))
-	for i, it := range req.Body.Items {
-		items[i] = pushItemFrom(it.Queue, it.Partition, it.TransactionId, it.TraceId, it.Payload, sub)
+	for i := range items {
+		pushDefaults(&items[i], sub)
 	}
 	out, err := s.b.Push(ctx, tenant(ctx), items)
 	switch msg, invalid := invalidMessage(err); {
@@ -36,6 +56,22 @@ func (s *Server) PushMessages(ctx context.Context, req api.PushMessagesRequestOb
 	return pushAnswer{items: items, out: out}, nil
 }
 
+// pushDefaults applies the defaults of a push item whose absent fields are
+// empty: partition `Default`, a generated transactionId, JSON null for the
+// payload; sub is the token's subject.
+func pushDefaults(it *broker.PushItem, sub string) {
+	if it.Partition == "" {
+		it.Partition = "Default"
+	}
+	if it.TransactionID == "" {
+		it.TransactionID = uuid.NewString()
+	}
+	if len(it.Payload) == 0 {
+		it.Payload = []byte("null")
+	}
+	it.ProducerSub = sub
+}
+
 // pushItemFrom applies the defaults of a push item: partition `Default`, a
 // generated transactionId when none is given, JSON null for a missing
 // payload; sub is the token's subject.
@@ -45,19 +81,11 @@ func pushItemFrom(queue string, partition, txID, traceID *string, payload *api.A
 		Partition:     deref(partition, ""),
 		TransactionID: deref(txID, ""),
 		TraceID:       deref(traceID, ""),
-		ProducerSub:   sub,
 	}
-	if it.Partition == "" {
-		it.Partition = "Default"
-	}
-	if it.TransactionID == "" {
-		it.TransactionID = uuid.NewString()
-	}
-	if payload != nil && len(*payload) > 0 {
+	if payload != nil {
 		it.Payload = *payload
-	} else {
-		it.Payload = []byte("null")
 	}
+	pushDefaults(&it, sub)
 	return it
 }
 

@@ -4,7 +4,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/google/uuid"
 
@@ -21,8 +23,22 @@ type pushAnswer struct {
 	out   []broker.PushResult
 }
 
+// answerBufs holds the answers' buffers: the ResponseWriter copies what it
+// is given, so a buffer is free again once written.
+var answerBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// answerBufKeepMax is the largest buffer that goes back to the pool.
+const answerBufKeepMax = 1 << 20
+
 func (a pushAnswer) VisitPushMessagesResponse(w http.ResponseWriter) error {
-	buf := make([]byte, 0, 64+len(a.out)*300)
+	pooled := answerBufs.Get().(*[]byte)
+	buf := slices.Grow((*pooled)[:0], 64+len(a.out)*400)
+	defer func() {
+		if cap(buf) <= answerBufKeepMax {
+			*pooled = buf
+			answerBufs.Put(pooled)
+		}
+	}()
 	buf = append(buf, '[')
 	for i := range a.out {
 		if i > 0 {

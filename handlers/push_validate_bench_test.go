@@ -54,25 +54,3 @@ func BenchmarkPushBodyFullSchemaValidation(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkPushBodyTypedValidation is the push path now: one typed decode
-// (payloads stay raw bytes), then each item's name fields checked against
-// the same schema from openapi.yaml.
-func BenchmarkPushBodyTypedValidation(b *testing.B) {
-	v, err := newRequestValidator()
-	if err != nil {
-		b.Fatal(err)
-	}
-	body := pushBody(100, 256)
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		var req api.PushRequest
-		if err := json.NewDecoder(bytes.NewReader(body)).Decode(&req); err != nil {
-			b.Fatal(err)
-		}
-		if err := v.checkPushItems(req.Items); err != nil {
-			b.Fatal(err)
-		}
-	}
-}

@@ -145,8 +145,10 @@ func (s *Server) Handler() (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/", s.fallback())
 	api.HandlerWithOptions(strict, api.StdHTTPServerOptions{
-		BaseRouter:       mux,
-		Middlewares:      []api.MiddlewareFunc{validator.middleware(s), withAuthorization},
+		BaseRouter: mux,
+		// The last is outermost: authorization, validation, then the push
+		// route's own decoder (push_fast.go) in front of the strict handler.
+		Middlewares:      []api.MiddlewareFunc{s.pushFastPath, validator.middleware(s), withAuthorization},
 		ErrorHandlerFunc: s.requestError,
 	})
 	h := s.withTenant(s.limitBody(mux))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -35,8 +36,10 @@ type requestValidator struct {
 }
 
 type pushItemProp struct {
-	name   string
-	schema *openapi3.Schema
+	name     string
+	schema   *openapi3.Schema
+	rule     *stringRule // the schema's quick yes; nil: none
+	optional bool        // not in the spec's required list
 }
 
 // typedBodyOperations are validated by their handler after the typed decode
@@ -84,20 +87,32 @@ func (v *requestValidator) loadPushSchema() error {
 		return fmt.Errorf("spec: PushRequest.items with maxItems and PushItem are required")
 	}
 	v.pushMaxItems = int(*req.Value.Properties["items"].Value.MaxItems)
+	// The order is checkPushItems' (its switch).
 	for _, name := range []string{"queue", "partition", "transactionId", "traceId"} {
 		p := item.Value.Properties[name]
 		if p == nil {
 			return fmt.Errorf("spec: PushItem.%s is missing", name)
 		}
-		v.pushItemProps = append(v.pushItemProps, pushItemProp{name, p.Value})
+		optional := !slices.Contains(item.Value.Required, name)
+		if optional && p.Value.VisitJSON("") != nil {
+			// The broker takes an empty optional field for an absent one.
+			return fmt.Errorf("spec: PushItem.%s is optional but refuses an empty string", name)
+		}
+		rule, ok := compileStringRule(p.Value)
+		if !ok {
+			rule = nil // every value goes to VisitJSON
+		}
+		v.pushItemProps = append(v.pushItemProps, pushItemProp{name, p.Value, rule, optional})
 	}
 	return nil
 }
 
-// checkPushItems applies the PushRequest rules to a decoded push: at most
-// maxItems items, and each item's names and ids as the spec constrains them.
-// The payload has no constraints and is never looked at.
-func (v *requestValidator) checkPushItems(items []api.PushItem) error {
+// checkPushItems applies the PushRequest rules to a decoded push: items
+// present (nil: the body had none), at most maxItems of them, and each item's
+// names and ids as the spec constrains them. An absent optional field is ""
+// (loadPushSchema makes sure the spec accepts "" for each). The payload has no
+// constraints and is never looked at.
+func (v *requestValidator) checkPushItems(items []broker.PushItem) error {
 	if items == nil {
 		return invalidf(`invalid request body: property "items" is missing`)
 	}
@@ -106,35 +121,38 @@ func (v *requestValidator) checkPushItems(items []api.PushItem) error {
 	}
 	// The items of one push mostly share their queue and partition names:
 	// a value equal to the last one that passed needs no second check (the
-	// schema walk with its regular expression is most of a push's
-	// validation cost).
-	lastValid := make([]*string, len(v.pushItemProps))
+	// regular expression is most of a push's validation cost).
+	var lastValid [4]string
+	var checked [4]bool
 	for i := range items {
 		it := &items[i]
-		for k, p := range v.pushItemProps {
-			var val *string
-			switch p.name {
-			case "queue":
-				val = &it.Queue
-			case "partition":
+		for k := range v.pushItemProps {
+			p := &v.pushItemProps[k]
+			var val string
+			switch k {
+			case 0:
+				val = it.Queue
+			case 1:
 				val = it.Partition
-			case "transactionId":
-				val = it.TransactionId
-			case "traceId":
-				val = it.TraceId
+			case 2:
+				val = it.TransactionID
+			case 3:
+				val = it.TraceID
 			}
-			if val == nil || (lastValid[k] != nil && *lastValid[k] == *val) {
+			if (val == "" && p.optional) || (checked[k] && lastValid[k] == val) {
 				continue
 			}
-			if err := p.schema.VisitJSON(*val); err != nil {
-				reason := err.Error()
-				var schemaErr *openapi3.SchemaError
-				if errors.As(err, &schemaErr) {
-					reason = schemaErr.Reason
+			if p.rule == nil || !p.rule.passes(val) {
+				if err := p.schema.VisitJSON(val); err != nil {
+					reason := err.Error()
+					var schemaErr *openapi3.SchemaError
+					if errors.As(err, &schemaErr) {
+						reason = schemaErr.Reason
+					}
+					return invalidf("invalid request body at items/%d/%s: %s", i, p.name, reason)
 				}
-				return invalidf("invalid request body at items/%d/%s: %s", i, p.name, reason)
 			}
-			lastValid[k] = val
+			lastValid[k], checked[k] = val, true
 		}
 	}
 	return nil
@@ -149,12 +167,10 @@ func PushValidator() (func([]broker.PushItem) error, error) {
 		return nil, err
 	}
 	return func(items []broker.PushItem) error {
-		check := make([]api.PushItem, len(items))
-		for i := range items {
-			it := &items[i]
-			check[i] = api.PushItem{Queue: it.Queue, Partition: &it.Partition, TransactionId: &it.TransactionID, TraceId: &it.TraceID}
+		if items == nil {
+			items = []broker.PushItem{}
 		}
-		return v.checkPushItems(check)
+		return v.checkPushItems(items)
 	}, nil
 }
 

@@ -3,16 +3,131 @@ package broker
 import (
 	"cmp"
 	"context"
-	"encoding/json"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
+	"sync"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/queenforgo/queen/gen/db"
 )
+
+// partKey is a partition of one insert: its queue and name.
+type partKey struct {
+	queueID uuid.UUID
+	name    string
+}
+
+// dedupKey is a message's dedup key inside one insert: its partition (an
+// index into insertScratch.parts) and transactionId.
+type dedupKey struct {
+	part int32
+	txID string
+}
+
+// insertScratch is the bookkeeping of one insertMessages call, pooled: at
+// batch 100 its maps and slices were a good part of what every push
+// allocated.
+type insertScratch struct {
+	parts   []partKey // in first-seen order
+	counts  []int64   // per part: its messages, then those sent so far
+	byPart  map[partKey]int32
+	perm    []int32 // parts in lock order
+	rank    []int32 // per part: its 1-based place in lock order
+	partOf  []int32 // per item: its part
+	dupOf   []int32 // per item: the first item it repeats, or -1
+	firstOf map[dedupKey]int32
+	sent    []int32 // the item of each message sent, in order
+	random  randomBytes
+	arg     db.MessagePushParams
+}
+
+// randomBytes hands out random bytes read beforehand.
+type randomBytes struct {
+	buf  []byte // kept for the next fill
+	rest []byte // not handed out yet
+}
+
+// fill reads n random bytes to hand out.
+func (r *randomBytes) fill(n int) {
+	r.buf = slices.Grow(r.buf[:0], n)[:n]
+	_, _ = rand.Read(r.buf) // crypto/rand never fails
+	r.rest = r.buf
+}
+
+func (r *randomBytes) Read(p []byte) (int, error) {
+	if len(r.rest) == 0 {
+		return 0, io.ErrUnexpectedEOF
+	}
+	n := copy(p, r.rest)
+	r.rest = r.rest[n:]
+	return n, nil
+}
+
+var insertScratchPool = sync.Pool{New: func() any {
+	return &insertScratch{byPart: map[partKey]int32{}, firstOf: map[dedupKey]int32{}}
+}}
+
+// partsLinear is how many partitions part looks up by a scan before it
+// keeps a map.
+const partsLinear = 8
+
+// part returns the index of k in s.parts, adding it.
+func (s *insertScratch) part(k partKey) int32 {
+	if len(s.parts) < partsLinear {
+		for i := range s.parts {
+			if s.parts[i] == k {
+				return int32(i)
+			}
+		}
+	} else {
+		if len(s.byPart) == 0 {
+			for i, p := range s.parts {
+				s.byPart[p] = int32(i)
+			}
+		}
+		if i, ok := s.byPart[k]; ok {
+			return i
+		}
+		s.byPart[k] = int32(len(s.parts))
+	}
+	s.parts = append(s.parts, k)
+	s.counts = append(s.counts, 0)
+	return int32(len(s.parts) - 1)
+}
+
+// scratchKeepMax is the most items whose bookkeeping goes back to the pool;
+// a rare larger insert's is left to the collector.
+const scratchKeepMax = 4096
+
+// release empties s (dropping its references to names, ids and payloads)
+// and puts it back in the pool.
+func (s *insertScratch) release() {
+	if len(s.partOf) > scratchKeepMax || len(s.parts) > scratchKeepMax {
+		return
+	}
+	clear(s.parts)
+	clear(s.byPart)
+	clear(s.firstOf)
+	a := &s.arg
+	clear(a.Names)
+	clear(a.TransactionIds)
+	clear(a.TraceIds)
+	clear(a.Payloads)
+	clear(a.ProducerSubs)
+	s.parts, s.counts, s.perm, s.rank = s.parts[:0], s.counts[:0], s.perm[:0], s.rank[:0]
+	s.partOf, s.dupOf, s.sent = s.partOf[:0], s.dupOf[:0], s.sent[:0]
+	*a = db.MessagePushParams{
+		QueueIds: a.QueueIds[:0], Names: a.Names[:0], Counts: a.Counts[:0], PartIdx: a.PartIdx[:0],
+		SeqOffs: a.SeqOffs[:0], Ids: a.Ids[:0], TransactionIds: a.TransactionIds[:0], TraceIds: a.TraceIds[:0],
+		Payloads: a.Payloads[:0], IsEncrypted: a.IsEncrypted[:0], ProducerSubs: a.ProducerSubs[:0],
+	}
+	insertScratchPool.Put(s)
+}
 
 // dedupConstraint is the unique key on (partition, transactionId).
 const dedupConstraint = "messages_partition_transaction_unique"
@@ -35,74 +150,56 @@ const dedupConstraint = "messages_partition_transaction_unique"
 // the check is always on.
 func (b *Broker) insertMessages(ctx context.Context, tx db.DBTX, queues map[QueueKey]db.QueenQueue, items []PushItem, alone bool) ([]PushResult, error) {
 	out := make([]PushResult, len(items))
-	type partKey struct {
-		queueID uuid.UUID
-		name    string
-	}
-	type dedupKey struct {
-		part partKey
-		txID string
-	}
+	s := insertScratchPool.Get().(*insertScratch)
+	defer s.release()
 	// Repeats inside the call are folded here: the statement takes each
 	// (partition, transactionId) once.
-	firstOf := make(map[dedupKey]int, len(items))
-	partOf := make([]partKey, len(items))
-	partIdx := make(map[partKey]int32, 4)
-	counts := make(map[partKey]int64, 4)
-	var order []partKey
-	dupOf := make([]int, len(items)) // -1: not a duplicate inside this call
 	for i, it := range items {
 		q, ok := queues[key(it.tenant, it.Queue)]
 		if !ok {
 			return nil, fmt.Errorf("queue %q was not prepared", it.Queue)
 		}
-		pk := partKey{q.ID, it.Partition}
-		partOf[i] = pk
-		dk := dedupKey{pk, it.TransactionID}
-		if first, seen := firstOf[dk]; seen {
-			dupOf[i] = first
+		p := s.part(partKey{q.ID, it.Partition})
+		s.partOf = append(s.partOf, p)
+		dk := dedupKey{p, it.TransactionID}
+		if first, seen := s.firstOf[dk]; seen {
+			s.dupOf = append(s.dupOf, first)
 			continue
 		}
-		firstOf[dk] = i
-		dupOf[i] = -1
-		if counts[pk] == 0 {
-			order = append(order, pk)
-		}
-		counts[pk]++
+		s.firstOf[dk] = int32(i)
+		s.dupOf = append(s.dupOf, -1)
+		s.counts[p]++
 	}
-	// One lock order for every pusher: (queue id, partition name).
-	slices.SortFunc(order, func(a, b partKey) int {
+	// One lock order for every pusher: (queue id, partition name). rank
+	// maps a partition's index in s.parts to its 1-based place in it.
+	for i := range s.parts {
+		s.perm = append(s.perm, int32(i))
+	}
+	slices.SortFunc(s.perm, func(x, y int32) int {
+		a, b := &s.parts[x], &s.parts[y]
 		if c := slices.Compare(a.queueID[:], b.queueID[:]); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.name, b.name)
 	})
-	n := len(firstOf)
-	arg := db.MessagePushParams{
-		QueueIds:       make([]uuid.UUID, len(order)),
-		Names:          make([]string, len(order)),
-		Counts:         make([]int64, len(order)),
-		PartIdx:        make([]int32, 0, n),
-		SeqOffs:        make([]int64, 0, n),
-		Ids:            make([]uuid.UUID, 0, n),
-		TransactionIds: make([]string, 0, n),
-		TraceIds:       make([]string, 0, n),
-		Payloads:       make([]json.RawMessage, 0, n),
-		IsEncrypted:    make([]bool, 0, n),
-		ProducerSubs:   make([]string, 0, n),
+	s.rank = slices.Grow(s.rank, len(s.parts))[:len(s.parts)]
+	arg := &s.arg
+	for i, p := range s.perm {
+		pk := &s.parts[p]
+		arg.QueueIds, arg.Names, arg.Counts = append(arg.QueueIds, pk.queueID), append(arg.Names, pk.name), append(arg.Counts, s.counts[p])
+		s.rank[p] = int32(i + 1)
+		s.counts[p] = 0 // from here: messages of the partition sent so far
 	}
-	for i, pk := range order {
-		arg.QueueIds[i], arg.Names[i], arg.Counts[i] = pk.queueID, pk.name, counts[pk]
-		partIdx[pk] = int32(i + 1)
-		counts[pk] = 0 // from here: messages of pk sent so far
-	}
-	sent := make([]int, 0, n) // the item of each message sent, in order
+	// The random bits of every message id at once: the ids are UUIDv7 as
+	// uuid.NewV7 makes them (its clock and sequence), without a read of
+	// the system's randomness per message.
+	s.random.fill(16 * len(s.firstOf))
 	for i, it := range items {
-		if dupOf[i] >= 0 {
+		if s.dupOf[i] >= 0 {
 			continue
 		}
 		q := queues[key(it.tenant, it.Queue)]
-		id, err := uuid.NewV7()
+		id, err := uuid.NewV7FromReader(&s.random)
 		if err != nil {
 			return nil, fmt.Errorf("new message id: %w", err)
 		}
@@ -110,11 +207,11 @@ func (b *Broker) insertMessages(ctx context.Context, tx db.DBTX, queues map[Queu
 		if err != nil {
 			return nil, err
 		}
-		sent = append(sent, i)
-		pk := partOf[i]
-		counts[pk]++
-		arg.PartIdx = append(arg.PartIdx, partIdx[pk])
-		arg.SeqOffs = append(arg.SeqOffs, counts[pk])
+		s.sent = append(s.sent, int32(i))
+		p := s.partOf[i]
+		s.counts[p]++
+		arg.PartIdx = append(arg.PartIdx, s.rank[p])
+		arg.SeqOffs = append(arg.SeqOffs, s.counts[p])
 		arg.Ids = append(arg.Ids, id)
 		arg.TransactionIds = append(arg.TransactionIds, it.TransactionID)
 		arg.TraceIds = append(arg.TraceIds, it.TraceID)
@@ -122,12 +219,14 @@ func (b *Broker) insertMessages(ctx context.Context, tx db.DBTX, queues map[Queu
 		arg.IsEncrypted = append(arg.IsEncrypted, encrypted)
 		arg.ProducerSubs = append(arg.ProducerSubs, it.ProducerSub)
 	}
+	sent := s.sent
+	order := s.parts
 	arg.CheckDups = !alone
-	rows, err := db.New(tx).MessagePush(ctx, arg)
+	rows, err := db.New(tx).MessagePush(ctx, *arg)
 	if pgErr := (*pgconn.PgError)(nil); alone && errors.As(err, &pgErr) &&
 		pgErr.Code == "23505" && pgErr.ConstraintName == dedupConstraint {
 		arg.CheckDups = true
-		rows, err = db.New(tx).MessagePush(ctx, arg)
+		rows, err = db.New(tx).MessagePush(ctx, *arg)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("insert messages: %w", err)
@@ -156,8 +255,8 @@ func (b *Broker) insertMessages(ctx context.Context, tx db.DBTX, queues map[Queu
 		}
 	}
 	for i := range out {
-		if dupOf[i] >= 0 {
-			first := out[dupOf[i]]
+		if s.dupOf[i] >= 0 {
+			first := out[s.dupOf[i]]
 			out[i] = PushResult{Status: Duplicate, MessageID: first.MessageID, PartitionID: first.PartitionID}
 		}
 	}

@@ -39,6 +39,7 @@ import (
 
 	"github.com/queenforgo/queen/sql/migrate"
 	"github.com/queenforgo/queen/sql/migrations"
+	"github.com/queenforgo/queen/sql/pgarray"
 	"github.com/queenforgo/queen/sql/pguuid"
 )
 
@@ -136,6 +137,7 @@ func NewPool(t testing.TB) *pgxpool.Pool {
 	// run the same encode paths.
 	cfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
 		pguuid.Register(conn.TypeMap())
+		pgarray.Register(conn.TypeMap())
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
