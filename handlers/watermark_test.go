@@ -12,12 +12,13 @@ import (
 
 // backdate moves the stored clock readings an hour into the past, as if an
 // hour had gone by since the last push: partitions look idle, and the
-// watermarks computed so far move with them.
+// watermarks computed so far move with them. The brokers' start hints are
+// clock readings kept in memory: stamping reset_at makes them drop theirs.
 func (b *testBundle) backdate() {
 	b.t.Helper()
 	_, err := b.pool.Exec(b.t.Context(), "UPDATE queen.partitions SET last_message_at = last_message_at - interval '1 hour'")
 	require.NoError(b.t, err)
-	_, err = b.pool.Exec(b.t.Context(), "UPDATE queen.consumer_watermarks SET scan_from = scan_from - interval '1 hour'")
+	_, err = b.pool.Exec(b.t.Context(), "UPDATE queen.consumer_watermarks SET scan_from = scan_from - interval '1 hour', reset_at = clock_timestamp()")
 	require.NoError(b.t, err)
 }
 

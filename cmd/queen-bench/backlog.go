@@ -72,7 +72,12 @@ func (b *bench) backlogScenario(ctx context.Context) ([]result, error) {
 		if err != nil {
 			return results, err
 		}
-		deep, err := b.backlogPops(ctx, queue, shape, false)
+		var deep result
+		if cfg.BacklogDrain {
+			deep, err = b.backlogDrainedPops(ctx, queue, shape)
+		} else {
+			deep, err = b.backlogPops(ctx, queue, shape, false)
+		}
 		if err != nil {
 			return results, err
 		}
@@ -83,6 +88,9 @@ func (b *bench) backlogScenario(ctx context.Context) ([]result, error) {
 		}
 		deep.note(fmt.Sprintf("p99 %.2f× the empty queue's (target ≤ 2×: %s)", ratio, met))
 		results = append(results, empty, deep)
+	}
+	if cfg.BacklogDrain {
+		return results, nil
 	}
 	admin, err := b.backlogAdmin(ctx, queue)
 	return append(results, admin...), err

@@ -83,6 +83,7 @@ type config struct {
 	AdminSamples      int
 	AdminInterval     time.Duration
 	BacklogReuse      bool
+	BacklogDrain      bool
 }
 
 // configDefault holds the value of every flag that is not given.
@@ -256,6 +257,7 @@ func newFlagSet(cfg *config, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.AdminSamples, "admin-samples", cfg.AdminSamples, "requests timed per dashboard route in the backlog scenario")
 	fs.DurationVar(&cfg.AdminInterval, "admin-interval", cfg.AdminInterval, "backlog: time between two refreshes of a dashboard page (the dashboard's default is 5s)")
 	fs.BoolVar(&cfg.BacklogReuse, "backlog-reuse", cfg.BacklogReuse, "backlog: skip the fill and measure the -queue an earlier run filled and kept (-keep)")
+	fs.BoolVar(&cfg.BacklogDrain, "backlog-drain", cfg.BacklogDrain, "backlog: instead of the fresh-backlog pops and the dashboard, time the pops with the older half of the partitions consumed (needs -pg)")
 	return fs
 }
 

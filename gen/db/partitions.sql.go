@@ -359,14 +359,33 @@ func (q *Queries) PartitionListPage(ctx context.Context, arg PartitionListPagePa
 }
 
 const partitionListPopCandidates = `-- name: PartitionListPopCandidates :many
-SELECT p.id, p.name
+WITH s AS (
+    SELECT COALESCE(
+        (SELECT CASE WHEN $5::timestamptz > w.reset_at
+                     THEN GREATEST(w.scan_from, $6::timestamptz)
+                     ELSE w.scan_from END
+           FROM queen.consumer_watermarks w
+          WHERE w.queue_id = $2 AND w.consumer_group = $1),
+        '-infinity'::timestamptz) AS scan_from
+),
+o AS (
+    SELECT p.last_message_at
+    FROM queen.partitions p
+    LEFT JOIN queen.partition_consumers pc
+           ON pc.partition_id = p.id AND pc.consumer_group = $1
+    WHERE p.queue_id = $2
+      AND p.last_message_at >= (SELECT s.scan_from FROM s)
+      AND p.last_seq > COALESCE(pc.last_seq, 0)
+    ORDER BY p.last_message_at
+    LIMIT 1
+)
+SELECT p.id, p.name, (SELECT o.last_message_at FROM o)::timestamptz AS oldest_pending,
+       now()::timestamptz AS scanned_at
 FROM queen.partitions p
 LEFT JOIN queen.partition_consumers pc
        ON pc.partition_id = p.id AND pc.consumer_group = $1
 WHERE p.queue_id = $2
-  AND p.last_message_at >= COALESCE(
-        (SELECT w.scan_from FROM queen.consumer_watermarks w
-          WHERE w.queue_id = $2 AND w.consumer_group = $1), '-infinity')
+  AND p.last_message_at >= (SELECT s.scan_from FROM s)
   AND ($3::integer = 0 OR p.last_message_at <= now() - make_interval(secs => $3::integer))
   AND p.last_seq > COALESCE(pc.last_seq, 0)
   AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
@@ -379,11 +398,15 @@ type PartitionListPopCandidatesParams struct {
 	QueueID       uuid.UUID
 	WindowSeconds int32
 	MaxCandidates int32
+	HintAt        pgtype.Timestamptz
+	HintFrom      pgtype.Timestamptz
 }
 
 type PartitionListPopCandidatesRow struct {
-	ID   uuid.UUID
-	Name string
+	ID            uuid.UUID
+	Name          string
+	OldestPending pgtype.Timestamptz
+	ScannedAt     pgtype.Timestamptz
 }
 
 // Partitions of a queue that hold messages past the group's cursor, are not
@@ -391,12 +414,18 @@ type PartitionListPopCandidatesRow struct {
 // message first. The walk starts at the group's watermark (see
 // consumer_watermarks) on the (queue_id, last_message_at) index and stops at
 // max_candidates, so consumed partitions below the watermark are never read.
+// The broker's own start hint (hint_from, computed by its scan at hint_at,
+// handlers/broker/watermark.go) raises the start unless a reset came after
+// it. Each row also carries the oldest partition still pending from that
+// start (leased ones included) and the clock, for the next hint.
 func (q *Queries) PartitionListPopCandidates(ctx context.Context, arg PartitionListPopCandidatesParams) ([]PartitionListPopCandidatesRow, error) {
 	rows, err := q.db.Query(ctx, partitionListPopCandidates,
 		arg.ConsumerGroup,
 		arg.QueueID,
 		arg.WindowSeconds,
 		arg.MaxCandidates,
+		arg.HintAt,
+		arg.HintFrom,
 	)
 	if err != nil {
 		return nil, err
@@ -405,7 +434,12 @@ func (q *Queries) PartitionListPopCandidates(ctx context.Context, arg PartitionL
 	var items []PartitionListPopCandidatesRow
 	for rows.Next() {
 		var i PartitionListPopCandidatesRow
-		if err := rows.Scan(&i.ID, &i.Name); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.OldestPending,
+			&i.ScannedAt,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -498,7 +532,10 @@ SELECT now()::timestamptz AS scanned_at,
                  ON pc.partition_id = p.id AND pc.consumer_group = $1
          WHERE p.queue_id = $2
            AND p.last_message_at >= COALESCE(
-                 (SELECT w.scan_from FROM queen.consumer_watermarks w
+                 (SELECT CASE WHEN $3::timestamptz > w.reset_at
+                              THEN GREATEST(w.scan_from, $4::timestamptz)
+                              ELSE w.scan_from END
+                    FROM queen.consumer_watermarks w
                    WHERE w.queue_id = $2 AND w.consumer_group = $1), '-infinity')
            AND p.last_seq > COALESCE(pc.last_seq, 0)
          ORDER BY p.last_message_at
@@ -508,6 +545,8 @@ SELECT now()::timestamptz AS scanned_at,
 type PartitionOldestPendingParams struct {
 	ConsumerGroup string
 	QueueID       uuid.UUID
+	HintAt        pgtype.Timestamptz
+	HintFrom      pgtype.Timestamptz
 }
 
 type PartitionOldestPendingRow struct {
@@ -515,11 +554,17 @@ type PartitionOldestPendingRow struct {
 	OldestPending pgtype.Timestamptz
 }
 
-// After a scan that found nothing to claim: the newest-message time of the
-// oldest partition still holding anything for the group (leased or in its
-// window buffer included), NULL when none, and the database clock.
+// After a scan: the newest-message time of the oldest partition still
+// holding anything for the group (leased or in its window buffer included),
+// NULL when none, and the database clock. It starts where
+// PartitionListPopCandidates does (the watermark, or the broker's hint).
 func (q *Queries) PartitionOldestPending(ctx context.Context, arg PartitionOldestPendingParams) (PartitionOldestPendingRow, error) {
-	row := q.db.QueryRow(ctx, partitionOldestPending, arg.ConsumerGroup, arg.QueueID)
+	row := q.db.QueryRow(ctx, partitionOldestPending,
+		arg.ConsumerGroup,
+		arg.QueueID,
+		arg.HintAt,
+		arg.HintFrom,
+	)
 	var i PartitionOldestPendingRow
 	err := row.Scan(&i.ScannedAt, &i.OldestPending)
 	return i, err

@@ -167,6 +167,10 @@ type Broker struct {
 	// watermarkAt is when this broker last advanced each (queue, group)
 	// pop watermark after a non-empty scan (watermark.go).
 	watermarkAt sync.Map
+	// popHints is each (queue, group)'s start hint, fullScanAt when a
+	// pop last scanned without it (watermark.go).
+	popHints   sync.Map
+	fullScanAt sync.Map
 
 	// draining is set by Drain: parked long-polls end with an empty answer.
 	draining  atomic.Bool

@@ -94,20 +94,31 @@ func (b *Broker) claimAny(ctx context.Context, pr popPlan, queues []db.QueenQueu
 		if len(got) >= pr.MaxPartitions || budget <= 0 {
 			break
 		}
+		// The scan starts at this broker's hint (watermark.go), every
+		// fullScanEvery at the stored watermark.
+		qk := key(pr.Tenant, q.Name)
+		due := b.watermarkDue(qk, pr.Group)
+		hint := b.startHint(qk, q, pr.Group, b.fullScanDue(qk, pr.Group))
 		cands, err := b.q.PartitionListPopCandidates(ctx, db.PartitionListPopCandidatesParams{
 			ConsumerGroup: pr.Group, QueueID: q.ID, WindowSeconds: q.WindowBuffer,
 			MaxCandidates: int32(pr.MaxPartitions*2 + 8),
+			HintFrom:      hint.from, HintAt: hint.at,
 		})
 		if err != nil {
 			return got, fmt.Errorf("list pop candidates of %q: %w", q.Name, err)
 		}
+		if len(cands) > 0 {
+			b.setStartHint(qk, q, pr.Group, hintFrom(cands[0].OldestPending, cands[0].ScannedAt))
+		}
 		// After an empty scan, and every few seconds under load (a
 		// backlog means scans are never empty, and the watermark must still
 		// climb over the idle partitions below the busy ones).
-		if len(cands) == 0 || b.watermarkDue(key(pr.Tenant, q.Name), pr.Group) {
-			if err := b.advanceWatermark(ctx, q, pr.Group); err != nil {
+		if len(cands) == 0 || due {
+			h, err := b.advanceWatermark(ctx, q, pr.Group, hint)
+			if err != nil {
 				return got, err
 			}
+			b.setStartHint(qk, q, pr.Group, h)
 		}
 		if len(cands) == 0 {
 			continue

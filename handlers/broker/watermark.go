@@ -3,8 +3,10 @@ package broker
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/queenforgo/queen/gen/db"
@@ -14,29 +16,48 @@ import (
 // no partition holds anything for the group, so that wildcard pops scan
 // only the partitions above it (PartitionListPopCandidates).
 
-// watermarkMargin is how far a group's watermark trails what a scan saw. A
-// push stamps last_message_at with its transaction's start time, so a push
-// still running when the scan looked could commit a time just below the
-// scan's clock; the margin covers transactions shorter than this.
+// watermarkMargin is how far below a scan's clock its watermark stays at
+// most. A push stamps last_message_at with its transaction's start time, so
+// a push still running when the scan looked could commit a time just below
+// the scan's clock (never below the start of that push); the margin covers
+// transactions shorter than this. It bounds the start from the clock, not
+// from the oldest pending partition: partitions below that one with a time
+// inside the margin hold nothing, and a push into one moves its time up.
 const watermarkMargin = 2 * time.Minute
 
 // watermarkEvery is how often a pop that found candidates also advances the
 // group's watermark.
 const watermarkEvery = 5 * time.Second
 
+// fullScanEvery is how often a pop scans from the stored watermark instead
+// of this broker's start hint (below): a second net under the hint's
+// reasoning, rare because from a watermark that trails a fast drain by its
+// 5 s steps such a scan walks every partition consumed in between.
+const fullScanEvery = 30 * time.Second
+
 // watermarkDue reports whether this broker last advanced the (queue, group)
 // watermark more than watermarkEvery ago, and if so claims the turn.
 func (b *Broker) watermarkDue(queue QueueKey, group string) bool {
-	key := watermarkKey{queue, group}
+	return turnDue(&b.watermarkAt, watermarkKey{queue, group}, watermarkEvery)
+}
+
+// fullScanDue is the same for the scans from the stored watermark.
+func (b *Broker) fullScanDue(queue QueueKey, group string) bool {
+	return turnDue(&b.fullScanAt, watermarkKey{queue, group}, fullScanEvery)
+}
+
+// turnDue reports whether the time stored in m for key is more than every
+// ago (or absent), and if so stores now, for one caller only.
+func turnDue(m *sync.Map, key watermarkKey, every time.Duration) bool {
 	now := time.Now()
-	last, ok := b.watermarkAt.Load(key)
-	if ok && now.Sub(last.(time.Time)) < watermarkEvery {
+	last, ok := m.Load(key)
+	if ok && now.Sub(last.(time.Time)) < every {
 		return false
 	}
 	if ok {
-		return b.watermarkAt.CompareAndSwap(key, last, now)
+		return m.CompareAndSwap(key, last, now)
 	}
-	_, loaded := b.watermarkAt.LoadOrStore(key, now)
+	_, loaded := m.LoadOrStore(key, now)
 	return !loaded
 }
 
@@ -45,25 +66,71 @@ type watermarkKey struct {
 	group string
 }
 
-// advanceWatermark runs after a scan of q: partitions
-// older than the oldest one still pending (or than now, when none is) hold
-// nothing for the group, so later scans can start there.
-func (b *Broker) advanceWatermark(ctx context.Context, q db.QueenQueue, group string) error {
-	row, err := b.q.PartitionOldestPending(ctx, db.PartitionOldestPendingParams{ConsumerGroup: group, QueueID: q.ID})
-	if err != nil {
-		return fmt.Errorf("find oldest pending partition of %q: %w", q.Name, err)
+// The start hint of a (queue, group) is this broker's own, tighter version
+// of the watermark, kept in memory and renewed by every scan: the oldest
+// partition the scan saw still pending for the group (leased ones included,
+// since a release or an expiry makes them candidates again with their old
+// time), or the scan's clock less watermarkMargin when that is older, for
+// the pushes still in flight. The stored watermark only moves in steps of 5 s
+// every 5 s, and a backlog pushed within a few seconds spans fewer than
+// that: every partition consumed since then stayed in each scan. What the
+// hint skips is what the watermark would skip with the same margin, only
+// found sooner (so fullScanEvery can be long). A seek, a
+// subscription change or a group deletion stamps the watermark's reset_at,
+// and PartitionListPopCandidates ignores a hint computed before it.
+type popHint struct {
+	from    pgtype.Timestamptz
+	at      pgtype.Timestamptz
+	queueID uuid.UUID // a queue deleted and created again starts afresh
+}
+
+// hintFrom is where a scan done at scannedAt that saw oldest as the oldest
+// pending partition (none: invalid) lets the next one start.
+func hintFrom(oldest, scannedAt pgtype.Timestamptz) popHint {
+	from := scannedAt.Time.Add(-watermarkMargin)
+	if oldest.Valid && oldest.Time.Before(from) {
+		from = oldest.Time
 	}
-	from := row.ScannedAt.Time
-	if row.OldestPending.Valid && row.OldestPending.Time.Before(from) {
-		from = row.OldestPending.Time
+	return popHint{from: pgtype.Timestamptz{Time: from, Valid: true}, at: scannedAt}
+}
+
+// startHint is the hint for the next scan of (queue, group) of q; the zero
+// hint (no start above the watermark) when there is none or full is set.
+func (b *Broker) startHint(queue QueueKey, q db.QueenQueue, group string, full bool) popHint {
+	if full {
+		return popHint{}
 	}
-	err = b.q.ConsumerWatermarkAdvance(ctx, db.ConsumerWatermarkAdvanceParams{
-		QueueID: q.ID, ConsumerGroup: group,
-		ScanFrom:  pgtype.Timestamptz{Time: from.Add(-watermarkMargin), Valid: true},
-		ScannedAt: row.ScannedAt,
+	h, ok := b.popHints.Load(watermarkKey{queue, group})
+	if !ok || h.(popHint).queueID != q.ID {
+		return popHint{}
+	}
+	return h.(popHint)
+}
+
+func (b *Broker) setStartHint(queue QueueKey, q db.QueenQueue, group string, h popHint) {
+	if h.at.Valid {
+		h.queueID = q.ID
+		b.popHints.Store(watermarkKey{queue, group}, h)
+	}
+}
+
+// advanceWatermark runs after a scan of q: partitions older than the oldest
+// one still pending (or than the clock less the margin, when that is older)
+// hold nothing for the group, so later scans can start there. The search
+// starts at the hint the scan used; the start found is returned as the next.
+func (b *Broker) advanceWatermark(ctx context.Context, q db.QueenQueue, group string, hint popHint) (popHint, error) {
+	row, err := b.q.PartitionOldestPending(ctx, db.PartitionOldestPendingParams{
+		ConsumerGroup: group, QueueID: q.ID, HintFrom: hint.from, HintAt: hint.at,
 	})
 	if err != nil {
-		return fmt.Errorf("advance watermark of %q on %q: %w", group, q.Name, err)
+		return popHint{}, fmt.Errorf("find oldest pending partition of %q: %w", q.Name, err)
 	}
-	return nil
+	h := hintFrom(row.OldestPending, row.ScannedAt)
+	err = b.q.ConsumerWatermarkAdvance(ctx, db.ConsumerWatermarkAdvanceParams{
+		QueueID: q.ID, ConsumerGroup: group, ScanFrom: h.from, ScannedAt: row.ScannedAt,
+	})
+	if err != nil {
+		return popHint{}, fmt.Errorf("advance watermark of %q on %q: %w", group, q.Name, err)
+	}
+	return h, nil
 }

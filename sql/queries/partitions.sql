@@ -37,14 +37,37 @@ FROM queen.partitions p WHERE p.queue_id = @queue_id AND p.name = @name;
 -- message first. The walk starts at the group's watermark (see
 -- consumer_watermarks) on the (queue_id, last_message_at) index and stops at
 -- max_candidates, so consumed partitions below the watermark are never read.
-SELECT p.id, p.name
+-- The broker's own start hint (hint_from, computed by its scan at hint_at,
+-- handlers/broker/watermark.go) raises the start unless a reset came after
+-- it. Each row also carries the oldest partition still pending from that
+-- start (leased ones included) and the clock, for the next hint.
+WITH s AS (
+    SELECT COALESCE(
+        (SELECT CASE WHEN sqlc.narg(hint_at)::timestamptz > w.reset_at
+                     THEN GREATEST(w.scan_from, sqlc.narg(hint_from)::timestamptz)
+                     ELSE w.scan_from END
+           FROM queen.consumer_watermarks w
+          WHERE w.queue_id = @queue_id AND w.consumer_group = @consumer_group),
+        '-infinity'::timestamptz) AS scan_from
+),
+o AS (
+    SELECT p.last_message_at
+    FROM queen.partitions p
+    LEFT JOIN queen.partition_consumers pc
+           ON pc.partition_id = p.id AND pc.consumer_group = @consumer_group
+    WHERE p.queue_id = @queue_id
+      AND p.last_message_at >= (SELECT s.scan_from FROM s)
+      AND p.last_seq > COALESCE(pc.last_seq, 0)
+    ORDER BY p.last_message_at
+    LIMIT 1
+)
+SELECT p.id, p.name, (SELECT o.last_message_at FROM o)::timestamptz AS oldest_pending,
+       now()::timestamptz AS scanned_at
 FROM queen.partitions p
 LEFT JOIN queen.partition_consumers pc
        ON pc.partition_id = p.id AND pc.consumer_group = @consumer_group
 WHERE p.queue_id = @queue_id
-  AND p.last_message_at >= COALESCE(
-        (SELECT w.scan_from FROM queen.consumer_watermarks w
-          WHERE w.queue_id = @queue_id AND w.consumer_group = @consumer_group), '-infinity')
+  AND p.last_message_at >= (SELECT s.scan_from FROM s)
   AND (@window_seconds::integer = 0 OR p.last_message_at <= now() - make_interval(secs => @window_seconds::integer))
   AND p.last_seq > COALESCE(pc.last_seq, 0)
   AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
@@ -110,9 +133,10 @@ WHERE kp.last_seq > COALESCE(pc.last_seq, 0)
   AND (kp.delayed_processing = 0 OR f.created_at <= now() - make_interval(secs => kp.delayed_processing));
 
 -- name: PartitionOldestPending :one
--- After a scan that found nothing to claim: the newest-message time of the
--- oldest partition still holding anything for the group (leased or in its
--- window buffer included), NULL when none, and the database clock.
+-- After a scan: the newest-message time of the oldest partition still
+-- holding anything for the group (leased or in its window buffer included),
+-- NULL when none, and the database clock. It starts where
+-- PartitionListPopCandidates does (the watermark, or the broker's hint).
 SELECT now()::timestamptz AS scanned_at,
        (SELECT p.last_message_at
           FROM queen.partitions p
@@ -120,7 +144,10 @@ SELECT now()::timestamptz AS scanned_at,
                  ON pc.partition_id = p.id AND pc.consumer_group = @consumer_group
          WHERE p.queue_id = @queue_id
            AND p.last_message_at >= COALESCE(
-                 (SELECT w.scan_from FROM queen.consumer_watermarks w
+                 (SELECT CASE WHEN sqlc.narg(hint_at)::timestamptz > w.reset_at
+                              THEN GREATEST(w.scan_from, sqlc.narg(hint_from)::timestamptz)
+                              ELSE w.scan_from END
+                    FROM queen.consumer_watermarks w
                    WHERE w.queue_id = @queue_id AND w.consumer_group = @consumer_group), '-infinity')
            AND p.last_seq > COALESCE(pc.last_seq, 0)
          ORDER BY p.last_message_at
