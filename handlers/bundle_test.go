@@ -23,6 +23,7 @@ import (
 	"github.com/queenforgo/queen/handlers/auth"
 	"github.com/queenforgo/queen/handlers/broker"
 	"github.com/queenforgo/queen/handlers/crypto"
+	"github.com/queenforgo/queen/handlers/longpoll"
 	"github.com/queenforgo/queen/handlers/metrics"
 	"github.com/queenforgo/queen/handlers/metrics/exposition"
 	"github.com/queenforgo/queen/handlers/migration"
@@ -158,9 +159,16 @@ func setup(t *testing.T, opts ...setupOpts) *testBundle {
 		o.config(&cfg)
 	}
 	srv := newServer(t, cfg)
+	// Served as cmd/queen serves: long waits are held outside net/http
+	// (handlers/longpoll), so every test's long-polls take that path.
+	hs := httptest.NewUnstartedServer(nil)
+	ln := longpoll.NewListener(hs.Listener, nil)
+	hs.Listener = ln
+	srv.cfg.LongPolls = ln
 	h, err := srv.Handler()
 	require.NoError(t, err)
-	hs := httptest.NewServer(h)
+	hs.Config.Handler = h
+	hs.Start()
 	t.Cleanup(hs.Close)
 	t.Cleanup(srv.Drain) // end parked long-polls before the server closes
 	return newBundle(t, srv, pool, hs.URL)

@@ -19,6 +19,7 @@ import (
 	"github.com/queenforgo/queen/gen/api"
 	"github.com/queenforgo/queen/handlers/auth"
 	"github.com/queenforgo/queen/handlers/broker"
+	"github.com/queenforgo/queen/handlers/longpoll"
 	"github.com/queenforgo/queen/handlers/metrics"
 	"github.com/queenforgo/queen/handlers/metrics/exposition"
 	"github.com/queenforgo/queen/handlers/migration"
@@ -72,6 +73,11 @@ type Config struct {
 	// route and /metrics/prometheus (shared_state.go); main wires the mesh
 	// and PostgreSQL NOTIFY. nil reports no mesh.
 	SharedState SharedState
+	// LongPolls, when set, is the listener the http.Server serves: a pop
+	// that parks for a second or more over HTTP/1.1 is then held outside
+	// net/http and answered through it (handlers/longpoll). nil keeps
+	// every parked pop in its handler's goroutine.
+	LongPolls *longpoll.Listener
 }
 
 // ConfigDefault fills the zero fields of a Config.
@@ -132,7 +138,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	strict := api.NewStrictHandlerWithOptions(s, nil, api.StrictHTTPServerOptions{
+	strict := api.NewStrictHandlerWithOptions(s, []api.StrictMiddlewareFunc{s.holdLongPolls}, api.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc:  s.requestError,
 		ResponseErrorHandlerFunc: s.responseError,
 	})

@@ -27,6 +27,7 @@ import (
 	"github.com/queenforgo/queen/handlers/auth"
 	dataplane "github.com/queenforgo/queen/handlers/broker"
 	"github.com/queenforgo/queen/handlers/crypto"
+	"github.com/queenforgo/queen/handlers/longpoll"
 	"github.com/queenforgo/queen/handlers/metrics/exposition"
 	"github.com/queenforgo/queen/handlers/spool"
 	"github.com/queenforgo/queen/web"
@@ -146,6 +147,14 @@ func run() int {
 	// A boot that fails from here on still closes the spool (Stop is
 	// idempotent: the shutdown below makes this one a no-op).
 	defer func() { _ = brk.Stop(context.Background()) }()
+	tcpLn, err := net.Listen("tcp", cfg.ListenAddr())
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "queen: PORT/QUEEN_BIND_ADDR: cannot listen on %s: %v\n", cfg.ListenAddr(), err)
+		return 1
+	}
+	// Parked long-polls are held outside net/http and handed back to it
+	// through this listener (handlers/longpoll).
+	ln := longpoll.NewListener(tcpLn, nil)
 	srv := handlers.New(handlers.Config{
 		Broker:         brk,
 		Pool:           pool,
@@ -160,15 +169,11 @@ func run() int {
 		Collectors:     []prometheus.Collector{timings},
 		Tenancy:        cfg.Tenancy.Header,
 		SharedState:    tr,
+		LongPolls:      ln,
 	})
 	handler, err := srv.Handler()
 	if err != nil {
 		logger.Error("build http handler", "err", err)
-		return 1
-	}
-	ln, err := net.Listen("tcp", cfg.ListenAddr())
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "queen: PORT/QUEEN_BIND_ADDR: cannot listen on %s: %v\n", cfg.ListenAddr(), err)
 		return 1
 	}
 	httpSrv := &http.Server{
@@ -207,6 +212,10 @@ func run() int {
 	defer cancel()
 	if err := httpSrv.Shutdown(shutdownCtx); err != nil {
 		logger.Warn("requests still running at the shutdown deadline", "err", err)
+	}
+	// The held long-polls, answered empty by the drain, are written out.
+	if err := ln.Shutdown(shutdownCtx); err != nil {
+		logger.Warn("long-polls still held at the shutdown deadline", "err", err)
 	}
 	// Pushes and acks already queued for a group commit are committed, and
 	// the spool's queued appends fsynced and its active file finalised

@@ -279,6 +279,9 @@ func (b *Broker) Drain() {
 	b.drainOnce.Do(func() {
 		b.draining.Store(true)
 		close(b.drainCh)
+		// Parked pops wait on no channel (parked_pop.go): wake every
+		// one; each sees draining and ends empty.
+		b.wait.NotifyMatching(func(waitKey) bool { return true })
 	})
 }
 
