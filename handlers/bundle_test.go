@@ -47,6 +47,8 @@ type testBundle struct {
 	api *client.ClientWithResponses
 	// tenant, when set, is sent as x-queen-tenant by do (see as).
 	tenant string
+	// held is the listener the server is served through (Config.LongPolls).
+	held *longpoll.Listener
 }
 
 // newBundle wraps a served broker for a test.
@@ -171,7 +173,9 @@ func setup(t *testing.T, opts ...setupOpts) *testBundle {
 	hs.Start()
 	t.Cleanup(hs.Close)
 	t.Cleanup(srv.Drain) // end parked long-polls before the server closes
-	return newBundle(t, srv, pool, hs.URL)
+	b := newBundle(t, srv, pool, hs.URL)
+	b.held = ln
+	return b
 }
 
 // do sends a request and checks the answer against openapi.yaml: status

@@ -84,6 +84,15 @@ func (h *held) wake() { _ = h.conn.SetReadDeadline(aLongTimeAgo) }
 // client goes away.
 func (h *held) watch() {
 	h.p.Watch(h.wake)
+	h.watchRead()
+}
+
+// watchRead is watch's loop. After a look (Resume) or an answer, which
+// grow a goroutine's stack well past the 2 KiB a blocked Read needs, it
+// goes on in a fresh goroutine, so that ten thousand held connections keep
+// small stacks (the garbage collector shrinks a grown one only slowly, and
+// stacks count twice in its heap goal).
+func (h *held) watchRead() {
 	for {
 		n, err := h.conn.Read(h.one[:])
 		if n > 0 {
@@ -110,6 +119,8 @@ func (h *held) watch() {
 			h.answer()
 			return
 		}
+		go h.watchRead()
+		return
 	}
 }
 
@@ -127,20 +138,31 @@ func (h *held) answer() {
 		h.drop()
 		return
 	}
-	if len(h.carried) == 0 {
-		// Idle between two requests, as net/http's keep-alive waits
-		// (without a read deadline: the server sets no IdleTimeout).
-		if !h.l.setIdle(h) {
-			h.drop()
-			return
-		}
-		n, _ := h.conn.Read(h.one[:])
-		if n == 0 {
-			h.drop()
-			return
-		}
-		h.carried = append(h.carried, h.one[0])
+	if len(h.carried) > 0 {
+		h.handBack()
+		return
 	}
+	// Idle between two requests, as net/http's keep-alive waits (without
+	// a read deadline: the server sets no IdleTimeout).
+	if !h.l.setIdle(h) {
+		h.drop()
+		return
+	}
+	go h.idle()
+}
+
+// idle waits for the first byte of the client's next request.
+func (h *held) idle() {
+	n, _ := h.conn.Read(h.one[:])
+	if n == 0 {
+		h.drop()
+		return
+	}
+	h.carried = append(h.carried, h.one[0])
+	h.handBack()
+}
+
+func (h *held) handBack() {
 	h.l.remove(h)
 	h.l.handBack(h.conn, h.carried)
 }
