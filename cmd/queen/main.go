@@ -153,8 +153,13 @@ func run() int {
 		return 1
 	}
 	// Parked long-polls are held outside net/http and handed back to it
-	// through this listener (handlers/longpoll).
+	// through this listener (handlers/longpoll); QUEEN_POP_HOLD=false
+	// keeps them in net/http (the listener then only passes through).
 	ln := longpoll.NewListener(tcpLn, nil)
+	var held *longpoll.Listener
+	if cfg.Pop.HoldParked {
+		held = ln
+	}
 	srv := handlers.New(handlers.Config{
 		Broker:         brk,
 		Pool:           pool,
@@ -169,7 +174,7 @@ func run() int {
 		Collectors:     []prometheus.Collector{timings},
 		Tenancy:        cfg.Tenancy.Header,
 		SharedState:    tr,
-		LongPolls:      ln,
+		LongPolls:      held,
 	})
 	handler, err := srv.Handler()
 	if err != nil {

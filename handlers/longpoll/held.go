@@ -64,7 +64,7 @@ func (l *Listener) Hold(w http.ResponseWriter, r *http.Request, p Parked) bool {
 		return false
 	}
 	if n := rw.Reader.Buffered(); n > 0 {
-		b, _ := rw.Reader.Peek(n)
+		b, _ := rw.Peek(n)
 		h.carried = bytes.Clone(b)
 	}
 	// net/http cleared its deadlines on hijack; a conn of another server

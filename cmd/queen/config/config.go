@@ -106,6 +106,10 @@ type Pop struct {
 	DefaultTimeout          time.Duration // DEFAULT_TIMEOUT (milliseconds in the environment)
 	DefaultSubscriptionMode string        // DEFAULT_SUBSCRIPTION_MODE: "", "all", "new" or "new-only"
 	RepollInterval          time.Duration // QUEEN_POP_REPOLL_MS: fallback re-poll of parked long-polls
+	// HoldParked (QUEEN_POP_HOLD, default on) holds parked HTTP/1.1
+	// long-polls outside net/http (handlers/longpoll); off, each waits in
+	// its request's goroutine with net/http's buffers, as before.
+	HoldParked bool
 }
 
 // Push holds the push coalescer settings.
@@ -193,6 +197,7 @@ func Load(getenv func(string) (string, bool)) (Config, error) {
 		DefaultTimeout:          l.millis("DEFAULT_TIMEOUT", broker.PopTimeoutDefault, 0),
 		DefaultSubscriptionMode: l.oneOf("DEFAULT_SUBSCRIPTION_MODE", "", "all", "new", "new-only"),
 		RepollInterval:          l.millis("QUEEN_POP_REPOLL_MS", broker.PopRepollDefault, 10),
+		HoldParked:              l.boolean("QUEEN_POP_HOLD", true),
 	}
 
 	c.Push = Push{
