@@ -152,9 +152,9 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "queen: PORT/QUEEN_BIND_ADDR: cannot listen on %s: %v\n", cfg.ListenAddr(), err)
 		return 1
 	}
-	// Parked long-polls are held outside net/http and handed back to it
-	// through this listener (handlers/longpoll); QUEEN_POP_HOLD=false
-	// keeps them in net/http (the listener then only passes through).
+	// With QUEEN_POP_HOLD on, parked long-polls are held outside net/http
+	// and handed back to it through this listener (handlers/longpoll);
+	// off, the listener only passes connections through.
 	ln := longpoll.NewListener(tcpLn, nil)
 	var held *longpoll.Listener
 	if cfg.Pop.HoldParked {
