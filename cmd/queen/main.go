@@ -153,12 +153,14 @@ func run() int {
 		return 1
 	}
 	// With QUEEN_POP_HOLD on, parked long-polls are held outside net/http
-	// and handed back to it through this listener (handlers/longpoll);
-	// off, the listener only passes connections through.
-	ln := longpoll.NewListener(tcpLn, nil)
-	var held *longpoll.Listener
+	// and handed back to it through the longpoll listener.
+	var (
+		ln   net.Listener = tcpLn
+		held *longpoll.Listener
+	)
 	if cfg.Pop.HoldParked {
-		held = ln
+		held = longpoll.NewListener(tcpLn, nil)
+		ln = held
 	}
 	srv := handlers.New(handlers.Config{
 		Broker:         brk,
@@ -219,8 +221,10 @@ func run() int {
 		logger.Warn("requests still running at the shutdown deadline", "err", err)
 	}
 	// The held long-polls, answered empty by the drain, are written out.
-	if err := ln.Shutdown(shutdownCtx); err != nil {
-		logger.Warn("long-polls still held at the shutdown deadline", "err", err)
+	if held != nil {
+		if err := held.Shutdown(shutdownCtx); err != nil {
+			logger.Warn("long-polls still held at the shutdown deadline", "err", err)
+		}
 	}
 	// Pushes and acks already queued for a group commit are committed, and
 	// the spool's queued appends fsynced and its active file finalised
