@@ -155,7 +155,7 @@ func run() int {
 	// With QUEEN_POP_HOLD on, parked long-polls are held outside net/http
 	// and handed back to it through the longpoll listener.
 	var (
-		ln   net.Listener = tcpLn
+		ln   = tcpLn
 		held *longpoll.Listener
 	)
 	if cfg.Pop.HoldParked {
