@@ -99,13 +99,13 @@ func (p *ParkedPop) Resume(ctx context.Context) (res *PopResult, done bool, err 
 	case due&dueWoken == 0:
 		return nil, false, nil
 	}
-	gen, at := p.b.genOf(p.look), time.Now()
+	start := p.b.lookStart(p.look)
 	res, err = p.b.popOnce(ctx, p.pr)
 	if err != nil || res != nil {
 		p.finish(res, err)
 		return res, true, pgerr.Translate(err)
 	}
-	p.b.sawEmpty(p.look, gen, at)
+	p.b.sawEmpty(p.look, start)
 	return nil, false, nil
 }
 

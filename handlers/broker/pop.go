@@ -58,13 +58,13 @@ func (b *Broker) PopStart(ctx context.Context, req PopRequest) (res *PopResult, 
 	if b.knownEmpty(p.look) {
 		b.repolled.skipped.Add(1)
 	} else {
-		gen, at := b.genOf(p.look), time.Now()
+		start := b.lookStart(p.look)
 		res, err = b.popOnce(ctx, pr)
 		if err != nil || res != nil {
 			p.finish(res, err)
 			return res, nil, err
 		}
-		b.sawEmpty(p.look, gen, at)
+		b.sawEmpty(p.look, start)
 	}
 	if b.draining.Load() {
 		p.finish(nil, nil)
