@@ -22,7 +22,7 @@ import (
 func TestLongPollAnsweredWhenBrokerAnswers(t *testing.T) {
 	t.Parallel()
 	for name, env := range map[string][]string{
-		"in net/http": nil,
+		"in net/http": {"QUEEN_POP_HOLD=false"},
 		// The broker holds the parked pop outside net/http (handlers/longpoll).
 		"held": {"QUEEN_POP_HOLD=true"},
 	} {

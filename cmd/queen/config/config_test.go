@@ -87,6 +87,7 @@ func TestLoadDefaults(t *testing.T) {
 			DefaultBatchSize: 1,
 			DefaultTimeout:   30 * time.Second,
 			RepollInterval:   time.Second,
+			HoldParked:       true,
 		},
 		Push:  Push{MaxBatch: 2000, MaxFlushes: 3, ParallelMin: 300},
 		Auth:  defaultAuth(),
@@ -170,8 +171,11 @@ func TestLoadGoodValues(t *testing.T) {
 		{"log level warn", map[string]string{"LOG_LEVEL": "warn"}, func(t *testing.T, c Config) {
 			require.Equal(t, slog.LevelWarn, c.Server.LogLevel)
 		}},
-		{"parked long-polls held outside net/http", map[string]string{"QUEEN_POP_HOLD": "on"}, func(t *testing.T, c Config) {
+		{"parked long-polls held outside net/http by default", map[string]string{"QUEEN_POP_HOLD": ""}, func(t *testing.T, c Config) {
 			require.True(t, c.Pop.HoldParked)
+		}},
+		{"parked long-polls kept in net/http", map[string]string{"QUEEN_POP_HOLD": "off"}, func(t *testing.T, c Config) {
+			require.False(t, c.Pop.HoldParked)
 		}},
 		{"log level error", map[string]string{"LOG_LEVEL": " Error"}, func(t *testing.T, c Config) {
 			require.Equal(t, slog.LevelError, c.Server.LogLevel)
