@@ -24,6 +24,7 @@ import (
 	"github.com/queenforgo/queen/handlers/auth"
 	"github.com/queenforgo/queen/handlers/broker"
 	"github.com/queenforgo/queen/handlers/crypto"
+	"github.com/queenforgo/queen/handlers/longpoll"
 	"github.com/queenforgo/queen/handlers/metrics"
 	"github.com/queenforgo/queen/handlers/metrics/exposition"
 	"github.com/queenforgo/queen/handlers/migration"
@@ -47,6 +48,8 @@ type testBundle struct {
 	api *client.ClientWithResponses
 	// tenant, when set, is sent as x-queen-tenant by do (see as).
 	tenant string
+	// held is the listener the server is served through (Config.LongPolls).
+	held *longpoll.Listener
 }
 
 // newBundle wraps a served broker for a test.
@@ -160,12 +163,21 @@ func setup(t *testing.T, opts ...setupOpts) *testBundle {
 		o.config(&cfg)
 	}
 	srv := newServer(t, cfg)
+	// Served as cmd/queen serves: long waits are held outside net/http
+	// (handlers/longpoll), so every test's long-polls take that path.
+	hs := httptest.NewUnstartedServer(nil)
+	ln := longpoll.NewListener(hs.Listener, nil)
+	hs.Listener = ln
+	srv.cfg.LongPolls = ln
 	h, err := srv.Handler()
 	require.NoError(t, err)
-	hs := httptest.NewServer(h)
+	hs.Config.Handler = h
+	hs.Start()
 	t.Cleanup(hs.Close)
 	t.Cleanup(srv.Drain) // end parked long-polls before the server closes
-	return newBundle(t, srv, pool, hs.URL)
+	b := newBundle(t, srv, pool, hs.URL)
+	b.held = ln
+	return b
 }
 
 // do sends a request and checks the answer against openapi.yaml: status

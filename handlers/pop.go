@@ -28,7 +28,14 @@ func (s *Server) PopPartition(ctx context.Context, req api.PopPartitionRequestOb
 		return badRequest[api.PopPartition400JSONResponse](err.Error()), nil
 	}
 	pr.Queue, pr.Partition = req.Queue, req.Partition
-	res, err := s.b.Pop(ctx, pr)
+	res, held, err := s.pop(ctx, pr, writePopPartition)
+	if held {
+		return heldResponse{}, nil
+	}
+	return answerPopPartition(res, err)
+}
+
+func answerPopPartition(res *broker.PopResult, err error) (api.PopPartitionResponseObject, error) {
 	if msg, invalid := invalidMessage(err); invalid {
 		return badRequest[api.PopPartition400JSONResponse](msg), nil
 	}
@@ -46,7 +53,14 @@ func (s *Server) PopQueue(ctx context.Context, req api.PopQueueRequestObject) (a
 		return badRequest[api.PopQueue400JSONResponse](err.Error()), nil
 	}
 	pr.Queue = req.Queue
-	res, err := s.b.Pop(ctx, pr)
+	res, held, err := s.pop(ctx, pr, writePopQueue)
+	if held {
+		return heldResponse{}, nil
+	}
+	return answerPopQueue(res, err)
+}
+
+func answerPopQueue(res *broker.PopResult, err error) (api.PopQueueResponseObject, error) {
 	if msg, invalid := invalidMessage(err); invalid {
 		return badRequest[api.PopQueue400JSONResponse](msg), nil
 	}
@@ -64,7 +78,14 @@ func (s *Server) PopNamespaceTask(ctx context.Context, req api.PopNamespaceTaskR
 		return badRequest[api.PopNamespaceTask400JSONResponse](err.Error()), nil
 	}
 	pr.Namespace, pr.Task = deref(p.Namespace, ""), deref(p.Task, "")
-	res, err := s.b.Pop(ctx, pr)
+	res, held, err := s.pop(ctx, pr, writePopNamespaceTask)
+	if held {
+		return heldResponse{}, nil
+	}
+	return answerPopNamespaceTask(res, err)
+}
+
+func answerPopNamespaceTask(res *broker.PopResult, err error) (api.PopNamespaceTaskResponseObject, error) {
 	if msg, invalid := invalidMessage(err); invalid {
 		return badRequest[api.PopNamespaceTask400JSONResponse](msg), nil
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/queenforgo/queen/handlers/aggcache"
 	"github.com/queenforgo/queen/handlers/auth"
 	"github.com/queenforgo/queen/handlers/broker"
+	"github.com/queenforgo/queen/handlers/longpoll"
 	"github.com/queenforgo/queen/handlers/metrics"
 	"github.com/queenforgo/queen/handlers/metrics/exposition"
 	"github.com/queenforgo/queen/handlers/migration"
@@ -78,6 +79,11 @@ type Config struct {
 	// nil computes every answer live. main wires one; the pool's owner
 	// calls its Wait before closing the pool.
 	AnswerCache *aggcache.Cache
+	// LongPolls, when set, is the listener the http.Server serves: a pop
+	// that parks for a second or more over HTTP/1.1 is then held outside
+	// net/http and answered through it (handlers/longpoll). nil keeps
+	// every parked pop in its handler's goroutine.
+	LongPolls *longpoll.Listener
 }
 
 // ConfigDefault fills the zero fields of a Config.
@@ -138,7 +144,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	strict := api.NewStrictHandlerWithOptions(s, []api.StrictMiddlewareFunc{s.clearAnswersAfter}, api.StrictHTTPServerOptions{
+	strict := api.NewStrictHandlerWithOptions(s, []api.StrictMiddlewareFunc{s.clearAnswersAfter, s.holdLongPolls}, api.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc:  s.requestError,
 		ResponseErrorHandlerFunc: s.responseError,
 	})

@@ -21,7 +21,20 @@ import (
 // deadline (20 s) would fail a proxy that held the answer to the end.
 func TestLongPollAnsweredWhenBrokerAnswers(t *testing.T) {
 	t.Parallel()
-	broker := startBroker(t)
+	for name, env := range map[string][]string{
+		"in net/http": {"QUEEN_POP_HOLD=false"},
+		// The broker holds the parked pop outside net/http (handlers/longpoll).
+		"held": {"QUEEN_POP_HOLD=true"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			longPollAnsweredWhenBrokerAnswers(t, env)
+		})
+	}
+}
+
+func longPollAnsweredWhenBrokerAnswers(t *testing.T, brokerEnv []string) {
+	broker := startBroker(t, brokerEnv...)
 	p := newPXDB(t)
 	p.cell("cell-1", broker, nil)
 	cluster := p.cluster("acme", "pro", "cell-1")

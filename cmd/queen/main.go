@@ -28,6 +28,7 @@ import (
 	"github.com/queenforgo/queen/handlers/auth"
 	dataplane "github.com/queenforgo/queen/handlers/broker"
 	"github.com/queenforgo/queen/handlers/crypto"
+	"github.com/queenforgo/queen/handlers/longpoll"
 	"github.com/queenforgo/queen/handlers/metrics/exposition"
 	"github.com/queenforgo/queen/handlers/spool"
 	"github.com/queenforgo/queen/web"
@@ -152,6 +153,21 @@ func run() int {
 	// A boot that fails from here on still closes the spool (Stop is
 	// idempotent: the shutdown below makes this one a no-op).
 	defer func() { _ = brk.Stop(context.Background()) }()
+	tcpLn, err := net.Listen("tcp", cfg.ListenAddr())
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "queen: PORT/QUEEN_BIND_ADDR: cannot listen on %s: %v\n", cfg.ListenAddr(), err)
+		return 1
+	}
+	// With QUEEN_POP_HOLD on, parked long-polls are held outside net/http
+	// and handed back to it through the longpoll listener.
+	var (
+		ln   = tcpLn
+		held *longpoll.Listener
+	)
+	if cfg.Pop.HoldParked {
+		held = longpoll.NewListener(tcpLn, nil)
+		ln = held
+	}
 	srv := handlers.New(handlers.Config{
 		Broker:         brk,
 		Pool:           pool,
@@ -167,15 +183,11 @@ func run() int {
 		Tenancy:        cfg.Tenancy.Header,
 		SharedState:    tr,
 		AnswerCache:    answers,
+		LongPolls:      held,
 	})
 	handler, err := srv.Handler()
 	if err != nil {
 		logger.Error("build http handler", "err", err)
-		return 1
-	}
-	ln, err := net.Listen("tcp", cfg.ListenAddr())
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "queen: PORT/QUEEN_BIND_ADDR: cannot listen on %s: %v\n", cfg.ListenAddr(), err)
 		return 1
 	}
 	httpSrv := &http.Server{
@@ -214,6 +226,12 @@ func run() int {
 	defer cancel()
 	if err := httpSrv.Shutdown(shutdownCtx); err != nil {
 		logger.Warn("requests still running at the shutdown deadline", "err", err)
+	}
+	// The held long-polls, answered empty by the drain, are written out.
+	if held != nil {
+		if err := held.Shutdown(shutdownCtx); err != nil {
+			logger.Warn("long-polls still held at the shutdown deadline", "err", err)
+		}
 	}
 	// Pushes and acks already queued for a group commit are committed, and
 	// the spool's queued appends fsynced and its active file finalised

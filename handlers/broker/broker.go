@@ -153,6 +153,7 @@ type Broker struct {
 	// Wake-up generations, for the whole broker and per wait key, and
 	// what looks found empty at which generation (known_empty.go).
 	wakeGen atomic.Uint64
+	rounds  atomic.Uint64 // shared re-poll rounds started
 	emptyMu sync.Mutex
 	gens    map[waitKey]uint64
 	empty   map[lookKey]emptyState
@@ -283,6 +284,9 @@ func (b *Broker) Drain() {
 	b.drainOnce.Do(func() {
 		b.draining.Store(true)
 		close(b.drainCh)
+		// Parked pops wait on no channel (parked_pop.go): wake every
+		// one; each sees draining and ends empty.
+		b.wait.NotifyMatching(func(waitKey) bool { return true })
 	})
 }
 

@@ -3,13 +3,21 @@ package broker
 import "time"
 
 // A new long-poll normally looks once before it parks. When a look at its
-// key (the shared re-poll's, or a pop's) found the key empty less than two
-// re-poll intervals ago, and no wake-up for that key happened on this
-// broker since, that first look cannot find anything a parked pop would not
-// be woken for: the pop parks at once. Clients re-issuing timed-out
+// key (the shared re-poll's, or a pop's) found the key empty since the
+// start of the shared re-poll's previous round, and no wake-up for that key
+// happened on this broker since, that first look cannot find anything a
+// parked pop would not be woken for: the pop parks at once, and the next
+// round looks for it as for every parked pop. Clients re-issuing timed-out
 // long-polls (10,000 pops with a 30 s timeout re-issue 333 a second) then
 // cost no statement either. What no wake-up announces reaches such a pop at
 // the next shared re-poll, as it reaches every parked pop.
+//
+// The age is counted in re-poll rounds, not on the clock: a round late
+// because the pool is busy (a burst of pushes, or of first looks) must not
+// expire what every key knows, or every re-issued pop looks, the pool gets
+// busier, the next round is later still, and ten thousand parked pops make
+// a storm of first looks that delays the woken ones. A clock limit of
+// staleEmptyRounds intervals stays, for a re-poll that stopped.
 //
 // "No wake-up since" is a generation count per wait key (queue, namespace,
 // task), bumped before its pops are woken, plus one for the whole broker,
@@ -18,9 +26,14 @@ import "time"
 
 // emptyState is what this broker knows about a look key being empty.
 type emptyState struct {
-	gen uint64    // genOf the key when the look that found it empty started
-	at  time.Time // when that look started
+	gen   uint64    // genOf the key when the look that found it empty started
+	round uint64    // the re-poll round under way when that look started
+	at    time.Time // when that look started
 }
+
+// staleEmptyRounds is, in re-poll intervals, the clock's limit on what a
+// look knew about an empty key.
+const staleEmptyRounds = 10
 
 // lookWaitKeys are the wait keys whose wake-ups concern a look key: those
 // its pops park on (plan).
@@ -56,15 +69,26 @@ func (b *Broker) knownEmpty(k lookKey) bool {
 	b.emptyMu.Lock()
 	e, ok := b.empty[k]
 	b.emptyMu.Unlock()
-	return ok && e.gen == gen && time.Since(e.at) < 2*b.cfg.RepollInterval
+	return ok && e.gen == gen && b.rounds.Load() <= e.round+1 && !b.staleEmpty(e)
 }
 
-// sawEmpty records that a look at k, started at generation gen and time
-// at, found nothing. Newer knowledge wins.
-func (b *Broker) sawEmpty(k lookKey, gen uint64, at time.Time) {
+// staleEmpty reports knowledge too old to be used whatever the rounds.
+func (b *Broker) staleEmpty(e emptyState) bool {
+	return time.Since(e.at) >= staleEmptyRounds*b.cfg.RepollInterval
+}
+
+// lookStart is the wake-up generation of k and the re-poll round when a
+// look at k starts; sawEmpty takes it back when the look found nothing.
+func (b *Broker) lookStart(k lookKey) emptyState {
+	return emptyState{gen: b.genOf(k), round: b.rounds.Load(), at: time.Now()}
+}
+
+// sawEmpty records that a look at k, started as s says, found nothing.
+// Newer knowledge wins.
+func (b *Broker) sawEmpty(k lookKey, s emptyState) {
 	b.emptyMu.Lock()
-	if e, ok := b.empty[k]; !ok || e.gen < gen || (e.gen == gen && e.at.Before(at)) {
-		b.empty[k] = emptyState{gen, at}
+	if e, ok := b.empty[k]; !ok || e.gen < s.gen || (e.gen == s.gen && e.at.Before(s.at)) {
+		b.empty[k] = s
 	}
 	b.emptyMu.Unlock()
 }
@@ -76,11 +100,12 @@ func (b *Broker) forgetEmpty(k lookKey) {
 	b.emptyMu.Unlock()
 }
 
-// forgetStaleEmpty drops knowledge too old to be used.
-func (b *Broker) forgetStaleEmpty() {
+// forgetStaleEmpty drops knowledge too old to be used: from before the
+// previous round (round is the one starting), or past the clock's limit.
+func (b *Broker) forgetStaleEmpty(round uint64) {
 	b.emptyMu.Lock()
 	for k, e := range b.empty {
-		if time.Since(e.at) >= 2*b.cfg.RepollInterval {
+		if e.round+1 < round || b.staleEmpty(e) {
 			delete(b.empty, k)
 		}
 	}

@@ -22,62 +22,55 @@ type popPlan struct {
 // announcement or the shared re-poll (repoll.go) makes it look again, up to
 // the timeout. A nil result means nothing to deliver: unknown queue or
 // partition, lease held by another consumer, window buffer active, nothing
-// pending, timeout, pop maintenance, or this broker draining.
-func (b *Broker) Pop(ctx context.Context, req PopRequest) (res *PopResult, err error) {
+// pending, timeout, pop maintenance, or this broker draining. It is
+// PopStart, then the parked pop's Wait in the caller's goroutine.
+func (b *Broker) Pop(ctx context.Context, req PopRequest) (*PopResult, error) {
+	res, p, err := b.PopStart(ctx, req)
+	if p == nil {
+		return res, err
+	}
+	return p.Wait(ctx)
+}
+
+// PopStart is Pop up to the park: it answers at once (a result, nil for
+// nothing, or an error), or returns the ParkedPop of a pop with Wait whose
+// first look found nothing. The caller then waits on it in its goroutine
+// (Wait), or holds it without one (Watch, Resume, Cancel).
+func (b *Broker) PopStart(ctx context.Context, req PopRequest) (res *PopResult, p *ParkedPop, err error) {
 	defer func() { err = pgerr.Translate(err) }()
 	if req.Tenant, err = tenantOf(req.Tenant); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if req.Queue == "" && req.Namespace == "" && req.Task == "" {
-		return nil, invalid("namespace or task is required")
+		return nil, nil, invalid("namespace or task is required")
 	}
 	pr := b.plan(req)
-	defer func() { b.recordPop(pr.PopRequest, res, err) }()
 	if b.maint.pop.Load() {
-		return nil, nil // pop maintenance (MNT-2): empty at once, the log untouched
+		b.recordPop(pr.PopRequest, nil, nil)
+		return nil, nil, nil // pop maintenance (MNT-2): empty at once, the log untouched
 	}
 	if !pr.Wait {
-		return b.popOnce(ctx, pr)
+		res, err = b.popOnce(ctx, pr)
+		b.recordPop(pr.PopRequest, res, err)
+		return res, nil, err
 	}
-	defer b.parked(key(pr.Tenant, pr.Queue))()
-	deadline := time.NewTimer(pr.timeout)
-	defer deadline.Stop()
-	look := pr.lookKey()
-	for first := true; ; first = false {
-		// Register before looking, so a wake-up between the look and the
-		// park still wakes this request. w hears the announcements of
-		// commits (notifier.go), lw the shared re-poll (repoll.go): a
-		// parked pop never looks again on its own.
-		w := b.wait.Register(pr.waitKeys...)
-		lw := b.looks.Register(look)
-		if first && b.knownEmpty(look) {
-			b.repolled.skipped.Add(1)
-		} else {
-			gen, at := b.genOf(look), time.Now()
-			res, err := b.popOnce(ctx, pr)
-			if err != nil || res != nil {
-				w.Cancel()
-				lw.Cancel()
-				return res, err
-			}
-			b.sawEmpty(look, gen, at)
+	p = b.park(pr)
+	if b.knownEmpty(p.look) {
+		b.repolled.skipped.Add(1)
+	} else {
+		start := b.lookStart(p.look)
+		res, err = b.popOnce(ctx, pr)
+		if err != nil || res != nil {
+			p.finish(res, err)
+			return res, nil, err
 		}
-		woken := false
-		select {
-		case <-w.C:
-			woken = true
-		case <-lw.C:
-			woken = true
-		case <-deadline.C:
-		case <-ctx.Done():
-		case <-b.drainCh:
-		}
-		w.Cancel()
-		lw.Cancel()
-		if !woken {
-			return nil, nil
-		}
+		b.sawEmpty(p.look, start)
 	}
+	if b.draining.Load() {
+		p.finish(nil, nil)
+		return nil, nil, nil
+	}
+	return nil, p, nil
 }
 
 // plan applies the defaults of a pop.

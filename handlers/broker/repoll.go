@@ -106,7 +106,7 @@ func (b *Broker) repollLoop(every time.Duration) {
 // repollOnce looks once at every key with pops parked and wakes those of
 // the keys where something may be claimable.
 func (b *Broker) repollOnce(ctx context.Context) error {
-	b.forgetStaleEmpty()
+	b.forgetStaleEmpty(b.rounds.Add(1))
 	keys := b.looks.Keys(nil)
 	for len(keys) > 0 {
 		n := min(len(keys), repollChunk)
@@ -143,9 +143,9 @@ func (b *Broker) repollKeys(ctx context.Context, keys []lookKey) error {
 	}
 	b.repolled.statements.Add(1)
 	b.repolled.keys.Add(int64(len(keys)))
-	gens, at := make([]uint64, len(keys)), time.Now()
+	starts := make([]emptyState, len(keys))
 	for i, k := range keys {
-		gens[i] = b.genOf(k)
+		starts[i] = b.lookStart(k)
 	}
 	rows, err := b.q.PartitionPollReady(ctx, arg)
 	if err != nil {
@@ -159,7 +159,7 @@ func (b *Broker) repollKeys(ctx context.Context, keys []lookKey) error {
 	}
 	for i, k := range keys {
 		if !ready[i] {
-			b.sawEmpty(k, gens[i], at)
+			b.sawEmpty(k, starts[i])
 			continue
 		}
 		b.forgetEmpty(k)

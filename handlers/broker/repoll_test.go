@@ -223,7 +223,7 @@ func TestKnownEmptyEndsWithAWakeUpForTheKey(t *testing.T) {
 	t.Parallel()
 	b := New(Config{RepollInterval: time.Minute})
 	k := lookKey{tenant: DefaultTenant, queue: "a", group: QueueModeGroup}
-	seen := func() { b.sawEmpty(k, b.genOf(k), time.Now()) }
+	seen := func() { b.sawEmpty(k, b.lookStart(k)) }
 	require.False(t, b.knownEmpty(k))
 	seen()
 	require.True(t, b.knownEmpty(k))
@@ -240,8 +240,57 @@ func TestKnownEmptyEndsWithAWakeUpForTheKey(t *testing.T) {
 	b.ApplyQueueChanged([]QueueKey{{Tenant: DefaultTenant, Queue: "a"}})
 	require.False(t, b.knownEmpty(k), "new options")
 
-	b.sawEmpty(k, b.genOf(k), time.Now().Add(-2*time.Minute))
-	require.False(t, b.knownEmpty(k), "older than two intervals")
-	b.forgetStaleEmpty()
+	seen()
+	b.rounds.Add(1)
+	require.True(t, b.knownEmpty(k), "the re-poll round after the look")
+	b.rounds.Add(1)
+	require.False(t, b.knownEmpty(k), "the round after that did not see it empty")
+
+	old := b.lookStart(k)
+	old.at = old.at.Add(-staleEmptyRounds * time.Minute)
+	b.sawEmpty(k, old)
+	require.False(t, b.knownEmpty(k), "older than the clock's limit: a re-poll that stopped")
+	b.forgetStaleEmpty(b.rounds.Load())
 	require.Empty(t, b.empty)
+}
+
+// A shared re-poll late on the clock (its pool busy) does not expire what
+// its last round saw: pops re-issued meanwhile on the empty key park
+// without looking, instead of each making the look that keeps the pool
+// busy and the next round later still.
+func TestKnownEmptyOutlivesALateRepoll(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	ctx := t.Context()
+	_, _, err := tb.b.Configure(ctx, "", "late", "", "", QueueOptionsDefault())
+	require.NoError(t, err)
+	timeout := time.Hour
+	req := PopRequest{Queue: "late", Wait: true, Timeout: &timeout}
+	parked, p, err := tb.b.PopStart(ctx, req)
+	require.NoError(t, err)
+	require.Nil(t, parked)
+	require.NotNil(t, p)
+	t.Cleanup(p.Cancel)
+	require.NoError(t, tb.b.repollOnce(ctx))
+	require.EqualValues(t, 1, tb.b.repolled.statements.Load())
+
+	// The round's record, as the clock sees it three intervals later with
+	// no round started since (the next one queued behind a busy pool).
+	k := p.look
+	tb.b.emptyMu.Lock()
+	e := tb.b.empty[k]
+	e.at = e.at.Add(-3 * time.Hour)
+	tb.b.empty[k] = e
+	tb.b.emptyMu.Unlock()
+
+	const reissued = 20
+	for range reissued {
+		res, q, err := tb.b.PopStart(ctx, req)
+		require.NoError(t, err)
+		require.Nil(t, res)
+		require.NotNil(t, q)
+		q.Cancel()
+	}
+	require.EqualValues(t, reissued, tb.b.repolled.skipped.Load(),
+		"every re-issued pop parks on what the last round saw, none looks")
 }

@@ -17,9 +17,11 @@ type Registry[K comparable] struct {
 }
 
 // Waiter is one parked request. C receives a value when a key it waits on is
-// notified; it never blocks the notifier.
+// notified; it never blocks the notifier. A waiter made by RegisterFunc has
+// no C: its function is called instead.
 type Waiter[K comparable] struct {
 	C    chan struct{}
+	fn   func()
 	keys []K
 	reg  *Registry[K]
 }
@@ -31,9 +33,21 @@ func New[K comparable]() *Registry[K] {
 
 // Register parks a waiter under keys. Call Cancel when done with it.
 func (r *Registry[K]) Register(keys ...K) *Waiter[K] {
-	w := &Waiter[K]{C: make(chan struct{}, 1), keys: keys, reg: r}
+	return r.add(&Waiter[K]{C: make(chan struct{}, 1), keys: keys, reg: r})
+}
+
+// RegisterFunc parks a waiter that has no goroutine waiting on it: fn is
+// called on every notification of one of its keys, under the registry's
+// lock, so it must be quick and must not call back into the registry. A
+// request held outside any goroutine (a long-poll taken out of net/http)
+// waits this way. Call Cancel when done with it.
+func (r *Registry[K]) RegisterFunc(fn func(), keys ...K) *Waiter[K] {
+	return r.add(&Waiter[K]{fn: fn, keys: keys, reg: r})
+}
+
+func (r *Registry[K]) add(w *Waiter[K]) *Waiter[K] {
 	r.mu.Lock()
-	for _, k := range keys {
+	for _, k := range w.keys {
 		set := r.byKey[k]
 		if set == nil {
 			set = make(map[*Waiter[K]]struct{})
@@ -43,6 +57,18 @@ func (r *Registry[K]) Register(keys ...K) *Waiter[K] {
 	}
 	r.mu.Unlock()
 	return w
+}
+
+// wake signals one waiter; r.mu is held.
+func (w *Waiter[K]) wake() {
+	if w.fn != nil {
+		w.fn()
+		return
+	}
+	select {
+	case w.C <- struct{}{}:
+	default:
+	}
 }
 
 // Cancel removes the waiter from the registry. Safe to call twice.
@@ -64,10 +90,7 @@ func (w *Waiter[K]) Cancel() {
 func (r *Registry[K]) Notify(key K) {
 	r.mu.Lock()
 	for w := range r.byKey[key] {
-		select {
-		case w.C <- struct{}{}:
-		default:
-		}
+		w.wake()
 	}
 	r.mu.Unlock()
 }
@@ -83,10 +106,7 @@ func (r *Registry[K]) NotifyMatching(match func(K) bool) {
 			continue
 		}
 		for w := range set {
-			select {
-			case w.C <- struct{}{}:
-			default:
-			}
+			w.wake()
 		}
 	}
 	r.mu.Unlock()

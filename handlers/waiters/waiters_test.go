@@ -50,3 +50,21 @@ func TestKeysListsKeysWithParkedWaiters(t *testing.T) {
 	a.Cancel()
 	require.Empty(t, r.Keys(nil))
 }
+
+func TestRegisterFuncCallsItsFunctionOnEveryNotification(t *testing.T) {
+	t.Parallel()
+	r := New[string]()
+	calls := 0
+	a := r.RegisterFunc(func() { calls++ }, "q:a", "ns:x")
+	b := r.Register("q:a")
+	r.Notify("q:a")
+	r.NotifyMatching(func(k string) bool { return k == "ns:x" })
+	require.Equal(t, 2, calls)
+	require.Nil(t, a.C)
+	require.Len(t, b.C, 1)
+	a.Cancel()
+	r.Notify("q:a")
+	require.Equal(t, 2, calls)
+	b.Cancel()
+	require.Empty(t, r.byKey)
+}

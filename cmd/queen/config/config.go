@@ -106,6 +106,11 @@ type Pop struct {
 	DefaultTimeout          time.Duration // DEFAULT_TIMEOUT (milliseconds in the environment)
 	DefaultSubscriptionMode string        // DEFAULT_SUBSCRIPTION_MODE: "", "all", "new" or "new-only"
 	RepollInterval          time.Duration // QUEEN_POP_REPOLL_MS: fallback re-poll of parked long-polls
+	// HoldParked (QUEEN_POP_HOLD, default on) holds parked HTTP/1.1
+	// long-polls outside net/http (handlers/longpoll), the memory 10,000
+	// of them need (docs/benchmarks.md, "Held long-polls"); off, each waits
+	// in its request's goroutine with net/http's buffers.
+	HoldParked bool
 }
 
 // Push holds the push coalescer settings.
@@ -193,6 +198,7 @@ func Load(getenv func(string) (string, bool)) (Config, error) {
 		DefaultTimeout:          l.millis("DEFAULT_TIMEOUT", broker.PopTimeoutDefault, 0),
 		DefaultSubscriptionMode: l.oneOf("DEFAULT_SUBSCRIPTION_MODE", "", "all", "new", "new-only"),
 		RepollInterval:          l.millis("QUEEN_POP_REPOLL_MS", broker.PopRepollDefault, 10),
+		HoldParked:              l.boolean("QUEEN_POP_HOLD", true),
 	}
 
 	c.Push = Push{

@@ -87,6 +87,7 @@ func TestLoadDefaults(t *testing.T) {
 			DefaultBatchSize: 1,
 			DefaultTimeout:   30 * time.Second,
 			RepollInterval:   time.Second,
+			HoldParked:       true,
 		},
 		Push:  Push{MaxBatch: 2000, MaxFlushes: 3, ParallelMin: 300},
 		Auth:  defaultAuth(),
@@ -105,7 +106,7 @@ func TestLoadDefaults(t *testing.T) {
 			"PG_PASSWORD": "", "PG_DB": "", "DB_POOL_SIZE": "", "PG_USE_SSL": "",
 			"PG_SSL_REJECT_UNAUTHORIZED": " ", "PG_SSL_ROOT_CERT": "", "QUEEN_PG_CONNECT_TIMEOUT_MS": "",
 			"DEFAULT_BATCH_SIZE": "", "DEFAULT_TIMEOUT": "", "DEFAULT_SUBSCRIPTION_MODE": "",
-			"QUEEN_POP_REPOLL_MS": "", "QUEEN_PUSH_MAX_BATCH": "", "JWT_ENABLED": "",
+			"QUEEN_POP_REPOLL_MS": "", "QUEEN_POP_HOLD": " ", "QUEEN_PUSH_MAX_BATCH": "", "JWT_ENABLED": "",
 			"JWT_ALGORITHM": "", "JWT_SECRET": "", "JWT_PUBLIC_KEY": "", "JWT_JWKS_URL": "",
 			"JWT_ISSUER": "", "JWT_AUDIENCE": "", "JWT_CLOCK_SKEW": "", "QUEEN_ENCRYPTION_KEY": "",
 			"FILE_BUFFER_DIR": "", "JWT_JWKS_REFRESH_INTERVAL": "", "JWT_JWKS_TIMEOUT_MS": " ",
@@ -169,6 +170,12 @@ func TestLoadGoodValues(t *testing.T) {
 		}},
 		{"log level warn", map[string]string{"LOG_LEVEL": "warn"}, func(t *testing.T, c Config) {
 			require.Equal(t, slog.LevelWarn, c.Server.LogLevel)
+		}},
+		{"parked long-polls held outside net/http by default", map[string]string{"QUEEN_POP_HOLD": ""}, func(t *testing.T, c Config) {
+			require.True(t, c.Pop.HoldParked)
+		}},
+		{"parked long-polls kept in net/http", map[string]string{"QUEEN_POP_HOLD": "off"}, func(t *testing.T, c Config) {
+			require.False(t, c.Pop.HoldParked)
 		}},
 		{"log level error", map[string]string{"LOG_LEVEL": " Error"}, func(t *testing.T, c Config) {
 			require.Equal(t, slog.LevelError, c.Server.LogLevel)
@@ -346,6 +353,7 @@ func TestLoadBadValues(t *testing.T) {
 		{"QUEEN_PUSH_MAX_FLUSHES", "65", `QUEEN_PUSH_MAX_FLUSHES: "65" is out of range (1-64)`},
 		{"QUEEN_PUSH_PARALLEL_MIN", "0", `QUEEN_PUSH_PARALLEL_MIN: "0" is out of range (minimum 1)`},
 		{"JWT_ENABLED", "enabled", `JWT_ENABLED: "enabled" is not a boolean (use true/false, 1/0, yes/no or on/off)`},
+		{"QUEEN_POP_HOLD", "sometimes", `QUEEN_POP_HOLD: "sometimes" is not a boolean (use true/false, 1/0, yes/no or on/off)`},
 		{"JWT_ENABLED", "2", `JWT_ENABLED: "2" is not a boolean (use true/false, 1/0, yes/no or on/off)`},
 		{"JWT_CLOCK_SKEW", "-1", `JWT_CLOCK_SKEW: "-1" is out of range (0-86400)`},
 		{"JWT_CLOCK_SKEW", "30s", `JWT_CLOCK_SKEW: "30s" is not an integer`},

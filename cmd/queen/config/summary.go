@@ -34,6 +34,7 @@ func (c Config) Summary() map[string][]slog.Attr {
 			slog.Int64("pop_default_timeout_ms", c.Pop.DefaultTimeout.Milliseconds()),
 			slog.String("pop_default_subscription_mode", c.Pop.DefaultSubscriptionMode),
 			slog.Int64("pop_repoll_ms", c.Pop.RepollInterval.Milliseconds()),
+			slog.Bool("pop_hold", c.Pop.HoldParked),
 			slog.Int("push_max_batch", c.Push.MaxBatch),
 			slog.Int("push_max_flushes", c.Push.MaxFlushes),
 			slog.Int("push_parallel_min", c.Push.ParallelMin),

@@ -1,0 +1,153 @@
+package broker
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/queenforgo/queen/handlers/waiters"
+	"github.com/queenforgo/queen/sql/pgerr"
+)
+
+// ParkedPop is a pop with Wait whose first look found nothing (PopStart).
+// It waits without a goroutine of its own: the announcements of commits
+// (notifier.go), the shared re-poll (repoll.go), its timeout and the
+// broker's Drain each mark it due and call the function given to Watch;
+// whoever holds it then calls Resume, which looks again or ends it. So a
+// long-poll taken out of net/http (handlers/longpoll) costs only what it
+// holds, and Wait gives the blocking form for a request that keeps its
+// goroutine.
+type ParkedPop struct {
+	b      *Broker
+	pr     popPlan
+	look   lookKey
+	w      *waiters.Waiter[waitKey]
+	lw     *waiters.Waiter[lookKey]
+	timer  *time.Timer
+	unpark func()
+
+	mu     sync.Mutex
+	due    uint8  // dueWoken, dueExpired
+	notify func() // set by Watch
+	done   bool
+}
+
+const (
+	dueWoken   uint8 = 1 << iota // an announcement or the re-poll: look again
+	dueExpired                   // the timeout: end empty
+)
+
+// park registers a pop with Wait before its first look, so that a wake-up
+// between the look and the park still marks it due.
+func (b *Broker) park(pr popPlan) *ParkedPop {
+	p := &ParkedPop{b: b, pr: pr, look: pr.lookKey(), unpark: b.parked(key(pr.Tenant, pr.Queue))}
+	wake := func() { p.signal(dueWoken) }
+	p.w = b.wait.RegisterFunc(wake, pr.waitKeys...)
+	p.lw = b.looks.RegisterFunc(wake, p.look)
+	p.timer = time.AfterFunc(pr.timeout, func() { p.signal(dueExpired) })
+	return p
+}
+
+// Timeout is the pop's whole wait, defaults applied.
+func (p *ParkedPop) Timeout() time.Duration { return p.pr.timeout }
+
+// signal marks p due and tells its holder. It runs under the waiter
+// registry's lock or on a timer: notify must not block. notify is called
+// under p.mu, so that once the pop is finished it is never called again
+// (the holder may have handed its connection on by then).
+func (p *ParkedPop) signal(bit uint8) {
+	p.mu.Lock()
+	p.due |= bit
+	if p.notify != nil {
+		p.notify()
+	}
+	p.mu.Unlock()
+}
+
+// Watch sets fn, called (from any goroutine; it must return at once, and
+// must not call back into p) each time Resume has something to do, and at
+// once if it already has; never after the pop is answered.
+func (p *ParkedPop) Watch(fn func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		fn() // Resume says done
+		return
+	}
+	p.notify = fn
+	if p.due != 0 {
+		fn()
+	}
+}
+
+// Resume does what is due: after a wake-up it looks again; after the
+// timeout, or once the broker drains, it ends empty. done reports that the
+// pop is answered (res and err are then its answer); otherwise it is
+// parked again and Watch's function will be called again. A call with
+// nothing due is harmless.
+func (p *ParkedPop) Resume(ctx context.Context) (res *PopResult, done bool, err error) {
+	p.mu.Lock()
+	due, finished := p.due, p.done
+	p.due &^= dueWoken // a wake-up from here on is after the look below
+	p.mu.Unlock()
+	switch {
+	case finished:
+		return nil, true, nil
+	case due&dueExpired != 0 || p.b.draining.Load():
+		p.finish(nil, nil)
+		return nil, true, nil
+	case due&dueWoken == 0:
+		return nil, false, nil
+	}
+	start := p.b.lookStart(p.look)
+	res, err = p.b.popOnce(ctx, p.pr)
+	if err != nil || res != nil {
+		p.finish(res, err)
+		return res, true, pgerr.Translate(err)
+	}
+	p.b.sawEmpty(p.look, start)
+	return nil, false, nil
+}
+
+// Cancel ends the wait without looking again: the client went away. No
+// claim is taken, so nothing is leased to nobody.
+func (p *ParkedPop) Cancel() { p.finish(nil, nil) }
+
+// Wait blocks until the pop is answered, or ctx ends (nil, nil, as a
+// client that went away).
+func (p *ParkedPop) Wait(ctx context.Context) (*PopResult, error) {
+	ch := make(chan struct{}, 1)
+	p.Watch(func() {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	})
+	for {
+		select {
+		case <-ch:
+			if res, done, err := p.Resume(ctx); done {
+				return res, err
+			}
+		case <-ctx.Done():
+			p.Cancel()
+			return nil, nil
+		}
+	}
+}
+
+// finish unregisters p and records the pop, once.
+func (p *ParkedPop) finish(res *PopResult, err error) {
+	p.mu.Lock()
+	finished := p.done
+	p.done, p.notify = true, nil
+	p.mu.Unlock()
+	if finished {
+		return
+	}
+	p.w.Cancel()
+	p.lw.Cancel()
+	p.timer.Stop()
+	p.unpark()
+	p.b.recordPop(p.pr.PopRequest, res, err)
+}
