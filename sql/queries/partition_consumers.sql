@@ -63,6 +63,78 @@ LEFT JOIN LATERAL (
 ) m ON true
 ORDER BY m.seq;
 
+-- name: PartitionConsumerAutoAckRead :many
+-- An autoAck pop of one partition whose cursor row exists: reads the next
+-- batch and moves the cursor past it in one statement, so one commit (not a
+-- lease write, then a cursor write) makes the delivery final. No lease is
+-- taken: with the cursor moved in the same statement there is nothing to
+-- release. The cursor row is locked with SKIP LOCKED, so a consumer of the
+-- group finding another one's pop of this partition in flight skips it at
+-- once instead of queueing behind its commit; a live lease (a pop without
+-- autoAck) skips it too. Locking re-reads the latest committed row, so the
+-- batch always starts past the cursor another pop just moved. Only columns
+-- outside every index change while no lease is set (lease_id stays NULL):
+-- the update is HOT. A cursor with nothing past it is not locked at all
+-- (a lock is a write: a transaction id and a WAL flush at commit).
+--
+-- The first row says whether the cursor row exists: when it does not (a
+-- group's first pop of the partition), the caller claims through
+-- PartitionConsumerClaimAndRead, which creates it at the subscription's
+-- start. One row with seq 0 means nothing was delivered.
+WITH cur AS (
+    SELECT pc.last_seq, pc.batch_retry_count
+    FROM queen.partition_consumers pc
+    WHERE pc.partition_id = @partition_id AND pc.consumer_group = @consumer_group
+      AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
+      AND EXISTS (
+          SELECT 1 FROM queen.messages n
+          WHERE n.partition_id = @partition_id AND n.seq > pc.last_seq
+            AND (@delay_seconds::integer = 0 OR n.created_at <= now() - make_interval(secs => @delay_seconds::integer)))
+    FOR UPDATE SKIP LOCKED
+),
+batch AS MATERIALIZED (
+    SELECT s.id, s.seq, s.transaction_id, s.trace_id, s.payload, s.is_encrypted, s.producer_sub, s.created_at,
+           cur.batch_retry_count
+    FROM cur
+    CROSS JOIN LATERAL (
+        SELECT m.id, m.seq, m.transaction_id, m.trace_id, m.payload, m.is_encrypted, m.producer_sub, m.created_at
+        FROM queen.messages m
+        WHERE m.partition_id = @partition_id
+          AND m.seq > cur.last_seq
+          AND (@delay_seconds::integer = 0 OR m.created_at <= now() - make_interval(secs => @delay_seconds::integer))
+        ORDER BY m.seq
+        LIMIT @batch_size
+    ) s
+),
+moved AS (
+    UPDATE queen.partition_consumers pc
+    SET last_seq = GREATEST(pc.last_seq, t.last_seq),
+        last_consumed_id = t.last_id,
+        last_consumed_at = now(),
+        total_messages_consumed = pc.total_messages_consumed + t.n,
+        total_batches_consumed = pc.total_batches_consumed + 1,
+        batch_retry_count = 0,
+        lease_id = NULL, lease_acquired_at = NULL, lease_expires_at = NULL, batch_size = 0, acked_count = 0
+    FROM (SELECT max(b.seq) AS last_seq, count(*) AS n, (array_agg(b.id ORDER BY b.seq DESC))[1] AS last_id
+          FROM batch b) t
+    WHERE pc.partition_id = @partition_id AND pc.consumer_group = @consumer_group AND t.n > 0
+    RETURNING pc.last_seq
+)
+SELECT EXISTS (SELECT 1 FROM queen.partition_consumers x
+               WHERE x.partition_id = @partition_id AND x.consumer_group = @consumer_group)::boolean AS cursor_found,
+       COALESCE(b.batch_retry_count, 0)::integer AS batch_retry_count,
+       COALESCE(b.seq, 0)::bigint AS seq,
+       COALESCE(b.id, '00000000-0000-0000-0000-000000000000'::uuid)::uuid AS id,
+       COALESCE(b.transaction_id, '')::text AS transaction_id,
+       b.trace_id,
+       COALESCE(b.payload, 'null'::jsonb)::jsonb AS payload,
+       COALESCE(b.is_encrypted, false)::boolean AS is_encrypted,
+       b.producer_sub,
+       COALESCE(b.created_at, now())::timestamptz AS created_at
+FROM (SELECT 1) one
+LEFT JOIN batch b ON true
+ORDER BY b.seq;
+
 -- name: PartitionConsumerSetBatchSize :exec
 -- Records how many messages a pop delivered, so the lease is released when
 -- that many have been acked.
