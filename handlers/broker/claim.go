@@ -150,11 +150,6 @@ func (b *Broker) claimAny(ctx context.Context, pr popPlan, queues []db.QueenQueu
 // lease is released at once when nothing is deliverable, and the batch size
 // recorded for the lease is what was actually delivered.
 func (b *Broker) claim(ctx context.Context, pr popPlan, q db.QueenQueue, partID uuid.UUID, partName, leaseID string, limit int, targeted bool) (*claimed, error) {
-	if pr.AutoAck {
-		if c, found, err := b.claimAutoAck(ctx, pr, q, partID, partName, limit, targeted); found || err != nil {
-			return c, err
-		}
-	}
 	var startAfter pgtype.Timestamptz
 	if pr.Group != QueueModeGroup {
 		t, err := b.subscriptionStart(ctx, pr, q.Name, partName, targeted)
