@@ -185,3 +185,38 @@ func TestAutoAckTakesOverAnExpiredLease(t *testing.T) {
 	require.False(t, b.ack("m1", leased.PartitionID, "completed", "g", leased.LeaseID).Success, "the expired lease may not ack")
 	require.Nil(t, b.pop("/api/v1/pop/queue/exp?consumerGroup=g"))
 }
+
+// One autoAck pop over several partitions takes those where the group has
+// a cursor row in one statement each and creates the missing rows the
+// general way, in the same pop; a group subscribed "new" by an autoAck pop
+// gets only what came after, on old and new partitions alike.
+func TestAutoAckSeveralPartitionsAndNewCursors(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.push(item("sev", "p0", "a0", 0), item("sev", "p1", "a1", 1))
+	p := b.pop("/api/v1/pop/queue/sev?batch=10&partitions=5&autoAck=true&consumerGroup=g")
+	require.NotNil(t, p)
+	require.Len(t, p.Messages, 2)
+	require.Nil(t, b.pop("/api/v1/pop/queue/sev?batch=10&partitions=5&autoAck=true&consumerGroup=fresh&subscriptionMode=new"))
+
+	b.push(item("sev", "p0", "b0", 0), item("sev", "p1", "b1", 1), item("sev", "p2", "b2", 2))
+	for _, g := range []string{"g", "fresh"} {
+		p = b.pop("/api/v1/pop/queue/sev?batch=10&partitions=5&autoAck=true&consumerGroup=" + g)
+		require.NotNil(t, p, g)
+		var txs []string
+		for _, m := range p.Messages {
+			txs = append(txs, m.TransactionID)
+		}
+		require.ElementsMatch(t, []string{"b0", "b1", "b2"}, txs, g)
+		require.Nil(t, b.pop("/api/v1/pop/queue/sev?batch=10&partitions=5&autoAck=true&consumerGroup="+g), g)
+	}
+	// A budget smaller than what is pending ends the pop where it is spent.
+	b.push(item("sev", "p0", "c0", 0), item("sev", "p0", "c1", 1), item("sev", "p1", "c2", 2))
+	p = b.pop("/api/v1/pop/queue/sev/partition/p0?batch=1&autoAck=true&consumerGroup=g")
+	require.NotNil(t, p)
+	require.Len(t, p.Messages, 1)
+	require.Equal(t, "c0", p.Messages[0].TransactionID)
+	p = b.pop("/api/v1/pop/queue/sev?batch=2&partitions=5&autoAck=true&consumerGroup=g")
+	require.NotNil(t, p)
+	require.Len(t, p.Messages, 2)
+}

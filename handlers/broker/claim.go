@@ -65,12 +65,19 @@ func (b *Broker) popOnce(ctx context.Context, pr popPlan) (res *PopResult, err e
 		if err != nil {
 			return nil, fmt.Errorf("read partition %q of %q: %w", pr.Partition, q.Name, err)
 		}
-		c, err := b.claim(ctx, pr, q, part.ID, part.Name, leaseID.String(), pr.Batch, true)
-		if err != nil {
-			return nil, err
-		}
-		if c != nil && len(c.messages) > 0 {
-			got = append(got, *c)
+		if pr.AutoAck {
+			got, err = b.claimAutoAck(ctx, pr, q, []partRef{{part.ID, part.Name}}, leaseID.String(), pr.Batch, 1, true)
+			if err != nil {
+				return nil, err
+			}
+		} else {
+			c, err := b.claim(ctx, pr, q, part.ID, part.Name, leaseID.String(), pr.Batch, true)
+			if err != nil {
+				return nil, err
+			}
+			if c != nil && len(c.messages) > 0 {
+				got = append(got, *c)
+			}
 		}
 	} else {
 		got, err = b.claimAny(ctx, pr, queues, leaseID.String())
@@ -127,6 +134,21 @@ func (b *Broker) claimAny(ctx context.Context, pr popPlan, queues []db.QueenQueu
 		// different orders spreads them over the partitions instead of
 		// all racing for the first one.
 		rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
+		if pr.AutoAck {
+			parts := make([]partRef, len(cands))
+			for i, c := range cands {
+				parts[i] = partRef{c.ID, c.Name}
+			}
+			cs, err := b.claimAutoAck(ctx, pr, q, parts, leaseID, budget, pr.MaxPartitions-len(got), false)
+			got = append(got, cs...)
+			if err != nil {
+				return got, err
+			}
+			for _, c := range cs {
+				budget -= len(c.messages)
+			}
+			continue
+		}
 		for _, cand := range cands {
 			if len(got) >= pr.MaxPartitions || budget <= 0 {
 				break
