@@ -81,6 +81,15 @@ func (b *Broker) claimAutoAck(ctx context.Context, pr popPlan, q db.QueenQueue, 
 	return got, nil
 }
 
+// claimOneAutoAck is claimAutoAck of one partition, in claim's shape.
+func (b *Broker) claimOneAutoAck(ctx context.Context, pr popPlan, q db.QueenQueue, partID uuid.UUID, partName, leaseID string, limit int, targeted bool) (*claimed, error) {
+	got, err := b.claimAutoAck(ctx, pr, q, []partRef{{partID, partName}}, leaseID, limit, 1, targeted)
+	if err != nil || len(got) == 0 {
+		return nil, err
+	}
+	return &got[0], nil
+}
+
 // autoAckClaimed is what PartitionConsumerAutoAckRead delivered from p, in
 // the shape the general claim gives.
 func autoAckClaimed(q db.QueenQueue, p partRef, rows []db.PartitionConsumerAutoAckReadRow) claimed {

@@ -65,19 +65,16 @@ func (b *Broker) popOnce(ctx context.Context, pr popPlan) (res *PopResult, err e
 		if err != nil {
 			return nil, fmt.Errorf("read partition %q of %q: %w", pr.Partition, q.Name, err)
 		}
+		claim := b.claim
 		if pr.AutoAck {
-			got, err = b.claimAutoAck(ctx, pr, q, []partRef{{part.ID, part.Name}}, leaseID.String(), pr.Batch, 1, true)
-			if err != nil {
-				return nil, err
-			}
-		} else {
-			c, err := b.claim(ctx, pr, q, part.ID, part.Name, leaseID.String(), pr.Batch, true)
-			if err != nil {
-				return nil, err
-			}
-			if c != nil && len(c.messages) > 0 {
-				got = append(got, *c)
-			}
+			claim = b.claimOneAutoAck
+		}
+		c, err := claim(ctx, pr, q, part.ID, part.Name, leaseID.String(), pr.Batch, true)
+		if err != nil {
+			return nil, err
+		}
+		if c != nil && len(c.messages) > 0 {
+			got = append(got, *c)
 		}
 	} else {
 		got, err = b.claimAny(ctx, pr, queues, leaseID.String())
