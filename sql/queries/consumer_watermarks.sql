@@ -2,8 +2,24 @@
 -- Moves a group's watermark up. It never moves down here, moves only in
 -- steps of 5 s or more (so empty long-poll re-polls rarely write), and is
 -- ignored when a reset happened after the scan that computed it.
+--
+-- An advance this statement's snapshot already sees refused is skipped
+-- before the upsert, which would lock the row even when its WHERE refuses
+-- (a transaction id, a WAL flush at commit): every consumer of a group that
+-- keeps up finds its scans empty and advances, and they queued behind one
+-- another's commit on this one row (docs/benchmarks.md, fan-out). The
+-- upsert's WHERE still decides on the latest row; a stale look can only
+-- skip an advance, which leaves the watermark lower, never wrong.
+WITH v AS (
+    SELECT @queue_id::uuid AS queue_id, @consumer_group::text AS consumer_group,
+           @scan_from::timestamptz AS scan_from, @scanned_at::timestamptz AS scanned_at
+)
 INSERT INTO queen.consumer_watermarks AS w (queue_id, consumer_group, scan_from)
-VALUES (@queue_id, @consumer_group, @scan_from)
+SELECT v.queue_id, v.consumer_group, v.scan_from FROM v
+WHERE NOT EXISTS (
+    SELECT 1 FROM queen.consumer_watermarks x
+    WHERE x.queue_id = v.queue_id AND x.consumer_group = v.consumer_group
+      AND (x.scan_from >= v.scan_from - interval '5 seconds' OR x.reset_at >= v.scanned_at))
 ON CONFLICT (queue_id, consumer_group) DO UPDATE
     SET scan_from = EXCLUDED.scan_from, updated_at = now()
     WHERE w.scan_from < EXCLUDED.scan_from - interval '5 seconds'
