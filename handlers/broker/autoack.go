@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/google/uuid"
 
@@ -18,15 +17,17 @@ type partRef struct {
 }
 
 // claimAutoAck is an autoAck pop's claim of up to maxParts of parts, tried
-// in their order, until budget messages are delivered. Each round trip is
-// one statement that takes the first partition it can among those left,
-// reads its batch and moves the group's cursor past it
-// (PartitionConsumerAutoAckRead): one commit per delivery and no lease,
-// and partitions other consumers of the group are popping right now are
-// passed over in the database instead of costing a round trip each. A
-// partition where the group has no cursor row yet is claimed the general
-// way (claim), which creates the row where the group's subscription
-// starts and finishes the autoAck after.
+// in their order, until budget messages are delivered. Where the group's
+// cursor row on a partition exists, one statement reads the batch and
+// moves the cursor past it (PartitionConsumerAutoAckRead): one commit per
+// delivery and no lease, and a partition another consumer of the group is
+// popping right now is passed over at once. Where the row does not exist
+// yet, the partition is claimed the general way (claim), which creates it
+// where the group's subscription starts and finishes the autoAck after.
+//
+// (Sending all the candidates in one statement that takes the first it
+// can was tried: fewer round trips, but PostgreSQL spent more on that
+// statement than on the round trips it saved; docs/benchmarks.md.)
 //
 // The subscription lookup only matters for a new cursor row, which claim
 // makes itself; it is made first here too when the pop carries a start
@@ -39,44 +40,32 @@ func (b *Broker) claimAutoAck(ctx context.Context, pr popPlan, q db.QueenQueue, 
 		}
 	}
 	var got []claimed
-	ids := make([]uuid.UUID, 0, len(parts))
-	for len(parts) > 0 && len(got) < maxParts && budget > 0 {
-		ids = ids[:0]
-		for _, p := range parts {
-			ids = append(ids, p.id)
+	for _, p := range parts {
+		if len(got) >= maxParts || budget <= 0 {
+			break
 		}
 		rows, err := b.q.PartitionConsumerAutoAckRead(ctx, db.PartitionConsumerAutoAckReadParams{
-			ConsumerGroup: pr.Group, PartitionIds: ids, DelaySeconds: q.DelayedProcessing, BatchSize: int32(budget),
+			PartitionID: p.id, ConsumerGroup: pr.Group, DelaySeconds: q.DelayedProcessing, BatchSize: int32(budget),
 		})
 		if err = pgerr.Translate(err); err != nil {
-			return got, fmt.Errorf("autoAck claim on %q: %w", q.Name, err)
+			return got, fmt.Errorf("autoAck claim of partition %s: %w", p.id, err)
 		}
-		if len(rows) == 0 {
-			return got, nil // cannot happen: the statement answers one row at least
-		}
-		if first := rows[0]; first.Seq > 0 && first.PartitionID != nil {
-			i := slices.IndexFunc(parts, func(p partRef) bool { return p.id == *first.PartitionID })
-			if i < 0 {
-				return got, fmt.Errorf("autoAck claim on %q: delivered from partition %s, not a candidate", q.Name, *first.PartitionID)
+		if len(rows) == 0 || !rows[0].CursorFound {
+			c, err := b.claim(ctx, pr, q, p.id, p.name, leaseID, budget, targeted)
+			if err != nil {
+				return got, err
 			}
-			got = append(got, autoAckClaimed(q, parts[i], rows))
-			budget -= len(rows)
-			parts = parts[i+1:]
+			if c != nil && len(c.messages) > 0 {
+				got = append(got, *c)
+				budget -= len(c.messages)
+			}
 			continue
 		}
-		i := slices.IndexFunc(parts, func(p partRef) bool { return p.id == rows[0].FirstMissing })
-		if rows[0].FirstMissing == uuid.Nil || i < 0 {
-			return got, nil
+		if rows[0].Seq == 0 {
+			continue
 		}
-		c, err := b.claim(ctx, pr, q, parts[i].id, parts[i].name, leaseID, budget, targeted)
-		if err != nil {
-			return got, err
-		}
-		if c != nil && len(c.messages) > 0 {
-			got = append(got, *c)
-			budget -= len(c.messages)
-		}
-		parts = parts[i+1:]
+		got = append(got, autoAckClaimed(q, p, rows))
+		budget -= len(rows)
 	}
 	return got, nil
 }

@@ -64,60 +64,44 @@ LEFT JOIN LATERAL (
 ORDER BY m.seq;
 
 -- name: PartitionConsumerAutoAckRead :many
--- An autoAck pop's claim: of the candidate partitions, in the order given,
--- the first one it can take yields its next batch, and the cursor moves
--- past that batch in the same statement, so one commit (not a lease
--- write, then a cursor write) makes the delivery final, and one round trip
--- tries every candidate. No lease is taken: with the cursor moved in the
--- same statement there is nothing to release.
+-- An autoAck pop of one partition whose cursor row exists: reads the next
+-- batch and moves the cursor past it in one statement, so one commit (not a
+-- lease write, then a cursor write) makes the delivery final. No lease is
+-- taken: with the cursor moved in the same statement there is nothing to
+-- release. The cursor row is locked with SKIP LOCKED, so a consumer of the
+-- group finding another one's pop of this partition in flight skips it at
+-- once instead of queueing behind its commit; a live lease (a pop without
+-- autoAck) skips it too. Locking re-reads the latest committed row, so the
+-- batch always starts past the cursor another pop just moved. Only columns
+-- outside every index change while no lease is set (lease_id stays NULL):
+-- the update is HOT. A cursor with nothing past it is not locked at all
+-- (a lock is a write: a transaction id and a WAL flush at commit); the
+-- probe for a next message is ordered with LIMIT 1, so it stops at the
+-- first.
 --
--- A candidate is taken when the group's cursor row on it is free (no live
--- lease: a pop without autoAck holds it), a message is past the cursor,
--- and the row can be locked at once: SKIP LOCKED passes over a partition
--- another consumer of the group is popping right now instead of queueing
--- behind its commit. A cursor with nothing past it is not locked at all (a
--- lock is a write: a transaction id and a WAL flush at commit); the probe
--- for a next message is ordered with LIMIT 1, so it stops at the first.
--- Locking re-reads the latest committed row, so the batch starts past the
--- cursor another pop just moved. Only columns outside every index change
--- while no lease is set (lease_id stays NULL): the update is HOT.
---
--- Candidates are only tried up to the first one where the group has no
--- cursor row yet: its first claim must create the row where the group's
--- subscription starts (PartitionConsumerClaimAndRead), and first_missing
--- names it (the nil uuid when there is none). Every row carries the
--- partition delivered from; one row with seq 0 means nothing was.
-WITH k AS (
-    SELECT u.id, u.ord,
-           EXISTS (SELECT 1 FROM queen.partition_consumers x
-                   WHERE x.partition_id = u.id AND x.consumer_group = @consumer_group) AS has_cursor
-    FROM unnest(@partition_ids::uuid[]) WITH ORDINALITY AS u(id, ord)
-),
-stop AS (
-    SELECT min(k.ord) AS ord FROM k WHERE NOT k.has_cursor
-),
-cur AS (
-    SELECT pc.partition_id, pc.last_seq, pc.batch_retry_count
-    FROM k
-    JOIN queen.partition_consumers pc ON pc.partition_id = k.id AND pc.consumer_group = @consumer_group
-    WHERE k.ord < COALESCE((SELECT stop.ord FROM stop), 9223372036854775807)
+-- The first row says whether the cursor row exists: when it does not (a
+-- group's first pop of the partition), the caller claims through
+-- PartitionConsumerClaimAndRead, which creates it at the subscription's
+-- start. One row with seq 0 means nothing was delivered.
+WITH cur AS (
+    SELECT pc.last_seq, pc.batch_retry_count
+    FROM queen.partition_consumers pc
+    WHERE pc.partition_id = @partition_id AND pc.consumer_group = @consumer_group
       AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
       AND (SELECT n.seq FROM queen.messages n
-           WHERE n.partition_id = pc.partition_id AND n.seq > pc.last_seq
+           WHERE n.partition_id = @partition_id AND n.seq > pc.last_seq
              AND (@delay_seconds::integer = 0 OR n.created_at <= now() - make_interval(secs => @delay_seconds::integer))
            ORDER BY n.seq LIMIT 1) IS NOT NULL
-    ORDER BY k.ord
-    LIMIT 1
-    FOR UPDATE OF pc SKIP LOCKED
+    FOR UPDATE SKIP LOCKED
 ),
 batch AS MATERIALIZED (
-    SELECT cur.partition_id, cur.batch_retry_count,
-           s.id, s.seq, s.transaction_id, s.trace_id, s.payload, s.is_encrypted, s.producer_sub, s.created_at
+    SELECT s.id, s.seq, s.transaction_id, s.trace_id, s.payload, s.is_encrypted, s.producer_sub, s.created_at,
+           cur.batch_retry_count
     FROM cur
     CROSS JOIN LATERAL (
         SELECT m.id, m.seq, m.transaction_id, m.trace_id, m.payload, m.is_encrypted, m.producer_sub, m.created_at
         FROM queen.messages m
-        WHERE m.partition_id = cur.partition_id
+        WHERE m.partition_id = @partition_id
           AND m.seq > cur.last_seq
           AND (@delay_seconds::integer = 0 OR m.created_at <= now() - make_interval(secs => @delay_seconds::integer))
         ORDER BY m.seq
@@ -135,12 +119,11 @@ moved AS (
         lease_id = NULL, lease_acquired_at = NULL, lease_expires_at = NULL, batch_size = 0, acked_count = 0
     FROM (SELECT max(b.seq) AS last_seq, count(*) AS n, (array_agg(b.id ORDER BY b.seq DESC))[1] AS last_id
           FROM batch b) t
-    WHERE pc.partition_id = (SELECT cur.partition_id FROM cur) AND pc.consumer_group = @consumer_group AND t.n > 0
+    WHERE pc.partition_id = @partition_id AND pc.consumer_group = @consumer_group AND t.n > 0
     RETURNING pc.last_seq
 )
-SELECT COALESCE((SELECT k.id FROM k, stop WHERE k.ord = stop.ord),
-                '00000000-0000-0000-0000-000000000000'::uuid)::uuid AS first_missing,
-       b.partition_id,
+SELECT EXISTS (SELECT 1 FROM queen.partition_consumers x
+               WHERE x.partition_id = @partition_id AND x.consumer_group = @consumer_group)::boolean AS cursor_found,
        COALESCE(b.batch_retry_count, 0)::integer AS batch_retry_count,
        COALESCE(b.seq, 0)::bigint AS seq,
        COALESCE(b.id, '00000000-0000-0000-0000-000000000000'::uuid)::uuid AS id,
