@@ -2180,6 +2180,14 @@ type StatusThroughputPoint struct {
 	Timestamp          string   `json:"timestamp"`
 }
 
+// StorageUsage defines model for StorageUsage.
+type StorageUsage struct {
+	Messages int64 `json:"messages"`
+
+	// RetainedBytes stored size of the payloads, in bytes
+	RetainedBytes int64 `json:"retainedBytes"`
+}
+
 // StreamCycleAck defines model for StreamCycleAck.
 type StreamCycleAck struct {
 	// Count messages the cycle consumed (default 1)
@@ -3302,6 +3310,20 @@ type GetQueueParams struct {
 	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
+// GetStorageParams defines parameters for GetStorage.
+type GetStorageParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
 // ListTasksParams defines parameters for ListTasks.
 type ListTasksParams struct {
 	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
@@ -4237,6 +4259,16 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/resources/queues/{queue} (the `GetQueue` operationId).
 	GetQueue(ctx context.Context, queue QueuePath, params *GetQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetStorage What the tenant's messages take in storage.
+	//
+	// `retainedBytes` is the stored size of the payloads of every message the tenant's queues
+	// hold (as PostgreSQL stores them, after compression), `messages` how many there are.
+	// Computed live: one pass over the tenant's messages. queen-proxy polls it for the
+	// retained-bytes quota (docs/proxy.md).
+	//
+	// Corresponds with GET /api/v1/resources/storage (the `GetStorage` operationId).
+	GetStorage(ctx context.Context, params *GetStorageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTasks Non-empty queue tasks with their queue, partition and message counts.
 	//
@@ -5784,6 +5816,26 @@ func (c *Client) DeleteQueue(ctx context.Context, queue QueuePath, params *Delet
 // Corresponds with GET /api/v1/resources/queues/{queue} (the `GetQueue` operationId).
 func (c *Client) GetQueue(ctx context.Context, queue QueuePath, params *GetQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetQueueRequest(c.Server, queue, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetStorage What the tenant's messages take in storage.
+//
+// `retainedBytes` is the stored size of the payloads of every message the tenant's queues
+// hold (as PostgreSQL stores them, after compression), `messages` how many there are.
+// Computed live: one pass over the tenant's messages. queen-proxy polls it for the
+// retained-bytes quota (docs/proxy.md).
+//
+// Corresponds with GET /api/v1/resources/storage (the `GetStorage` operationId).
+func (c *Client) GetStorage(ctx context.Context, params *GetStorageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetStorageRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -9769,6 +9821,48 @@ func NewGetQueueRequest(server string, queue QueuePath, params *GetQueueParams) 
 	return req, nil
 }
 
+// NewGetStorageRequest constructs an http.Request for the GetStorage method
+func NewGetStorageRequest(server string, params *GetStorageParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/resources/storage")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewListTasksRequest constructs an http.Request for the ListTasks method
 func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request, error) {
 	var err error
@@ -11979,6 +12073,18 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/resources/queues/{queue} (the `GetQueue` operationId).
 	GetQueueWithResponse(ctx context.Context, queue QueuePath, params *GetQueueParams, reqEditors ...RequestEditorFn) (*GetQueueResponse, error)
+
+	// GetStorageWithResponse What the tenant's messages take in storage.
+	//
+	// `retainedBytes` is the stored size of the payloads of every message the tenant's queues
+	// hold (as PostgreSQL stores them, after compression), `messages` how many there are.
+	// Computed live: one pass over the tenant's messages. queen-proxy polls it for the
+	// retained-bytes quota (docs/proxy.md).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/resources/storage (the `GetStorage` operationId).
+	GetStorageWithResponse(ctx context.Context, params *GetStorageParams, reqEditors ...RequestEditorFn) (*GetStorageResponse, error)
 
 	// ListTasksWithResponse Non-empty queue tasks with their queue, partition and message counts.
 	//
@@ -14947,6 +15053,54 @@ func (r GetQueueResponse) ContentType() string {
 	return ""
 }
 
+type GetStorageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *StorageUsage
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ServerError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetStorageResponse) GetJSON200() *StorageUsage {
+	return r.JSON200
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetStorageResponse) GetJSON500() *ServerError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetStorageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetStorageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetStorageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetStorageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListTasksResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -17457,6 +17611,24 @@ func (c *ClientWithResponses) GetQueueWithResponse(ctx context.Context, queue Qu
 		return nil, err
 	}
 	return ParseGetQueueResponse(rsp)
+}
+
+// GetStorageWithResponse What the tenant's messages take in storage.
+//
+// `retainedBytes` is the stored size of the payloads of every message the tenant's queues
+// hold (as PostgreSQL stores them, after compression), `messages` how many there are.
+// Computed live: one pass over the tenant's messages. queen-proxy polls it for the
+// retained-bytes quota (docs/proxy.md).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/resources/storage (the `GetStorage` operationId).
+func (c *ClientWithResponses) GetStorageWithResponse(ctx context.Context, params *GetStorageParams, reqEditors ...RequestEditorFn) (*GetStorageResponse, error) {
+	rsp, err := c.GetStorage(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetStorageResponse(rsp)
 }
 
 // ListTasksWithResponse Non-empty queue tasks with their queue, partition and message counts.
@@ -19973,6 +20145,39 @@ func ParseGetQueueResponse(rsp *http.Response) (*GetQueueResponse, error) {
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetStorageResponse parses an HTTP response from a GetStorageWithResponse call
+func ParseGetStorageResponse(rsp *http.Response) (*GetStorageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetStorageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest StorageUsage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ServerError

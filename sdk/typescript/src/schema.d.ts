@@ -572,6 +572,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/resources/storage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What the tenant's messages take in storage.
+         * @description `retainedBytes` is the stored size of the payloads of every message the tenant's queues
+         *     hold (as PostgreSQL stores them, after compression), `messages` how many there are.
+         *     Computed live: one pass over the tenant's messages. queen-proxy polls it for the
+         *     retained-bytes quota (docs/proxy.md).
+         */
+        get: operations["getStorage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/messages": {
         parameters: {
             query?: never;
@@ -1981,6 +2004,15 @@ export interface components {
             total: number;
             truncated: boolean;
             pagination: components["schemas"]["Pagination"];
+        };
+        StorageUsage: {
+            /**
+             * Format: int64
+             * @description stored size of the payloads, in bytes
+             */
+            retainedBytes: number;
+            /** Format: int64 */
+            messages: number;
         };
         /** @enum {string} */
         MessageStatus: "pending" | "processing" | "completed" | "dead_letter";
@@ -4488,6 +4520,40 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             404: components["responses"]["NotFound"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    getStorage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the tenant's storage */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StorageUsage"];
+                };
+            };
             500: components["responses"]["ServerError"];
         };
     };
