@@ -12,8 +12,9 @@
 //
 // Counts are per process: N proxies each admit up to a cap between two
 // reconciles. A cluster whose inventory no pass has read yet (the first
-// seconds after boot, a cluster created since the last pass, a broker that
-// did not answer) is not checked; its admissions are still recorded.
+// seconds after boot, a broker that did not answer) is not checked; its
+// admissions are still recorded. A cluster created since the last pass
+// starts empty.
 package inventory
 
 import (
@@ -59,6 +60,11 @@ type Inventory struct {
 	mu       sync.Mutex
 	clusters map[uuid.UUID]*clusterState
 	seq      uint64 // admissions so far; also the clock a pass keeps them by
+	// listed is the clusters the last complete pass found in pxdb (nil
+	// before one). A cluster it did not list was created since: its broker
+	// tenant is new, so it holds nothing yet, and it is checked from an
+	// empty inventory rather than not at all.
+	listed map[uuid.UUID]bool
 
 	startOnce, stopOnce sync.Once
 	started             bool
@@ -123,6 +129,9 @@ func (i *Inventory) Admit(cluster uuid.UUID, lim limit.Limits, pairs []Pair, for
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	s := i.state(cluster)
+	if !s.read && i.listed != nil && !i.listed[cluster] {
+		s.read = true
+	}
 	if s.read {
 		refusal = s.check(lim, pairs)
 	}

@@ -87,3 +87,19 @@ func TestAdmitRecordsAndUndoes(t *testing.T) {
 	i.Stop()
 	i.Stop()
 }
+
+// A cluster the last complete pass did not list was created since: it is
+// checked from an empty inventory. One the pass listed but could not read
+// is not checked.
+func TestAdmitNewCluster(t *testing.T) {
+	t.Parallel()
+	i := New(Config{})
+	unread, created := uuid.New(), uuid.New()
+	i.listed = map[uuid.UUID]bool{unread: true}
+	lim := limit.Limits{MaxQueues: 1}
+	pairs := []Pair{{"a", "Default"}, {"b", "Default"}}
+	refusal, _ := i.Admit(unread, lim, pairs, false)
+	require.Empty(t, refusal)
+	refusal, _ = i.Admit(created, lim, pairs, false)
+	require.Equal(t, `queue "b" would be queue 2 of this cluster, over the limit of 1`, refusal)
+}

@@ -114,6 +114,7 @@ func (i *Inventory) Reconcile(ctx context.Context) error {
 			delete(i.clusters, id) // deleted, or being deleted: nothing to admit
 		}
 	}
+	i.listed = listed
 	i.mu.Unlock()
 	return nil
 }
