@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 
+	"github.com/queenforgo/queen/gen/routes"
 	"github.com/queenforgo/queen/proxy/inventory"
 	"github.com/queenforgo/queen/proxy/reply"
 )
@@ -63,4 +66,43 @@ func (p *Proxy) inspectConfigure(w http.ResponseWriter, r *http.Request, cl *clu
 		}
 	}
 	return p.admitQueues(w, cl, []inventory.Pair{{Queue: doc.Queue, Partition: inventory.DefaultPartition}})
+}
+
+// forgetDeleted frees the places of a queue deleted, or of partitions
+// cleared, through this proxy as soon as the broker has done it, so that a
+// cluster at its cap may create another at once.
+func (p *Proxy) forgetDeleted(cl *cluster, rt routes.Route, r *http.Request, rawPath string) {
+	if rt.OperationID != "deleteQueue" && rt.OperationID != "clearQueue" {
+		return
+	}
+	queue, ok := pathParam(rt.Path, rawPath, "{queue}")
+	if !ok {
+		return
+	}
+	if rt.OperationID == "deleteQueue" {
+		p.cfg.Inventory.Forget(cl.ID, queue, "", false)
+		return
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return
+	}
+	partition := q.Get("partition")
+	p.cfg.Inventory.Forget(cl.ID, queue, partition, partition == "")
+}
+
+// pathParam is the unescaped value of the segment of rawPath that the
+// route's template names param.
+func pathParam(template, rawPath, param string) (string, bool) {
+	tsegs, psegs := strings.Split(template, "/"), strings.Split(rawPath, "/")
+	if len(tsegs) != len(psegs) {
+		return "", false
+	}
+	for i, seg := range tsegs {
+		if seg == param {
+			v, err := url.PathUnescape(psegs[i])
+			return v, err == nil
+		}
+	}
+	return "", false
 }

@@ -149,6 +149,21 @@ func TestQueueAndPartitionCaps(t *testing.T) {
 	require.NotContains(t, p.cached(cluster), "behind")
 	require.Equal(t, 1, p.count(`SELECT count(*) FROM queen_proxy.queues WHERE cluster_id = $1 AND name = 'behind' AND deleted_at IS NOT NULL`, cluster))
 	require.Equal(t, http.StatusCreated, pushTo(to("q4", "")).status)
+
+	// A queue deleted or partitions cleared through the proxy free their
+	// places at once.
+	refused(t, pushTo(to("q5", "")), http.StatusForbidden, "quota_exceeded")
+	require.Equal(t, http.StatusOK, call(t, base, host, "DELETE", "/api/v1/resources/queues/q4", key, nil).status)
+	require.Equal(t, http.StatusCreated, pushTo(to("q5", "")).status)
+	refused(t, pushTo(to("q1", "c")), http.StatusForbidden, "quota_exceeded")
+	require.Equal(t, http.StatusOK, call(t, base, host, "DELETE", "/api/v1/queues/q1/clear?partition=a", key, nil).status)
+	require.Equal(t, http.StatusCreated, pushTo(to("q1", "c")).status)
+	refused(t, pushTo(to("q1", "d")), http.StatusForbidden, "quota_exceeded")
+	require.Equal(t, http.StatusOK, call(t, base, host, "DELETE", "/api/v1/queues/q1/clear", key, nil).status)
+	require.Equal(t, http.StatusCreated, pushTo(map[string]any{"items": []any{
+		map[string]any{"queue": "q1", "partition": "d", "payload": 1},
+		map[string]any{"queue": "q1", "partition": "e", "payload": 2},
+	}}).status)
 }
 
 func (p *pxdb) count(sql string, args ...any) int {

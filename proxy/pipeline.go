@@ -146,6 +146,8 @@ func (p *Proxy) gateway(w *recorder, r *http.Request, id, rawPath string) string
 	p.cfg.Forwarder.Forward(w, r, call)
 	if w.status < 200 || w.status > 299 {
 		undo() // the broker created no queue or partition for it
+	} else if !cl.static {
+		p.forgetDeleted(cl, rt, r, rawPath)
 	}
 	if p.cfg.Meter != nil && !cl.static {
 		if w.status < 200 || w.status > 299 {

@@ -237,3 +237,26 @@ func (i *Inventory) StorageBlocked(cluster uuid.UUID) bool {
 	s := i.clusters[cluster]
 	return s != nil && s.storageOver
 }
+
+// Forget frees at once what a queue deletion (partition "", all false:
+// the queue) or a clear (all: every partition; else the one named) took,
+// rather than at the next pass.
+func (i *Inventory) Forget(cluster uuid.UUID, queue, partition string, all bool) {
+	if i == nil {
+		return
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	s := i.clusters[cluster]
+	if s == nil || s.queues[queue] == nil {
+		return
+	}
+	switch q := s.queues[queue]; {
+	case all:
+		q.parts = map[string]uint64{}
+	case partition != "":
+		delete(q.parts, partition)
+	default:
+		delete(s.queues, queue)
+	}
+}
