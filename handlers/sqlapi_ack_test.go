@@ -3,8 +3,10 @@ package handlers
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -385,4 +387,64 @@ func TestSQLAckNotifies(t *testing.T) {
 	require.Len(t, again.Messages, 1)
 	require.Equal(t, "m2", again.Messages[0].TransactionID)
 	require.Equal(t, 1, again.Messages[0].RetryCount)
+}
+
+// SQL and HTTP acks of the same cursors, in every item order at once, lock
+// them in one order: none waits for the other in a cycle (a deadlock would
+// abort one with 40P01).
+func TestSQLAndHTTPAcksShareTheLockOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	type msg struct{ tx, pid string }
+	var msgs []msg
+	for i := range 4 {
+		part := "p" + string(rune('0'+i))
+		b.push(item("locks", part, "m"+part, i))
+		got := sqlPop(t, b.pool, map[string]any{"queue_name": "locks", "partition_name": part, "consumer_group": "g", "worker_id": "w"})[0].Result
+		require.Len(t, got.Messages, 1)
+		msgs = append(msgs, msg{got.Messages[0].TransactionID, got.PartitionID})
+	}
+	const workers, rounds = 6, 15
+	errs := make(chan error, workers*rounds)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for r := range rounds {
+				// A different rotation of the items for every call.
+				order := make([]msg, len(msgs))
+				for i := range msgs {
+					order[i] = msgs[(i+w+r)%len(msgs)]
+				}
+				if w%2 == 0 {
+					acks := make([]map[string]any, len(order))
+					for i, m := range order {
+						acks[i] = map[string]any{"transactionId": m.tx, "partitionId": m.pid, "consumerGroup": "g", "status": "retry"}
+					}
+					res, err := sqlAckErr(b.pool, acks...)
+					if err == nil && !res[0].Success {
+						err = fmt.Errorf("sql ack refused: %v", *res[0].Error)
+					}
+					errs <- err
+					continue
+				}
+				body := client.AckBatchRequest{ConsumerGroup: ptr("g")}
+				for _, m := range order {
+					body.Acknowledgments = append(body.Acknowledgments, client.AckBatchItem{
+						TransactionId: m.tx, PartitionId: m.pid, Status: ptr(client.AckStatusRetry),
+					})
+				}
+				resp, err := b.api.AckBatchWithResponse(ctx, nil, body)
+				if err == nil && resp.StatusCode() != http.StatusOK {
+					err = fmt.Errorf("http ack: %d %s", resp.StatusCode(), resp.Body)
+				}
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
 }

@@ -71,6 +71,16 @@ DECLARE
     r_part text[];
     r_released boolean[];
     r_dlq boolean[];
+    -- The cursor rows as locked.
+    l_pid uuid[] := '{}';
+    l_group text[] := '{}';
+    l_last_seq bigint[] := '{}';
+    l_lease text[] := '{}';
+    l_expires timestamptz[] := '{}';
+    l_batch_size int[] := '{}';
+    l_acked int[] := '{}';
+    l_retries int[] := '{}';
+    l_retry_limit int[] := '{}';
     a record;
     v_now timestamptz;
     -- The cursor being moved (cursor.go's cursor): its key, the row as
@@ -172,28 +182,45 @@ BEGIN
         END IF;
     END LOOP;
 
-    -- Lock the cursors in the broker's order (PartitionConsumerLockMany).
-    PERFORM 1
-    FROM queen.partition_consumers pc
-    JOIN (SELECT DISTINCT u.pid, u.grp FROM unnest(v_pid, v_group, f_mid) AS u(pid, grp, mid)
-          WHERE u.mid IS NOT NULL) AS k
-      ON pc.partition_id = k.pid AND pc.consumer_group = k.grp
-    ORDER BY pc.partition_id, pc.consumer_group
-    FOR UPDATE OF pc;
+    -- Lock the cursors in the broker's order and read them as locked
+    -- (PartitionConsumerLockMany). A cursor created after this statement
+    -- is not this call's: the group had not claimed the partition.
+    FOR a IN
+        SELECT pc.partition_id, pc.consumer_group, pc.last_seq, pc.lease_id, pc.lease_expires_at,
+               pc.batch_size, pc.acked_count, pc.batch_retry_count, q.retry_limit
+        FROM queen.partition_consumers pc
+        JOIN queen.partitions p ON p.id = pc.partition_id
+        JOIN queen.queues q ON q.id = p.queue_id
+        JOIN (SELECT DISTINCT u.pid, u.grp FROM unnest(v_pid, v_group, f_mid) AS u(pid, grp, mid)
+              WHERE u.mid IS NOT NULL) AS k
+          ON pc.partition_id = k.pid AND pc.consumer_group = k.grp
+        ORDER BY pc.partition_id, pc.consumer_group
+        FOR UPDATE OF pc
+    LOOP
+        l_pid := array_append(l_pid, a.partition_id);
+        l_group := array_append(l_group, a.consumer_group);
+        l_last_seq := array_append(l_last_seq, a.last_seq);
+        l_lease := array_append(l_lease, a.lease_id);
+        l_expires := array_append(l_expires, a.lease_expires_at);
+        l_batch_size := array_append(l_batch_size, a.batch_size);
+        l_acked := array_append(l_acked, a.acked_count);
+        l_retries := array_append(l_retries, a.batch_retry_count);
+        l_retry_limit := array_append(l_retry_limit, a.retry_limit);
+    END LOOP;
     -- Leases are judged at one instant, after the locks: the time it is,
     -- not the caller's transaction start (now()).
     v_now := clock_timestamp();
 
     FOR a IN
         SELECT u.o::int AS pos, u.pid, u.grp, u.status, u.lease, u.reason, u.mid, u.seq, u.created,
-               pc.partition_id IS NOT NULL AS has_cursor, pc.last_seq, pc.lease_id,
-               COALESCE(pc.lease_expires_at > v_now, false) AS lease_active,
-               pc.batch_size, pc.acked_count, pc.batch_retry_count, q.retry_limit
+               l.pid IS NOT NULL AS has_cursor, l.last_seq, l.lease_id,
+               COALESCE(l.expires > v_now, false) AS lease_active,
+               l.batch_size, l.acked_count, l.batch_retry_count, l.retry_limit
         FROM unnest(v_pid, v_group, v_status, v_lease, v_reason, f_mid, f_seq, f_created)
              WITH ORDINALITY AS u(pid, grp, status, lease, reason, mid, seq, created, o)
-        LEFT JOIN queen.partition_consumers pc ON pc.partition_id = u.pid AND pc.consumer_group = u.grp
-        LEFT JOIN queen.partitions p ON p.id = pc.partition_id
-        LEFT JOIN queen.queues q ON q.id = p.queue_id
+        LEFT JOIN unnest(l_pid, l_group, l_last_seq, l_lease, l_expires, l_batch_size, l_acked, l_retries, l_retry_limit)
+             AS l(pid, grp, last_seq, lease_id, expires, batch_size, acked_count, batch_retry_count, retry_limit)
+          ON l.pid = u.pid AND l.grp = u.grp
         WHERE u.mid IS NOT NULL
         ORDER BY u.pid, u.grp, u.seq, u.o
     LOOP
