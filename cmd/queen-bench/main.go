@@ -84,6 +84,7 @@ type config struct {
 	AdminInterval     time.Duration
 	BacklogReuse      bool
 	BacklogDrain      bool
+	BacklogRecent     bool
 }
 
 // configDefault holds the value of every flag that is not given.
@@ -213,6 +214,9 @@ func parseArgs(args []string, lookupEnv func(string) (string, bool)) (config, er
 		checkRange("-admin-samples", cfg.AdminSamples, 1, 10_000),
 		checkDuration("-admin-interval", cfg.AdminInterval, 0, time.Minute),
 	)
+	if cfg.BacklogRecent && !cfg.BacklogDrain {
+		errs = append(errs, errors.New("-backlog-recent: only with -backlog-drain"))
+	}
 	if cfg.BacklogReuse && cfg.Queue == "" {
 		errs = append(errs, errors.New("-backlog-reuse: needs the -queue of the earlier run (kept with -keep)"))
 	}
@@ -258,6 +262,7 @@ func newFlagSet(cfg *config, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.AdminInterval, "admin-interval", cfg.AdminInterval, "backlog: time between two refreshes of a dashboard page (the dashboard's default is 5s)")
 	fs.BoolVar(&cfg.BacklogReuse, "backlog-reuse", cfg.BacklogReuse, "backlog: skip the fill and measure the -queue an earlier run filled and kept (-keep)")
 	fs.BoolVar(&cfg.BacklogDrain, "backlog-drain", cfg.BacklogDrain, "backlog: instead of the fresh-backlog pops and the dashboard, time the pops with the older half of the partitions consumed (needs -pg)")
+	fs.BoolVar(&cfg.BacklogRecent, "backlog-recent", cfg.BacklogRecent, "backlog, with -backlog-drain: before each shape's pops, move the partitions' times up so that the newest is now, as a fill that just ended leaves them")
 	return fs
 }
 
