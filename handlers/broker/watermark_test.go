@@ -85,6 +85,7 @@ func TestPopStartHint(t *testing.T) {
 	// watermark finds it.
 	tb.push(item(q, "e", "e1", ""))
 	tb.setLastMessageAt(q, "e", time.Now().Add(-watermarkMargin/2))
+	tb.b.fullScanAt.Store(watermarkKey{key(DefaultTenant, q), g}, time.Now()) // none due
 	require.Nil(t, tb.popOne(q, g))
 	tb.b.fullScanAt.Delete(watermarkKey{key(DefaultTenant, q), g})
 	pe := tb.popOne(q, g)
@@ -156,8 +157,9 @@ func TestPopStartHintLateCommit(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 
-	// Found by the next scan from the hint: no full scan is due (the first
-	// one ran at the first pop, less than fullScanEvery ago).
+	// Found by the next scan from the hint, not by a scan from the stored
+	// watermark: none is due.
+	tb.b.fullScanAt.Store(watermarkKey{key(DefaultTenant, q), g}, time.Now())
 	pc := tb.popOne(q, g)
 	require.NotNil(t, pc, "the late commit was skipped")
 	require.Equal(t, "c", pc.Partition)
