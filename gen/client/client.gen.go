@@ -3758,6 +3758,10 @@ type ClientInterface interface {
 	// counts partitions by creation time, `partitionsDeleted` by deletion time (the partitions
 	// of a deleted queue count under that queue's name); `partitionCount` is null (no
 	// snapshots are kept).
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Corresponds with GET /api/v1/analytics/queue-ops (the `GetQueueOps` operationId).
 	GetQueueOps(ctx context.Context, params *GetQueueOpsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3786,6 +3790,10 @@ type ClientInterface interface {
 	// `timeSeries` newest first; `workers` are the brokers that reported in the last 5 minutes;
 	// `queues` the queues popped from in the range, by messages popped; `summary` lifetime
 	// cluster totals (`pendingMessages` is live).
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Corresponds with GET /api/v1/analytics/worker-metrics (the `GetWorkerMetrics` operationId).
 	GetWorkerMetrics(ctx context.Context, params *GetWorkerMetricsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3819,11 +3827,20 @@ type ClientInterface interface {
 	// message past the cursor, `totalLag` the offset lag summed over partitions, `maxTimeLag`
 	// the age in seconds of the oldest unconsumed message. `state` is `Lagging` above 300
 	// seconds, else `Stable` when the group ever consumed, else `Dead`.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Corresponds with GET /api/v1/consumer-groups (the `ListConsumerGroups` operationId).
 	ListConsumerGroups(ctx context.Context, params *ListConsumerGroupsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListLaggingPartitions (group, partition) pairs whose oldest unconsumed message is older than minLagSeconds, worst first.
+	//
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Corresponds with GET /api/v1/consumer-groups/lagging (the `ListLaggingPartitions` operationId).
 	ListLaggingPartitions(ctx context.Context, params *ListLaggingPartitionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4212,7 +4229,11 @@ type ClientInterface interface {
 	// reads (see /api/v1/consumer-groups). `throughput.ingestedPerSecond` is messages stored in
 	// the last 5 minutes / 300; `processedPerSecond` acks of the per-minute metrics rows of the
 	// last 5 minutes / 300. `statsAge` is the age in seconds of the newest metrics write, -1
-	// when there was none; the message counts are live.
+	// when there was none; the message counts come from the tables, not the metrics rows.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Corresponds with GET /api/v1/resources/overview (the `GetOverview` operationId).
 	GetOverview(ctx context.Context, params *GetOverviewParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4229,6 +4250,10 @@ type ClientInterface interface {
 	// is the age of the oldest pending message (0 when none). The resource listings and the
 	// overview add up these per-partition counts. `truncated` is true when more partitions
 	// match than this page holds. An unknown `queue` answers 404.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Corresponds with GET /api/v1/resources/partitions (the `ListPartitions` operationId).
 	ListPartitions(ctx context.Context, params *ListPartitionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4237,6 +4262,10 @@ type ClientInterface interface {
 	//
 	// `messages.pending` is what the queue-mode group has not consumed, less what it is
 	// processing (floored at 0). Without `limit` every queue is returned.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Corresponds with GET /api/v1/resources/queues (the `ListQueues` operationId).
 	ListQueues(ctx context.Context, params *ListQueuesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4256,6 +4285,10 @@ type ClientInterface interface {
 	// queue-mode group, as every resources route does; `pending` includes what is in flight
 	// (`processing`), and `failed` is always 0 (a failed message is redelivered, then
 	// dead-lettered: `deadLetter`). Unknown queue: 404.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Corresponds with GET /api/v1/resources/queues/{queue} (the `GetQueue` operationId).
 	GetQueue(ctx context.Context, queue QueuePath, params *GetQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4295,6 +4328,10 @@ type ClientInterface interface {
 	// cluster totals (`pending` is live: messages the queue-mode group has not consumed) and
 	// ignore the filters. `deadLetterQueue.totalMessages` counts lifetime dead-letterings,
 	// `current` the dead-letter rows stored now.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Corresponds with GET /api/v1/status (the `GetStatus` operationId).
 	GetStatus(ctx context.Context, params *GetStatusParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4824,6 +4861,10 @@ func (c *Client) GetQueueLag(ctx context.Context, params *GetQueueLagParams, req
 // counts partitions by creation time, `partitionsDeleted` by deletion time (the partitions
 // of a deleted queue count under that queue's name); `partitionCount` is null (no
 // snapshots are kept).
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Corresponds with GET /api/v1/analytics/queue-ops (the `GetQueueOps` operationId).
 func (c *Client) GetQueueOps(ctx context.Context, params *GetQueueOpsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4892,6 +4933,10 @@ func (c *Client) GetSystemMetrics(ctx context.Context, params *GetSystemMetricsP
 // `timeSeries` newest first; `workers` are the brokers that reported in the last 5 minutes;
 // `queues` the queues popped from in the range, by messages popped; `summary` lifetime
 // cluster totals (`pendingMessages` is live).
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Corresponds with GET /api/v1/analytics/worker-metrics (the `GetWorkerMetrics` operationId).
 func (c *Client) GetWorkerMetrics(ctx context.Context, params *GetWorkerMetricsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4955,6 +5000,10 @@ func (c *Client) ConfigureQueue(ctx context.Context, params *ConfigureQueueParam
 // message past the cursor, `totalLag` the offset lag summed over partitions, `maxTimeLag`
 // the age in seconds of the oldest unconsumed message. `state` is `Lagging` above 300
 // seconds, else `Stable` when the group ever consumed, else `Dead`.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Corresponds with GET /api/v1/consumer-groups (the `ListConsumerGroups` operationId).
 func (c *Client) ListConsumerGroups(ctx context.Context, params *ListConsumerGroupsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4970,6 +5019,11 @@ func (c *Client) ListConsumerGroups(ctx context.Context, params *ListConsumerGro
 }
 
 // ListLaggingPartitions (group, partition) pairs whose oldest unconsumed message is older than minLagSeconds, worst first.
+//
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Corresponds with GET /api/v1/consumer-groups/lagging (the `ListLaggingPartitions` operationId).
 func (c *Client) ListLaggingPartitions(ctx context.Context, params *ListLaggingPartitionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5728,7 +5782,11 @@ func (c *Client) ListNamespaces(ctx context.Context, params *ListNamespacesParam
 // reads (see /api/v1/consumer-groups). `throughput.ingestedPerSecond` is messages stored in
 // the last 5 minutes / 300; `processedPerSecond` acks of the per-minute metrics rows of the
 // last 5 minutes / 300. `statsAge` is the age in seconds of the newest metrics write, -1
-// when there was none; the message counts are live.
+// when there was none; the message counts come from the tables, not the metrics rows.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Corresponds with GET /api/v1/resources/overview (the `GetOverview` operationId).
 func (c *Client) GetOverview(ctx context.Context, params *GetOverviewParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5755,6 +5813,10 @@ func (c *Client) GetOverview(ctx context.Context, params *GetOverviewParams, req
 // is the age of the oldest pending message (0 when none). The resource listings and the
 // overview add up these per-partition counts. `truncated` is true when more partitions
 // match than this page holds. An unknown `queue` answers 404.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Corresponds with GET /api/v1/resources/partitions (the `ListPartitions` operationId).
 func (c *Client) ListPartitions(ctx context.Context, params *ListPartitionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5773,6 +5835,10 @@ func (c *Client) ListPartitions(ctx context.Context, params *ListPartitionsParam
 //
 // `messages.pending` is what the queue-mode group has not consumed, less what it is
 // processing (floored at 0). Without `limit` every queue is returned.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Corresponds with GET /api/v1/resources/queues (the `ListQueues` operationId).
 func (c *Client) ListQueues(ctx context.Context, params *ListQueuesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5812,6 +5878,10 @@ func (c *Client) DeleteQueue(ctx context.Context, queue QueuePath, params *Delet
 // queue-mode group, as every resources route does; `pending` includes what is in flight
 // (`processing`), and `failed` is always 0 (a failed message is redelivered, then
 // dead-lettered: `deadLetter`). Unknown queue: 404.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Corresponds with GET /api/v1/resources/queues/{queue} (the `GetQueue` operationId).
 func (c *Client) GetQueue(ctx context.Context, queue QueuePath, params *GetQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5891,6 +5961,10 @@ func (c *Client) RefreshStats(ctx context.Context, reqEditors ...RequestEditorFn
 // cluster totals (`pending` is live: messages the queue-mode group has not consumed) and
 // ignore the filters. `deadLetterQueue.totalMessages` counts lifetime dead-letterings,
 // `current` the dead-letter rows stored now.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Corresponds with GET /api/v1/status (the `GetStatus` operationId).
 func (c *Client) GetStatus(ctx context.Context, params *GetStatusParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -11516,6 +11590,10 @@ type ClientWithResponsesInterface interface {
 	// counts partitions by creation time, `partitionsDeleted` by deletion time (the partitions
 	// of a deleted queue count under that queue's name); `partitionCount` is null (no
 	// snapshots are kept).
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11552,6 +11630,10 @@ type ClientWithResponsesInterface interface {
 	// `timeSeries` newest first; `workers` are the brokers that reported in the last 5 minutes;
 	// `queues` the queues popped from in the range, by messages popped; `summary` lifetime
 	// cluster totals (`pendingMessages` is live).
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11587,6 +11669,10 @@ type ClientWithResponsesInterface interface {
 	// message past the cursor, `totalLag` the offset lag summed over partitions, `maxTimeLag`
 	// the age in seconds of the oldest unconsumed message. `state` is `Lagging` above 300
 	// seconds, else `Stable` when the group ever consumed, else `Dead`.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11594,6 +11680,11 @@ type ClientWithResponsesInterface interface {
 	ListConsumerGroupsWithResponse(ctx context.Context, params *ListConsumerGroupsParams, reqEditors ...RequestEditorFn) (*ListConsumerGroupsResponse, error)
 
 	// ListLaggingPartitionsWithResponse (group, partition) pairs whose oldest unconsumed message is older than minLagSeconds, worst first.
+	//
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -12016,7 +12107,11 @@ type ClientWithResponsesInterface interface {
 	// reads (see /api/v1/consumer-groups). `throughput.ingestedPerSecond` is messages stored in
 	// the last 5 minutes / 300; `processedPerSecond` acks of the per-minute metrics rows of the
 	// last 5 minutes / 300. `statsAge` is the age in seconds of the newest metrics write, -1
-	// when there was none; the message counts are live.
+	// when there was none; the message counts come from the tables, not the metrics rows.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -12035,6 +12130,10 @@ type ClientWithResponsesInterface interface {
 	// is the age of the oldest pending message (0 when none). The resource listings and the
 	// overview add up these per-partition counts. `truncated` is true when more partitions
 	// match than this page holds. An unknown `queue` answers 404.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -12045,6 +12144,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// `messages.pending` is what the queue-mode group has not consumed, less what it is
 	// processing (floored at 0). Without `limit` every queue is returned.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -12068,6 +12171,10 @@ type ClientWithResponsesInterface interface {
 	// queue-mode group, as every resources route does; `pending` includes what is in flight
 	// (`processing`), and `failed` is always 0 (a failed message is redelivered, then
 	// dead-lettered: `deadLetter`). Unknown queue: 404.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -12115,6 +12222,10 @@ type ClientWithResponsesInterface interface {
 	// cluster totals (`pending` is live: messages the queue-mode group has not consumed) and
 	// ignore the filters. `deadLetterQueue.totalMessages` counts lifetime dead-letterings,
 	// `current` the dead-letter rows stored now.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -16755,6 +16866,10 @@ func (c *ClientWithResponses) GetQueueLagWithResponse(ctx context.Context, param
 // counts partitions by creation time, `partitionsDeleted` by deletion time (the partitions
 // of a deleted queue count under that queue's name); `partitionCount` is null (no
 // snapshots are kept).
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -16815,6 +16930,10 @@ func (c *ClientWithResponses) GetSystemMetricsWithResponse(ctx context.Context, 
 // `timeSeries` newest first; `workers` are the brokers that reported in the last 5 minutes;
 // `queues` the queues popped from in the range, by messages popped; `summary` lifetime
 // cluster totals (`pendingMessages` is live).
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -16868,6 +16987,10 @@ func (c *ClientWithResponses) ConfigureQueueWithResponse(ctx context.Context, pa
 // message past the cursor, `totalLag` the offset lag summed over partitions, `maxTimeLag`
 // the age in seconds of the oldest unconsumed message. `state` is `Lagging` above 300
 // seconds, else `Stable` when the group ever consumed, else `Dead`.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -16881,6 +17004,11 @@ func (c *ClientWithResponses) ListConsumerGroupsWithResponse(ctx context.Context
 }
 
 // ListLaggingPartitionsWithResponse (group, partition) pairs whose oldest unconsumed message is older than minLagSeconds, worst first.
+//
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17525,7 +17653,11 @@ func (c *ClientWithResponses) ListNamespacesWithResponse(ctx context.Context, pa
 // reads (see /api/v1/consumer-groups). `throughput.ingestedPerSecond` is messages stored in
 // the last 5 minutes / 300; `processedPerSecond` acks of the per-minute metrics rows of the
 // last 5 minutes / 300. `statsAge` is the age in seconds of the newest metrics write, -1
-// when there was none; the message counts are live.
+// when there was none; the message counts come from the tables, not the metrics rows.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17550,6 +17682,10 @@ func (c *ClientWithResponses) GetOverviewWithResponse(ctx context.Context, param
 // is the age of the oldest pending message (0 when none). The resource listings and the
 // overview add up these per-partition counts. `truncated` is true when more partitions
 // match than this page holds. An unknown `queue` answers 404.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17566,6 +17702,10 @@ func (c *ClientWithResponses) ListPartitionsWithResponse(ctx context.Context, pa
 //
 // `messages.pending` is what the queue-mode group has not consumed, less what it is
 // processing (floored at 0). Without `limit` every queue is returned.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17601,6 +17741,10 @@ func (c *ClientWithResponses) DeleteQueueWithResponse(ctx context.Context, queue
 // queue-mode group, as every resources route does; `pending` includes what is in flight
 // (`processing`), and `failed` is always 0 (a failed message is redelivered, then
 // dead-lettered: `deadLetter`). Unknown queue: 404.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17672,6 +17816,10 @@ func (c *ClientWithResponses) RefreshStatsWithResponse(ctx context.Context, reqE
 // cluster totals (`pending` is live: messages the queue-mode group has not consumed) and
 // ignore the filters. `deadLetterQueue.totalMessages` counts lifetime dead-letterings,
 // `current` the dead-letter rows stored now.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Returns a wrapper object for the known response body format(s).
 //

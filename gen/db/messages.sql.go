@@ -519,26 +519,51 @@ func (q *Queries) MessageListPage(ctx context.Context, arg MessageListPageParams
 }
 
 const messageModeSummary = `-- name: MessageModeSummary :one
-SELECT COALESCE(bool_or(c.consumer_group = '__QUEUE_MODE__'), false)::boolean AS has_queue_mode,
-       count(DISTINCT c.consumer_group) FILTER (WHERE c.consumer_group <> '__QUEUE_MODE__')::integer AS bus_groups
-FROM queen.partition_consumers c
-JOIN queen.partitions p ON p.id = c.partition_id
-JOIN queen.queues q ON q.id = p.queue_id
-WHERE q.tenant_id = $1
-  AND ($2::text = '' OR q.name = $2::text)
-  AND ($3::text = '' OR p.name = $3::text)
-  AND ($4::text = '' OR q.namespace = $4::text)
-  AND ($5::text = '' OR q.task = $5::text)
-  AND ($6::uuid IS NULL OR p.id = $6::uuid)
+WITH RECURSIVE g AS (
+    (SELECT c.consumer_group FROM queen.partition_consumers c ORDER BY c.consumer_group LIMIT 1)
+    UNION ALL
+    SELECT (SELECT c.consumer_group FROM queen.partition_consumers c
+             WHERE c.consumer_group > g.consumer_group ORDER BY c.consumer_group LIMIT 1)
+    FROM g WHERE g.consumer_group IS NOT NULL
+),
+f AS (
+    SELECT g.consumer_group
+    FROM g
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM queen.partition_consumers c
+        JOIN queen.partitions p ON p.id = c.partition_id
+        JOIN queen.queues q ON q.id = p.queue_id
+        WHERE c.consumer_group = g.consumer_group
+          AND q.tenant_id = $1
+          AND ($2::text = '' OR p.name = $2::text)
+          AND ($3::text = '' OR q.namespace = $3::text)
+          AND ($4::text = '' OR q.task = $4::text)
+          AND ($5::uuid IS NULL OR p.id = $5::uuid)
+        LIMIT 1) x
+    WHERE $6::text = '' AND g.consumer_group IS NOT NULL
+    UNION
+    SELECT c.consumer_group
+    FROM queen.partition_consumers c
+    JOIN queen.partitions p ON p.id = c.partition_id
+    JOIN queen.queues q ON q.id = p.queue_id
+    WHERE $6::text <> '' AND q.tenant_id = $1 AND q.name = $6::text
+      AND ($2::text = '' OR p.name = $2::text)
+      AND ($3::text = '' OR q.namespace = $3::text)
+      AND ($4::text = '' OR q.task = $4::text)
+      AND ($5::uuid IS NULL OR p.id = $5::uuid)
+)
+SELECT COALESCE(bool_or(f.consumer_group = '__QUEUE_MODE__'), false)::boolean AS has_queue_mode,
+       count(*) FILTER (WHERE f.consumer_group <> '__QUEUE_MODE__')::integer AS bus_groups
+FROM f
 `
 
 type MessageModeSummaryParams struct {
 	TenantID      uuid.UUID
-	QueueName     string
 	PartitionName string
 	Namespace     string
 	Task          string
 	PartitionID   *uuid.UUID
+	QueueName     string
 }
 
 type MessageModeSummaryRow struct {
@@ -548,14 +573,21 @@ type MessageModeSummaryRow struct {
 
 // Which kinds of consumers read the partitions a message listing covers:
 // whether the queue-mode group does, and how many named (bus) groups.
+// Without a queue named, each group (a skip scan of the group index: one
+// probe per group) is checked by walking its cursors until one is on a
+// partition the filters match, which on a tenant's whole set of queues is
+// the first; joining every partition to its cursors instead cost seconds
+// at 100,000 partitions (docs/benchmarks.md, "Performance round 2: deep
+// backlog"). With a queue named, that queue's partitions are joined to
+// their cursors.
 func (q *Queries) MessageModeSummary(ctx context.Context, arg MessageModeSummaryParams) (MessageModeSummaryRow, error) {
 	row := q.db.QueryRow(ctx, messageModeSummary,
 		arg.TenantID,
-		arg.QueueName,
 		arg.PartitionName,
 		arg.Namespace,
 		arg.Task,
 		arg.PartitionID,
+		arg.QueueName,
 	)
 	var i MessageModeSummaryRow
 	err := row.Scan(&i.HasQueueMode, &i.BusGroups)

@@ -94,17 +94,49 @@ LIMIT @row_limit OFFSET @row_offset;
 -- name: MessageModeSummary :one
 -- Which kinds of consumers read the partitions a message listing covers:
 -- whether the queue-mode group does, and how many named (bus) groups.
-SELECT COALESCE(bool_or(c.consumer_group = '__QUEUE_MODE__'), false)::boolean AS has_queue_mode,
-       count(DISTINCT c.consumer_group) FILTER (WHERE c.consumer_group <> '__QUEUE_MODE__')::integer AS bus_groups
-FROM queen.partition_consumers c
-JOIN queen.partitions p ON p.id = c.partition_id
-JOIN queen.queues q ON q.id = p.queue_id
-WHERE q.tenant_id = @tenant_id
-  AND (@queue_name::text = '' OR q.name = @queue_name::text)
-  AND (@partition_name::text = '' OR p.name = @partition_name::text)
-  AND (@namespace::text = '' OR q.namespace = @namespace::text)
-  AND (@task::text = '' OR q.task = @task::text)
-  AND (sqlc.narg(partition_id)::uuid IS NULL OR p.id = sqlc.narg(partition_id)::uuid);
+-- Without a queue named, each group (a skip scan of the group index: one
+-- probe per group) is checked by walking its cursors until one is on a
+-- partition the filters match, which on a tenant's whole set of queues is
+-- the first; joining every partition to its cursors instead cost seconds
+-- at 100,000 partitions (docs/benchmarks.md, "Performance round 2: deep
+-- backlog"). With a queue named, that queue's partitions are joined to
+-- their cursors.
+WITH RECURSIVE g AS (
+    (SELECT c.consumer_group FROM queen.partition_consumers c ORDER BY c.consumer_group LIMIT 1)
+    UNION ALL
+    SELECT (SELECT c.consumer_group FROM queen.partition_consumers c
+             WHERE c.consumer_group > g.consumer_group ORDER BY c.consumer_group LIMIT 1)
+    FROM g WHERE g.consumer_group IS NOT NULL
+),
+f AS (
+    SELECT g.consumer_group
+    FROM g
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM queen.partition_consumers c
+        JOIN queen.partitions p ON p.id = c.partition_id
+        JOIN queen.queues q ON q.id = p.queue_id
+        WHERE c.consumer_group = g.consumer_group
+          AND q.tenant_id = @tenant_id
+          AND (@partition_name::text = '' OR p.name = @partition_name::text)
+          AND (@namespace::text = '' OR q.namespace = @namespace::text)
+          AND (@task::text = '' OR q.task = @task::text)
+          AND (sqlc.narg(partition_id)::uuid IS NULL OR p.id = sqlc.narg(partition_id)::uuid)
+        LIMIT 1) x
+    WHERE @queue_name::text = '' AND g.consumer_group IS NOT NULL
+    UNION
+    SELECT c.consumer_group
+    FROM queen.partition_consumers c
+    JOIN queen.partitions p ON p.id = c.partition_id
+    JOIN queen.queues q ON q.id = p.queue_id
+    WHERE @queue_name::text <> '' AND q.tenant_id = @tenant_id AND q.name = @queue_name::text
+      AND (@partition_name::text = '' OR p.name = @partition_name::text)
+      AND (@namespace::text = '' OR q.namespace = @namespace::text)
+      AND (@task::text = '' OR q.task = @task::text)
+      AND (sqlc.narg(partition_id)::uuid IS NULL OR p.id = sqlc.narg(partition_id)::uuid)
+)
+SELECT COALESCE(bool_or(f.consumer_group = '__QUEUE_MODE__'), false)::boolean AS has_queue_mode,
+       count(*) FILTER (WHERE f.consumer_group <> '__QUEUE_MODE__')::integer AS bus_groups
+FROM f;
 
 -- name: MessageDeleteByTransactionID :execrows
 -- Deletes a tenant's stored message; its dead-letter and trace rows go with

@@ -253,6 +253,10 @@ export interface paths {
          *     queue-mode group, as every resources route does; `pending` includes what is in flight
          *     (`processing`), and `failed` is always 0 (a failed message is redelivered, then
          *     dead-lettered: `deadLetter`). Unknown queue: 404.
+         *     Cached on a large database: an answer that took 50 ms or more is served to later
+         *     requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+         *     poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+         *     answer cache").
          */
         get: operations["getQueue"];
         put?: never;
@@ -477,7 +481,11 @@ export interface paths {
          *     reads (see /api/v1/consumer-groups). `throughput.ingestedPerSecond` is messages stored in
          *     the last 5 minutes / 300; `processedPerSecond` acks of the per-minute metrics rows of the
          *     last 5 minutes / 300. `statsAge` is the age in seconds of the newest metrics write, -1
-         *     when there was none; the message counts are live.
+         *     when there was none; the message counts come from the tables, not the metrics rows.
+         *     Cached on a large database: an answer that took 50 ms or more is served to later
+         *     requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+         *     poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+         *     answer cache").
          */
         get: operations["getOverview"];
         put?: never;
@@ -499,6 +507,10 @@ export interface paths {
          * Queues with live message counts, newest first.
          * @description `messages.pending` is what the queue-mode group has not consumed, less what it is
          *     processing (floored at 0). Without `limit` every queue is returned.
+         *     Cached on a large database: an answer that took 50 ms or more is served to later
+         *     requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+         *     poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+         *     answer cache").
          */
         get: operations["listQueues"];
         put?: never;
@@ -562,6 +574,10 @@ export interface paths {
          *     is the age of the oldest pending message (0 when none). The resource listings and the
          *     overview add up these per-partition counts. `truncated` is true when more partitions
          *     match than this page holds. An unknown `queue` answers 404.
+         *     Cached on a large database: an answer that took 50 ms or more is served to later
+         *     requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+         *     poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+         *     answer cache").
          */
         get: operations["listPartitions"];
         put?: never;
@@ -661,6 +677,10 @@ export interface paths {
          *     message past the cursor, `totalLag` the offset lag summed over partitions, `maxTimeLag`
          *     the age in seconds of the oldest unconsumed message. `state` is `Lagging` above 300
          *     seconds, else `Stable` when the group ever consumed, else `Dead`.
+         *     Cached on a large database: an answer that took 50 ms or more is served to later
+         *     requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+         *     poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+         *     answer cache").
          */
         get: operations["listConsumerGroups"];
         put?: never;
@@ -678,7 +698,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** (group, partition) pairs whose oldest unconsumed message is older than minLagSeconds, worst first. */
+        /**
+         * (group, partition) pairs whose oldest unconsumed message is older than minLagSeconds, worst first.
+         * @description Cached on a large database: an answer that took 50 ms or more is served to later
+         *     requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+         *     poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+         *     answer cache").
+         */
         get: operations["listLaggingPartitions"];
         put?: never;
         post?: never;
@@ -900,6 +926,10 @@ export interface paths {
          *     cluster totals (`pending` is live: messages the queue-mode group has not consumed) and
          *     ignore the filters. `deadLetterQueue.totalMessages` counts lifetime dead-letterings,
          *     `current` the dead-letter rows stored now.
+         *     Cached on a large database: an answer that took 50 ms or more is served to later
+         *     requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+         *     poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+         *     answer cache").
          */
         get: operations["getStatus"];
         put?: never;
@@ -1030,6 +1060,10 @@ export interface paths {
          * @description `timeSeries` newest first; `workers` are the brokers that reported in the last 5 minutes;
          *     `queues` the queues popped from in the range, by messages popped; `summary` lifetime
          *     cluster totals (`pendingMessages` is live).
+         *     Cached on a large database: an answer that took 50 ms or more is served to later
+         *     requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+         *     poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+         *     answer cache").
          */
         get: operations["getWorkerMetrics"];
         put?: never;
@@ -1073,6 +1107,10 @@ export interface paths {
          *     counts partitions by creation time, `partitionsDeleted` by deletion time (the partitions
          *     of a deleted queue count under that queue's name); `partitionCount` is null (no
          *     snapshots are kept).
+         *     Cached on a large database: an answer that took 50 ms or more is served to later
+         *     requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+         *     poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+         *     answer cache").
          */
         get: operations["getQueueOps"];
         put?: never;
