@@ -133,7 +133,7 @@ func (s *Server) Drain() { s.b.Drain() }
 // request validation against the spec, the generated router and the strict
 // handlers.
 func (s *Server) Handler() (http.Handler, error) {
-	validator, err := newRequestValidator()
+	validator, err := sharedValidator()
 	if err != nil {
 		return nil, err
 	}
