@@ -309,8 +309,84 @@ func (q *Queries) MessageGetByTransactionID(ctx context.Context, arg MessageGetB
 	return i, err
 }
 
+const messageListAckWindow = `-- name: MessageListAckWindow :many
+SELECT q.tenant_id, m.id, m.partition_id, m.transaction_id, m.seq, m.created_at,
+       p.name AS partition_name, q.name AS queue_name
+FROM (SELECT unnest($1::uuid[]) AS tenant_id, unnest($2::uuid[]) AS partition_id,
+             unnest($3::text[]) AS consumer_group, unnest($4::integer[]) AS n) AS k
+JOIN queen.partitions p ON p.id = k.partition_id
+JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = k.tenant_id
+CROSS JOIN LATERAL (
+    SELECT s.id, s.partition_id, s.transaction_id, s.seq, s.created_at FROM queen.messages s
+    WHERE s.partition_id = k.partition_id
+      AND s.seq > COALESCE((SELECT c.last_seq FROM queen.partition_consumers c
+                            WHERE c.partition_id = k.partition_id AND c.consumer_group = k.consumer_group), 0)
+    ORDER BY s.seq
+    LIMIT k.n
+) AS m
+`
+
+type MessageListAckWindowParams struct {
+	TenantIds      []uuid.UUID
+	PartitionIds   []uuid.UUID
+	ConsumerGroups []string
+	Counts         []int32
+}
+
+type MessageListAckWindowRow struct {
+	TenantID      uuid.UUID
+	ID            uuid.UUID
+	PartitionID   uuid.UUID
+	TransactionID string
+	Seq           int64
+	CreatedAt     pgtype.Timestamptz
+	PartitionName string
+	QueueName     string
+}
+
+// The messages a batch ack most likely names, read as ranges instead of one
+// index probe per message: per (tenant, partition, group) key, the next n
+// messages after the group's cursor (a popped batch is exactly those). The
+// caller matches them to its items by transactionId and looks up the rest
+// with MessageListByTransactionIDs. The tenant check is one join per key: a
+// key whose partition belongs to another tenant reads nothing. The cursor is
+// read without a lock; a stale position only makes the window miss.
+func (q *Queries) MessageListAckWindow(ctx context.Context, arg MessageListAckWindowParams) ([]MessageListAckWindowRow, error) {
+	rows, err := q.db.Query(ctx, messageListAckWindow,
+		arg.TenantIds,
+		arg.PartitionIds,
+		arg.ConsumerGroups,
+		arg.Counts,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageListAckWindowRow
+	for rows.Next() {
+		var i MessageListAckWindowRow
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.PartitionID,
+			&i.TransactionID,
+			&i.Seq,
+			&i.CreatedAt,
+			&i.PartitionName,
+			&i.QueueName,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const messageListByTransactionIDs = `-- name: MessageListByTransactionIDs :many
-SELECT m.id, m.partition_id, m.transaction_id, m.seq, m.created_at,
+SELECT q.tenant_id, m.id, m.partition_id, m.transaction_id, m.seq, m.created_at,
        p.name AS partition_name, q.name AS queue_name
 FROM (SELECT unnest($1::uuid[]) AS tenant_id, unnest($2::uuid[]) AS partition_id,
              unnest($3::text[]) AS transaction_id) AS k
@@ -329,6 +405,7 @@ type MessageListByTransactionIDsParams struct {
 }
 
 type MessageListByTransactionIDsRow struct {
+	TenantID      uuid.UUID
 	ID            uuid.UUID
 	PartitionID   uuid.UUID
 	TransactionID string
@@ -355,6 +432,7 @@ func (q *Queries) MessageListByTransactionIDs(ctx context.Context, arg MessageLi
 	for rows.Next() {
 		var i MessageListByTransactionIDsRow
 		if err := rows.Scan(
+			&i.TenantID,
 			&i.ID,
 			&i.PartitionID,
 			&i.TransactionID,

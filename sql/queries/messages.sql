@@ -14,7 +14,7 @@ FROM queen.push_messages(@queue_ids::uuid[], @names::text[], @counts::bigint[], 
 -- the names needed anyway. LATERAL makes every key one probe of the
 -- (partition_id, transaction_id) unique index whatever the table's
 -- statistics say; a plain join let stale statistics pick a full scan per ack.
-SELECT m.id, m.partition_id, m.transaction_id, m.seq, m.created_at,
+SELECT q.tenant_id, m.id, m.partition_id, m.transaction_id, m.seq, m.created_at,
        p.name AS partition_name, q.name AS queue_name
 FROM (SELECT unnest(@tenant_ids::uuid[]) AS tenant_id, unnest(@partition_ids::uuid[]) AS partition_id,
              unnest(@transaction_ids::text[]) AS transaction_id) AS k
@@ -24,6 +24,29 @@ CROSS JOIN LATERAL (
 ) AS m
 JOIN queen.partitions p ON p.id = m.partition_id
 JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = k.tenant_id;
+
+-- name: MessageListAckWindow :many
+-- The messages a batch ack most likely names, read as ranges instead of one
+-- index probe per message: per (tenant, partition, group) key, the next n
+-- messages after the group's cursor (a popped batch is exactly those). The
+-- caller matches them to its items by transactionId and looks up the rest
+-- with MessageListByTransactionIDs. The tenant check is one join per key: a
+-- key whose partition belongs to another tenant reads nothing. The cursor is
+-- read without a lock; a stale position only makes the window miss.
+SELECT q.tenant_id, m.id, m.partition_id, m.transaction_id, m.seq, m.created_at,
+       p.name AS partition_name, q.name AS queue_name
+FROM (SELECT unnest(@tenant_ids::uuid[]) AS tenant_id, unnest(@partition_ids::uuid[]) AS partition_id,
+             unnest(@consumer_groups::text[]) AS consumer_group, unnest(@counts::integer[]) AS n) AS k
+JOIN queen.partitions p ON p.id = k.partition_id
+JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = k.tenant_id
+CROSS JOIN LATERAL (
+    SELECT s.id, s.partition_id, s.transaction_id, s.seq, s.created_at FROM queen.messages s
+    WHERE s.partition_id = k.partition_id
+      AND s.seq > COALESCE((SELECT c.last_seq FROM queen.partition_consumers c
+                            WHERE c.partition_id = k.partition_id AND c.consumer_group = k.consumer_group), 0)
+    ORDER BY s.seq
+    LIMIT k.n
+) AS m;
 
 -- name: MessageGetByTransactionID :one
 -- A tenant's stored message; another tenant's is not found.
