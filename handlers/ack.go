@@ -52,7 +52,7 @@ func (s *Server) AckBatch(ctx context.Context, req api.AckBatchRequestObject) (a
 	if err != nil {
 		return nil, err
 	}
-	return api.AckBatch200JSONResponse(ackResults(res)), nil
+	return ackAnswer{res}, nil
 }
 
 // ackItemFrom maps the wire fields of an acknowledgement to an AckItem.

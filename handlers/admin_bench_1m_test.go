@@ -47,5 +47,6 @@ func BenchmarkAdminRoutes1MMessages(b *testing.B) {
 		"/api/v1/messages?queue=big&limit=10000",
 		"/api/v1/messages?queue=big&limit=10000&offset=90000",
 		"/api/v1/messages?queue=big&status=pending&limit=10000",
+		"/api/v1/resources/storage",
 	})
 }

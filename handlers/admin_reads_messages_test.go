@@ -157,6 +157,13 @@ func TestMessagesBusMode(t *testing.T) {
 	b.push(item("bus", "p", "b1", 1))
 	require.Len(t, b.pop("/api/v1/pop/queue/bus?consumerGroup=g1&autoAck=true").Messages, 1)
 	require.Len(t, b.pop("/api/v1/pop/queue/bus?consumerGroup=g2&autoAck=true&batch=2").Messages, 2)
+	// A group on another queue counts without a queue filter only.
+	b.push(item("other", "p", "o0", 0))
+	require.Len(t, b.pop("/api/v1/pop/queue/other?consumerGroup=g3&autoAck=true").Messages, 1)
+	all := b.messages("")
+	require.Equal(t, "bus", all.Mode.Type)
+	require.Equal(t, 3, all.Mode.BusGroupsCount)
+	require.False(t, all.Mode.HasQueueMode)
 	page := b.messages("?queue=bus")
 	require.Equal(t, "bus", page.Mode.Type)
 	require.Equal(t, 2, page.Mode.BusGroupsCount)
@@ -172,6 +179,10 @@ func TestMessagesBusMode(t *testing.T) {
 	b.pop("/api/v1/pop/queue/bus?autoAck=true")
 	page = b.messages("?queue=bus")
 	require.Equal(t, "hybrid", page.Mode.Type)
+	all = b.messages("")
+	require.Equal(t, "hybrid", all.Mode.Type)
+	require.True(t, all.Mode.HasQueueMode)
+	require.Equal(t, 3, all.Mode.BusGroupsCount)
 	require.Equal(t, []string{"pending", "completed"}, []string{page.Messages[0].Status, page.Messages[1].Status})
 }
 

@@ -133,7 +133,7 @@ func (s *Server) Drain() { s.b.Drain() }
 // request validation against the spec, the generated router and the strict
 // handlers.
 func (s *Server) Handler() (http.Handler, error) {
-	validator, err := newRequestValidator()
+	validator, err := sharedValidator()
 	if err != nil {
 		return nil, err
 	}
@@ -153,8 +153,9 @@ func (s *Server) Handler() (http.Handler, error) {
 	api.HandlerWithOptions(strict, api.StdHTTPServerOptions{
 		BaseRouter: mux,
 		// The last is outermost: authorization, validation, then the push
-		// route's own decoder (push_fast.go) in front of the strict handler.
-		Middlewares:      []api.MiddlewareFunc{s.pushFastPath, validator.middleware(s), withAuthorization},
+		// and batch ack routes' own decoders (push_fast.go) in front of the
+		// strict handler.
+		Middlewares:      []api.MiddlewareFunc{s.fastBodyPath, validator.middleware(s), withAuthorization},
 		ErrorHandlerFunc: s.requestError,
 	})
 	h := s.withTenant(s.limitBody(mux))

@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/queenforgo/queen/cmd/cmdtest"
 	"github.com/queenforgo/queen/proxy"
 	"github.com/queenforgo/queen/proxy/apikey"
 	"github.com/queenforgo/queen/proxy/catalog"
@@ -40,55 +40,10 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-var (
-	buildMu  sync.Mutex
-	buildDir string
-	binaries = map[string]string{}
-)
-
-// binary builds a command of this module once per test process.
-func binary(t testing.TB, pkg string) string {
-	t.Helper()
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	if bin, ok := binaries[pkg]; ok {
-		return bin
-	}
-	if buildDir == "" {
-		buildDir = binDir(t)
-	}
-	gobin, err := exec.LookPath("go")
-	require.NoError(t, err, "the go command must be on PATH to build the binaries under test")
-	bin := filepath.Join(buildDir, filepath.Base(pkg))
-	out, err := exec.Command(gobin, "build", "-o", bin, "github.com/queenforgo/queen/"+pkg).CombinedOutput()
-	require.NoError(t, err, "go build %s: %s", pkg, out)
-	binaries[pkg] = bin
-	return bin
-}
-
-// binDir is this process's build directory. pgtest.Main ends the process,
-// so nothing removes it at exit: the directories of processes that are gone
-// are removed here instead.
-func binDir(t testing.TB) string {
-	stale, _ := filepath.Glob(filepath.Join(os.TempDir(), "queen-proxy-test-bin-*"))
-	for _, dir := range stale {
-		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(dir), "queen-proxy-test-bin-"))
-		if err == nil && syscall.Kill(pid, 0) != nil {
-			_ = os.RemoveAll(dir)
-		}
-	}
-	dir := filepath.Join(os.TempDir(), "queen-proxy-test-bin-"+strconv.Itoa(os.Getpid()))
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	return dir
-}
-
-// brokerBinary builds cmd/queen once per test process.
-func brokerBinary(t testing.TB) string { return binary(t, "cmd/queen") }
-
 // startBroker runs a broker on a fresh database and returns its base URL.
 func startBroker(t testing.TB, extraEnv ...string) string {
 	t.Helper()
-	bin := brokerBinary(t)
+	bin := cmdtest.Binary(t, "cmd/queen")
 	u, err := url.Parse(pgtest.NewDB(t))
 	require.NoError(t, err)
 	port := freePort(t)

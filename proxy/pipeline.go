@@ -117,18 +117,20 @@ func (p *Proxy) gateway(w *recorder, r *http.Request, id, rawPath string) string
 	// Limits, forward, meter.
 	budget := p.cfg.UpstreamTimeout
 	msgs := int64(0)
+	undo := func() {}
 	if !cl.static {
-		release, longPoll, n, ok := p.admit(w, r, cl, rt)
+		a, ok := p.admit(w, r, cl, rt)
 		if !ok {
 			return class
 		}
-		if release != nil {
-			defer release()
+		if a.release != nil {
+			defer a.release()
 		}
-		if longPoll > 0 {
-			budget = longPoll
+		if a.budget > 0 {
+			budget = a.budget
 		}
-		msgs = int64(n)
+		msgs = int64(a.pushed)
+		undo = a.undo
 	} else if d := p.longPollBudget(r, rt); d > 0 {
 		budget = d
 	}
@@ -142,6 +144,11 @@ func (p *Proxy) gateway(w *recorder, r *http.Request, id, rawPath string) string
 	before := w.bytes
 	r = r.WithContext(context.WithValue(r.Context(), classKey{}, class))
 	p.cfg.Forwarder.Forward(w, r, call)
+	if w.status < 200 || w.status > 299 {
+		undo() // the broker created no queue or partition for it
+	} else if !cl.static {
+		p.forgetDeleted(cl, rt, r, rawPath)
+	}
 	if p.cfg.Meter != nil && !cl.static {
 		if w.status < 200 || w.status > 299 {
 			msgs, delivered = 0, 0 // refused or failed work is not billed
@@ -260,7 +267,8 @@ func newTarget(baseURL string, token *string, tenant string, tenantHeader bool) 
 	return forward.Target{BaseURL: u, Secret: token, Tenant: tenant}, nil
 }
 
-// gates applies the cluster's status and its plan's features (PROXY.md
+// gates applies the cluster's status, the push blocks (the storage flag of
+// the last reconcile, then push_blocked) and its plan's features (PROXY.md
 // §5.1 steps 2 and 3).
 func (p *Proxy) gates(w http.ResponseWriter, cl *cluster, rt routes.Route) bool {
 	if cl.static {
@@ -270,8 +278,15 @@ func (p *Proxy) gates(w http.ResponseWriter, cl *cluster, rt routes.Route) bool 
 	case catalog.StatusSuspended, catalog.StatusDeleting:
 		p.deny(w, http.StatusForbidden, reply.CodeClusterSuspended, "cluster suspended", false)
 		return false
-	case catalog.StatusPushBlocked:
-		if rt.Proxy == routes.ProxyProduce || rt.Proxy == routes.ProxyGatedGrow {
+	}
+	if rt.Proxy == routes.ProxyProduce || rt.Proxy == routes.ProxyGatedGrow {
+		// The push blocks: hard limits, in shadow mode too.
+		if p.cfg.Inventory.StorageBlocked(cl.ID) {
+			p.deny(w, http.StatusForbidden, reply.CodeStorageQuotaExceeded,
+				"storage quota exceeded: the cluster stores more than its plan's max_retained_bytes", false)
+			return false
+		}
+		if cl.Status == catalog.StatusPushBlocked {
 			p.deny(w, http.StatusForbidden, reply.CodePushBlocked, "pushes blocked (billing hold)", false)
 			return false
 		}

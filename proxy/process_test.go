@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/queenforgo/queen/cmd/cmdtest"
 )
 
 // startProxyProcess runs bin/queen-proxy on pxdb p and returns its base URL.
 func startProxyProcess(t testing.TB, p *pxdb, extraEnv ...string) string {
 	t.Helper()
-	bin := binary(t, "cmd/queen-proxy")
+	bin := cmdtest.Binary(t, "cmd/queen-proxy")
 	cc := p.pool.Config().ConnConfig
 	port := freePort(t)
 	var env []string

@@ -38,6 +38,7 @@ import (
 	"github.com/queenforgo/queen/proxy/console"
 	"github.com/queenforgo/queen/proxy/forward"
 	"github.com/queenforgo/queen/proxy/identity"
+	"github.com/queenforgo/queen/proxy/inventory"
 	"github.com/queenforgo/queen/proxy/limit"
 	"github.com/queenforgo/queen/proxy/metrics"
 	"github.com/queenforgo/queen/proxy/session"
@@ -79,6 +80,10 @@ type Config struct {
 	Console *console.Console
 	// Meter counts usage per cluster; nil meters nothing (no pxdb).
 	Meter *usage.Meter
+	// Inventory holds each cluster's queues and storage flag for the queue
+	// and partition caps and the retained-bytes quota; nil checks none (no
+	// pxdb).
+	Inventory *inventory.Inventory
 }
 
 // Proxy is the handler.

@@ -245,7 +245,7 @@ func TestEveryFileHasAContentType(t *testing.T) {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		require.NotEqual(t, "application/octet-stream", newFile(p, nil).ctype, p)
+		require.NotEqual(t, "application/octet-stream", newFile(nil, p, nil).ctype, p)
 		return nil
 	})
 	require.NoError(t, err)
@@ -267,4 +267,28 @@ func TestVendoredLicensePresent(t *testing.T) {
 	lic, err := uplot.Files.ReadFile("uPlot.LICENSE.txt")
 	require.NoError(t, err)
 	require.True(t, bytes.Contains(lic, []byte("MIT License")))
+}
+
+// Every compressed copy, the index's included, unzips to its file: the
+// files share one compressor, reset between them.
+func TestEveryGzipMatchesItsFile(t *testing.T) {
+	t.Parallel()
+	h := New()
+	files := []*file{h.index}
+	for _, f := range h.files {
+		files = append(files, f)
+	}
+	compressed := 0
+	for _, f := range files {
+		if f.gz == nil {
+			continue
+		}
+		compressed++
+		zr, err := gzip.NewReader(bytes.NewReader(f.gz))
+		require.NoError(t, err, f.name)
+		unzipped, err := io.ReadAll(zr)
+		require.NoError(t, err, f.name)
+		require.Equal(t, f.body, unzipped, f.name)
+	}
+	require.Greater(t, compressed, 2)
 }

@@ -67,6 +67,7 @@ type routeTimes struct {
 	route adminRoute
 	rec   recorder
 	first []time.Duration // the first refresh of each page
+	idle  []time.Duration // the refresh after -admin-idle
 	size  int64
 	fails tally
 }
@@ -85,6 +86,7 @@ func (b *bench) backlogAdmin(ctx context.Context, queue string) ([]result, error
 		shell[i] = &routeTimes{page: "every page", route: r}
 		all = append(all, shell[i])
 	}
+	var pages [][]*routeTimes
 	for _, page := range dashboardPages {
 		sleepUntil(ctx, time.Now().Add(backlogPageSettle*b.cfg.AdminInterval))
 		fmt.Fprintf(b.log, "queen-bench: backlog: polling the %s page\n", page.name)
@@ -94,31 +96,29 @@ func (b *bench) backlogAdmin(ctx context.Context, queue string) ([]result, error
 			times = append(times, rt)
 			all = append(all, rt)
 		}
+		pages = append(pages, times)
 		for round := range b.cfg.AdminSamples + 1 {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
 			next := time.Now().Add(b.cfg.AdminInterval)
-			var wg sync.WaitGroup
-			var mu sync.Mutex
-			for _, rt := range times {
-				wg.Go(func() {
-					d, size, err := b.getRoute(ctx, rt.route, queue)
-					mu.Lock()
-					defer mu.Unlock()
-					switch {
-					case err != nil:
-						rt.fails.fail(err)
-					case round == 0:
-						rt.first, rt.size = append(rt.first, d), size
-					default:
-						rt.rec.add(d)
-						rt.size = size
-					}
-				})
-			}
-			wg.Wait()
+			b.refreshPage(ctx, times, queue, func(rt *routeTimes, d time.Duration) {
+				if round == 0 {
+					rt.first = append(rt.first, d)
+				} else {
+					rt.rec.add(d)
+				}
+			})
 			sleepUntil(ctx, next)
+		}
+	}
+	// Opening the pages after a pause: each page once, one after the
+	// other, as a user coming back clicks through them.
+	if b.cfg.AdminIdle > 0 {
+		fmt.Fprintf(b.log, "queen-bench: backlog: asking nothing for %s\n", b.cfg.AdminIdle)
+		sleepUntil(ctx, time.Now().Add(b.cfg.AdminIdle))
+		for _, times := range pages {
+			b.refreshPage(ctx, times, queue, func(rt *routeTimes, d time.Duration) { rt.idle = append(rt.idle, d) })
 		}
 	}
 	results := make([]result, len(all))
@@ -144,10 +144,38 @@ func (b *bench) backlogAdmin(ctx context.Context, queue string) ([]result, error
 		}
 		res.note(fmt.Sprintf("%s%d samples, max %s, first refresh %s; %d bytes; < 100 ms: %s",
 			window, res.Latency.N, fmtLatency(res.Latency.Max), strings.Join(firsts, "/"), rt.size, met))
+		if len(rt.idle) > 0 {
+			idle := make([]string, len(rt.idle))
+			for j, d := range rt.idle {
+				idle[j] = fmtLatency(d)
+			}
+			res.note(fmt.Sprintf("after %s asking nothing %s", b.cfg.AdminIdle, strings.Join(idle, "/")))
+		}
 		res.note(rt.fails.errorNote())
 		results[i] = res
 	}
 	return results, nil
+}
+
+// refreshPage sends the routes of one refresh of a page at once (the
+// dashboard's Promise.all) and hands each answer's time to record.
+func (b *bench) refreshPage(ctx context.Context, times []*routeTimes, queue string, record func(*routeTimes, time.Duration)) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, rt := range times {
+		wg.Go(func() {
+			d, size, err := b.getRoute(ctx, rt.route, queue)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				rt.fails.fail(err)
+				return
+			}
+			rt.size = size
+			record(rt, d)
+		})
+	}
+	wg.Wait()
 }
 
 // getRoute sends one GET and reads the whole answer. It goes through the

@@ -30,6 +30,7 @@ import (
 	"github.com/queenforgo/queen/proxy/console"
 	"github.com/queenforgo/queen/proxy/forward"
 	"github.com/queenforgo/queen/proxy/identity"
+	"github.com/queenforgo/queen/proxy/inventory"
 	"github.com/queenforgo/queen/proxy/limit"
 	"github.com/queenforgo/queen/proxy/listener"
 	"github.com/queenforgo/queen/proxy/metrics"
@@ -85,6 +86,7 @@ func run(args []string, getenv func(string) (string, bool), stdout, stderr io.Wr
 		cat   *catalog.Catalog
 		cons  *console.Console
 		meter *usage.Meter
+		inv   *inventory.Inventory
 	)
 	if cfg.PXDB.Enabled() {
 		if advice := pxdbAdvisory(cfg.PXDB); advice != "" {
@@ -112,6 +114,11 @@ func run(args []string, getenv func(string) (string, bool), stdout, stderr io.Wr
 		// the final flush needs the pool, or spools.
 		meter.Start()
 		defer meter.Stop()
+		inv = inventory.New(inventory.Config{Pool: pool, Interval: cfg.Reconcile, DBTimeout: cfg.PXDB.Timeout,
+			UpstreamTimeout: cfg.UpstreamTimeout, ConnectTimeout: cfg.ConnectTimeout, TenantHeader: cfg.TenantHeader,
+			Logger: logger})
+		inv.Start()
+		defer inv.Stop()
 	}
 	ident := identity.New(identity.Config{
 		Tokens: tokens, Catalog: cat, Pool: pool, Throttle: throttle.New(throttle.Config{}),
@@ -140,12 +147,13 @@ func run(args []string, getenv func(string) (string, bool), stdout, stderr io.Wr
 		Forwarder: forward.New(forward.Config{
 			ConnectTimeout: cfg.ConnectTimeout, Logger: logger, ObserveFunc: proxy.ObserveUpstream(m),
 		}),
-		Limiter:  limit.New(nil),
-		Metrics:  m,
-		Logger:   logger,
-		Identity: ident,
-		Console:  cons,
-		Meter:    meter,
+		Limiter:   limit.New(nil),
+		Metrics:   m,
+		Logger:    logger,
+		Identity:  ident,
+		Console:   cons,
+		Meter:     meter,
+		Inventory: inv,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "queen-proxy: config: QUEEN_PROXY_DEV_CELL_URL: "+oneLine(err))
@@ -217,7 +225,7 @@ func bootWarnings(cfg config.Config, tokens *session.Tokens, logger *slog.Logger
 		logger.Warn("QUEEN_PROXY_TLS_CERT and QUEEN_PROXY_TLS_KEY unset: the listener is plaintext; terminate TLS in front of it or set both")
 	}
 	if !cfg.Enforce {
-		logger.Info("QUEEN_PROXY_ENFORCE=false: shadow mode; rate and parked-slot denials are logged (would_block), not applied")
+		logger.Info("QUEEN_PROXY_ENFORCE=false: shadow mode; rate, parked-slot, queue, partition and retention denials are logged (would_block), not applied")
 	}
 	if cfg.DefaultCluster != "" {
 		logger.Warn("QUEEN_PROXY_DEFAULT_CLUSTER is set: hosts that name no cluster go to it; a misroute once several clusters exist")

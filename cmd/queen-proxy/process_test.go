@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,11 +13,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-)
 
-// buildMu serialises the builds of parallel tests: the first compiles, the
-// others find everything in the build cache and only link.
-var buildMu sync.Mutex
+	"github.com/queenforgo/queen/cmd/cmdtest"
+)
 
 // process is one running queen-proxy binary.
 type process struct {
@@ -34,13 +31,7 @@ type process struct {
 // waits for its listening line.
 func startProcess(t *testing.T, env ...string) *process {
 	t.Helper()
-	buildMu.Lock()
-	bin := filepath.Join(t.TempDir(), "queen-proxy")
-	gobin, err := exec.LookPath("go")
-	require.NoError(t, err, "the go command must be on PATH to build the binaries under test")
-	out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput()
-	buildMu.Unlock()
-	require.NoError(t, err, "go build: %s", out)
+	bin := cmdtest.Binary(t, "cmd/queen-proxy")
 
 	p := &process{t: t, port: strconv.Itoa(freePort(t)), exited: make(chan struct{})}
 	var base []string

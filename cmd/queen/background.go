@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -65,24 +64,14 @@ func sourceEndpoint(p config.Postgres) migration.Endpoint {
 	default:
 		mode = "require"
 	}
-	host, port := sourceHosts(p.Hosts)
-	return migration.Endpoint{
-		Host: host, Port: port, Database: p.Database, User: p.User, Password: p.Password,
+	e := migration.Endpoint{
+		Host: p.Hosts[0].Name, Port: p.Hosts[0].Port, Database: p.Database, User: p.User, Password: p.Password,
 		SSLMode: mode, SSLRootCertPEM: p.SSLRootCert,
 	}
-}
-
-// sourceHosts is the host list as libpq's PGHOST takes it, with the one
-// port migration.Endpoint holds: every host when they share a port (libpq
-// then tries them in order, and pg_dump reads a standby as well as the
-// primary), else the first host alone.
-func sourceHosts(hosts []config.Host) (string, int) {
-	names := make([]string, 0, len(hosts))
-	for _, h := range hosts {
-		if h.Port != hosts[0].Port {
-			return hosts[0].Name, hosts[0].Port
-		}
-		names = append(names, h.Name)
+	// Every host of an HA list, each with its own port: libpq tries them
+	// in order, so pg_dump reads whichever answers.
+	for _, h := range p.Hosts[1:] {
+		e.Fallbacks = append(e.Fallbacks, migration.Server{Host: h.Name, Port: h.Port})
 	}
-	return strings.Join(names, ","), hosts[0].Port
+	return e
 }

@@ -12,8 +12,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,25 +29,6 @@ import (
 // signals, SIGKILL included.
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-// buildMu serialises the builds of parallel tests: the first compiles, the
-// others find everything in the build cache and only link.
-var buildMu sync.Mutex
-
-// buildBroker builds cmd/queen into the test's temporary directory.
-func buildBroker(t testing.TB) string {
-	t.Helper()
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	bin := filepath.Join(t.TempDir(), "queen")
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // SA1019: the test binary runs where it was built, so its GOROOT has the go command
-	}
-	out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return bin
-}
 
 // broker is one running bin/queen.
 type broker struct {

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
+	"github.com/queenforgo/queen/cmd/cmdtest"
 	"github.com/queenforgo/queen/gen/api"
 	"github.com/queenforgo/queen/sql/pgtest"
 )
@@ -56,7 +57,7 @@ type cluster struct {
 // plus extra(i).
 func startCluster(t *testing.T, hosts []string, extra func(i int) []string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, bin: buildBroker(t), hosts: hosts, db: pgtest.NewDB(t), port: freePortOn(t, hosts)}
+	c := &cluster{t: t, bin: cmdtest.Binary(t, "cmd/queen"), hosts: hosts, db: pgtest.NewDB(t), port: freePortOn(t, hosts)}
 	for i, h := range hosts {
 		env := brokerEnv(t, c.db, t.TempDir(), "QUEEN_BIND_ADDR="+h, clusterRepoll, clusterRefresh)
 		env = append(env, extra(i)...)

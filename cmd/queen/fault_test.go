@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/queenforgo/queen/cmd/cmdtest"
 	"github.com/queenforgo/queen/sql/pgtest"
 )
 
@@ -67,7 +68,7 @@ func producers(ctx context.Context, t testing.TB, l *ledger, url *string, mu *sy
 // per partition; nothing is delivered twice.
 func TestFaultBrokerKilledDuringPushLoad(t *testing.T) {
 	t.Parallel()
-	bin := buildBroker(t)
+	bin := cmdtest.Binary(t, "cmd/queen")
 	env := brokerEnv(t, pgtest.NewDB(t), t.TempDir(), "FILE_BUFFER_MAX_BATCH=20")
 	b := startBroker(t, bin, env)
 	l := newLedger()
@@ -105,7 +106,7 @@ func TestFaultBrokerKilledDuringPushLoad(t *testing.T) {
 // while a request holds the shutdown exits at once.
 func TestGracefulShutdown(t *testing.T) {
 	t.Parallel()
-	bin := buildBroker(t)
+	bin := cmdtest.Binary(t, "cmd/queen")
 	env := brokerEnv(t, pgtest.NewDB(t), t.TempDir())
 	b := startBroker(t, bin, env)
 	l := newLedger()

@@ -41,17 +41,7 @@ func main() {
 	os.Exit(run())
 }
 
-// gcPercent is the broker's default GOGC. Pushes allocate a lot of
-// short-lived memory (request bodies, decoded items, statement arguments), and
-// at Go's default of 100 garbage collection took about 15 % of the broker's
-// CPU; 200 gave 6–13 % more push throughput for about 7 MB more RSS
-// (docs/benchmarks.md). GOGC in the environment still wins.
-const gcPercent = 200
-
 func run() int {
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(gcPercent)
-	}
 	cfg, err := config.Load(os.LookupEnv)
 	if err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
@@ -59,6 +49,9 @@ func run() int {
 		}
 		return 2
 	}
+	// The broker's GOGC (config.GCPercentDefault) unless GOGC says
+	// otherwise; GOMEMLIMIT, when set, is applied by the runtime.
+	debug.SetGCPercent(cfg.Server.GCPercent)
 	logger := newLogger(cfg.Server)
 	summary := cfg.Summary()
 	for _, area := range config.SummaryAreas() {

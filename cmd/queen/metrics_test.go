@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/queenforgo/queen/cmd/cmdtest"
 	"github.com/queenforgo/queen/sql/pgtest"
 )
 
@@ -16,7 +17,7 @@ import (
 // families and the Go runtime's.
 func TestBinaryExposesHistograms(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, buildBroker(t), brokerEnv(t, pgtest.NewDB(t), t.TempDir()))
+	b := startBroker(t, cmdtest.Binary(t, "cmd/queen"), brokerEnv(t, pgtest.NewDB(t), t.TempDir()))
 	b.mustCall("POST", "/api/v1/push", map[string]any{"items": []any{map[string]any{"queue": "q", "payload": 1}}}, http.StatusCreated)
 	b.mustCall("GET", "/api/v1/pop/queue/q", nil, http.StatusOK)
 	text := string(b.mustCall("GET", "/metrics/prometheus", nil, http.StatusOK))

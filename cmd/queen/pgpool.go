@@ -17,6 +17,7 @@ import (
 	"github.com/queenforgo/queen/cmd/queen/pgtls"
 	"github.com/queenforgo/queen/sql/migrate"
 	"github.com/queenforgo/queen/sql/pgarray"
+	"github.com/queenforgo/queen/sql/pgjsonb"
 	"github.com/queenforgo/queen/sql/pguuid"
 )
 
@@ -134,6 +135,7 @@ func (g *failoverGuard) install(pcfg *pgxpool.Config) {
 		}
 		pguuid.Register(conn.TypeMap())
 		pgarray.Register(conn.TypeMap())
+		pgjsonb.Register(conn.TypeMap())
 		g.mu.Lock()
 		g.born[conn] = g.gen
 		g.mu.Unlock()

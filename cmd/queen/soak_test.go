@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/queenforgo/queen/cmd/cmdtest"
 	"github.com/queenforgo/queen/sql/pgtest"
 )
 
@@ -34,7 +35,7 @@ func TestSoak(t *testing.T) {
 		duration, err = time.ParseDuration(raw)
 		require.NoError(t, err)
 	}
-	bin := buildBroker(t)
+	bin := cmdtest.Binary(t, "cmd/queen")
 	dbURL := pgtest.NewDB(t)
 	env := brokerEnv(t, dbURL, t.TempDir())
 	s := &soak{t: t, bin: bin, env: env, ledger: newLedger(), delivered: map[string]int{}, ackedOK: map[string]int{}}

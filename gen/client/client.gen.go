@@ -2180,6 +2180,14 @@ type StatusThroughputPoint struct {
 	Timestamp          string   `json:"timestamp"`
 }
 
+// StorageUsage defines model for StorageUsage.
+type StorageUsage struct {
+	Messages int64 `json:"messages"`
+
+	// RetainedBytes stored size of the payloads, in bytes
+	RetainedBytes int64 `json:"retainedBytes"`
+}
+
 // StreamCycleAck defines model for StreamCycleAck.
 type StreamCycleAck struct {
 	// Count messages the cycle consumed (default 1)
@@ -3302,6 +3310,20 @@ type GetQueueParams struct {
 	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
 }
 
+// GetStorageParams defines parameters for GetStorage.
+type GetStorageParams struct {
+	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+	// `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+	// tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+	// way), surrounding white space ignored; absent, empty or white space means the default
+	// tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+	// before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+	// tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+	// the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+	// it.
+	XQueenTenant *TenantHeader `json:"x-queen-tenant,omitempty"`
+}
+
 // ListTasksParams defines parameters for ListTasks.
 type ListTasksParams struct {
 	// XQueenTenant The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
@@ -3736,6 +3758,10 @@ type ClientInterface interface {
 	// counts partitions by creation time, `partitionsDeleted` by deletion time (the partitions
 	// of a deleted queue count under that queue's name); `partitionCount` is null (no
 	// snapshots are kept).
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Corresponds with GET /api/v1/analytics/queue-ops (the `GetQueueOps` operationId).
 	GetQueueOps(ctx context.Context, params *GetQueueOpsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3764,6 +3790,10 @@ type ClientInterface interface {
 	// `timeSeries` newest first; `workers` are the brokers that reported in the last 5 minutes;
 	// `queues` the queues popped from in the range, by messages popped; `summary` lifetime
 	// cluster totals (`pendingMessages` is live).
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Corresponds with GET /api/v1/analytics/worker-metrics (the `GetWorkerMetrics` operationId).
 	GetWorkerMetrics(ctx context.Context, params *GetWorkerMetricsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3797,11 +3827,20 @@ type ClientInterface interface {
 	// message past the cursor, `totalLag` the offset lag summed over partitions, `maxTimeLag`
 	// the age in seconds of the oldest unconsumed message. `state` is `Lagging` above 300
 	// seconds, else `Stable` when the group ever consumed, else `Dead`.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Corresponds with GET /api/v1/consumer-groups (the `ListConsumerGroups` operationId).
 	ListConsumerGroups(ctx context.Context, params *ListConsumerGroupsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListLaggingPartitions (group, partition) pairs whose oldest unconsumed message is older than minLagSeconds, worst first.
+	//
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Corresponds with GET /api/v1/consumer-groups/lagging (the `ListLaggingPartitions` operationId).
 	ListLaggingPartitions(ctx context.Context, params *ListLaggingPartitionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4190,7 +4229,11 @@ type ClientInterface interface {
 	// reads (see /api/v1/consumer-groups). `throughput.ingestedPerSecond` is messages stored in
 	// the last 5 minutes / 300; `processedPerSecond` acks of the per-minute metrics rows of the
 	// last 5 minutes / 300. `statsAge` is the age in seconds of the newest metrics write, -1
-	// when there was none; the message counts are live.
+	// when there was none; the message counts come from the tables, not the metrics rows.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Corresponds with GET /api/v1/resources/overview (the `GetOverview` operationId).
 	GetOverview(ctx context.Context, params *GetOverviewParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4207,6 +4250,10 @@ type ClientInterface interface {
 	// is the age of the oldest pending message (0 when none). The resource listings and the
 	// overview add up these per-partition counts. `truncated` is true when more partitions
 	// match than this page holds. An unknown `queue` answers 404.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Corresponds with GET /api/v1/resources/partitions (the `ListPartitions` operationId).
 	ListPartitions(ctx context.Context, params *ListPartitionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4215,6 +4262,10 @@ type ClientInterface interface {
 	//
 	// `messages.pending` is what the queue-mode group has not consumed, less what it is
 	// processing (floored at 0). Without `limit` every queue is returned.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Corresponds with GET /api/v1/resources/queues (the `ListQueues` operationId).
 	ListQueues(ctx context.Context, params *ListQueuesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4234,9 +4285,23 @@ type ClientInterface interface {
 	// queue-mode group, as every resources route does; `pending` includes what is in flight
 	// (`processing`), and `failed` is always 0 (a failed message is redelivered, then
 	// dead-lettered: `deadLetter`). Unknown queue: 404.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Corresponds with GET /api/v1/resources/queues/{queue} (the `GetQueue` operationId).
 	GetQueue(ctx context.Context, queue QueuePath, params *GetQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetStorage What the tenant's messages take in storage.
+	//
+	// `retainedBytes` is the stored size of the payloads of every message the tenant's queues
+	// hold (as PostgreSQL stores them, after compression), `messages` how many there are.
+	// Computed live: one pass over the tenant's messages. queen-proxy polls it for the
+	// retained-bytes quota (docs/proxy.md).
+	//
+	// Corresponds with GET /api/v1/resources/storage (the `GetStorage` operationId).
+	GetStorage(ctx context.Context, params *GetStorageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTasks Non-empty queue tasks with their queue, partition and message counts.
 	//
@@ -4263,6 +4328,10 @@ type ClientInterface interface {
 	// cluster totals (`pending` is live: messages the queue-mode group has not consumed) and
 	// ignore the filters. `deadLetterQueue.totalMessages` counts lifetime dead-letterings,
 	// `current` the dead-letter rows stored now.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Corresponds with GET /api/v1/status (the `GetStatus` operationId).
 	GetStatus(ctx context.Context, params *GetStatusParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4792,6 +4861,10 @@ func (c *Client) GetQueueLag(ctx context.Context, params *GetQueueLagParams, req
 // counts partitions by creation time, `partitionsDeleted` by deletion time (the partitions
 // of a deleted queue count under that queue's name); `partitionCount` is null (no
 // snapshots are kept).
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Corresponds with GET /api/v1/analytics/queue-ops (the `GetQueueOps` operationId).
 func (c *Client) GetQueueOps(ctx context.Context, params *GetQueueOpsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4860,6 +4933,10 @@ func (c *Client) GetSystemMetrics(ctx context.Context, params *GetSystemMetricsP
 // `timeSeries` newest first; `workers` are the brokers that reported in the last 5 minutes;
 // `queues` the queues popped from in the range, by messages popped; `summary` lifetime
 // cluster totals (`pendingMessages` is live).
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Corresponds with GET /api/v1/analytics/worker-metrics (the `GetWorkerMetrics` operationId).
 func (c *Client) GetWorkerMetrics(ctx context.Context, params *GetWorkerMetricsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4923,6 +5000,10 @@ func (c *Client) ConfigureQueue(ctx context.Context, params *ConfigureQueueParam
 // message past the cursor, `totalLag` the offset lag summed over partitions, `maxTimeLag`
 // the age in seconds of the oldest unconsumed message. `state` is `Lagging` above 300
 // seconds, else `Stable` when the group ever consumed, else `Dead`.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Corresponds with GET /api/v1/consumer-groups (the `ListConsumerGroups` operationId).
 func (c *Client) ListConsumerGroups(ctx context.Context, params *ListConsumerGroupsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4938,6 +5019,11 @@ func (c *Client) ListConsumerGroups(ctx context.Context, params *ListConsumerGro
 }
 
 // ListLaggingPartitions (group, partition) pairs whose oldest unconsumed message is older than minLagSeconds, worst first.
+//
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Corresponds with GET /api/v1/consumer-groups/lagging (the `ListLaggingPartitions` operationId).
 func (c *Client) ListLaggingPartitions(ctx context.Context, params *ListLaggingPartitionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5696,7 +5782,11 @@ func (c *Client) ListNamespaces(ctx context.Context, params *ListNamespacesParam
 // reads (see /api/v1/consumer-groups). `throughput.ingestedPerSecond` is messages stored in
 // the last 5 minutes / 300; `processedPerSecond` acks of the per-minute metrics rows of the
 // last 5 minutes / 300. `statsAge` is the age in seconds of the newest metrics write, -1
-// when there was none; the message counts are live.
+// when there was none; the message counts come from the tables, not the metrics rows.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Corresponds with GET /api/v1/resources/overview (the `GetOverview` operationId).
 func (c *Client) GetOverview(ctx context.Context, params *GetOverviewParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5723,6 +5813,10 @@ func (c *Client) GetOverview(ctx context.Context, params *GetOverviewParams, req
 // is the age of the oldest pending message (0 when none). The resource listings and the
 // overview add up these per-partition counts. `truncated` is true when more partitions
 // match than this page holds. An unknown `queue` answers 404.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Corresponds with GET /api/v1/resources/partitions (the `ListPartitions` operationId).
 func (c *Client) ListPartitions(ctx context.Context, params *ListPartitionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5741,6 +5835,10 @@ func (c *Client) ListPartitions(ctx context.Context, params *ListPartitionsParam
 //
 // `messages.pending` is what the queue-mode group has not consumed, less what it is
 // processing (floored at 0). Without `limit` every queue is returned.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Corresponds with GET /api/v1/resources/queues (the `ListQueues` operationId).
 func (c *Client) ListQueues(ctx context.Context, params *ListQueuesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5780,10 +5878,34 @@ func (c *Client) DeleteQueue(ctx context.Context, queue QueuePath, params *Delet
 // queue-mode group, as every resources route does; `pending` includes what is in flight
 // (`processing`), and `failed` is always 0 (a failed message is redelivered, then
 // dead-lettered: `deadLetter`). Unknown queue: 404.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Corresponds with GET /api/v1/resources/queues/{queue} (the `GetQueue` operationId).
 func (c *Client) GetQueue(ctx context.Context, queue QueuePath, params *GetQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetQueueRequest(c.Server, queue, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetStorage What the tenant's messages take in storage.
+//
+// `retainedBytes` is the stored size of the payloads of every message the tenant's queues
+// hold (as PostgreSQL stores them, after compression), `messages` how many there are.
+// Computed live: one pass over the tenant's messages. queen-proxy polls it for the
+// retained-bytes quota (docs/proxy.md).
+//
+// Corresponds with GET /api/v1/resources/storage (the `GetStorage` operationId).
+func (c *Client) GetStorage(ctx context.Context, params *GetStorageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetStorageRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5839,6 +5961,10 @@ func (c *Client) RefreshStats(ctx context.Context, reqEditors ...RequestEditorFn
 // cluster totals (`pending` is live: messages the queue-mode group has not consumed) and
 // ignore the filters. `deadLetterQueue.totalMessages` counts lifetime dead-letterings,
 // `current` the dead-letter rows stored now.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Corresponds with GET /api/v1/status (the `GetStatus` operationId).
 func (c *Client) GetStatus(ctx context.Context, params *GetStatusParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -9769,6 +9895,48 @@ func NewGetQueueRequest(server string, queue QueuePath, params *GetQueueParams) 
 	return req, nil
 }
 
+// NewGetStorageRequest constructs an http.Request for the GetStorage method
+func NewGetStorageRequest(server string, params *GetStorageParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/resources/storage")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XQueenTenant != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "x-queen-tenant", *params.XQueenTenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("x-queen-tenant", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewListTasksRequest constructs an http.Request for the ListTasks method
 func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request, error) {
 	var err error
@@ -11422,6 +11590,10 @@ type ClientWithResponsesInterface interface {
 	// counts partitions by creation time, `partitionsDeleted` by deletion time (the partitions
 	// of a deleted queue count under that queue's name); `partitionCount` is null (no
 	// snapshots are kept).
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11458,6 +11630,10 @@ type ClientWithResponsesInterface interface {
 	// `timeSeries` newest first; `workers` are the brokers that reported in the last 5 minutes;
 	// `queues` the queues popped from in the range, by messages popped; `summary` lifetime
 	// cluster totals (`pendingMessages` is live).
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11493,6 +11669,10 @@ type ClientWithResponsesInterface interface {
 	// message past the cursor, `totalLag` the offset lag summed over partitions, `maxTimeLag`
 	// the age in seconds of the oldest unconsumed message. `state` is `Lagging` above 300
 	// seconds, else `Stable` when the group ever consumed, else `Dead`.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11500,6 +11680,11 @@ type ClientWithResponsesInterface interface {
 	ListConsumerGroupsWithResponse(ctx context.Context, params *ListConsumerGroupsParams, reqEditors ...RequestEditorFn) (*ListConsumerGroupsResponse, error)
 
 	// ListLaggingPartitionsWithResponse (group, partition) pairs whose oldest unconsumed message is older than minLagSeconds, worst first.
+	//
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11922,7 +12107,11 @@ type ClientWithResponsesInterface interface {
 	// reads (see /api/v1/consumer-groups). `throughput.ingestedPerSecond` is messages stored in
 	// the last 5 minutes / 300; `processedPerSecond` acks of the per-minute metrics rows of the
 	// last 5 minutes / 300. `statsAge` is the age in seconds of the newest metrics write, -1
-	// when there was none; the message counts are live.
+	// when there was none; the message counts come from the tables, not the metrics rows.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11941,6 +12130,10 @@ type ClientWithResponsesInterface interface {
 	// is the age of the oldest pending message (0 when none). The resource listings and the
 	// overview add up these per-partition counts. `truncated` is true when more partitions
 	// match than this page holds. An unknown `queue` answers 404.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11951,6 +12144,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// `messages.pending` is what the queue-mode group has not consumed, less what it is
 	// processing (floored at 0). Without `limit` every queue is returned.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11974,11 +12171,27 @@ type ClientWithResponsesInterface interface {
 	// queue-mode group, as every resources route does; `pending` includes what is in flight
 	// (`processing`), and `failed` is always 0 (a failed message is redelivered, then
 	// dead-lettered: `deadLetter`). Unknown queue: 404.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/resources/queues/{queue} (the `GetQueue` operationId).
 	GetQueueWithResponse(ctx context.Context, queue QueuePath, params *GetQueueParams, reqEditors ...RequestEditorFn) (*GetQueueResponse, error)
+
+	// GetStorageWithResponse What the tenant's messages take in storage.
+	//
+	// `retainedBytes` is the stored size of the payloads of every message the tenant's queues
+	// hold (as PostgreSQL stores them, after compression), `messages` how many there are.
+	// Computed live: one pass over the tenant's messages. queen-proxy polls it for the
+	// retained-bytes quota (docs/proxy.md).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/resources/storage (the `GetStorage` operationId).
+	GetStorageWithResponse(ctx context.Context, params *GetStorageParams, reqEditors ...RequestEditorFn) (*GetStorageResponse, error)
 
 	// ListTasksWithResponse Non-empty queue tasks with their queue, partition and message counts.
 	//
@@ -12009,6 +12222,10 @@ type ClientWithResponsesInterface interface {
 	// cluster totals (`pending` is live: messages the queue-mode group has not consumed) and
 	// ignore the filters. `deadLetterQueue.totalMessages` counts lifetime dead-letterings,
 	// `current` the dead-letter rows stored now.
+	// Cached on a large database: an answer that took 50 ms or more is served to later
+	// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+	// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+	// answer cache").
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -14947,6 +15164,54 @@ func (r GetQueueResponse) ContentType() string {
 	return ""
 }
 
+type GetStorageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *StorageUsage
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ServerError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetStorageResponse) GetJSON200() *StorageUsage {
+	return r.JSON200
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetStorageResponse) GetJSON500() *ServerError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetStorageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetStorageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetStorageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetStorageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListTasksResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -16601,6 +16866,10 @@ func (c *ClientWithResponses) GetQueueLagWithResponse(ctx context.Context, param
 // counts partitions by creation time, `partitionsDeleted` by deletion time (the partitions
 // of a deleted queue count under that queue's name); `partitionCount` is null (no
 // snapshots are kept).
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -16661,6 +16930,10 @@ func (c *ClientWithResponses) GetSystemMetricsWithResponse(ctx context.Context, 
 // `timeSeries` newest first; `workers` are the brokers that reported in the last 5 minutes;
 // `queues` the queues popped from in the range, by messages popped; `summary` lifetime
 // cluster totals (`pendingMessages` is live).
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -16714,6 +16987,10 @@ func (c *ClientWithResponses) ConfigureQueueWithResponse(ctx context.Context, pa
 // message past the cursor, `totalLag` the offset lag summed over partitions, `maxTimeLag`
 // the age in seconds of the oldest unconsumed message. `state` is `Lagging` above 300
 // seconds, else `Stable` when the group ever consumed, else `Dead`.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -16727,6 +17004,11 @@ func (c *ClientWithResponses) ListConsumerGroupsWithResponse(ctx context.Context
 }
 
 // ListLaggingPartitionsWithResponse (group, partition) pairs whose oldest unconsumed message is older than minLagSeconds, worst first.
+//
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17371,7 +17653,11 @@ func (c *ClientWithResponses) ListNamespacesWithResponse(ctx context.Context, pa
 // reads (see /api/v1/consumer-groups). `throughput.ingestedPerSecond` is messages stored in
 // the last 5 minutes / 300; `processedPerSecond` acks of the per-minute metrics rows of the
 // last 5 minutes / 300. `statsAge` is the age in seconds of the newest metrics write, -1
-// when there was none; the message counts are live.
+// when there was none; the message counts come from the tables, not the metrics rows.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17396,6 +17682,10 @@ func (c *ClientWithResponses) GetOverviewWithResponse(ctx context.Context, param
 // is the age of the oldest pending message (0 when none). The resource listings and the
 // overview add up these per-partition counts. `truncated` is true when more partitions
 // match than this page holds. An unknown `queue` answers 404.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17412,6 +17702,10 @@ func (c *ClientWithResponses) ListPartitionsWithResponse(ctx context.Context, pa
 //
 // `messages.pending` is what the queue-mode group has not consumed, less what it is
 // processing (floored at 0). Without `limit` every queue is returned.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17447,6 +17741,10 @@ func (c *ClientWithResponses) DeleteQueueWithResponse(ctx context.Context, queue
 // queue-mode group, as every resources route does; `pending` includes what is in flight
 // (`processing`), and `failed` is always 0 (a failed message is redelivered, then
 // dead-lettered: `deadLetter`). Unknown queue: 404.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17457,6 +17755,24 @@ func (c *ClientWithResponses) GetQueueWithResponse(ctx context.Context, queue Qu
 		return nil, err
 	}
 	return ParseGetQueueResponse(rsp)
+}
+
+// GetStorageWithResponse What the tenant's messages take in storage.
+//
+// `retainedBytes` is the stored size of the payloads of every message the tenant's queues
+// hold (as PostgreSQL stores them, after compression), `messages` how many there are.
+// Computed live: one pass over the tenant's messages. queen-proxy polls it for the
+// retained-bytes quota (docs/proxy.md).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/resources/storage (the `GetStorage` operationId).
+func (c *ClientWithResponses) GetStorageWithResponse(ctx context.Context, params *GetStorageParams, reqEditors ...RequestEditorFn) (*GetStorageResponse, error) {
+	rsp, err := c.GetStorage(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetStorageResponse(rsp)
 }
 
 // ListTasksWithResponse Non-empty queue tasks with their queue, partition and message counts.
@@ -17500,6 +17816,10 @@ func (c *ClientWithResponses) RefreshStatsWithResponse(ctx context.Context, reqE
 // cluster totals (`pending` is live: messages the queue-mode group has not consumed) and
 // ignore the filters. `deadLetterQueue.totalMessages` counts lifetime dead-letterings,
 // `current` the dead-letter rows stored now.
+// Cached on a large database: an answer that took 50 ms or more is served to later
+// requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+// poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+// answer cache").
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -19973,6 +20293,39 @@ func ParseGetQueueResponse(rsp *http.Response) (*GetQueueResponse, error) {
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetStorageResponse parses an HTTP response from a GetStorageWithResponse call
+func ParseGetStorageResponse(rsp *http.Response) (*GetStorageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetStorageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest StorageUsage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ServerError

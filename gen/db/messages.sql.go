@@ -309,8 +309,84 @@ func (q *Queries) MessageGetByTransactionID(ctx context.Context, arg MessageGetB
 	return i, err
 }
 
+const messageListAckWindow = `-- name: MessageListAckWindow :many
+SELECT q.tenant_id, m.id, m.partition_id, m.transaction_id, m.seq, m.created_at,
+       p.name AS partition_name, q.name AS queue_name
+FROM (SELECT unnest($1::uuid[]) AS tenant_id, unnest($2::uuid[]) AS partition_id,
+             unnest($3::text[]) AS consumer_group, unnest($4::integer[]) AS n) AS k
+JOIN queen.partitions p ON p.id = k.partition_id
+JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = k.tenant_id
+CROSS JOIN LATERAL (
+    SELECT s.id, s.partition_id, s.transaction_id, s.seq, s.created_at FROM queen.messages s
+    WHERE s.partition_id = k.partition_id
+      AND s.seq > COALESCE((SELECT c.last_seq FROM queen.partition_consumers c
+                            WHERE c.partition_id = k.partition_id AND c.consumer_group = k.consumer_group), 0)
+    ORDER BY s.seq
+    LIMIT k.n
+) AS m
+`
+
+type MessageListAckWindowParams struct {
+	TenantIds      []uuid.UUID
+	PartitionIds   []uuid.UUID
+	ConsumerGroups []string
+	Counts         []int32
+}
+
+type MessageListAckWindowRow struct {
+	TenantID      uuid.UUID
+	ID            uuid.UUID
+	PartitionID   uuid.UUID
+	TransactionID string
+	Seq           int64
+	CreatedAt     pgtype.Timestamptz
+	PartitionName string
+	QueueName     string
+}
+
+// The messages a batch ack most likely names, read as ranges instead of one
+// index probe per message: per (tenant, partition, group) key, the next n
+// messages after the group's cursor (a popped batch is exactly those). The
+// caller matches them to its items by transactionId and looks up the rest
+// with MessageListByTransactionIDs. The tenant check is one join per key: a
+// key whose partition belongs to another tenant reads nothing. The cursor is
+// read without a lock; a stale position only makes the window miss.
+func (q *Queries) MessageListAckWindow(ctx context.Context, arg MessageListAckWindowParams) ([]MessageListAckWindowRow, error) {
+	rows, err := q.db.Query(ctx, messageListAckWindow,
+		arg.TenantIds,
+		arg.PartitionIds,
+		arg.ConsumerGroups,
+		arg.Counts,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageListAckWindowRow
+	for rows.Next() {
+		var i MessageListAckWindowRow
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ID,
+			&i.PartitionID,
+			&i.TransactionID,
+			&i.Seq,
+			&i.CreatedAt,
+			&i.PartitionName,
+			&i.QueueName,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const messageListByTransactionIDs = `-- name: MessageListByTransactionIDs :many
-SELECT m.id, m.partition_id, m.transaction_id, m.seq, m.created_at,
+SELECT q.tenant_id, m.id, m.partition_id, m.transaction_id, m.seq, m.created_at,
        p.name AS partition_name, q.name AS queue_name
 FROM (SELECT unnest($1::uuid[]) AS tenant_id, unnest($2::uuid[]) AS partition_id,
              unnest($3::text[]) AS transaction_id) AS k
@@ -329,6 +405,7 @@ type MessageListByTransactionIDsParams struct {
 }
 
 type MessageListByTransactionIDsRow struct {
+	TenantID      uuid.UUID
 	ID            uuid.UUID
 	PartitionID   uuid.UUID
 	TransactionID string
@@ -355,6 +432,7 @@ func (q *Queries) MessageListByTransactionIDs(ctx context.Context, arg MessageLi
 	for rows.Next() {
 		var i MessageListByTransactionIDsRow
 		if err := rows.Scan(
+			&i.TenantID,
 			&i.ID,
 			&i.PartitionID,
 			&i.TransactionID,
@@ -519,26 +597,51 @@ func (q *Queries) MessageListPage(ctx context.Context, arg MessageListPageParams
 }
 
 const messageModeSummary = `-- name: MessageModeSummary :one
-SELECT COALESCE(bool_or(c.consumer_group = '__QUEUE_MODE__'), false)::boolean AS has_queue_mode,
-       count(DISTINCT c.consumer_group) FILTER (WHERE c.consumer_group <> '__QUEUE_MODE__')::integer AS bus_groups
-FROM queen.partition_consumers c
-JOIN queen.partitions p ON p.id = c.partition_id
-JOIN queen.queues q ON q.id = p.queue_id
-WHERE q.tenant_id = $1
-  AND ($2::text = '' OR q.name = $2::text)
-  AND ($3::text = '' OR p.name = $3::text)
-  AND ($4::text = '' OR q.namespace = $4::text)
-  AND ($5::text = '' OR q.task = $5::text)
-  AND ($6::uuid IS NULL OR p.id = $6::uuid)
+WITH RECURSIVE g AS (
+    (SELECT c.consumer_group FROM queen.partition_consumers c ORDER BY c.consumer_group LIMIT 1)
+    UNION ALL
+    SELECT (SELECT c.consumer_group FROM queen.partition_consumers c
+             WHERE c.consumer_group > g.consumer_group ORDER BY c.consumer_group LIMIT 1)
+    FROM g WHERE g.consumer_group IS NOT NULL
+),
+f AS (
+    SELECT g.consumer_group
+    FROM g
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM queen.partition_consumers c
+        JOIN queen.partitions p ON p.id = c.partition_id
+        JOIN queen.queues q ON q.id = p.queue_id
+        WHERE c.consumer_group = g.consumer_group
+          AND q.tenant_id = $1
+          AND ($2::text = '' OR p.name = $2::text)
+          AND ($3::text = '' OR q.namespace = $3::text)
+          AND ($4::text = '' OR q.task = $4::text)
+          AND ($5::uuid IS NULL OR p.id = $5::uuid)
+        LIMIT 1) x
+    WHERE $6::text = '' AND g.consumer_group IS NOT NULL
+    UNION
+    SELECT c.consumer_group
+    FROM queen.partition_consumers c
+    JOIN queen.partitions p ON p.id = c.partition_id
+    JOIN queen.queues q ON q.id = p.queue_id
+    WHERE $6::text <> '' AND q.tenant_id = $1 AND q.name = $6::text
+      AND ($2::text = '' OR p.name = $2::text)
+      AND ($3::text = '' OR q.namespace = $3::text)
+      AND ($4::text = '' OR q.task = $4::text)
+      AND ($5::uuid IS NULL OR p.id = $5::uuid)
+)
+SELECT COALESCE(bool_or(f.consumer_group = '__QUEUE_MODE__'), false)::boolean AS has_queue_mode,
+       count(*) FILTER (WHERE f.consumer_group <> '__QUEUE_MODE__')::integer AS bus_groups
+FROM f
 `
 
 type MessageModeSummaryParams struct {
 	TenantID      uuid.UUID
-	QueueName     string
 	PartitionName string
 	Namespace     string
 	Task          string
 	PartitionID   *uuid.UUID
+	QueueName     string
 }
 
 type MessageModeSummaryRow struct {
@@ -548,14 +651,21 @@ type MessageModeSummaryRow struct {
 
 // Which kinds of consumers read the partitions a message listing covers:
 // whether the queue-mode group does, and how many named (bus) groups.
+// Without a queue named, each group (a skip scan of the group index: one
+// probe per group) is checked by walking its cursors until one is on a
+// partition the filters match, which on a tenant's whole set of queues is
+// the first; joining every partition to its cursors instead cost seconds
+// at 100,000 partitions (docs/benchmarks.md, "Performance round 2: deep
+// backlog"). With a queue named, that queue's partitions are joined to
+// their cursors.
 func (q *Queries) MessageModeSummary(ctx context.Context, arg MessageModeSummaryParams) (MessageModeSummaryRow, error) {
 	row := q.db.QueryRow(ctx, messageModeSummary,
 		arg.TenantID,
-		arg.QueueName,
 		arg.PartitionName,
 		arg.Namespace,
 		arg.Task,
 		arg.PartitionID,
+		arg.QueueName,
 	)
 	var i MessageModeSummaryRow
 	err := row.Scan(&i.HasQueueMode, &i.BusGroups)

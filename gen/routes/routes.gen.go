@@ -53,6 +53,7 @@ var All = []Route{
 	{Method: "GET", Path: "/api/v1/resources/queues", OperationID: "listQueues", Access: ReadOnly, Proxy: ProxyRead},
 	{Method: "DELETE", Path: "/api/v1/resources/queues/{queue}", OperationID: "deleteQueue", Access: Admin, Proxy: ProxyQueueAdmin},
 	{Method: "GET", Path: "/api/v1/resources/queues/{queue}", OperationID: "getQueue", Access: ReadOnly, Proxy: ProxyRead},
+	{Method: "GET", Path: "/api/v1/resources/storage", OperationID: "getStorage", Access: ReadOnly, Proxy: ProxyRead},
 	{Method: "GET", Path: "/api/v1/resources/tasks", OperationID: "listTasks", Access: ReadOnly, Proxy: ProxyRead},
 	{Method: "POST", Path: "/api/v1/stats/refresh", OperationID: "refreshStats", Access: Admin, Proxy: ProxyBlocked},
 	{Method: "GET", Path: "/api/v1/status", OperationID: "getStatus", Access: ReadOnly, Proxy: ProxyOperator},

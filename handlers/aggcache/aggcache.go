@@ -38,12 +38,15 @@ type Config struct {
 }
 
 // ConfigDefault: answers costing 50 ms or more are kept; a poll finds the
-// answer of the previous poll (at most 30 s old) while the next one is
-// computed.
+// answer of the previous poll while the next one is computed. MaxAge is
+// long so that opening a page after a pause (nobody polled for minutes)
+// also gets an answer at once, at most 5 minutes old, and the page's next
+// refresh the recomputed one; only after a longer pause, or when the broker
+// has just started, does the first request wait for the computation.
 var ConfigDefault = Config{
 	MinCost:        50 * time.Millisecond,
 	Fresh:          time.Second,
-	MaxAge:         30 * time.Second,
+	MaxAge:         5 * time.Minute,
 	RefreshTimeout: time.Minute,
 }
 

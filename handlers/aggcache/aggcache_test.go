@@ -262,3 +262,30 @@ func TestAnswersNotToBeKept(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 5, v)
 }
+
+// With the default MaxAge, opening a page after minutes without a poll gets
+// the last answer at once and the recomputation behind it; only after more
+// than MaxAge does the caller wait for it.
+func TestDefaultServesAfterAPause(t *testing.T) {
+	t.Parallel()
+	clk := &clock{now: time.Date(2026, 12, 3, 6, 0, 0, 0, time.UTC)}
+	b := &bundle{clk: clk, cache: New(Config{NowFunc: clk.Now})}
+	ctx := context.Background()
+	v, err := Get(b.cache, ctx, "k", b.compute(3*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, 1, v)
+
+	b.clk.advance(ConfigDefault.MaxAge - 10*time.Second)
+	v, err = Get(b.cache, ctx, "k", b.compute(3*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, 1, v, "the answer of before the pause, at once")
+	b.cache.Wait()
+	v, err = Get(b.cache, ctx, "k", b.compute(3*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, 2, v, "the recomputed one on the next poll")
+
+	b.clk.advance(ConfigDefault.MaxAge + time.Second)
+	v, err = Get(b.cache, ctx, "k", b.compute(3*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, 3, v, "past MaxAge: computed for the caller")
+}

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/queenforgo/queen/gen/db"
@@ -99,38 +98,20 @@ func applyAcks(ctx context.Context, q *db.Queries, items []AckItem, mode ackMode
 	// The lookup is the tenant check: a key whose partition is another
 	// tenant's finds nothing and is refused as not found (items of several
 	// tenants share a group commit).
-	look := db.MessageListByTransactionIDsParams{
-		TenantIds:      make([]uuid.UUID, len(items)),
-		PartitionIds:   make([]uuid.UUID, len(items)),
-		TransactionIds: make([]string, len(items)),
-	}
-	for i, it := range items {
-		look.TenantIds[i] = tenantUUID(it.tenant)
-		look.PartitionIds[i], look.TransactionIds[i] = it.PartitionID, it.TransactionID
-	}
-	msgs, err := q.MessageListByTransactionIDs(ctx, look)
+	msgs, found, err := findAcked(ctx, q, items)
 	if err != nil {
-		return nil, fmt.Errorf("read acked messages: %w", err)
-	}
-	type msgKey struct {
-		pid  uuid.UUID
-		txID string
-	}
-	byKey := make(map[msgKey]db.MessageListByTransactionIDsRow, len(msgs))
-	for _, m := range msgs {
-		byKey[msgKey{m.PartitionID, m.TransactionID}] = m
+		return nil, err
 	}
 
 	var keys []cursorKey
 	seen := map[cursorKey]bool{}
 	var order []int
 	for i, it := range items {
-		m, ok := byKey[msgKey{it.PartitionID, it.TransactionID}]
-		if !ok {
+		if !found[i] {
 			results[i].Refused = ErrNotFound
 			continue
 		}
-		results[i].Queue, results[i].Partition = m.QueueName, m.PartitionName
+		results[i].Queue, results[i].Partition = msgs[i].QueueName, msgs[i].PartitionName
 		order = append(order, i)
 		if ck := (cursorKey{it.PartitionID, it.Group}); !seen[ck] {
 			seen[ck] = true
@@ -150,13 +131,13 @@ func applyAcks(ctx context.Context, q *db.Queries, items []AckItem, mode ackMode
 		if c := cmp.Compare(ia.Group, ib.Group); c != 0 {
 			return c
 		}
-		return cmp.Compare(byKey[msgKey{ia.PartitionID, ia.TransactionID}].Seq, byKey[msgKey{ib.PartitionID, ib.TransactionID}].Seq)
+		return cmp.Compare(msgs[a].Seq, msgs[b].Seq)
 	})
 
 	var dead deadLetters
 	for _, i := range order {
 		it := items[i]
-		m := byKey[msgKey{it.PartitionID, it.TransactionID}]
+		m := msgs[i]
 		c := cursors[cursorKey{it.PartitionID, it.Group}]
 		res := &results[i]
 		if c == nil {

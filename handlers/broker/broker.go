@@ -172,6 +172,8 @@ type Broker struct {
 	// pop last scanned without it (watermark.go).
 	popHints   sync.Map
 	fullScanAt sync.Map
+	// floor bounds what pushes still in flight can stamp (push_floor.go).
+	floor pushFloor
 
 	// draining is set by Drain: parked long-polls end with an empty answer.
 	draining  atomic.Bool

@@ -99,10 +99,12 @@ func (b *Broker) claimAny(ctx context.Context, pr popPlan, queues []db.QueenQueu
 			break
 		}
 		// The scan starts at this broker's hint (watermark.go), every
-		// fullScanEvery at the stored watermark.
+		// fullScanEvery at the stored watermark. The push floor must be
+		// read before the scan's snapshot (push_floor.go).
 		qk := key(pr.Tenant, q.Name)
 		due := b.watermarkDue(qk, pr.Group)
 		hint := b.startHint(qk, q, pr.Group, b.fullScanDue(qk, pr.Group))
+		floor := b.pushFloor(ctx)
 		cands, err := b.q.PartitionListPopCandidates(ctx, db.PartitionListPopCandidatesParams{
 			ConsumerGroup: pr.Group, QueueID: q.ID, WindowSeconds: q.WindowBuffer,
 			MaxCandidates: int32(pr.MaxPartitions*2 + 8),
@@ -112,13 +114,13 @@ func (b *Broker) claimAny(ctx context.Context, pr popPlan, queues []db.QueenQueu
 			return got, fmt.Errorf("list pop candidates of %q: %w", q.Name, err)
 		}
 		if len(cands) > 0 {
-			b.setStartHint(qk, q, pr.Group, hintFrom(cands[0].OldestPending, cands[0].ScannedAt))
+			b.setStartHint(qk, q, pr.Group, hintFrom(cands[0].OldestPending, cands[0].ScannedAt, floor))
 		}
 		// After an empty scan, and every few seconds under load (a
 		// backlog means scans are never empty, and the watermark must still
 		// climb over the idle partitions below the busy ones).
 		if len(cands) == 0 || due {
-			h, err := b.advanceWatermark(ctx, q, pr.Group, hint)
+			h, err := b.advanceWatermark(ctx, q, pr.Group, hint, floor)
 			if err != nil {
 				return got, err
 			}

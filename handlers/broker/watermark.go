@@ -70,14 +70,14 @@ type watermarkKey struct {
 // of the watermark, kept in memory and renewed by every scan: the oldest
 // partition the scan saw still pending for the group (leased ones included,
 // since a release or an expiry makes them candidates again with their old
-// time), or the scan's clock less watermarkMargin when that is older, for
-// the pushes still in flight. The stored watermark only moves in steps of 5 s
-// every 5 s, and a backlog pushed within a few seconds spans fewer than
-// that: every partition consumed since then stayed in each scan. What the
-// hint skips is what the watermark would skip with the same margin, only
-// found sooner (so fullScanEvery can be long). A seek, a
-// subscription change or a group deletion stamps the watermark's reset_at,
-// and PartitionListPopCandidates ignores a hint computed before it.
+// time), or the push floor read before the scan (push_floor.go) when that is
+// older, for the pushes still in flight; the scan's clock less
+// watermarkMargin when no floor is known. The stored watermark only moves in
+// steps of 5 s every 5 s, keeps the margin, and a backlog pushed within a
+// few seconds spans fewer than that: every partition consumed since then
+// stayed in each scan. A seek, a subscription change or a group deletion
+// stamps the watermark's reset_at, and PartitionListPopCandidates ignores a
+// hint computed before it.
 type popHint struct {
 	from    pgtype.Timestamptz
 	at      pgtype.Timestamptz
@@ -85,9 +85,15 @@ type popHint struct {
 }
 
 // hintFrom is where a scan done at scannedAt that saw oldest as the oldest
-// pending partition (none: invalid) lets the next one start.
-func hintFrom(oldest, scannedAt pgtype.Timestamptz) popHint {
+// pending partition (none: invalid) lets the next one start: no higher than
+// floor, the push floor loaded before the scan was sent, or than scannedAt
+// less watermarkMargin when there is none (the bound the stored watermark
+// keeps).
+func hintFrom(oldest, scannedAt, floor pgtype.Timestamptz) popHint {
 	from := scannedAt.Time.Add(-watermarkMargin)
+	if floor.Valid && floor.Time.After(from) {
+		from = floor.Time
+	}
 	if oldest.Valid && oldest.Time.Before(from) {
 		from = oldest.Time
 	}
@@ -117,20 +123,22 @@ func (b *Broker) setStartHint(queue QueueKey, q db.QueenQueue, group string, h p
 // advanceWatermark runs after a scan of q: partitions older than the oldest
 // one still pending (or than the clock less the margin, when that is older)
 // hold nothing for the group, so later scans can start there. The search
-// starts at the hint the scan used; the start found is returned as the next.
-func (b *Broker) advanceWatermark(ctx context.Context, q db.QueenQueue, group string, hint popHint) (popHint, error) {
+// starts at the hint the scan used. The stored watermark keeps the margin,
+// for the scans of other brokers and this one's full scans; the hint
+// returned for the next scan uses floor instead (see hintFrom).
+func (b *Broker) advanceWatermark(ctx context.Context, q db.QueenQueue, group string, hint popHint, floor pgtype.Timestamptz) (popHint, error) {
 	row, err := b.q.PartitionOldestPending(ctx, db.PartitionOldestPendingParams{
 		ConsumerGroup: group, QueueID: q.ID, HintFrom: hint.from, HintAt: hint.at,
 	})
 	if err != nil {
 		return popHint{}, fmt.Errorf("find oldest pending partition of %q: %w", q.Name, err)
 	}
-	h := hintFrom(row.OldestPending, row.ScannedAt)
+	stored := hintFrom(row.OldestPending, row.ScannedAt, pgtype.Timestamptz{})
 	err = b.q.ConsumerWatermarkAdvance(ctx, db.ConsumerWatermarkAdvanceParams{
-		QueueID: q.ID, ConsumerGroup: group, ScanFrom: h.from, ScannedAt: row.ScannedAt,
+		QueueID: q.ID, ConsumerGroup: group, ScanFrom: stored.from, ScannedAt: row.ScannedAt,
 	})
 	if err != nil {
 		return popHint{}, fmt.Errorf("advance watermark of %q on %q: %w", group, q.Name, err)
 	}
-	return h, nil
+	return hintFrom(row.OldestPending, row.ScannedAt, floor), nil
 }

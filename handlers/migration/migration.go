@@ -50,17 +50,55 @@ const outputLimit = 64 << 10
 
 // Endpoint is a PostgreSQL server and database to connect to.
 type Endpoint struct {
-	Host     string
-	Port     int
-	Database string
-	User     string
-	Password string
+	Host string
+	Port int
+	// Fallbacks are more servers of the same database (an HA pair's
+	// standby), tried in order after Host:Port as libpq tries a host list.
+	Fallbacks []Server
+	Database  string
+	User      string
+	Password  string
 	// SSLMode is libpq's sslmode: disable, require, verify-ca, verify-full.
 	SSLMode string
 	// SSLRootCertPEM is a CA bundle for verify modes; empty uses libpq's
 	// default (~/.postgresql/root.crt) for the tools and the system roots
 	// for the broker's own connections.
 	SSLRootCertPEM string
+}
+
+// Server is one PostgreSQL server: a host name or address and its port.
+type Server struct {
+	Host string
+	Port int
+}
+
+// servers is Host:Port followed by the fallbacks.
+func (e Endpoint) servers() []Server {
+	return append([]Server{{Host: e.Host, Port: e.Port}}, e.Fallbacks...)
+}
+
+// hostList and portList are the servers as libpq's comma-separated host
+// and port lists, which pair up by position.
+func (e Endpoint) hostList() string {
+	var b strings.Builder
+	for i, s := range e.servers() {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(s.Host)
+	}
+	return b.String()
+}
+
+func (e Endpoint) portList() string {
+	var b strings.Builder
+	for i, s := range e.servers() {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(s.Port))
+	}
+	return b.String()
 }
 
 func (e Endpoint) sslMode() string {
@@ -75,15 +113,15 @@ func (e Endpoint) connString() string {
 	q := func(v string) string {
 		return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
 	}
-	return fmt.Sprintf("host=%s port=%d dbname=%s user=%s password=%s sslmode=%s connect_timeout=10",
-		q(e.Host), e.Port, q(e.Database), q(e.User), q(e.Password), e.sslMode())
+	return fmt.Sprintf("host=%s port=%s dbname=%s user=%s password=%s sslmode=%s connect_timeout=10",
+		q(e.hostList()), e.portList(), q(e.Database), q(e.User), q(e.Password), e.sslMode())
 }
 
 // env is the libpq environment for the command-line tools: the password
 // goes there rather than on a command line other users can read.
 func (e Endpoint) env(rootCertFile string) []string {
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "PG") })
-	env = append(env, "PGHOST="+e.Host, "PGPORT="+strconv.Itoa(e.Port), "PGDATABASE="+e.Database,
+	env = append(env, "PGHOST="+e.hostList(), "PGPORT="+e.portList(), "PGDATABASE="+e.Database,
 		"PGUSER="+e.User, "PGPASSWORD="+e.Password, "PGSSLMODE="+e.sslMode(), "PGCONNECT_TIMEOUT=10",
 		"PGAPPNAME=queen-migration")
 	if rootCertFile != "" {
@@ -102,8 +140,8 @@ func (e Endpoint) Connect(ctx context.Context) (*pgx.Conn, error) {
 	return pgx.ConnectConfig(ctx, cfg)
 }
 
-// same reports whether a and b name the same database on the same server,
-// loopback spellings taken as one host.
+// same reports whether a and b name the same database on a server they
+// share, loopback spellings taken as one host.
 func same(a, b Endpoint) bool {
 	norm := func(h string) string {
 		h = strings.ToLower(strings.Trim(h, "[]"))
@@ -113,7 +151,17 @@ func same(a, b Endpoint) bool {
 		}
 		return h
 	}
-	return norm(a.Host) == norm(b.Host) && a.Port == b.Port && a.Database == b.Database
+	if a.Database != b.Database {
+		return false
+	}
+	for _, x := range a.servers() {
+		for _, y := range b.servers() {
+			if norm(x.Host) == norm(y.Host) && x.Port == y.Port {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Options of one migration.

@@ -387,6 +387,10 @@ func TestSame(t *testing.T) {
 		{"other database", base, Endpoint{Host: "db.example", Port: 5432, Database: "queen2"}, false},
 		{"loopback spellings", Endpoint{Host: "localhost", Port: 1, Database: "d"}, Endpoint{Host: "::1", Port: 1, Database: "d"}, true},
 		{"empty host is loopback", Endpoint{Port: 1, Database: "d"}, Endpoint{Host: "127.0.0.1", Port: 1, Database: "d"}, true},
+		{"target is the standby", Endpoint{Host: "a", Port: 1, Fallbacks: []Server{{Host: "b", Port: 2}}, Database: "d"},
+			Endpoint{Host: "b", Port: 2, Database: "d"}, true},
+		{"standby's host on the primary's port", Endpoint{Host: "a", Port: 1, Fallbacks: []Server{{Host: "b", Port: 2}}, Database: "d"},
+			Endpoint{Host: "b", Port: 1, Database: "d"}, false},
 	} {
 		require.Equal(t, tc.want, same(tc.a, tc.b), tc.name)
 		require.Equal(t, tc.want, same(tc.b, tc.a), tc.name)
@@ -405,6 +409,22 @@ func TestConnStringQuoting(t *testing.T) {
 	require.Equal(t, e.User, cfg.User)
 	require.Equal(t, e.Password, cfg.Password)
 	require.Equal(t, 10*time.Second, cfg.ConnectTimeout)
+}
+
+// An HA host list reaches pgx and the tools with each host's own port.
+func TestHostListPorts(t *testing.T) {
+	t.Parallel()
+	e := Endpoint{Host: "a", Port: 5432, Fallbacks: []Server{{Host: "b", Port: 6543}}, Database: "d", User: "u"}
+	cfg, err := pgx.ParseConfig(e.connString())
+	require.NoError(t, err)
+	require.Equal(t, "a", cfg.Host)
+	require.Equal(t, uint16(5432), cfg.Port)
+	require.Len(t, cfg.Fallbacks, 1)
+	require.Equal(t, "b", cfg.Fallbacks[0].Host)
+	require.Equal(t, uint16(6543), cfg.Fallbacks[0].Port)
+	env := e.env("")
+	require.Contains(t, env, "PGHOST=a,b")
+	require.Contains(t, env, "PGPORT=5432,6543")
 }
 
 // The captured output keeps the last outputLimit bytes.

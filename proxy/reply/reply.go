@@ -28,6 +28,9 @@ const (
 	CodeInvalidRequest   = "invalid_request"
 	CodeNotFound         = "not_found"
 	CodeQuotaExceeded    = "quota_exceeded"
+	// CodeStorageQuotaExceeded refuses pushes while the cluster stores more
+	// than its plan's max_retained_bytes.
+	CodeStorageQuotaExceeded = "storage_quota_exceeded"
 	// CodeCSRFRejected refuses a state-changing request that carries the
 	// session cookie but does not come from the proxy's own origin.
 	CodeCSRFRejected = "csrf_rejected"

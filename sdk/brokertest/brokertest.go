@@ -4,8 +4,7 @@
 // variables, the port, the "queen listening" log line) and on nothing inside
 // handlers/.
 //
-// The binary is built once per test process into a temporary folder; a
-// later process removes the folders of processes that are gone. The database
+// The binary is built once per test process (cmd/cmdtest). The database
 // comes from the caller (a sql/pgtest URL), since only _test.go files import
 // the harness:
 //
@@ -19,19 +18,19 @@ package brokertest
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/queenforgo/queen/cmd/cmdtest"
 )
 
 // bootTimeout bounds the wait for the "queen listening" line.
@@ -40,67 +39,8 @@ const bootTimeout = 60 * time.Second
 // stopTimeout bounds a graceful stop before SIGKILL.
 const stopTimeout = 15 * time.Second
 
-const (
-	dirPrefix = "queen-brokertest-"
-	ownerFile = "owner.pid"
-)
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
 // Binary returns the path of cmd/queen built for this test process.
-func Binary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() { binPath, buildErr = build() })
-	if buildErr != nil {
-		t.Fatalf("brokertest: %v", buildErr)
-	}
-	return binPath
-}
-
-func build() (string, error) {
-	sweepStale()
-	dir, err := os.MkdirTemp("", dirPrefix)
-	if err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-		return "", err
-	}
-	// go test puts its own GOROOT/bin first on the test's PATH.
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		return "", fmt.Errorf("find the go command: %w", err)
-	}
-	bin := filepath.Join(dir, "queen")
-	out, err := exec.Command(gobin, "build", "-o", bin, "github.com/queenforgo/queen/cmd/queen").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build ./cmd/queen: %w\n%s", err, out)
-	}
-	return bin, nil
-}
-
-// sweepStale removes the binaries of test processes that have exited: a
-// test process ends through os.Exit (pgtest.Main), which runs no cleanup.
-func sweepStale() {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
-	for _, dir := range dirs {
-		raw, err := os.ReadFile(filepath.Join(dir, ownerFile))
-		if err != nil {
-			continue // being created, or not ours
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
-		if err != nil || pid <= 0 {
-			continue
-		}
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			_ = os.RemoveAll(dir)
-		}
-	}
-}
+func Binary(t testing.TB) string { return cmdtest.Binary(t, "cmd/queen") }
 
 // Broker is one running cmd/queen.
 type Broker struct {

@@ -40,6 +40,7 @@ import (
 	"github.com/queenforgo/queen/sql/migrate"
 	"github.com/queenforgo/queen/sql/migrations"
 	"github.com/queenforgo/queen/sql/pgarray"
+	"github.com/queenforgo/queen/sql/pgjsonb"
 	"github.com/queenforgo/queen/sql/pguuid"
 )
 
@@ -138,6 +139,7 @@ func NewPool(t testing.TB) *pgxpool.Pool {
 	cfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
 		pguuid.Register(conn.TypeMap())
 		pgarray.Register(conn.TypeMap())
+		pgjsonb.Register(conn.TypeMap())
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)

@@ -46,3 +46,25 @@ WHERE consumer_group = @consumer_group
 UPDATE queen.consumer_watermarks
 SET scan_from = '-infinity', reset_at = clock_timestamp(), updated_at = now()
 WHERE queue_id = @queue_id;
+
+-- name: ConsumerWatermarkPushFloor :one
+-- The oldest time a push still to commit can stamp (handlers/broker,
+-- push_floor.go): the start of the oldest transaction open in this
+-- database, or the statement's start when none is older. A push stamps
+-- last_message_at with its transaction's start (the SQL API with its commit
+-- time, later still), and a transaction stays in pg_stat_activity until
+-- after its commit is visible, so a scan that takes its snapshot after this
+-- read sees every push with a stamp below the floor. floor is NULL when the
+-- broker's role cannot see some session of this database (another role,
+-- without pg_read_all_stats) or a prepared transaction waits: their starts
+-- are unknown.
+SELECT statement_timestamp()::timestamptz AS read_at,
+       (CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a
+                           WHERE a.datname = current_database() AND a.backend_type IS NULL)
+              OR EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_xacts x
+                          WHERE x.database = current_database())
+             THEN NULL
+             ELSE LEAST(statement_timestamp(),
+                        (SELECT min(a.xact_start) FROM pg_catalog.pg_stat_activity a
+                          WHERE a.datname = current_database() AND a.backend_type = 'client backend'))
+        END)::timestamptz AS floor;

@@ -14,7 +14,7 @@ FROM queen.push_messages(@queue_ids::uuid[], @names::text[], @counts::bigint[], 
 -- the names needed anyway. LATERAL makes every key one probe of the
 -- (partition_id, transaction_id) unique index whatever the table's
 -- statistics say; a plain join let stale statistics pick a full scan per ack.
-SELECT m.id, m.partition_id, m.transaction_id, m.seq, m.created_at,
+SELECT q.tenant_id, m.id, m.partition_id, m.transaction_id, m.seq, m.created_at,
        p.name AS partition_name, q.name AS queue_name
 FROM (SELECT unnest(@tenant_ids::uuid[]) AS tenant_id, unnest(@partition_ids::uuid[]) AS partition_id,
              unnest(@transaction_ids::text[]) AS transaction_id) AS k
@@ -24,6 +24,29 @@ CROSS JOIN LATERAL (
 ) AS m
 JOIN queen.partitions p ON p.id = m.partition_id
 JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = k.tenant_id;
+
+-- name: MessageListAckWindow :many
+-- The messages a batch ack most likely names, read as ranges instead of one
+-- index probe per message: per (tenant, partition, group) key, the next n
+-- messages after the group's cursor (a popped batch is exactly those). The
+-- caller matches them to its items by transactionId and looks up the rest
+-- with MessageListByTransactionIDs. The tenant check is one join per key: a
+-- key whose partition belongs to another tenant reads nothing. The cursor is
+-- read without a lock; a stale position only makes the window miss.
+SELECT q.tenant_id, m.id, m.partition_id, m.transaction_id, m.seq, m.created_at,
+       p.name AS partition_name, q.name AS queue_name
+FROM (SELECT unnest(@tenant_ids::uuid[]) AS tenant_id, unnest(@partition_ids::uuid[]) AS partition_id,
+             unnest(@consumer_groups::text[]) AS consumer_group, unnest(@counts::integer[]) AS n) AS k
+JOIN queen.partitions p ON p.id = k.partition_id
+JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = k.tenant_id
+CROSS JOIN LATERAL (
+    SELECT s.id, s.partition_id, s.transaction_id, s.seq, s.created_at FROM queen.messages s
+    WHERE s.partition_id = k.partition_id
+      AND s.seq > COALESCE((SELECT c.last_seq FROM queen.partition_consumers c
+                            WHERE c.partition_id = k.partition_id AND c.consumer_group = k.consumer_group), 0)
+    ORDER BY s.seq
+    LIMIT k.n
+) AS m;
 
 -- name: MessageGetByTransactionID :one
 -- A tenant's stored message; another tenant's is not found.
@@ -94,17 +117,49 @@ LIMIT @row_limit OFFSET @row_offset;
 -- name: MessageModeSummary :one
 -- Which kinds of consumers read the partitions a message listing covers:
 -- whether the queue-mode group does, and how many named (bus) groups.
-SELECT COALESCE(bool_or(c.consumer_group = '__QUEUE_MODE__'), false)::boolean AS has_queue_mode,
-       count(DISTINCT c.consumer_group) FILTER (WHERE c.consumer_group <> '__QUEUE_MODE__')::integer AS bus_groups
-FROM queen.partition_consumers c
-JOIN queen.partitions p ON p.id = c.partition_id
-JOIN queen.queues q ON q.id = p.queue_id
-WHERE q.tenant_id = @tenant_id
-  AND (@queue_name::text = '' OR q.name = @queue_name::text)
-  AND (@partition_name::text = '' OR p.name = @partition_name::text)
-  AND (@namespace::text = '' OR q.namespace = @namespace::text)
-  AND (@task::text = '' OR q.task = @task::text)
-  AND (sqlc.narg(partition_id)::uuid IS NULL OR p.id = sqlc.narg(partition_id)::uuid);
+-- Without a queue named, each group (a skip scan of the group index: one
+-- probe per group) is checked by walking its cursors until one is on a
+-- partition the filters match, which on a tenant's whole set of queues is
+-- the first; joining every partition to its cursors instead cost seconds
+-- at 100,000 partitions (docs/benchmarks.md, "Performance round 2: deep
+-- backlog"). With a queue named, that queue's partitions are joined to
+-- their cursors.
+WITH RECURSIVE g AS (
+    (SELECT c.consumer_group FROM queen.partition_consumers c ORDER BY c.consumer_group LIMIT 1)
+    UNION ALL
+    SELECT (SELECT c.consumer_group FROM queen.partition_consumers c
+             WHERE c.consumer_group > g.consumer_group ORDER BY c.consumer_group LIMIT 1)
+    FROM g WHERE g.consumer_group IS NOT NULL
+),
+f AS (
+    SELECT g.consumer_group
+    FROM g
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM queen.partition_consumers c
+        JOIN queen.partitions p ON p.id = c.partition_id
+        JOIN queen.queues q ON q.id = p.queue_id
+        WHERE c.consumer_group = g.consumer_group
+          AND q.tenant_id = @tenant_id
+          AND (@partition_name::text = '' OR p.name = @partition_name::text)
+          AND (@namespace::text = '' OR q.namespace = @namespace::text)
+          AND (@task::text = '' OR q.task = @task::text)
+          AND (sqlc.narg(partition_id)::uuid IS NULL OR p.id = sqlc.narg(partition_id)::uuid)
+        LIMIT 1) x
+    WHERE @queue_name::text = '' AND g.consumer_group IS NOT NULL
+    UNION
+    SELECT c.consumer_group
+    FROM queen.partition_consumers c
+    JOIN queen.partitions p ON p.id = c.partition_id
+    JOIN queen.queues q ON q.id = p.queue_id
+    WHERE @queue_name::text <> '' AND q.tenant_id = @tenant_id AND q.name = @queue_name::text
+      AND (@partition_name::text = '' OR p.name = @partition_name::text)
+      AND (@namespace::text = '' OR q.namespace = @namespace::text)
+      AND (@task::text = '' OR q.task = @task::text)
+      AND (sqlc.narg(partition_id)::uuid IS NULL OR p.id = sqlc.narg(partition_id)::uuid)
+)
+SELECT COALESCE(bool_or(f.consumer_group = '__QUEUE_MODE__'), false)::boolean AS has_queue_mode,
+       count(*) FILTER (WHERE f.consumer_group <> '__QUEUE_MODE__')::integer AS bus_groups
+FROM f;
 
 -- name: MessageDeleteByTransactionID :execrows
 -- Deletes a tenant's stored message; its dead-letter and trace rows go with

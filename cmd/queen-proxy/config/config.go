@@ -37,6 +37,7 @@ const (
 	MaxBodyBytesDefault    = 16 << 20
 	MaxBatchItemsDefault   = 10000
 	CellMaxParkedDefault   = 5000
+	ReconcileDefault       = time.Minute
 	PXDBPortDefault        = 5432
 	PXDBUserDefault        = "postgres"
 	PXDBDatabaseDefault    = "queen_proxy"
@@ -80,6 +81,7 @@ type Config struct {
 	CellMaxParked   int64         // QUEEN_PROXY_CELL_MAX_PARKED
 	Enforce         bool          // QUEEN_PROXY_ENFORCE
 	TenantHeader    bool          // QUEEN_PROXY_TENANT_HEADER
+	Reconcile       time.Duration // QUEEN_PROXY_RECONCILE_MS: broker inventory and retained-bytes poll
 
 	PXDB     PXDB
 	JWT      JWT
@@ -166,6 +168,7 @@ func Load(getenv func(string) (string, bool)) (Config, error) {
 		CellMaxParked:   l.integer("QUEEN_PROXY_CELL_MAX_PARKED", CellMaxParkedDefault, 1, 1<<31-1),
 		Enforce:         l.boolean("QUEEN_PROXY_ENFORCE", false),
 		TenantHeader:    l.boolean("QUEEN_PROXY_TENANT_HEADER", true),
+		Reconcile:       l.millis("QUEEN_PROXY_RECONCILE_MS", ReconcileDefault, 100),
 
 		PXDB: PXDB{
 			Host:                  l.pgString("PXDB_HOST", "", false),

@@ -71,6 +71,7 @@ func TestLoadDefaults(t *testing.T) {
 			LogFormat:       "text",
 			MaxBodyBytes:    16777216,
 			ShutdownTimeout: 30 * time.Second,
+			GCPercent:       200,
 		},
 		Postgres: Postgres{
 			Hosts:                 []Host{{Name: "localhost", Port: 5432}},
@@ -101,7 +102,7 @@ func TestLoadDefaults(t *testing.T) {
 		"nil":   nil,
 		// Every variable but QUEEN_BIND_ADDR set to empty or blank means its default.
 		"empty": env(map[string]string{
-			"PORT": "", "LOG_LEVEL": "", "LOG_FORMAT": " ", "QUEEN_MAX_BODY_BYTES": "",
+			"PORT": "", "GOGC": " ", "LOG_LEVEL": "", "LOG_FORMAT": " ", "QUEEN_MAX_BODY_BYTES": "",
 			"QUEEN_SHUTDOWN_TIMEOUT_MS": "", "PG_HOST": "", "PG_PORT": "\t", "PG_USER": "",
 			"PG_PASSWORD": "", "PG_DB": "", "DB_POOL_SIZE": "", "PG_USE_SSL": "",
 			"PG_SSL_REJECT_UNAUTHORIZED": " ", "PG_SSL_ROOT_CERT": "", "QUEEN_PG_CONNECT_TIMEOUT_MS": "",
@@ -167,6 +168,12 @@ func TestLoadGoodValues(t *testing.T) {
 		{"log level and format", map[string]string{"LOG_LEVEL": "DEBUG", "LOG_FORMAT": "Json"}, func(t *testing.T, c Config) {
 			require.Equal(t, slog.LevelDebug, c.Server.LogLevel)
 			require.Equal(t, LogFormatJSON, c.Server.LogFormat)
+		}},
+		{"gogc", map[string]string{"GOGC": " 150 "}, func(t *testing.T, c Config) {
+			require.Equal(t, 150, c.Server.GCPercent)
+		}},
+		{"gogc off", map[string]string{"GOGC": "Off"}, func(t *testing.T, c Config) {
+			require.Equal(t, -1, c.Server.GCPercent)
 		}},
 		{"log level warn", map[string]string{"LOG_LEVEL": "warn"}, func(t *testing.T, c Config) {
 			require.Equal(t, slog.LevelWarn, c.Server.LogLevel)
@@ -323,6 +330,9 @@ func TestLoadBadValues(t *testing.T) {
 		{"QUEEN_BIND_ADDR", "example.com", `QUEEN_BIND_ADDR: "example.com" is not an IP address (use an IPv4 or IPv6 literal, or localhost)`},
 		{"QUEEN_BIND_ADDR", "1.2.3", `QUEEN_BIND_ADDR: "1.2.3" is not an IP address (use an IPv4 or IPv6 literal, or localhost)`},
 		{"QUEEN_BIND_ADDR", "a\nb", `QUEEN_BIND_ADDR: "a\nb" is not an IP address (use an IPv4 or IPv6 literal, or localhost)`},
+		{"GOGC", "200%", `GOGC: "200%" is not an integer`},
+		{"GOGC", "0", `GOGC: "0" is out of range (1-2147483647)`},
+		{"GOGC", "-1", `GOGC: "-1" is out of range (1-2147483647)`},
 		{"LOG_LEVEL", "verbose", `LOG_LEVEL: "verbose" is not one of debug, info, warn, error`},
 		{"LOG_FORMAT", "xml", `LOG_FORMAT: "xml" is not one of text, json`},
 		{"QUEEN_MAX_BODY_BYTES", "1023", `QUEEN_MAX_BODY_BYTES: "1023" is out of range (minimum 1024)`},

@@ -134,6 +134,19 @@ func (l *loader) integer(name string, def, lo, hi int64) int64 {
 	return def
 }
 
+// gcPercent parses GOGC as the runtime does, an integer percentage or
+// "off" (-1), but refuses what the runtime would silently take for 100.
+func (l *loader) gcPercent(name string) int {
+	v, ok := l.trimmed(name)
+	if !ok {
+		return GCPercentDefault
+	}
+	if strings.EqualFold(v, "off") {
+		return -1
+	}
+	return int(l.integer(name, GCPercentDefault, 1, math.MaxInt32))
+}
+
 // port parses a TCP port number.
 func (l *loader) port(name string, def int) int {
 	v, ok := l.trimmed(name)

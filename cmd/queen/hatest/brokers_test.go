@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/queenforgo/queen/cmd/cmdtest"
 	"github.com/queenforgo/queen/sql/pgtest"
 )
 
@@ -34,7 +35,7 @@ func TestBrokersOneKilled(t *testing.T) {
 	u, err := url.Parse(dbURL)
 	require.NoError(t, err)
 	db := dbEnv{hosts: u.Host, user: u.User.Username(), db: strings.TrimPrefix(u.Path, "/")}
-	bin := buildBroker(t)
+	bin := cmdtest.Binary(t, "cmd/queen")
 	meshPorts := freePorts(t, 3)
 	var peers []string
 	for _, p := range meshPorts {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/queenforgo/queen/cmd/cmdtest"
 	"github.com/queenforgo/queen/sql/pgtest/pgaf"
 )
 
@@ -120,7 +121,7 @@ const (
 // brokers and move to the other one when a request fails.
 func startHA(t *testing.T, opts pgaf.Options) *haRun {
 	f := pgaf.Start(t, opts)
-	r := &haRun{t: t, f: f, bin: buildBroker(t)}
+	r := &haRun{t: t, f: f, bin: cmdtest.Binary(t, "cmd/queen")}
 	var err error
 	r.asyncAtStart, err = f.AsyncWindows(t.Context())
 	require.NoError(t, err)

@@ -13,7 +13,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,24 +26,6 @@ import (
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-// buildMu serialises the builds: the first compiles, later ones only link
-// from the build cache.
-var buildMu sync.Mutex
-
-// buildBroker builds cmd/queen into the test's temporary directory.
-func buildBroker(t testing.TB) string {
-	t.Helper()
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	bin := filepath.Join(t.TempDir(), "queen")
-	// go test puts its own GOROOT/bin first on the test's PATH.
-	gobin, err := exec.LookPath("go")
-	require.NoError(t, err, "find the go command")
-	out, err := exec.Command(gobin, "build", "-o", bin, "github.com/queenforgo/queen/cmd/queen").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return bin
-}
 
 // dbEnv is how a broker reaches its database.
 type dbEnv struct {

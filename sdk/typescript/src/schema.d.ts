@@ -253,6 +253,10 @@ export interface paths {
          *     queue-mode group, as every resources route does; `pending` includes what is in flight
          *     (`processing`), and `failed` is always 0 (a failed message is redelivered, then
          *     dead-lettered: `deadLetter`). Unknown queue: 404.
+         *     Cached on a large database: an answer that took 50 ms or more is served to later
+         *     requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+         *     poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+         *     answer cache").
          */
         get: operations["getQueue"];
         put?: never;
@@ -477,7 +481,11 @@ export interface paths {
          *     reads (see /api/v1/consumer-groups). `throughput.ingestedPerSecond` is messages stored in
          *     the last 5 minutes / 300; `processedPerSecond` acks of the per-minute metrics rows of the
          *     last 5 minutes / 300. `statsAge` is the age in seconds of the newest metrics write, -1
-         *     when there was none; the message counts are live.
+         *     when there was none; the message counts come from the tables, not the metrics rows.
+         *     Cached on a large database: an answer that took 50 ms or more is served to later
+         *     requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+         *     poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+         *     answer cache").
          */
         get: operations["getOverview"];
         put?: never;
@@ -499,6 +507,10 @@ export interface paths {
          * Queues with live message counts, newest first.
          * @description `messages.pending` is what the queue-mode group has not consumed, less what it is
          *     processing (floored at 0). Without `limit` every queue is returned.
+         *     Cached on a large database: an answer that took 50 ms or more is served to later
+         *     requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+         *     poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+         *     answer cache").
          */
         get: operations["listQueues"];
         put?: never;
@@ -562,8 +574,35 @@ export interface paths {
          *     is the age of the oldest pending message (0 when none). The resource listings and the
          *     overview add up these per-partition counts. `truncated` is true when more partitions
          *     match than this page holds. An unknown `queue` answers 404.
+         *     Cached on a large database: an answer that took 50 ms or more is served to later
+         *     requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+         *     poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+         *     answer cache").
          */
         get: operations["listPartitions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/resources/storage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What the tenant's messages take in storage.
+         * @description `retainedBytes` is the stored size of the payloads of every message the tenant's queues
+         *     hold (as PostgreSQL stores them, after compression), `messages` how many there are.
+         *     Computed live: one pass over the tenant's messages. queen-proxy polls it for the
+         *     retained-bytes quota (docs/proxy.md).
+         */
+        get: operations["getStorage"];
         put?: never;
         post?: never;
         delete?: never;
@@ -638,6 +677,10 @@ export interface paths {
          *     message past the cursor, `totalLag` the offset lag summed over partitions, `maxTimeLag`
          *     the age in seconds of the oldest unconsumed message. `state` is `Lagging` above 300
          *     seconds, else `Stable` when the group ever consumed, else `Dead`.
+         *     Cached on a large database: an answer that took 50 ms or more is served to later
+         *     requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+         *     poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+         *     answer cache").
          */
         get: operations["listConsumerGroups"];
         put?: never;
@@ -655,7 +698,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** (group, partition) pairs whose oldest unconsumed message is older than minLagSeconds, worst first. */
+        /**
+         * (group, partition) pairs whose oldest unconsumed message is older than minLagSeconds, worst first.
+         * @description Cached on a large database: an answer that took 50 ms or more is served to later
+         *     requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+         *     poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+         *     answer cache").
+         */
         get: operations["listLaggingPartitions"];
         put?: never;
         post?: never;
@@ -877,6 +926,10 @@ export interface paths {
          *     cluster totals (`pending` is live: messages the queue-mode group has not consumed) and
          *     ignore the filters. `deadLetterQueue.totalMessages` counts lifetime dead-letterings,
          *     `current` the dead-letter rows stored now.
+         *     Cached on a large database: an answer that took 50 ms or more is served to later
+         *     requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+         *     poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+         *     answer cache").
          */
         get: operations["getStatus"];
         put?: never;
@@ -1007,6 +1060,10 @@ export interface paths {
          * @description `timeSeries` newest first; `workers` are the brokers that reported in the last 5 minutes;
          *     `queues` the queues popped from in the range, by messages popped; `summary` lifetime
          *     cluster totals (`pendingMessages` is live).
+         *     Cached on a large database: an answer that took 50 ms or more is served to later
+         *     requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+         *     poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+         *     answer cache").
          */
         get: operations["getWorkerMetrics"];
         put?: never;
@@ -1050,6 +1107,10 @@ export interface paths {
          *     counts partitions by creation time, `partitionsDeleted` by deletion time (the partitions
          *     of a deleted queue count under that queue's name); `partitionCount` is null (no
          *     snapshots are kept).
+         *     Cached on a large database: an answer that took 50 ms or more is served to later
+         *     requests for up to 5 minutes while one recomputation runs behind them, so it may be one
+         *     poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
+         *     answer cache").
          */
         get: operations["getQueueOps"];
         put?: never;
@@ -1981,6 +2042,15 @@ export interface components {
             total: number;
             truncated: boolean;
             pagination: components["schemas"]["Pagination"];
+        };
+        StorageUsage: {
+            /**
+             * Format: int64
+             * @description stored size of the payloads, in bytes
+             */
+            retainedBytes: number;
+            /** Format: int64 */
+            messages: number;
         };
         /** @enum {string} */
         MessageStatus: "pending" | "processing" | "completed" | "dead_letter";
@@ -4488,6 +4558,40 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             404: components["responses"]["NotFound"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    getStorage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for (docs/tenancy.md). Read only when the broker runs with
+                 *     `QUEEN_TENANCY_HEADER=true`; otherwise never looked at, and every request is the default
+                 *     tenant `00000000-0000-0000-0000-000000000001`. A UUID in any case (the same tenant either
+                 *     way), surrounding white space ignored; absent, empty or white space means the default
+                 *     tenant. Any other shape answers 400 `invalid x-queen-tenant header (must be a UUID)`
+                 *     before anything runs. With `QUEEN_TENANT_CLAIM`, a token carrying the claim fixes the
+                 *     tenant: a header naming another one answers 403. queen-proxy sets it itself and removes
+                 *     the client's. Declared on every operation it scopes; the others are cell-wide and ignore
+                 *     it.
+                 */
+                "x-queen-tenant"?: components["parameters"]["TenantHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the tenant's storage */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StorageUsage"];
+                };
+            };
             500: components["responses"]["ServerError"];
         };
     };
