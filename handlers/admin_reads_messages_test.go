@@ -135,7 +135,8 @@ func TestMessagesListStatusFiltersAndPaging(t *testing.T) {
 	require.False(t, page.Pagination.HasMore)
 
 	// The time window: an hour back by default; `to` covers its minute.
-	b.exec(`UPDATE queen.messages SET created_at = now() - interval '3 hours' WHERE transaction_id = 'm0'`)
+	b.exec(`UPDATE queen.messages m SET created_at = now() - interval '3 hours', id = `+agedMessageID("$1")+`
+		WHERE m.transaction_id = 'm0'`, 3*time.Hour.Seconds())
 	require.NotContains(t, txIDs(b.messages("")), "m0")
 	from := url.QueryEscape(time.Now().Add(-4 * time.Hour).UTC().Format(time.RFC3339))
 	to := url.QueryEscape(time.Now().Add(-2 * time.Hour).UTC().Format(time.RFC3339))

@@ -32,12 +32,30 @@ func (b *testBundle) remaining(queue string) []string {
 	return out
 }
 
-// age moves messages' creation back by d.
+// agedMessageID is the SQL for message m's id moved back by the seconds in
+// parameter secs ("$2"): a UUIDv7's first 48 bits are the time the broker
+// stored it, which the time-filtered queries read (migration 0013).
+func agedMessageID(secs string) string {
+	return `encode(substring(int8send(('x' || left(replace(m.id::text, '-', ''), 12))::bit(48)::bigint
+		- (` + secs + `::float8 * 1000)::bigint) FROM 3) || substring(uuid_send(m.id) FROM 7), 'hex')::uuid`
+}
+
+// age moves messages' creation back by d: created_at and the id's time,
+// with the dead-letter and trace rows that refer to the id (their keys
+// are checked at the end of the statement).
 func (b *testBundle) age(queue string, d time.Duration, txIDs ...string) {
 	b.t.Helper()
-	b.exec(`UPDATE queen.messages m SET created_at = m.created_at - make_interval(secs => $2)
-		FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
-		WHERE p.id = m.partition_id AND q.name = $1 AND ($3::text[] IS NULL OR m.transaction_id = ANY($3))`,
+	b.exec(`WITH aged AS (
+		SELECT m.id AS old_id, `+agedMessageID("$2")+` AS new_id
+		FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id JOIN queen.queues q ON q.id = p.queue_id
+		WHERE q.name = $1 AND ($3::text[] IS NULL OR m.transaction_id = ANY($3))
+	), msgs AS (
+		UPDATE queen.messages m SET created_at = m.created_at - make_interval(secs => $2), id = a.new_id
+		FROM aged a WHERE m.id = a.old_id
+	), dlq AS (
+		UPDATE queen.dead_letter_queue d SET message_id = a.new_id FROM aged a WHERE d.message_id = a.old_id
+	)
+	UPDATE queen.message_traces t SET message_id = a.new_id FROM aged a WHERE t.message_id = a.old_id`,
 		queue, d.Seconds(), txIDs)
 }
 

@@ -2,12 +2,14 @@ package handlers
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
@@ -267,6 +269,13 @@ func TestSQLPushRefusesEncryptedQueues(t *testing.T) {
 func TestSQLPushRejectsBadItemsAndWritesNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	// Ids are time-ordered UUIDv7s (migration 0013 finds messages by time
+	// through them): a given messageId must be one of the current minute.
+	oldV7 := uuid.Must(uuid.NewV7())
+	var ms [8]byte
+	copy(ms[2:], oldV7[:6])
+	binary.BigEndian.PutUint64(ms[:], binary.BigEndian.Uint64(ms[:])-2*60*1000) // two minutes back
+	copy(oldV7[:6], ms[2:])
 	for name, item := range map[string]map[string]any{
 		"no queue":         {"payload": 1},
 		"empty queue":      {"queue": ""},
@@ -279,6 +288,8 @@ func TestSQLPushRejectsBadItemsAndWritesNothing(t *testing.T) {
 		"bad trace":        {"queue": "q", "traceId": "not-a-uuid"},
 		"bad tenant":       {"queue": "q", "tenant": "{0a0a0a0a-0000-4000-8000-00000000000a}"},
 		"bad message id":   {"queue": "q", "messageId": "x"},
+		"v4 message id":    {"queue": "q", "messageId": "0a0a0a0a-0000-4000-8000-00000000000a"},
+		"old message id":   {"queue": "q", "messageId": oldV7.String()},
 		"number producer":  {"queue": "q", "producerSub": 5},
 	} {
 		_, err := sqlPushErr(b.pool, map[string]any{"queue": "q", "transactionId": "fine"}, item)
@@ -295,6 +306,10 @@ func TestSQLPushRejectsBadItemsAndWritesNothing(t *testing.T) {
 	var n int
 	require.NoError(t, b.pool.QueryRow(t.Context(), "SELECT count(*) FROM queen.queues").Scan(&n))
 	require.Zero(t, n)
+
+	given := uuid.Must(uuid.NewV7())
+	out := sqlPush(t, b.pool, map[string]any{"queue": "q", "transactionId": "v7", "messageId": given.String()})
+	require.Equal(t, given.String(), out[0].MessageID, "a current UUIDv7 is taken as it is")
 }
 
 func TestSQLPushV3Shape(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 
 const messageCountCreatedSince = `-- name: MessageCountCreatedSince :one
 SELECT count(*) FROM queen.messages m
-WHERE m.created_at >= $1
+WHERE m.id >= queen.uuid_v7_from_ms(extract(epoch FROM $1::timestamptz) * 1000)
   AND ($2::uuid IS NULL OR EXISTS (
       SELECT 1 FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
       WHERE p.id = m.partition_id AND q.tenant_id = $2::uuid))
@@ -26,10 +26,11 @@ type MessageCountCreatedSinceParams struct {
 	TenantID *uuid.UUID
 }
 
-// Messages stored since a time (walked by the created_at index), of one
-// tenant, or of all when the tenant is NULL: a broker without tenancy
-// counts without the join (run it with custom plans, which drop the
-// EXISTS for a NULL tenant).
+// Messages stored since a time, of one tenant, or of all when the tenant
+// is NULL: a broker without tenancy counts without the join (run it with
+// custom plans, which drop the EXISTS for a NULL tenant). The time is the
+// id's (UUIDv7, the storing broker's clock): an index-only range of the
+// primary key (migration 0013).
 func (q *Queries) MessageCountCreatedSince(ctx context.Context, arg MessageCountCreatedSinceParams) (int64, error) {
 	row := q.db.QueryRow(ctx, messageCountCreatedSince, arg.Since, arg.TenantID)
 	var count int64
@@ -75,7 +76,7 @@ func (q *Queries) MessageDeleteByTransactionID(ctx context.Context, arg MessageD
 const messageDeleteCompleted = `-- name: MessageDeleteCompleted :many
 WITH victims AS MATERIALIZED (
     SELECT m.id, m.partition_id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
-    WHERE p.queue_id = $1 AND m.created_at < $2
+    WHERE p.queue_id = $1 AND m.id < queen.message_id_ceiling($2) AND m.created_at < $2
       AND m.seq <= (SELECT min(c.last_seq) FROM queen.partition_consumers c WHERE c.partition_id = m.partition_id)
       AND NOT EXISTS (SELECT 1 FROM queen.dead_letter_queue d WHERE d.message_id = m.id)
     LIMIT $3
@@ -136,7 +137,7 @@ func (q *Queries) MessageDeleteCompleted(ctx context.Context, arg MessageDeleteC
 const messageDeleteExpired = `-- name: MessageDeleteExpired :many
 WITH victims AS MATERIALIZED (
     SELECT m.id, m.partition_id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
-    WHERE p.queue_id = $1 AND m.created_at < $2
+    WHERE p.queue_id = $1 AND m.id < queen.message_id_ceiling($2) AND m.created_at < $2
     LIMIT $3
 ), locked AS (
     SELECT p.id FROM queen.partitions p
@@ -169,10 +170,10 @@ type MessageDeleteExpiredRow struct {
 }
 
 // Retention: deletes up to @batch_size messages of a queue stored before
-// @cutoff, whatever their state. Driven by the created_at index, so idle
-// partitions cost nothing. Returns the partitions and how many messages each
-// lost, and counts those numbers as vacant in the same statement (migration
-// 0008). The partition rows are locked before any message goes, in the
+// @cutoff, whatever their state. Driven by the primary key, whose UUIDv7
+// ids are in time order (migration 0013), so idle partitions cost nothing.
+// Returns the partitions and how many messages each lost, and counts those
+// numbers as vacant in the same statement (migration 0008). The partition rows are locked before any message goes, in the
 // order pushes lock them (queue id, then name, bytewise): a push holding a
 // partition's lock may wait on a message being deleted (a duplicate
 // transactionId), so locking after the delete, or in another order, could
@@ -200,7 +201,7 @@ func (q *Queries) MessageDeleteExpired(ctx context.Context, arg MessageDeleteExp
 const messageDeleteWaitExpired = `-- name: MessageDeleteWaitExpired :many
 WITH victims AS MATERIALIZED (
     SELECT m.id, m.partition_id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
-    WHERE p.queue_id = $1 AND m.created_at < $2
+    WHERE p.queue_id = $1 AND m.id < queen.message_id_ceiling($2) AND m.created_at < $2
       AND m.seq > COALESCE((SELECT min(c.last_seq) FROM queen.partition_consumers c WHERE c.partition_id = m.partition_id), 0)
       AND NOT EXISTS (SELECT 1 FROM queen.partition_consumers c
                       WHERE c.partition_id = m.partition_id AND c.lease_expires_at > now())
@@ -489,6 +490,8 @@ CROSS JOIN LATERAL (
     FROM (SELECT (SELECT count(*) FROM unnest(bus.seqs) AS b(seq) WHERE b.seq >= m.seq) AS consumed_by) x
 ) s
 WHERE q.tenant_id = $1
+  AND m.id >= queen.message_id_floor($2::timestamptz)
+  AND m.id < queen.message_id_ceiling($3::timestamptz)
   AND ($2::timestamptz IS NULL OR m.created_at >= $2::timestamptz)
   AND ($3::timestamptz IS NULL OR m.created_at < $3::timestamptz)
   AND ($4::text = '' OR q.name = $4::text)
@@ -498,7 +501,7 @@ WHERE q.tenant_id = $1
   AND ($8::uuid IS NULL OR m.partition_id = $8::uuid)
   AND ($9::text = '' OR m.transaction_id = $9::text)
   AND ($10::text = '' OR s.status = $10::text)
-ORDER BY m.created_at DESC, m.id DESC
+ORDER BY m.id DESC
 LIMIT $12 OFFSET $11
 `
 

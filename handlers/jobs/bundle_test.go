@@ -91,14 +91,17 @@ func (b *testBundle) partition(queue uuid.UUID, name string) uuid.UUID {
 }
 
 // messages appends n messages to a partition, stored at createdAt, with
-// transaction ids "<partition>-<seq>".
+// transaction ids "<partition>-<seq>". Their ids carry createdAt's time, as
+// the broker's UUIDv7s do (retention finds messages by it, migration 0013).
 func (b *testBundle) messages(partition uuid.UUID, n int, createdAt time.Time) {
 	b.t.Helper()
 	b.exec(`WITH p AS (
 			UPDATE queen.partitions SET last_seq = last_seq + $2::int, last_message_at = $3
 			WHERE id = $1 RETURNING last_seq - $2::int AS base, name)
 		INSERT INTO queen.messages (id, partition_id, seq, transaction_id, payload, created_at)
-		SELECT gen_random_uuid(), $1, p.base + g, p.name || '-' || (p.base + g), '{}'::jsonb, $3
+		SELECT encode(substring(uuid_send(queen.uuid_v7_from_ms(extract(epoch FROM $3::timestamptz) * 1000)) FROM 1 FOR 6)
+		              || substring(uuid_send(gen_random_uuid()) FROM 7), 'hex')::uuid,
+		       $1, p.base + g, p.name || '-' || (p.base + g), '{}'::jsonb, $3
 		FROM p, generate_series(1, $2::int) g`, partition, n, createdAt)
 }
 

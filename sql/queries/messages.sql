@@ -102,6 +102,8 @@ CROSS JOIN LATERAL (
     FROM (SELECT (SELECT count(*) FROM unnest(bus.seqs) AS b(seq) WHERE b.seq >= m.seq) AS consumed_by) x
 ) s
 WHERE q.tenant_id = @tenant_id
+  AND m.id >= queen.message_id_floor(sqlc.narg(created_from)::timestamptz)
+  AND m.id < queen.message_id_ceiling(sqlc.narg(created_before)::timestamptz)
   AND (sqlc.narg(created_from)::timestamptz IS NULL OR m.created_at >= sqlc.narg(created_from)::timestamptz)
   AND (sqlc.narg(created_before)::timestamptz IS NULL OR m.created_at < sqlc.narg(created_before)::timestamptz)
   AND (@queue_name::text = '' OR q.name = @queue_name::text)
@@ -111,7 +113,7 @@ WHERE q.tenant_id = @tenant_id
   AND (sqlc.narg(partition_id)::uuid IS NULL OR m.partition_id = sqlc.narg(partition_id)::uuid)
   AND (@transaction_id::text = '' OR m.transaction_id = @transaction_id::text)
   AND (@status::text = '' OR s.status = @status::text)
-ORDER BY m.created_at DESC, m.id DESC
+ORDER BY m.id DESC
 LIMIT @row_limit OFFSET @row_offset;
 
 -- name: MessageModeSummary :one
@@ -182,29 +184,30 @@ UPDATE queen.partitions p SET vacant_seqs = p.vacant_seqs + 1
 FROM gone WHERE p.id = gone.partition_id;
 
 -- name: MessageCountCreatedSince :one
--- Messages stored since a time (walked by the created_at index), of one
--- tenant, or of all when the tenant is NULL: a broker without tenancy
--- counts without the join (run it with custom plans, which drop the
--- EXISTS for a NULL tenant).
+-- Messages stored since a time, of one tenant, or of all when the tenant
+-- is NULL: a broker without tenancy counts without the join (run it with
+-- custom plans, which drop the EXISTS for a NULL tenant). The time is the
+-- id's (UUIDv7, the storing broker's clock): an index-only range of the
+-- primary key (migration 0013).
 SELECT count(*) FROM queen.messages m
-WHERE m.created_at >= @since
+WHERE m.id >= queen.uuid_v7_from_ms(extract(epoch FROM @since::timestamptz) * 1000)
   AND (sqlc.narg(tenant_id)::uuid IS NULL OR EXISTS (
       SELECT 1 FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
       WHERE p.id = m.partition_id AND q.tenant_id = sqlc.narg(tenant_id)::uuid));
 
 -- name: MessageDeleteExpired :many
 -- Retention: deletes up to @batch_size messages of a queue stored before
--- @cutoff, whatever their state. Driven by the created_at index, so idle
--- partitions cost nothing. Returns the partitions and how many messages each
--- lost, and counts those numbers as vacant in the same statement (migration
--- 0008). The partition rows are locked before any message goes, in the
+-- @cutoff, whatever their state. Driven by the primary key, whose UUIDv7
+-- ids are in time order (migration 0013), so idle partitions cost nothing.
+-- Returns the partitions and how many messages each lost, and counts those
+-- numbers as vacant in the same statement (migration 0008). The partition rows are locked before any message goes, in the
 -- order pushes lock them (queue id, then name, bytewise): a push holding a
 -- partition's lock may wait on a message being deleted (a duplicate
 -- transactionId), so locking after the delete, or in another order, could
 -- deadlock.
 WITH victims AS MATERIALIZED (
     SELECT m.id, m.partition_id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
-    WHERE p.queue_id = @queue_id AND m.created_at < @cutoff
+    WHERE p.queue_id = @queue_id AND m.id < queen.message_id_ceiling(@cutoff) AND m.created_at < @cutoff
     LIMIT @batch_size
 ), locked AS (
     SELECT p.id FROM queen.partitions p
@@ -231,7 +234,7 @@ RETURNING p.id AS partition_id, c.n::bigint AS deleted;
 -- Returns and counts as MessageDeleteExpired does.
 WITH victims AS MATERIALIZED (
     SELECT m.id, m.partition_id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
-    WHERE p.queue_id = @queue_id AND m.created_at < @cutoff
+    WHERE p.queue_id = @queue_id AND m.id < queen.message_id_ceiling(@cutoff) AND m.created_at < @cutoff
       AND m.seq <= (SELECT min(c.last_seq) FROM queen.partition_consumers c WHERE c.partition_id = m.partition_id)
       AND NOT EXISTS (SELECT 1 FROM queen.dead_letter_queue d WHERE d.message_id = m.id)
     LIMIT @batch_size
@@ -262,7 +265,7 @@ RETURNING p.id AS partition_id, c.n::bigint AS deleted;
 -- Returns and counts as MessageDeleteExpired does.
 WITH victims AS MATERIALIZED (
     SELECT m.id, m.partition_id FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
-    WHERE p.queue_id = @queue_id AND m.created_at < @cutoff
+    WHERE p.queue_id = @queue_id AND m.id < queen.message_id_ceiling(@cutoff) AND m.created_at < @cutoff
       AND m.seq > COALESCE((SELECT min(c.last_seq) FROM queen.partition_consumers c WHERE c.partition_id = m.partition_id), 0)
       AND NOT EXISTS (SELECT 1 FROM queen.partition_consumers c
                       WHERE c.partition_id = m.partition_id AND c.lease_expires_at > now())
