@@ -98,36 +98,7 @@ type ackScanner struct {
 
 // acks reads the acknowledgments array.
 func (d *ackScanner) acks() ([]api.AckBatchItem, bool) {
-	if !d.eat('[') {
-		return nil, false // null or another type
-	}
-	d.ws()
-	if d.eat(']') {
-		return []api.AckBatchItem{}, true
-	}
-	var items []api.AckBatchItem
-	for {
-		start := d.i
-		var it api.AckBatchItem
-		if !d.item(&it) {
-			return nil, false
-		}
-		if items == nil {
-			// Size the slice from the first item: the items of one batch
-			// are mostly alike.
-			n := min(len(d.b)/max(d.i-start, 1)+1, 1001)
-			items = make([]api.AckBatchItem, 0, n)
-		}
-		items = append(items, it)
-		d.ws()
-		if d.eat(']') {
-			return items, true
-		}
-		if !d.eat(',') {
-			return nil, false
-		}
-		d.ws()
-	}
+	return scanArray(&d.pushScanner, d.item)
 }
 
 // item reads one AckBatchItem object into it.

@@ -128,27 +128,32 @@ func (d *pushScanner) key() ([]byte, bool) {
 
 // items reads the items array.
 func (d *pushScanner) items() ([]broker.PushItem, bool) {
+	return scanArray(d, d.item)
+}
+
+// scanArray reads a JSON array whose elements item reads; false for
+// anything else (null included), which sends the body to the generated
+// decoder.
+func scanArray[T any](d *pushScanner, item func(*T) bool) ([]T, bool) {
 	if !d.eat('[') {
-		return nil, false // null or another type
+		return nil, false
 	}
 	d.ws()
 	if d.eat(']') {
-		return []broker.PushItem{}, true
+		return []T{}, true
 	}
-	var items []broker.PushItem
+	// Elements are decoded in place in the slice: a local passed to item
+	// through a func value would escape, an allocation per element.
+	first := make([]T, 1)
+	start := d.i
+	if !item(&first[0]) {
+		return nil, false
+	}
+	// Size the slice from the first element: the elements of one body are
+	// mostly alike.
+	items := make([]T, 1, min(len(d.b)/max(d.i-start, 1)+1, 1001))
+	items[0] = first[0]
 	for {
-		start := d.i
-		var it broker.PushItem
-		if !d.item(&it) {
-			return nil, false
-		}
-		if items == nil {
-			// Size the slice from the first item: the items of one push
-			// are mostly alike.
-			n := min(len(d.b)/max(d.i-start, 1)+1, 1001)
-			items = make([]broker.PushItem, 0, n)
-		}
-		items = append(items, it)
 		d.ws()
 		if d.eat(']') {
 			return items, true
@@ -157,6 +162,11 @@ func (d *pushScanner) items() ([]broker.PushItem, bool) {
 			return nil, false
 		}
 		d.ws()
+		var zero T
+		items = append(items, zero)
+		if !item(&items[len(items)-1]) {
+			return nil, false
+		}
 	}
 }
 
