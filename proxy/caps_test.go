@@ -20,11 +20,15 @@ import (
 )
 
 // newInventory is the proxy's inventory on pxdb p; the tests run its passes
-// themselves (Reconcile) unless they Start its loop.
-func newInventory(t testing.TB, p *pxdb, interval time.Duration, log *syncBuffer) *inventory.Inventory {
+// themselves (Reconcile) unless they Start its loops. The storage refresh
+// runs every interval too, or every storage[0] when given.
+func newInventory(t testing.TB, p *pxdb, interval time.Duration, log *syncBuffer, storage ...time.Duration) *inventory.Inventory {
 	t.Helper()
-	cfg := inventory.Config{Pool: p.pool, Interval: interval, DBTimeout: 5 * time.Second,
+	cfg := inventory.Config{Pool: p.pool, Interval: interval, StorageInterval: interval, DBTimeout: 5 * time.Second,
 		UpstreamTimeout: 10 * time.Second, TenantHeader: true}
+	if len(storage) > 0 {
+		cfg.StorageInterval = storage[0]
+	}
 	if log != nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(log, nil))
 	}
@@ -246,9 +250,10 @@ func randomPayload(t testing.TB, n int) string {
 	return hex.EncodeToString(b)
 }
 
-// The storage quota: set by a reconcile that finds the cluster over its
-// max_retained_bytes, enforced in shadow mode, on pushes and transactions
-// only, and lifted by the first reconcile under the limit.
+// The storage quota: set by the storage refresh that finds the cluster over
+// its max_retained_bytes, enforced in shadow mode, on pushes and
+// transactions only, and lifted by the first refresh under the limit. The
+// inventory pass is an hour away: the flag moves on the refresh alone.
 func TestStorageQuota(t *testing.T) {
 	t.Parallel()
 	broker := startBroker(t, "QUEEN_TENANCY_HEADER=true", "QUEEN_KV_TRUSTED_PROXY=true")
@@ -261,7 +266,7 @@ func TestStorageQuota(t *testing.T) {
 	ka := p.key(acme, "produce", "consume", "admin", "read")
 	kg := p.key(globex, "produce", "read")
 	log := &syncBuffer{}
-	inv := newInventory(t, p, 50*time.Millisecond, log)
+	inv := newInventory(t, p, time.Hour, log, 50*time.Millisecond)
 	inv.Start()
 	t.Cleanup(inv.Stop)
 	base := startProxy(t, p, with(inv, false, log)) // shadow mode: the flag holds anyway
@@ -274,7 +279,7 @@ func TestStorageQuota(t *testing.T) {
 	require.Equal(t, http.StatusCreated, call(t, base, host, "POST", "/api/v1/push", ka, map[string]any{"items": items}).status)
 	require.Eventually(t, func() bool {
 		return call(t, base, host, "POST", "/api/v1/push", ka, to("small", "")).status == http.StatusForbidden
-	}, test5s, test10ms, "a reconcile finds 4500 bytes over 4000")
+	}, test5s, test10ms, "a storage refresh finds 4500 bytes over 4000")
 	refused(t, call(t, base, host, "POST", "/api/v1/push", ka, to("small", "")), http.StatusForbidden, "storage_quota_exceeded")
 	txn := map[string]any{"operations": []any{map[string]any{"type": "push", "queue": "small", "payload": 1}}}
 	refused(t, call(t, base, host, "POST", "/api/v1/transaction", ka, txn), http.StatusForbidden, "storage_quota_exceeded")

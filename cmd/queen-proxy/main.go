@@ -114,7 +114,7 @@ func run(args []string, getenv func(string) (string, bool), stdout, stderr io.Wr
 		// the final flush needs the pool, or spools.
 		meter.Start()
 		defer meter.Stop()
-		inv = inventory.New(inventory.Config{Pool: pool, Interval: cfg.Reconcile, DBTimeout: cfg.PXDB.Timeout,
+		inv = inventory.New(inventory.Config{Pool: pool, Interval: cfg.Reconcile, StorageInterval: cfg.StorageRefresh, DBTimeout: cfg.PXDB.Timeout,
 			UpstreamTimeout: cfg.UpstreamTimeout, ConnectTimeout: cfg.ConnectTimeout, TenantHeader: cfg.TenantHeader,
 			Logger: logger})
 		inv.Start()

@@ -4,11 +4,15 @@
 // whether the cluster stores more than its plan allows.
 //
 // A reconcile loop (every QUEEN_PROXY_RECONCILE_MS, the first pass at
-// Start) reads each cluster's inventory and retained bytes from its broker,
-// through the broker's own read routes with the cell's bearer and the
-// cluster's tenant, replaces the queen_proxy.queues cache with it, and sets
-// or lifts the cluster's storage flag. Between passes, every queue and
-// partition a request is admitted for counts at once, in this process.
+// Start) reads each capped cluster's inventory from its broker, through the
+// broker's own read routes with the cell's bearer and the cluster's tenant,
+// and replaces the queen_proxy.queues cache with it. A second loop, the
+// push-block pump (every QUEEN_PROXY_STORAGE_REFRESH_MS, ten seconds by
+// default), reads the retained bytes of each cluster that has a storage
+// quota and sets or lifts its storage flag: one small request per such
+// cluster, so a cluster that crosses its quota is stopped within seconds.
+// Between passes, every queue and partition a request is admitted for
+// counts at once, in this process.
 //
 // Counts are per process: N proxies each admit up to a cap between two
 // reconciles. A cluster whose inventory no pass has read yet (the first
@@ -34,8 +38,12 @@ import (
 // DefaultPartition is the partition a push without one goes to.
 const DefaultPartition = "Default"
 
-// IntervalDefault is QUEEN_PROXY_RECONCILE_MS's default (PROXY.md §1.4).
-const IntervalDefault = time.Minute
+// IntervalDefault is QUEEN_PROXY_RECONCILE_MS's default and
+// StorageIntervalDefault QUEEN_PROXY_STORAGE_REFRESH_MS's (PROXY.md §1.4).
+const (
+	IntervalDefault        = time.Minute
+	StorageIntervalDefault = 10 * time.Second
+)
 
 // Pair is one (queue, partition) a request would write to.
 type Pair struct{ Queue, Partition string }
@@ -44,6 +52,7 @@ type Pair struct{ Queue, Partition string }
 type Config struct {
 	Pool            *pgxpool.Pool
 	Interval        time.Duration // QUEEN_PROXY_RECONCILE_MS
+	StorageInterval time.Duration // QUEEN_PROXY_STORAGE_REFRESH_MS
 	DBTimeout       time.Duration // PXDB_TIMEOUT_MS: each pxdb statement
 	UpstreamTimeout time.Duration // QUEEN_PROXY_UPSTREAM_TIMEOUT_MS: each broker call
 	ConnectTimeout  time.Duration // QUEEN_PROXY_UPSTREAM_CONNECT_TIMEOUT_MS
@@ -67,9 +76,8 @@ type Inventory struct {
 	listed map[uuid.UUID]bool
 
 	startOnce, stopOnce sync.Once
-	started             bool
 	stop                chan struct{}
-	done                chan struct{}
+	loops               sync.WaitGroup
 }
 
 // clusterState is what this process knows of one cluster.
@@ -78,6 +86,7 @@ type clusterState struct {
 	queues      map[string]*queueState
 	recent      []admission // admitted since the running pass began
 	storageOver bool
+	storageNext time.Time // the storage refresh reads it again from then on
 }
 
 // queueState is one queue: by is the admission that added it (0: the
@@ -100,10 +109,13 @@ func New(cfg Config) *Inventory {
 	if cfg.Interval <= 0 {
 		cfg.Interval = IntervalDefault
 	}
+	if cfg.StorageInterval <= 0 {
+		cfg.StorageInterval = StorageIntervalDefault
+	}
 	return &Inventory{
 		cfg: cfg, q: pxdb.New(cfg.Pool), client: newClient(cfg),
 		clusters: map[uuid.UUID]*clusterState{},
-		stop:     make(chan struct{}), done: make(chan struct{}),
+		stop:     make(chan struct{}),
 	}
 }
 

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -102,4 +103,22 @@ func TestAdmitNewCluster(t *testing.T) {
 	require.Empty(t, refusal)
 	refusal, _ = i.Admit(created, lim, pairs, false)
 	require.Equal(t, `queue "b" would be queue 2 of this cluster, over the limit of 1`, refusal)
+}
+
+// A slow storage read spaces the next one out, so the pump's cost stays a
+// fixed share of a backend; a fast one leaves the pump's own interval.
+func TestStorageReadSpacing(t *testing.T) {
+	t.Parallel()
+	i := New(Config{})
+	cluster := uuid.New()
+	start := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	require.True(t, i.storageDue(cluster, start), "never read: due")
+
+	i.state(cluster).storageNext = nextStorageRead(start, 300*time.Millisecond)
+	require.False(t, i.storageDue(cluster, start.Add(5*time.Second)), "a 0.3 s read is not repeated within 6 s")
+	require.True(t, i.storageDue(cluster, start.Add(6*time.Second)))
+	require.True(t, i.storageDue(uuid.New(), start.Add(time.Second)), "another cluster is its own")
+
+	require.Equal(t, start.Add(20*time.Millisecond), nextStorageRead(start, time.Millisecond), "a fast read: the pump's interval decides")
+	require.Equal(t, start.Add(5*time.Minute), nextStorageRead(start, 35*time.Second), "a timed-out read is tried again within 5 minutes")
 }

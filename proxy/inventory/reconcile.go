@@ -3,7 +3,6 @@ package inventory
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -40,19 +39,24 @@ func newClient(cfg Config) *http.Client {
 	}}
 }
 
-// Start runs a pass now and then every interval, until Stop. A second
-// Start does nothing.
+// Start runs an inventory pass and a storage refresh now, then each at its
+// own interval, until Stop. A second Start does nothing.
 func (i *Inventory) Start() {
 	i.startOnce.Do(i.start)
 }
 
 func (i *Inventory) start() {
-	i.mu.Lock()
-	i.started = true
-	i.mu.Unlock()
+	i.loop(i.cfg.Interval, i.Reconcile, "reconcile failed")
+	i.loop(i.cfg.StorageInterval, i.RefreshStorage, "storage refresh failed")
+}
+
+// loop runs pass now and then every interval until Stop, cancelling a pass
+// under way when Stop comes.
+func (i *Inventory) loop(interval time.Duration, pass func(context.Context) error, failed string) {
+	i.loops.Add(1)
 	go func() {
-		defer close(i.done)
-		t := time.NewTicker(i.cfg.Interval)
+		defer i.loops.Done()
+		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			ctx, cancel := context.WithCancel(context.Background())
@@ -63,8 +67,8 @@ func (i *Inventory) start() {
 				case <-ctx.Done():
 				}
 			}()
-			if err := i.Reconcile(ctx); err != nil && ctx.Err() == nil {
-				i.cfg.Logger.Warn("reconcile failed", "err", err)
+			if err := pass(ctx); err != nil && ctx.Err() == nil {
+				i.cfg.Logger.Warn(failed, "err", err)
 			}
 			cancel()
 			select {
@@ -76,21 +80,16 @@ func (i *Inventory) start() {
 	}()
 }
 
-// Stop ends the loop, cancelling a pass under way, and waits for it. It
-// may be called more than once, and without Start.
+// Stop ends the loops, cancelling the passes under way, and waits for them.
+// It may be called more than once, and without Start.
 func (i *Inventory) Stop() {
 	i.startOnce.Do(func() {}) // no Start after a Stop
 	i.stopOnce.Do(func() { close(i.stop) })
-	i.mu.Lock()
-	started := i.started
-	i.mu.Unlock()
-	if started {
-		<-i.done
-	}
+	i.loops.Wait()
 }
 
-// Reconcile runs one pass over every cluster pxdb lists: a cluster whose
-// broker does not answer keeps what it had, and is logged.
+// Reconcile runs one inventory pass over every cluster pxdb lists: a
+// cluster whose broker does not answer keeps what it had, and is logged.
 func (i *Inventory) Reconcile(ctx context.Context) error {
 	qctx, cancel := i.dbContext(ctx)
 	rows, err := i.q.ClustersToReconcile(qctx)
@@ -126,9 +125,27 @@ func (i *Inventory) dbContext(ctx context.Context) (context.Context, context.Can
 	return context.WithCancel(ctx)
 }
 
-// reconcileCluster reads one cluster's inventory (when it has a queue or
-// partition cap) and retained bytes (when it has a quota).
+// reconcileCluster reads one cluster's inventory when it has a queue or
+// partition cap. Its retained bytes are the storage refresh's.
 func (i *Inventory) reconcileCluster(ctx context.Context, r pxdb.ClustersToReconcileRow) error {
+	lim, target, err := clusterTarget(r, i.cfg.TenantHeader)
+	if err != nil {
+		return err
+	}
+	if lim.MaxQueues > 0 || lim.MaxPartitionsPerQueue > 0 {
+		return i.reconcileQueues(ctx, r, target, lim.MaxPartitionsPerQueue > 0)
+	}
+	i.mu.Lock()
+	if s := i.clusters[r.ID]; s != nil {
+		s.queues, s.recent, s.read = map[string]*queueState{}, nil, false
+	}
+	i.mu.Unlock()
+	return nil
+}
+
+// clusterTarget is a cluster's limits (plan merged with its overrides) and
+// where and as whom its broker is asked.
+func clusterTarget(r pxdb.ClustersToReconcileRow, tenantHeader bool) (limit.Limits, forward.Target, error) {
 	n := func(v *int32) int64 {
 		if v == nil {
 			return 0
@@ -142,25 +159,13 @@ func (i *Inventory) reconcileCluster(ctx context.Context, r pxdb.ClustersToRecon
 	lim := limit.Merge(plan, r.LimitOverrides)
 	base, err := url.Parse(r.BaseUrl)
 	if err != nil {
-		return fmt.Errorf("cell base_url: %w", err)
+		return lim, forward.Target{}, fmt.Errorf("cell base_url: %w", err)
 	}
 	target := forward.Target{BaseURL: base, Secret: r.CellSecret}
-	if i.cfg.TenantHeader {
+	if tenantHeader {
 		target.Tenant = r.BrokerTenantUuid.String()
 	}
-
-	var errs []error
-	if lim.MaxQueues > 0 || lim.MaxPartitionsPerQueue > 0 {
-		errs = append(errs, i.reconcileQueues(ctx, r, target, lim.MaxPartitionsPerQueue > 0))
-	} else {
-		i.mu.Lock()
-		if s := i.clusters[r.ID]; s != nil {
-			s.queues, s.recent, s.read = map[string]*queueState{}, nil, false
-		}
-		i.mu.Unlock()
-	}
-	errs = append(errs, i.reconcileStorage(ctx, r, target, lim.MaxRetainedBytes))
-	return errors.Join(errs...)
+	return lim, target, nil
 }
 
 // reconcileQueues replaces the cluster's inventory with the broker's, keeping
@@ -235,34 +240,6 @@ func (i *Inventory) reconcileQueues(ctx context.Context, r pxdb.ClustersToReconc
 	defer cancel()
 	if _, err := i.q.QueuesReplace(qctx, pxdb.QueuesReplaceParams{ClusterID: r.ID, Names: list, Partitions: parts}); err != nil {
 		return fmt.Errorf("write the queues cache: %w", err)
-	}
-	return nil
-}
-
-// reconcileStorage sets or lifts the cluster's storage flag. Without a
-// quota the flag is off; a broker that does not answer leaves it as it was.
-func (i *Inventory) reconcileStorage(ctx context.Context, r pxdb.ClustersToReconcileRow, target forward.Target, quota int64) error {
-	var retained int64
-	if quota > 0 {
-		var usage struct {
-			RetainedBytes int64 `json:"retainedBytes"`
-		}
-		if err := i.get(ctx, target, "/api/v1/resources/storage", &usage); err != nil {
-			return err
-		}
-		retained = usage.RetainedBytes
-	}
-	over := quota > 0 && retained > quota
-	i.mu.Lock()
-	s := i.state(r.ID)
-	was := s.storageOver
-	s.storageOver = over
-	i.mu.Unlock()
-	switch {
-	case over && !was:
-		i.cfg.Logger.Warn("storage quota exceeded: pushes refused", "cluster", r.Slug, "retained_bytes", retained, "max_retained_bytes", quota)
-	case !over && was:
-		i.cfg.Logger.Info("storage quota lifted", "cluster", r.Slug, "retained_bytes", retained, "max_retained_bytes", quota)
 	}
 	return nil
 }

@@ -38,6 +38,7 @@ const (
 	MaxBatchItemsDefault   = 10000
 	CellMaxParkedDefault   = 5000
 	ReconcileDefault       = time.Minute
+	StorageRefreshDefault  = 10 * time.Second
 	PXDBPortDefault        = 5432
 	PXDBUserDefault        = "postgres"
 	PXDBDatabaseDefault    = "queen_proxy"
@@ -81,7 +82,8 @@ type Config struct {
 	CellMaxParked   int64         // QUEEN_PROXY_CELL_MAX_PARKED
 	Enforce         bool          // QUEEN_PROXY_ENFORCE
 	TenantHeader    bool          // QUEEN_PROXY_TENANT_HEADER
-	Reconcile       time.Duration // QUEEN_PROXY_RECONCILE_MS: broker inventory and retained-bytes poll
+	Reconcile       time.Duration // QUEEN_PROXY_RECONCILE_MS: broker inventory poll
+	StorageRefresh  time.Duration // QUEEN_PROXY_STORAGE_REFRESH_MS: retained-bytes poll, the push-block pump
 
 	PXDB     PXDB
 	JWT      JWT
@@ -169,6 +171,7 @@ func Load(getenv func(string) (string, bool)) (Config, error) {
 		Enforce:         l.boolean("QUEEN_PROXY_ENFORCE", false),
 		TenantHeader:    l.boolean("QUEEN_PROXY_TENANT_HEADER", true),
 		Reconcile:       l.millis("QUEEN_PROXY_RECONCILE_MS", ReconcileDefault, 100),
+		StorageRefresh:  l.millis("QUEEN_PROXY_STORAGE_REFRESH_MS", StorageRefreshDefault, 500),
 
 		PXDB: PXDB{
 			Host:                  l.pgString("PXDB_HOST", "", false),

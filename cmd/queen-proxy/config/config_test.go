@@ -40,6 +40,7 @@ func TestDefaults(t *testing.T) {
 	require.False(t, c.Enforce)
 	require.True(t, c.TenantHeader)
 	require.Equal(t, time.Minute, c.Reconcile)
+	require.Equal(t, 10*time.Second, c.StorageRefresh)
 	require.Equal(t, "00000000-0000-0000-0000-000000000001", c.DevTenant)
 	require.Equal(t, "queen_proxy", c.PXDB.Database)
 	require.Equal(t, 16, c.PXDB.PoolSize)
@@ -58,9 +59,10 @@ func TestSessionAndUsageVariables(t *testing.T) {
 		"QUEEN_PROXY_REVOCATION_STRICT": "true", "QUEEN_PROXY_REVOCATION_SWEEP_MS": "0", "QUEEN_PROXY_OPERATOR_ENABLED": "yes",
 		"QUEEN_PROXY_TRUSTED_PROXIES": "loopback, 10.0.0.0/8", "QUEEN_PROXY_METER_FLUSH_MS": "1000", "QUEEN_PROXY_SPOOL_DIR": "/var/spool/qp",
 		"QUEEN_PROXY_ROLLUP_MS": "60000", "QUEEN_PROXY_QUOTA_WARN_PERCENT": "90", "QUEEN_PROXY_USAGE_KEEP_DAYS": "30",
-		"QUEEN_PROXY_RECONCILE_MS": "2500"})
+		"QUEEN_PROXY_RECONCILE_MS": "2500", "QUEEN_PROXY_STORAGE_REFRESH_MS": "500"})
 	require.NoError(t, err)
 	require.Equal(t, 2500*time.Millisecond, c.Reconcile)
+	require.Equal(t, 500*time.Millisecond, c.StorageRefresh)
 	s := c.Sessions
 	require.Equal(t, "me", s.Issuer)
 	require.Equal(t, 10*time.Minute, s.TTL)
@@ -77,14 +79,14 @@ func TestSessionAndUsageVariables(t *testing.T) {
 	_, err = load(map[string]string{"PXDB_HOST": "db", "QUEEN_PROXY_JWT_TTL_S": "10", "QUEEN_PROXY_COOKIE_NAME": "a b",
 		"QUEEN_PROXY_COOKIE_DOMAIN": "exa mple.com", "QUEEN_PROXY_TRUSTED_PROXIES": "everyone", "QUEEN_PROXY_QUOTA_WARN_PERCENT": "120",
 		"QUEEN_PROXY_USAGE_KEEP_DAYS": "0", "QUEEN_PROXY_METER_FLUSH_MS": "5", "QUEEN_PROXY_OPERATOR_ENABLED": "sure",
-		"QUEEN_PROXY_RECONCILE_MS": "50"})
+		"QUEEN_PROXY_RECONCILE_MS": "50", "QUEEN_PROXY_STORAGE_REFRESH_MS": "499"})
 	require.Error(t, err)
 	for _, name := range []string{"QUEEN_PROXY_JWT_TTL_S", "QUEEN_PROXY_COOKIE_NAME", "QUEEN_PROXY_COOKIE_DOMAIN",
 		"QUEEN_PROXY_TRUSTED_PROXIES", "QUEEN_PROXY_QUOTA_WARN_PERCENT", "QUEEN_PROXY_USAGE_KEEP_DAYS", "QUEEN_PROXY_METER_FLUSH_MS",
-		"QUEEN_PROXY_OPERATOR_ENABLED", "QUEEN_PROXY_RECONCILE_MS"} {
+		"QUEEN_PROXY_OPERATOR_ENABLED", "QUEEN_PROXY_RECONCILE_MS", "QUEEN_PROXY_STORAGE_REFRESH_MS"} {
 		require.Contains(t, err.Error(), name+": ")
 	}
-	require.Len(t, strings.Split(err.Error(), "\n"), 9, "one line per variable")
+	require.Len(t, strings.Split(err.Error(), "\n"), 10, "one line per variable")
 }
 
 func TestParsing(t *testing.T) {

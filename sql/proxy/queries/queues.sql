@@ -1,5 +1,6 @@
 -- ClustersToReconcile lists the clusters whose broker inventory and retained
--- bytes the proxy polls (every QUEEN_PROXY_RECONCILE_MS): all but those being
+-- bytes the proxy polls (every QUEEN_PROXY_RECONCILE_MS and
+-- QUEEN_PROXY_STORAGE_REFRESH_MS): all but those being
 -- deleted (the cluster or its tenant) and those on a dead cell, with what the
 -- poll needs of their cell and the plan's caps (overrides are merged in Go).
 -- name: ClustersToReconcile :many
