@@ -134,9 +134,10 @@ func (b *Broker) claimAny(ctx context.Context, pr popPlan, queues []db.QueenQueu
 		// all racing for the first one.
 		rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
 		if pr.AutoAck {
+			listed := b.race.ticket()
 			parts := make([]partRef, len(cands))
 			for i, c := range cands {
-				parts[i] = partRef{c.ID, c.Name}
+				parts[i] = partRef{c.ID, c.Name, c.LastSeq, listed}
 			}
 			cs, err := b.claimAutoAck(ctx, pr, q, parts, leaseID, budget, pr.MaxPartitions-len(got), false)
 			got = append(got, cs...)
