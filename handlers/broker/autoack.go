@@ -48,9 +48,12 @@ func (b *Broker) claimAutoAck(ctx context.Context, pr popPlan, q db.QueenQueue, 
 	var got []claimed
 	look := pr.lookKey()
 	left := false // claimable messages seen and not taken
-	for _, p := range parts {
+	for i, p := range parts {
 		if len(got) >= maxParts || budget <= 0 {
-			left = true // candidates not tried
+			// Candidates not tried; those another claim of this broker
+			// is taking or took wake nobody (that claim's pop, or the
+			// push after it, does).
+			left = b.anyClaimable(parts[i:], pr.Group)
 			break
 		}
 		rk := raceKey{p.id, pr.Group}
@@ -75,12 +78,35 @@ func (b *Broker) claimAutoAck(ctx context.Context, pr popPlan, q db.QueenQueue, 
 			budget -= len(c.messages)
 		}
 	}
-	if left {
+	if len(parts) > 0 && parts[0].listed > 0 && len(parts) >= popCandidates(pr.MaxPartitions) {
+		left = true // the scan stopped at its limit: there may be more
+	}
+	switch {
+	case left:
 		// Another pop of the key may take it: pushes wake only as many
 		// autoAck pops as they filled partitions (wake_pushed.go).
-		b.looks.NotifyOne(look)
+		b.wakeNext(look)
+	case len(got) > 0 && pr.Queue != "" && !pr.started.at.IsZero():
+		// This look took all it saw that no other claim here is taking:
+		// the consumer's next long-poll may park without a look, as
+		// after an empty one (known_empty.go), until a wake-up.
+		b.sawEmpty(look, pr.started)
 	}
 	return got, nil
+}
+
+// popCandidates is how many candidate partitions a pop's scan asks for.
+func popCandidates(maxPartitions int) int { return maxPartitions*2 + 8 }
+
+// anyClaimable reports whether a pop of group might claim one of parts,
+// as far as this broker knows (autoack_race.go).
+func (b *Broker) anyClaimable(parts []partRef, group string) bool {
+	for _, p := range parts {
+		if !b.race.wouldPass(raceKey{p.id, group}, p.listed, p.last) {
+			return true
+		}
+	}
+	return false
 }
 
 // claimPartAutoAck is claimAutoAck's claim of one partition.

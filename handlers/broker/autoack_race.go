@@ -96,6 +96,15 @@ func (r *autoAckRace) begin(k raceKey, listed uint64, lastSeq int64, look lookKe
 	return r.ticket(), true
 }
 
+// wouldPass is begin's answer without its effects: whether a pop would
+// pass the partition over now.
+func (r *autoAckRace) wouldPass(k raceKey, listed uint64, lastSeq int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.m[k]
+	return e != nil && (e.inFlight || (listed > 0 && e.sentAt > listed && e.cursor >= lastSeq))
+}
+
 // end records that the claim of k sent with ticket t ended; cursor is the
 // seq it moved the cursor to, 0 when it delivered nothing. It returns the
 // pops that passed the partition over meanwhile.
@@ -151,10 +160,13 @@ func (b *Broker) raceEnd(k raceKey, t uint64, cursor int64) {
 }
 
 // rewake wakes one pop parked on look, after a claim it passed over ended.
-// The generation of its wait keys moves first, so that what the passing
-// pop's look found (nothing, perhaps) is not taken as the key being empty
-// (known_empty.go).
-func (b *Broker) rewake(look lookKey) {
+func (b *Broker) rewake(look lookKey) { b.wakeNext(look) }
+
+// wakeNext wakes one pop parked on look, for messages a look saw and left.
+// The generation of its wait keys moves first, so that what a look found
+// (nothing, perhaps, or all it saw) is not taken as the key being empty
+// (known_empty.go) by the next long-poll, which then looks.
+func (b *Broker) wakeNext(look lookKey) {
 	b.emptyMu.Lock()
 	for _, wk := range lookWaitKeys(look) {
 		b.gens[wk]++

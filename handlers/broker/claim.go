@@ -107,7 +107,7 @@ func (b *Broker) claimAny(ctx context.Context, pr popPlan, queues []db.QueenQueu
 		floor := b.pushFloor(ctx)
 		cands, err := b.q.PartitionListPopCandidates(ctx, db.PartitionListPopCandidatesParams{
 			ConsumerGroup: pr.Group, QueueID: q.ID, WindowSeconds: q.WindowBuffer,
-			MaxCandidates: int32(pr.MaxPartitions*2 + 8),
+			MaxCandidates: int32(popCandidates(pr.MaxPartitions)),
 			HintFrom:      hint.from, HintAt: hint.at,
 		})
 		if err != nil {

@@ -110,7 +110,9 @@ func (p *ParkedPop) Resume(ctx context.Context) (res *PopResult, done bool, err 
 		return nil, false, nil
 	}
 	start := p.b.lookStart(p.look)
-	res, err = p.b.popOnce(ctx, p.pr)
+	pr := p.pr
+	pr.started = start
+	res, err = p.b.popOnce(ctx, pr)
 	if err != nil || res != nil {
 		p.finish(res, err)
 		return res, true, pgerr.Translate(err)
@@ -164,7 +166,7 @@ func (p *ParkedPop) finish(res *PopResult, err error) {
 	p.lw.Cancel()
 	p.timer.Stop()
 	if unlooked {
-		p.b.looks.NotifyOne(p.look)
+		p.b.wakeNext(p.look)
 	}
 	p.unpark()
 	p.b.recordPop(p.pr.PopRequest, res, err)

@@ -1,10 +1,12 @@
 package broker
 
 import (
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 )
 
@@ -126,4 +128,85 @@ func TestWokenPopThatLeavesPassesTheWakeUpOn(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, done)
 	require.Equal(t, "m1", res.Messages[0].TransactionID)
+}
+
+// A consumer's long-poll right after a look that took all it saw parks
+// without a look of its own, as after an empty look; one after a look
+// that left messages looks, and gets them.
+func TestLongPollAfterAnAutoAckLookThatTookAllParksWithoutLooking(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	ctx := t.Context()
+	_, _, err := tb.b.Configure(ctx, "", "took", "", "", QueueOptionsDefault())
+	require.NoError(t, err)
+	timeout := time.Minute
+	req := PopRequest{Queue: "took", Group: "g", AutoAck: true, Batch: 2, Wait: true, Timeout: &timeout}
+
+	tb.push(item("took", "p1", "m1", ""))
+	first := tb.pop(req)
+	require.Len(t, first.Messages, 1)
+	res, p, err := tb.b.PopStart(ctx, req)
+	require.NoError(t, err)
+	require.Nil(t, res)
+	require.NotNil(t, p)
+	require.EqualValues(t, 1, tb.b.repolled.skipped.Load(), "parked without a look")
+
+	// A push wakes it.
+	got := make(chan *PopResult, 1)
+	go func() { r, _ := p.Wait(ctx); got <- r }()
+	tb.push(item("took", "p1", "m2", ""), item("took", "p1", "m3", ""), item("took", "p1", "m4", ""))
+	select {
+	case r := <-got:
+		require.Equal(t, []string{"m2", "m3"}, txIDs(r))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the parked pop was not woken by the push")
+	}
+	// That look left m4: the next long-poll looks and takes it at once.
+	r := tb.pop(req)
+	require.Equal(t, []string{"m4"}, txIDs(r))
+	require.EqualValues(t, 1, tb.b.repolled.skipped.Load())
+}
+
+func txIDs(r *PopResult) []string {
+	var out []string
+	for _, m := range r.Messages {
+		out = append(out, m.TransactionID)
+	}
+	return out
+}
+
+// A scan that stopped at its limit may have left partitions it did not
+// see: a look that took all it saw then still does not make the next
+// long-poll park without looking.
+func TestAutoAckLookAtTheScanLimitDoesNotMarkTheKeyEmpty(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	ctx := t.Context()
+	_, _, err := tb.b.Configure(ctx, "", "cap", "", "", QueueOptionsDefault())
+	require.NoError(t, err)
+	limit := popCandidates(1)
+	var parts []string
+	for i := range limit + 1 { // one push each: the scan's order is the push order
+		parts = append(parts, "p"+strconv.Itoa(i))
+		tb.push(item("cap", parts[i], "m"+strconv.Itoa(i), ""))
+	}
+	// Claims of all but the last two partitions the scan sees are in
+	// flight on this broker: the look takes the one left it sees.
+	timeout := time.Minute
+	req := PopRequest{Queue: "cap", Group: "g", AutoAck: true, Wait: true, Timeout: &timeout}
+	look := tb.b.plan(req).lookKey()
+	for _, name := range parts[:limit-1] {
+		var id uuid.UUID
+		require.NoError(t, tb.pool.QueryRow(ctx, `SELECT p.id FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+			WHERE q.name = 'cap' AND p.name = $1`, name).Scan(&id))
+		_, ok := tb.b.race.begin(raceKey{id, "g"}, 0, 0, look)
+		require.True(t, ok)
+	}
+	first := tb.pop(req)
+	require.Equal(t, []string{"m" + strconv.Itoa(limit-1)}, txIDs(first))
+
+	res, p, err := tb.b.PopStart(ctx, req)
+	require.NoError(t, err)
+	require.Nil(t, p, "the next long-poll looked")
+	require.Equal(t, []string{"m" + strconv.Itoa(limit)}, txIDs(res))
 }
