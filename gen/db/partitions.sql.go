@@ -380,7 +380,7 @@ o AS (
     LIMIT 1
 )
 SELECT p.id, p.name, (SELECT o.last_message_at FROM o)::timestamptz AS oldest_pending,
-       now()::timestamptz AS scanned_at
+       now()::timestamptz AS scanned_at, p.last_seq
 FROM queen.partitions p
 LEFT JOIN queen.partition_consumers pc
        ON pc.partition_id = p.id AND pc.consumer_group = $1
@@ -407,6 +407,7 @@ type PartitionListPopCandidatesRow struct {
 	Name          string
 	OldestPending pgtype.Timestamptz
 	ScannedAt     pgtype.Timestamptz
+	LastSeq       int64
 }
 
 // Partitions of a queue that hold messages past the group's cursor, are not
@@ -417,7 +418,9 @@ type PartitionListPopCandidatesRow struct {
 // The broker's own start hint (hint_from, computed by its scan at hint_at,
 // handlers/broker/watermark.go) raises the start unless a reset came after
 // it. Each row also carries the oldest partition still pending from that
-// start (leased ones included) and the clock, for the next hint.
+// start (leased ones included) and the clock, for the next hint, and the
+// partition's last seq as this scan saw it (an autoAck pop passes over a
+// partition whose cursor it knows to be there already, autoack_race.go).
 func (q *Queries) PartitionListPopCandidates(ctx context.Context, arg PartitionListPopCandidatesParams) ([]PartitionListPopCandidatesRow, error) {
 	rows, err := q.db.Query(ctx, partitionListPopCandidates,
 		arg.ConsumerGroup,
@@ -439,6 +442,7 @@ func (q *Queries) PartitionListPopCandidates(ctx context.Context, arg PartitionL
 			&i.Name,
 			&i.OldestPending,
 			&i.ScannedAt,
+			&i.LastSeq,
 		); err != nil {
 			return nil, err
 		}

@@ -10,10 +10,14 @@ import (
 	"github.com/queenforgo/queen/sql/pgerr"
 )
 
-// partRef is a partition a pop may claim.
+// partRef is a partition a pop may claim: with the partition's last seq
+// and the ticket taken when the scan that found it returned
+// (autoack_race.go), both 0 for a named partition.
 type partRef struct {
-	id   uuid.UUID
-	name string
+	id     uuid.UUID
+	name   string
+	last   int64
+	listed uint64
 }
 
 // claimAutoAck is an autoAck pop's claim of up to maxParts of parts, tried
@@ -21,7 +25,9 @@ type partRef struct {
 // cursor row on a partition exists, one statement reads the batch and
 // moves the cursor past it (PartitionConsumerAutoAckRead): one commit per
 // delivery and no lease, and a partition another consumer of the group is
-// popping right now is passed over at once. Where the row does not exist
+// popping right now is passed over at once (by this broker before any
+// statement when the other pop is its own, autoack_race.go, otherwise by
+// the statement's SKIP LOCKED). Where the row does not exist
 // yet, the partition is claimed the general way (claim), which creates it
 // where the group's subscription starts and finishes the autoAck after.
 //
@@ -40,39 +46,90 @@ func (b *Broker) claimAutoAck(ctx context.Context, pr popPlan, q db.QueenQueue, 
 		}
 	}
 	var got []claimed
-	for _, p := range parts {
+	look := pr.lookKey()
+	left := false // claimable messages seen and not taken
+	for i, p := range parts {
 		if len(got) >= maxParts || budget <= 0 {
+			// Candidates not tried; those another claim of this broker
+			// is taking or took wake nobody (that claim's pop, or the
+			// push after it, does).
+			left = b.anyClaimable(parts[i:], pr.Group)
 			break
 		}
-		rows, err := b.q.PartitionConsumerAutoAckRead(ctx, db.PartitionConsumerAutoAckReadParams{
-			PartitionID: p.id, ConsumerGroup: pr.Group, DelaySeconds: q.DelayedProcessing, BatchSize: int32(budget),
-		})
-		if err = pgerr.Translate(err); err != nil {
-			return got, fmt.Errorf("autoAck claim of partition %s: %w", p.id, err)
-		}
-		if len(rows) == 0 || !rows[0].CursorFound {
-			c, err := b.claim(ctx, pr, q, p.id, p.name, leaseID, budget, targeted)
-			if err != nil {
-				return got, err
-			}
-			if c != nil && len(c.messages) > 0 {
-				got = append(got, *c)
-				budget -= len(c.messages)
-			}
+		rk := raceKey{p.id, pr.Group}
+		t, ok := b.race.begin(rk, p.listed, p.last, look)
+		if !ok {
 			continue
 		}
-		if rows[0].Seq == 0 {
-			continue
+		c, err := b.claimPartAutoAck(ctx, pr, q, p, leaseID, budget, targeted)
+		var cursor int64
+		if c != nil && len(c.messages) > 0 {
+			cursor = c.messages[len(c.messages)-1].Seq
 		}
-		got = append(got, autoAckClaimed(q, p, rows))
-		budget -= len(rows)
+		b.raceEnd(rk, t, cursor)
+		if err != nil {
+			return got, err
+		}
+		if cursor > 0 {
+			got = append(got, *c)
+			// More in the partition than the batch took (for a named
+			// partition, which nothing scanned: a full batch).
+			left = left || (p.listed > 0 && cursor < p.last) || (p.listed == 0 && len(c.messages) >= budget)
+			budget -= len(c.messages)
+		}
+	}
+	if len(parts) > 0 && parts[0].listed > 0 && len(parts) >= popCandidates(pr.MaxPartitions) {
+		left = true // the scan stopped at its limit: there may be more
+	}
+	switch {
+	case left:
+		// Another pop of the key may take it: pushes wake only as many
+		// autoAck pops as they filled partitions (wake_pushed.go).
+		b.wakeNext(look)
+	case len(got) > 0 && pr.Queue != "" && !pr.started.at.IsZero():
+		// This look took all it saw that no other claim here is taking:
+		// the consumer's next long-poll may park without a look, as
+		// after an empty one (known_empty.go), until a wake-up.
+		b.sawEmpty(look, pr.started)
 	}
 	return got, nil
 }
 
+// popCandidates is how many candidate partitions a pop's scan asks for.
+func popCandidates(maxPartitions int) int { return maxPartitions*2 + 8 }
+
+// anyClaimable reports whether a pop of group might claim one of parts,
+// as far as this broker knows (autoack_race.go).
+func (b *Broker) anyClaimable(parts []partRef, group string) bool {
+	for _, p := range parts {
+		if !b.race.wouldPass(raceKey{p.id, group}, p.listed, p.last) {
+			return true
+		}
+	}
+	return false
+}
+
+// claimPartAutoAck is claimAutoAck's claim of one partition.
+func (b *Broker) claimPartAutoAck(ctx context.Context, pr popPlan, q db.QueenQueue, p partRef, leaseID string, budget int, targeted bool) (*claimed, error) {
+	rows, err := b.q.PartitionConsumerAutoAckRead(ctx, db.PartitionConsumerAutoAckReadParams{
+		PartitionID: p.id, ConsumerGroup: pr.Group, DelaySeconds: q.DelayedProcessing, BatchSize: int32(budget),
+	})
+	if err = pgerr.Translate(err); err != nil {
+		return nil, fmt.Errorf("autoAck claim of partition %s: %w", p.id, err)
+	}
+	if len(rows) == 0 || !rows[0].CursorFound {
+		return b.claim(ctx, pr, q, p.id, p.name, leaseID, budget, targeted)
+	}
+	if rows[0].Seq == 0 {
+		return nil, nil
+	}
+	c := autoAckClaimed(q, p, rows)
+	return &c, nil
+}
+
 // claimOneAutoAck is claimAutoAck of one partition, in claim's shape.
 func (b *Broker) claimOneAutoAck(ctx context.Context, pr popPlan, q db.QueenQueue, partID uuid.UUID, partName, leaseID string, limit int, targeted bool) (*claimed, error) {
-	got, err := b.claimAutoAck(ctx, pr, q, []partRef{{partID, partName}}, leaseID, limit, 1, targeted)
+	got, err := b.claimAutoAck(ctx, pr, q, []partRef{{id: partID, name: partName}}, leaseID, limit, 1, targeted)
 	if err != nil || len(got) == 0 {
 		return nil, err
 	}

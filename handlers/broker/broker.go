@@ -174,6 +174,9 @@ type Broker struct {
 	fullScanAt sync.Map
 	// floor bounds what pushes still in flight can stamp (push_floor.go).
 	floor pushFloor
+	// race is what this broker knows of its own autoAck claims
+	// (autoack_race.go).
+	race autoAckRace
 
 	// draining is set by Drain: parked long-polls end with an empty answer.
 	draining  atomic.Bool

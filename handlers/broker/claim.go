@@ -107,7 +107,7 @@ func (b *Broker) claimAny(ctx context.Context, pr popPlan, queues []db.QueenQueu
 		floor := b.pushFloor(ctx)
 		cands, err := b.q.PartitionListPopCandidates(ctx, db.PartitionListPopCandidatesParams{
 			ConsumerGroup: pr.Group, QueueID: q.ID, WindowSeconds: q.WindowBuffer,
-			MaxCandidates: int32(pr.MaxPartitions*2 + 8),
+			MaxCandidates: int32(popCandidates(pr.MaxPartitions)),
 			HintFrom:      hint.from, HintAt: hint.at,
 		})
 		if err != nil {
@@ -134,9 +134,10 @@ func (b *Broker) claimAny(ctx context.Context, pr popPlan, queues []db.QueenQueu
 		// all racing for the first one.
 		rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
 		if pr.AutoAck {
+			listed := b.race.ticket()
 			parts := make([]partRef, len(cands))
 			for i, c := range cands {
-				parts[i] = partRef{c.ID, c.Name}
+				parts[i] = partRef{c.ID, c.Name, c.LastSeq, listed}
 			}
 			cs, err := b.claimAutoAck(ctx, pr, q, parts, leaseID, budget, pr.MaxPartitions-len(got), false)
 			got = append(got, cs...)

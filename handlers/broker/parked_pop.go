@@ -42,7 +42,14 @@ const (
 func (b *Broker) park(pr popPlan) *ParkedPop {
 	p := &ParkedPop{b: b, pr: pr, look: pr.lookKey(), unpark: b.parked(key(pr.Tenant, pr.Queue))}
 	wake := func() { p.signal(dueWoken) }
-	p.w = b.wait.RegisterFunc(wake, pr.waitKeys...)
+	if pr.AutoAck {
+		// A push wakes as many autoAck pops of a key as it filled
+		// partitions (wake_pushed.go): a pop that finds more than it takes
+		// wakes the next one (claimAutoAck).
+		p.w = b.wait.RegisterClass(p.look, func() bool { return p.signal(dueWoken) }, pr.waitKeys...)
+	} else {
+		p.w = b.wait.RegisterFunc(wake, pr.waitKeys...)
+	}
 	p.lw = b.looks.RegisterFunc(wake, p.look)
 	p.timer = time.AfterFunc(pr.timeout, func() { p.signal(dueExpired) })
 	return p
@@ -51,17 +58,20 @@ func (b *Broker) park(pr popPlan) *ParkedPop {
 // Timeout is the pop's whole wait, defaults applied.
 func (p *ParkedPop) Timeout() time.Duration { return p.pr.timeout }
 
-// signal marks p due and tells its holder. It runs under the waiter
-// registry's lock or on a timer: notify must not block. notify is called
-// under p.mu, so that once the pop is finished it is never called again
-// (the holder may have handed its connection on by then).
-func (p *ParkedPop) signal(bit uint8) {
+// signal marks p due and tells its holder; true when the bit is new to a
+// pop not yet answered. It runs under the waiter registry's lock or on a
+// timer: notify must not block. notify is called under p.mu, so that once
+// the pop is finished it is never called again (the holder may have
+// handed its connection on by then).
+func (p *ParkedPop) signal(bit uint8) bool {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	fresh := p.due&bit == 0 && !p.done
 	p.due |= bit
 	if p.notify != nil {
 		p.notify()
 	}
-	p.mu.Unlock()
+	return fresh
 }
 
 // Watch sets fn, called (from any goroutine; it must return at once, and
@@ -100,7 +110,9 @@ func (p *ParkedPop) Resume(ctx context.Context) (res *PopResult, done bool, err 
 		return nil, false, nil
 	}
 	start := p.b.lookStart(p.look)
-	res, err = p.b.popOnce(ctx, p.pr)
+	pr := p.pr
+	pr.started = start
+	res, err = p.b.popOnce(ctx, pr)
 	if err != nil || res != nil {
 		p.finish(res, err)
 		return res, true, pgerr.Translate(err)
@@ -136,10 +148,15 @@ func (p *ParkedPop) Wait(ctx context.Context) (*PopResult, error) {
 	}
 }
 
-// finish unregisters p and records the pop, once.
+// finish unregisters p and records the pop, once. A wake-up p got and
+// will not look for (it timed out, its client left, or it was answered
+// by a look that started before the wake-up) goes to another pop parked
+// on its key: some wake-ups wake one pop only (autoack_race.go), and what
+// they announce must not wait for the shared re-poll.
 func (p *ParkedPop) finish(res *PopResult, err error) {
 	p.mu.Lock()
 	finished := p.done
+	unlooked := p.due&dueWoken != 0
 	p.done, p.notify = true, nil
 	p.mu.Unlock()
 	if finished {
@@ -148,6 +165,9 @@ func (p *ParkedPop) finish(res *PopResult, err error) {
 	p.w.Cancel()
 	p.lw.Cancel()
 	p.timer.Stop()
+	if unlooked {
+		p.b.wakeNext(p.look)
+	}
 	p.unpark()
 	p.b.recordPop(p.pr.PopRequest, res, err)
 }

@@ -14,6 +14,10 @@ type popPlan struct {
 	subscribeNew  bool       // start new cursors of a named group at now
 	subscribeFrom *time.Time // start new cursors of a named group here
 	waitKeys      []waitKey
+	// started is lookStart of a long-poll's look in progress (zero
+	// otherwise): an autoAck look that takes all it saw records the key
+	// empty with it (claimAutoAck).
+	started emptyState
 }
 
 // Pop claims messages for a consumer: from one partition (Partition set),
@@ -59,6 +63,7 @@ func (b *Broker) PopStart(ctx context.Context, req PopRequest) (res *PopResult, 
 		b.repolled.skipped.Add(1)
 	} else {
 		start := b.lookStart(p.look)
+		pr.started = start
 		res, err = b.popOnce(ctx, pr)
 		if err != nil || res != nil {
 			p.finish(res, err)

@@ -54,7 +54,7 @@ func (b *Broker) pushDirect(ctx context.Context, items []PushItem) ([]PushResult
 	if err != nil {
 		return nil, fmt.Errorf("push: %w", err)
 	}
-	b.notify.QueuesReady(keys)
+	b.announcePushed(keys, items)
 	return out, nil
 }
 

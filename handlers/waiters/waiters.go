@@ -24,6 +24,10 @@ type Waiter[K comparable] struct {
 	fn   func()
 	keys []K
 	reg  *Registry[K]
+	// A waiter made by RegisterClass: its class, and its function, which
+	// reports whether the wake-up was a new one to it.
+	class any
+	fnNew func() bool
 }
 
 // New returns an empty registry.
@@ -45,6 +49,15 @@ func (r *Registry[K]) RegisterFunc(fn func(), keys ...K) *Waiter[K] {
 	return r.add(&Waiter[K]{fn: fn, keys: keys, reg: r})
 }
 
+// RegisterClass is RegisterFunc for a waiter of a class (a comparable
+// value, not nil): NotifyLimit wakes at most so many waiters of each class,
+// Notify wakes it like any other. fn reports whether the wake-up was new to
+// the waiter (false: it was woken already and has not acted on it yet, or
+// it is done); only new ones count against NotifyLimit's limit.
+func (r *Registry[K]) RegisterClass(class any, fn func() bool, keys ...K) *Waiter[K] {
+	return r.add(&Waiter[K]{fnNew: fn, class: class, keys: keys, reg: r})
+}
+
 func (r *Registry[K]) add(w *Waiter[K]) *Waiter[K] {
 	r.mu.Lock()
 	for _, k := range w.keys {
@@ -61,6 +74,10 @@ func (r *Registry[K]) add(w *Waiter[K]) *Waiter[K] {
 
 // wake signals one waiter; r.mu is held.
 func (w *Waiter[K]) wake() {
+	if w.fnNew != nil {
+		w.fnNew()
+		return
+	}
 	if w.fn != nil {
 		w.fn()
 		return
@@ -93,6 +110,44 @@ func (r *Registry[K]) Notify(key K) {
 		w.wake()
 	}
 	r.mu.Unlock()
+}
+
+// NotifyLimit wakes the waiters parked under key as Notify does, except
+// that of each class (RegisterClass) it gives a new wake-up to n waiters at
+// most: for an event that n of them can answer (n new partitions with
+// messages, where each waiter takes one), the rest staying parked.
+func (r *Registry[K]) NotifyLimit(key K, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var woken map[any]int
+	for w := range r.byKey[key] {
+		if w.class == nil {
+			w.wake()
+			continue
+		}
+		if woken[w.class] >= n {
+			continue
+		}
+		if w.fnNew() {
+			if woken == nil {
+				woken = make(map[any]int)
+			}
+			woken[w.class]++
+		}
+	}
+}
+
+// NotifyOne wakes one waiter parked under key, any one; false when none
+// waits. For a wake-up that one look answers: the waiter woken must look
+// (or pass the wake-up on) whatever it was doing.
+func (r *Registry[K]) NotifyOne(key K) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for w := range r.byKey[key] {
+		w.wake()
+		return true
+	}
+	return false
 }
 
 // NotifyMatching wakes every waiter parked under a key for which match

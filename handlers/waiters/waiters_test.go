@@ -68,3 +68,52 @@ func TestRegisterFuncCallsItsFunctionOnEveryNotification(t *testing.T) {
 	b.Cancel()
 	require.Empty(t, r.byKey)
 }
+
+func TestNotifyLimitWakesNOfEachClassAndEveryOther(t *testing.T) {
+	t.Parallel()
+	r := New[string]()
+	due := map[string]bool{}
+	classed := func(name, class string) *Waiter[string] {
+		return r.RegisterClass(class, func() bool {
+			fresh := !due[name]
+			due[name] = true
+			return fresh
+		}, "q:a")
+	}
+	for _, n := range []string{"x1", "x2", "x3"} {
+		classed(n, "x")
+	}
+	for _, n := range []string{"y1", "y2"} {
+		classed(n, "y")
+	}
+	plain := r.Register("q:a")
+
+	r.NotifyLimit("q:a", 1)
+	require.Len(t, plain.C, 1, "a waiter without a class is always woken")
+	count := func(prefix byte) (n int) {
+		for k, d := range due {
+			if d && k[0] == prefix {
+				n++
+			}
+		}
+		return n
+	}
+	require.Equal(t, 1, count('x'))
+	require.Equal(t, 1, count('y'))
+
+	// Those already woken do not count: the next one wakes fresh waiters.
+	r.NotifyLimit("q:a", 5)
+	require.Equal(t, 3, count('x'))
+	require.Equal(t, 2, count('y'))
+	r.Notify("q:b") // another key: nothing
+}
+
+func TestNotifyOneWakesOneWaiter(t *testing.T) {
+	t.Parallel()
+	r := New[string]()
+	require.False(t, r.NotifyOne("q:a"), "nobody waits")
+	a := r.Register("q:a")
+	b := r.Register("q:a")
+	require.True(t, r.NotifyOne("q:a"))
+	require.Equal(t, 1, len(a.C)+len(b.C))
+}

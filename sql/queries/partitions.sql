@@ -40,7 +40,9 @@ FROM queen.partitions p WHERE p.queue_id = @queue_id AND p.name = @name;
 -- The broker's own start hint (hint_from, computed by its scan at hint_at,
 -- handlers/broker/watermark.go) raises the start unless a reset came after
 -- it. Each row also carries the oldest partition still pending from that
--- start (leased ones included) and the clock, for the next hint.
+-- start (leased ones included) and the clock, for the next hint, and the
+-- partition's last seq as this scan saw it (an autoAck pop passes over a
+-- partition whose cursor it knows to be there already, autoack_race.go).
 WITH s AS (
     SELECT COALESCE(
         (SELECT CASE WHEN sqlc.narg(hint_at)::timestamptz > w.reset_at
@@ -62,7 +64,7 @@ o AS (
     LIMIT 1
 )
 SELECT p.id, p.name, (SELECT o.last_message_at FROM o)::timestamptz AS oldest_pending,
-       now()::timestamptz AS scanned_at
+       now()::timestamptz AS scanned_at, p.last_seq
 FROM queen.partitions p
 LEFT JOIN queen.partition_consumers pc
        ON pc.partition_id = p.id AND pc.consumer_group = @consumer_group
