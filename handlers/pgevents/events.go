@@ -39,7 +39,8 @@
 // coalesced (the first after a quiet spell goes at once, then at most one
 // batch per Coalesce window), other events wait in a bounded queue, and a
 // full queue or a failed NOTIFY drops the event and counts it. A NOTIFY
-// costs a round trip and a commit; at high push rates the mesh is cheaper.
+// costs a round trip and a commit (asynchronous: it waits for no WAL
+// flush, see EventPublish); at high push rates the mesh is cheaper.
 package pgevents
 
 import (
@@ -69,7 +70,14 @@ const DefaultTenant = "00000000-0000-0000-0000-000000000001"
 
 // Defaults of Config.
 const (
-	CoalesceDefault       = 2 * time.Millisecond
+	// CoalesceDefault: a NOTIFY costs both the broker and PostgreSQL a
+	// round trip and a transaction, and under a steady push load the broker
+	// hears its own too; with a 2 ms window that was one per push flush and
+	// about a tenth of the push's CPU (docs/benchmarks.md, "Round 3:
+	// push"). The first announcement after a quiet spell still goes at
+	// once; under load another broker's long-poll waits at most this much
+	// longer.
+	CoalesceDefault       = 10 * time.Millisecond
 	ReconnectMinDefault   = 250 * time.Millisecond
 	ReconnectMaxDefault   = 5 * time.Second
 	PublishTimeoutDefault = 5 * time.Second
