@@ -31,21 +31,3 @@ func (q *Queries) EventNotify(ctx context.Context, payload string) error {
 	_, err := q.db.Exec(ctx, eventNotify, payload)
 	return err
 }
-
-const eventPublish = `-- name: EventPublish :exec
-SELECT set_config('synchronous_commit', 'off', true), pg_notify('queen_events', $1::text)
-`
-
-// EventNotify for a broker's own announcements, each its own statement in
-// autocommit, with an asynchronous commit: a NOTIFY takes a transaction id,
-// so its commit otherwise waits for a WAL flush of its own, one per push
-// flush at high rates, and the push commits queue behind those flushes.
-// A notification is a hint (listeners re-poll), so one lost to a crash of
-// the database in the next few hundred milliseconds costs nothing; what it
-// announces was committed synchronously before it was sent. Never inside a
-// transaction: set_config(..., true) would make that transaction's commit
-// asynchronous too.
-func (q *Queries) EventPublish(ctx context.Context, payload string) error {
-	_, err := q.db.Exec(ctx, eventPublish, payload)
-	return err
-}

@@ -39,8 +39,7 @@
 // coalesced (the first after a quiet spell goes at once, then at most one
 // batch per Coalesce window), other events wait in a bounded queue, and a
 // full queue or a failed NOTIFY drops the event and counts it. A NOTIFY
-// costs a round trip and a commit (asynchronous: it waits for no WAL
-// flush, see EventPublish); at high push rates the mesh is cheaper.
+// costs a round trip and a commit; at high push rates the mesh is cheaper.
 package pgevents
 
 import (

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -285,47 +284,4 @@ func BenchmarkWake(b *testing.B) {
 			}
 		})
 	}
-}
-
-// A broker's NOTIFY commits asynchronously (no WAL flush of its own), and
-// only its own transaction does: the pooled connection's next statement is
-// back to the session's setting. The listener still gets the payload.
-func TestPublishCommitsAsynchronouslyAlone(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	url := pgtest.NewDB(t)
-	listener, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = listener.Close(context.Background()) })
-	require.NoError(t, db.New(listener).EventListen(ctx))
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	setting := func() string {
-		var v string
-		require.NoError(t, conn.QueryRow(ctx, "SHOW synchronous_commit").Scan(&v))
-		return v
-	}
-	_, err = conn.Exec(ctx, "SET synchronous_commit = on")
-	require.NoError(t, err)
-
-	require.NoError(t, db.New(conn).EventPublish(ctx, `{"v":1,"type":"ready","queues":["alone"]}`))
-	require.Equal(t, "on", setting(), "the asynchronous commit leaked into the session")
-	wctx, cancel := context.WithTimeout(ctx, waitFor)
-	defer cancel()
-	n, err := listener.WaitForNotification(wctx)
-	require.NoError(t, err)
-	require.Equal(t, Channel, n.Channel)
-	require.Equal(t, `{"v":1,"type":"ready","queues":["alone"]}`, n.Payload)
-
-	// Inside a transaction the setting is visible: the commit that ends the
-	// publish's transaction does not wait for the WAL flush.
-	tx, err := conn.Begin(ctx)
-	require.NoError(t, err)
-	require.NoError(t, db.New(tx).EventPublish(ctx, `{"v":1,"type":"ready","queues":["inside"]}`))
-	var inside string
-	require.NoError(t, tx.QueryRow(ctx, "SHOW synchronous_commit").Scan(&inside))
-	require.Equal(t, "off", inside)
-	require.NoError(t, tx.Rollback(ctx))
-	require.Equal(t, "on", setting())
 }

@@ -119,7 +119,7 @@ func (e *Events) appendSplit(dst [][]byte, ev event, queues []string) [][]byte {
 func (e *Events) send(parent context.Context, payload []byte, failing bool) bool {
 	ctx, cancel := context.WithTimeout(parent, e.cfg.PublishTimeout)
 	defer cancel()
-	if err := e.q.EventPublish(ctx, string(payload)); err != nil {
+	if err := e.q.EventNotify(ctx, string(payload)); err != nil {
 		e.stats.dropped.Add(1)
 		if parent.Err() != nil {
 			return failing // stopping, not failing
