@@ -69,7 +69,14 @@ const DefaultTenant = "00000000-0000-0000-0000-000000000001"
 
 // Defaults of Config.
 const (
-	CoalesceDefault       = 2 * time.Millisecond
+	// CoalesceDefault: a NOTIFY costs both the broker and PostgreSQL a
+	// round trip and a transaction, and under a steady push load the broker
+	// hears its own too; with a 2 ms window that was one per push flush and
+	// about a tenth of the push's CPU (docs/benchmarks.md, "Round 3:
+	// push"). The first announcement after a quiet spell still goes at
+	// once; under load another broker's long-poll waits at most this much
+	// longer.
+	CoalesceDefault       = 10 * time.Millisecond
 	ReconnectMinDefault   = 250 * time.Millisecond
 	ReconnectMaxDefault   = 5 * time.Second
 	PublishTimeoutDefault = 5 * time.Second
