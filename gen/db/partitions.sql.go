@@ -33,45 +33,32 @@ func (q *Queries) PartitionCountFiltered(ctx context.Context, arg PartitionCount
 }
 
 const partitionCountsByQueue = `-- name: PartitionCountsByQueue :many
-WITH behind AS MATERIALIZED (
-    SELECT p.queue_id, p.id, LEAST(f.newest - f.seq + 1, p.last_seq - p.vacant_seqs) AS pending
+SELECT t.queue_id, count(*)::bigint AS partitions,
+       sum(t.total)::bigint AS total,
+       COALESCE(sum(t.pending), 0)::bigint AS pending,
+       COALESCE(sum(LEAST(t.leased, t.pending)), 0)::bigint AS processing,
+       COALESCE(sum(t.dead_letter), 0)::bigint AS dead_letter
+FROM (
+    SELECT p.queue_id, GREATEST(p.last_seq - p.vacant_seqs, 0) AS total, d.n AS dead_letter,
+           CASE WHEN qm.lease_id IS NOT NULL AND qm.lease_expires_at > now()
+                THEN GREATEST(qm.batch_size - qm.acked_count, 0) ELSE 0 END AS leased,
+           CASE WHEN p.last_seq <= COALESCE(qm.last_seq, 0) THEN 0
+                WHEN COALESCE(qm.last_seq, 0) = 0 THEN p.last_seq - p.vacant_seqs
+                WHEN qm.last_seq >= p.vacant_top THEN p.last_seq - qm.last_seq
+                ELSE COALESCE((
+                    SELECT LEAST((SELECT n.seq FROM queen.messages n WHERE n.partition_id = p.id
+                                   ORDER BY n.seq DESC LIMIT 1) - m.seq + 1, p.last_seq - p.vacant_seqs)
+                    FROM queen.messages m
+                    WHERE m.partition_id = p.id AND m.seq > qm.last_seq
+                    ORDER BY m.seq LIMIT 1), 0) END AS pending
     FROM queen.partitions p
     LEFT JOIN queen.partition_consumers qm ON qm.partition_id = p.id AND qm.consumer_group = '__QUEUE_MODE__'
-    CROSS JOIN LATERAL (
-        SELECT m.seq,
-               (SELECT n.seq FROM queen.messages n WHERE n.partition_id = p.id ORDER BY n.seq DESC LIMIT 1) AS newest
-        FROM queen.messages m
-        WHERE m.partition_id = p.id AND m.seq > COALESCE(qm.last_seq, 0)
-        ORDER BY m.seq LIMIT 1
-    ) f
-    WHERE p.last_seq > COALESCE(qm.last_seq, 0)
-      AND ($1::uuid[] IS NULL OR p.queue_id = ANY($1::uuid[]))
-)
-SELECT t.queue_id, t.partitions, t.total,
-       COALESCE(b.pending, 0)::bigint AS pending,
-       COALESCE(b.processing, 0)::bigint AS processing,
-       t.dead_letter
-FROM (
-    SELECT p.queue_id,
-           count(*)::bigint AS partitions,
-           sum(GREATEST(p.last_seq - p.vacant_seqs, 0))::bigint AS total,
-           COALESCE(sum(d.n), 0)::bigint AS dead_letter
-    FROM queen.partitions p
     LEFT JOIN (
         SELECT d.partition_id, count(*) AS n FROM queen.dead_letter_queue d GROUP BY d.partition_id
     ) d ON d.partition_id = p.id
     WHERE $1::uuid[] IS NULL OR p.queue_id = ANY($1::uuid[])
-    GROUP BY p.queue_id
 ) t
-LEFT JOIN (
-    SELECT b.queue_id, sum(b.pending) AS pending,
-           sum(LEAST(GREATEST(l.batch_size - l.acked_count, 0), b.pending)) AS processing
-    FROM behind b
-    LEFT JOIN queen.partition_consumers l
-           ON l.partition_id = b.id AND l.consumer_group = '__QUEUE_MODE__'
-          AND l.lease_id IS NOT NULL AND l.lease_expires_at > now()
-    GROUP BY b.queue_id
-) b ON b.queue_id = t.queue_id
+GROUP BY t.queue_id
 `
 
 type PartitionCountsByQueueRow struct {
@@ -86,11 +73,10 @@ type PartitionCountsByQueueRow struct {
 // Live counts per queue, summed over its partitions as PartitionStatsList
 // counts them; processing is the un-acked part of live queue-mode leases,
 // per partition at most its pending. NULL queue_ids reads every queue;
-// queues without partitions are left out. Two passes over the partitions,
-// neither of which carries more than a few columns through its hash join:
-// one joins them with their queue-mode cursors and probes the messages only
-// where something is past the cursor, the other adds up the totals and the
-// dead letters.
+// queues without partitions are left out. One pass over the partitions,
+// joined with the queue-mode cursors and the dead letters per partition:
+// only a cursor below its partition's vacant_top (migration 0021) costs a
+// probe of the messages.
 func (q *Queries) PartitionCountsByQueue(ctx context.Context, queueIds []uuid.UUID) ([]PartitionCountsByQueueRow, error) {
 	rows, err := q.db.Query(ctx, partitionCountsByQueue, queueIds)
 	if err != nil {
@@ -243,7 +229,7 @@ func (q *Queries) PartitionEnsure(ctx context.Context, arg PartitionEnsureParams
 }
 
 const partitionGetByQueueAndName = `-- name: PartitionGetByQueueAndName :one
-SELECT p.id, p.queue_id, p.name, p.last_seq, p.last_message_at, p.created_at, p.vacant_seqs, (p.last_message_at IS NOT NULL AND p.last_message_at > now() - make_interval(secs => $1::integer))::boolean AS window_active
+SELECT p.id, p.queue_id, p.name, p.last_seq, p.last_message_at, p.created_at, p.vacant_seqs, p.vacant_top, (p.last_message_at IS NOT NULL AND p.last_message_at > now() - make_interval(secs => $1::integer))::boolean AS window_active
 FROM queen.partitions p WHERE p.queue_id = $2 AND p.name = $3
 `
 
@@ -261,6 +247,7 @@ type PartitionGetByQueueAndNameRow struct {
 	LastMessageAt pgtype.Timestamptz
 	CreatedAt     pgtype.Timestamptz
 	VacantSeqs    int64
+	VacantTop     int64
 	WindowActive  bool
 }
 
@@ -275,6 +262,7 @@ func (q *Queries) PartitionGetByQueueAndName(ctx context.Context, arg PartitionG
 		&i.LastMessageAt,
 		&i.CreatedAt,
 		&i.VacantSeqs,
+		&i.VacantTop,
 		&i.WindowActive,
 	)
 	return i, err
@@ -571,22 +559,24 @@ func (q *Queries) PartitionOldestPending(ctx context.Context, arg PartitionOldes
 }
 
 const partitionPendingTotal = `-- name: PartitionPendingTotal :one
-SELECT COALESCE(sum(LEAST(f.newest - f.seq + 1, p.last_seq - p.vacant_seqs)), 0)::bigint AS pending
+SELECT COALESCE(sum(
+           CASE WHEN p.last_seq <= COALESCE(qm.last_seq, 0) THEN 0
+                WHEN COALESCE(qm.last_seq, 0) = 0 THEN p.last_seq - p.vacant_seqs
+                WHEN qm.last_seq >= p.vacant_top THEN p.last_seq - qm.last_seq
+                ELSE COALESCE((
+                    SELECT LEAST((SELECT n.seq FROM queen.messages n WHERE n.partition_id = p.id
+                                   ORDER BY n.seq DESC LIMIT 1) - m.seq + 1, p.last_seq - p.vacant_seqs)
+                    FROM queen.messages m
+                    WHERE m.partition_id = p.id AND m.seq > qm.last_seq
+                    ORDER BY m.seq LIMIT 1), 0) END), 0)::bigint AS pending
 FROM queen.partitions p
 LEFT JOIN queen.partition_consumers qm ON qm.partition_id = p.id AND qm.consumer_group = '__QUEUE_MODE__'
-CROSS JOIN LATERAL (
-    SELECT m.seq,
-           (SELECT n.seq FROM queen.messages n WHERE n.partition_id = p.id ORDER BY n.seq DESC LIMIT 1) AS newest
-    FROM queen.messages m
-    WHERE m.partition_id = p.id AND m.seq > COALESCE(qm.last_seq, 0)
-    ORDER BY m.seq LIMIT 1
-) f
-WHERE p.last_seq > COALESCE(qm.last_seq, 0)
 `
 
 // Messages the queue-mode group has not consumed, over every partition,
-// counted like PartitionStatsList: only partitions with something past the
-// cursor are probed.
+// counted like PartitionStatsList: one pass over the partitions and their
+// queue-mode cursors, a probe of the messages only for a cursor below its
+// partition's vacant_top (migration 0021).
 func (q *Queries) PartitionPendingTotal(ctx context.Context) (int64, error) {
 	row := q.db.QueryRow(ctx, partitionPendingTotal)
 	var pending int64
@@ -709,11 +699,18 @@ const partitionStatsList = `-- name: PartitionStatsList :many
 SELECT p.id, p.name, p.queue_id, p.created_at, p.last_message_at,
        q.name AS queue_name, q.namespace, q.task,
        GREATEST(p.last_seq - p.vacant_seqs, 0)::bigint AS total,
-       (CASE WHEN f.seq IS NULL THEN 0
+       (CASE WHEN p.last_seq <= COALESCE(qm.last_seq, 0) THEN 0
+             WHEN COALESCE(qm.last_seq, 0) = 0 THEN p.last_seq - p.vacant_seqs
+             WHEN qm.last_seq >= p.vacant_top THEN p.last_seq - qm.last_seq
+             WHEN f.seq IS NULL THEN 0
              ELSE LEAST(f.newest - f.seq + 1, p.last_seq - p.vacant_seqs) END)::bigint AS pending,
        (CASE WHEN qm.lease_expires_at > now() THEN GREATEST(qm.batch_size - qm.acked_count, 0) ELSE 0 END)::bigint AS leased,
        (SELECT count(*) FROM queen.dead_letter_queue d WHERE d.partition_id = p.id)::bigint AS dead_letter,
-       f.created_at AS oldest_pending_at,
+       (CASE WHEN p.last_seq <= COALESCE(qm.last_seq, 0) THEN NULL
+             WHEN COALESCE(qm.last_seq, 0) = 0 AND p.vacant_top = 0 THEN p.created_at
+             WHEN qm.last_seq >= p.vacant_top THEN
+                 (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = p.id AND m.seq = qm.last_seq + 1)
+             ELSE f.created_at END)::timestamptz AS oldest_pending_at,
        now()::timestamptz AS observed_at
 FROM queen.partitions p
 JOIN queen.queues q ON q.id = p.queue_id
@@ -723,6 +720,7 @@ LEFT JOIN LATERAL (
            (SELECT n.seq FROM queen.messages n WHERE n.partition_id = p.id ORDER BY n.seq DESC LIMIT 1) AS newest
     FROM queen.messages m
     WHERE p.last_seq > COALESCE(qm.last_seq, 0)
+      AND (COALESCE(qm.last_seq, 0) < p.vacant_top)
       AND m.partition_id = p.id AND m.seq > COALESCE(qm.last_seq, 0)
     ORDER BY m.seq LIMIT 1
 ) f ON true
@@ -749,13 +747,18 @@ type PartitionStatsListRow struct {
 
 // Live counts of the given partitions, measured against the queue-mode
 // cursor. total is what the partition stores: last_seq - vacant_seqs, kept
-// exact by the deleters (migration 0008). pending is the sequence span from
-// the first stored message past the cursor to the newest stored one
-// (in-flight ones included), at most total: exact unless a number inside
-// that span holds no message. A partition with nothing past the cursor
-// (last_seq not above it) costs no probe, the others two. leased is the
-// un-acked part of a live queue-mode lease; observed_at is the database
-// clock that ages are measured with.
+// exact by the deleters (migration 0008). pending is what is stored past
+// the cursor (in-flight ones included): with no cursor (or one at 0) all of
+// total; with the cursor at or above vacant_top (migration 0021: no number
+// above it is vacant) last_seq - cursor, the first of them number cursor +
+// 1; below it, as before 0021, the sequence span from the first stored
+// message past the cursor to the newest stored one, at most total (exact
+// unless a number inside that span holds no message). Only that last case
+// costs two probes of the messages; the oldest pending message's time costs
+// one where it is not the partition's creation (migration 0021 says why
+// that is the first message's time). leased is the un-acked part of a live
+// queue-mode lease; observed_at is the database clock that ages are
+// measured with.
 func (q *Queries) PartitionStatsList(ctx context.Context, ids []uuid.UUID) ([]PartitionStatsListRow, error) {
 	rows, err := q.db.Query(ctx, partitionStatsList, ids)
 	if err != nil {
