@@ -124,38 +124,72 @@ LEFT JOIN LATERAL (
 -- queue it holds no cursor on (and has no subscription start time for),
 -- NULL when they store nothing: the consumer-group listing's "max time
 -- lag" without a row per partition. It walks the queue's partitions that
--- store something, oldest created first (the created_at index), skipping
--- those the group has a cursor on; a partition's first stored message is
--- its creation time when nothing was ever deleted from it (vacant_top 0,
--- see above), else it is probed. No message of a partition is older than
--- the partition (a push creates the row in its own transaction; a push
--- that began earlier and waited on that creation stamps its messages up to
--- that wait earlier, and those never come first unless the first ones were
--- deleted), so the walk stops at the first partition created after the
--- oldest message found.
+-- store something, oldest created first (the created_at index, 100 at a
+-- time: a LIMIT is what makes the planner walk the index rather than sort
+-- the queue), skipping those the group has a cursor on; a partition's
+-- first stored message is its creation time when nothing was ever deleted
+-- from it (vacant_top 0, see above), else it is probed. No message of a
+-- partition is older than the partition (a push creates the row in its own
+-- transaction; a push that began earlier and waited on that creation
+-- stamps its messages up to that wait earlier, and those never come first
+-- unless the first ones were deleted), so the walk stops at the first
+-- partition created after the oldest message found; on a backlog nobody
+-- has read that is the first partition.
 CREATE FUNCTION queen.oldest_unread(p_queue_id uuid, p_group text) RETURNS timestamptz
 LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
     best  timestamptz;
     found timestamptz;
+    after timestamptz := '-infinity';
+    seen  integer;
+    first timestamptz;
     r     record;
 BEGIN
-    FOR r IN
-        SELECT p.id, p.created_at, p.vacant_top FROM queen.partitions p
-        WHERE p.queue_id = p_queue_id AND p.last_seq > p.vacant_seqs
-          AND NOT EXISTS (SELECT 1 FROM queen.partition_consumers x
-                          WHERE x.partition_id = p.id AND x.consumer_group = p_group)
-        ORDER BY p.created_at
     LOOP
-        EXIT WHEN best IS NOT NULL AND r.created_at >= best;
-        IF r.vacant_top = 0 THEN
-            found := r.created_at;
-        ELSE
-            SELECT m.created_at INTO found FROM queen.messages m
-            WHERE m.partition_id = r.id ORDER BY m.seq LIMIT 1;
+        seen := 0;
+        FOR r IN
+            SELECT p.id, p.created_at, p.vacant_top FROM queen.partitions p
+            WHERE p.queue_id = p_queue_id AND p.last_seq > p.vacant_seqs AND p.created_at >= after
+              AND NOT EXISTS (SELECT 1 FROM queen.partition_consumers x
+                              WHERE x.partition_id = p.id AND x.consumer_group = p_group)
+            ORDER BY p.created_at
+            LIMIT 100
+        LOOP
+            IF best IS NOT NULL AND r.created_at >= best THEN
+                RETURN best;
+            END IF;
+            seen := seen + 1;
+            IF seen = 1 THEN
+                first := r.created_at;
+            END IF;
+            after := r.created_at;
+            IF r.vacant_top = 0 THEN
+                found := r.created_at;
+            ELSE
+                SELECT m.created_at INTO found FROM queen.messages m
+                WHERE m.partition_id = r.id ORDER BY m.seq LIMIT 1;
+            END IF;
+            best := LEAST(best, found);
+        END LOOP;
+        IF seen < 100 THEN
+            RETURN best;
         END IF;
-        best := LEAST(best, found);
+        -- The next 100 start at the last creation time seen: partitions
+        -- created together (one push creates many) are seen again, which
+        -- is harmless for a minimum, and the bound moves on unless all 100
+        -- share one time, where it would not: then take every partition of
+        -- that time at once and go past it.
+        IF first = after THEN
+            SELECT LEAST(best, min(CASE WHEN p.vacant_top = 0 THEN p.created_at
+                                        ELSE (SELECT m.created_at FROM queen.messages m
+                                               WHERE m.partition_id = p.id ORDER BY m.seq LIMIT 1) END))
+            INTO best
+            FROM queen.partitions p
+            WHERE p.queue_id = p_queue_id AND p.last_seq > p.vacant_seqs AND p.created_at = after
+              AND NOT EXISTS (SELECT 1 FROM queen.partition_consumers x
+                              WHERE x.partition_id = p.id AND x.consumer_group = p_group);
+            after := after + interval '1 microsecond';
+        END IF;
     END LOOP;
-    RETURN best;
 END
 $fn$;
