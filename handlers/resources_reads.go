@@ -51,26 +51,6 @@ func (c msgCounts) wire() api.MessageCounts {
 	}
 }
 
-// queueCounts sums the partitions of the given queues, per queue; nil reads
-// every queue of every tenant. Queues without partitions are absent.
-func (s *Server) queueCounts(ctx context.Context, queueIDs []uuid.UUID) (map[uuid.UUID]msgCounts, error) {
-	if queueIDs != nil && len(queueIDs) == 0 {
-		return map[uuid.UUID]msgCounts{}, nil
-	}
-	rows, err := s.aq().PartitionCountsByQueue(ctx, queueIDs)
-	if err != nil {
-		return nil, fmt.Errorf("count messages: %w", err)
-	}
-	out := make(map[uuid.UUID]msgCounts, len(rows))
-	for _, r := range rows {
-		out[r.QueueID] = msgCounts{
-			partitions: int(r.Partitions), total: r.Total, pending: r.Pending,
-			processing: r.Processing, deadLetter: r.DeadLetter,
-		}
-	}
-	return out, nil
-}
-
 // listQueues pages through queues, newest first, with their counts.
 func (s *Server) listQueues(ctx context.Context, req api.ListQueuesRequestObject) (api.ListQueuesResponseObject, error) {
 	p := req.Params

@@ -7,6 +7,7 @@
 package handlers
 
 import (
+	"golang.org/x/sync/singleflight"
 	"context"
 	"log/slog"
 	"net/http"
@@ -111,6 +112,7 @@ type Server struct {
 	metrics   *metrics.Registry
 	validator *requestValidator
 	exp       *exposition.Exposition
+	counting  singleflight.Group // every queue's counts, one pass for the requests that ask at once (queue_counts.go)
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)

@@ -35,11 +35,11 @@ func (q *Queries) PartitionCountFiltered(ctx context.Context, arg PartitionCount
 const partitionCountsByQueue = `-- name: PartitionCountsByQueue :many
 SELECT t.queue_id, count(*)::bigint AS partitions,
        sum(t.total)::bigint AS total,
+       sum(t.last_seq)::bigint AS pushed,
        COALESCE(sum(t.pending), 0)::bigint AS pending,
-       COALESCE(sum(LEAST(t.leased, t.pending)), 0)::bigint AS processing,
-       COALESCE(sum(t.dead_letter), 0)::bigint AS dead_letter
+       COALESCE(sum(LEAST(t.leased, t.pending)), 0)::bigint AS processing
 FROM (
-    SELECT p.queue_id, GREATEST(p.last_seq - p.vacant_seqs, 0) AS total, d.n AS dead_letter,
+    SELECT p.queue_id, GREATEST(p.last_seq - p.vacant_seqs, 0) AS total, p.last_seq,
            CASE WHEN qm.lease_id IS NOT NULL AND qm.lease_expires_at > now()
                 THEN GREATEST(qm.batch_size - qm.acked_count, 0) ELSE 0 END AS leased,
            CASE WHEN p.last_seq <= COALESCE(qm.last_seq, 0) THEN 0
@@ -53,10 +53,8 @@ FROM (
                     ORDER BY m.seq LIMIT 1), 0) END AS pending
     FROM queen.partitions p
     LEFT JOIN queen.partition_consumers qm ON qm.partition_id = p.id AND qm.consumer_group = '__QUEUE_MODE__'
-    LEFT JOIN (
-        SELECT d.partition_id, count(*) AS n FROM queen.dead_letter_queue d GROUP BY d.partition_id
-    ) d ON d.partition_id = p.id
     WHERE $1::uuid[] IS NULL OR p.queue_id = ANY($1::uuid[])
+    OFFSET 0 -- evaluates pending once per partition, not once per use above
 ) t
 GROUP BY t.queue_id
 `
@@ -65,18 +63,20 @@ type PartitionCountsByQueueRow struct {
 	QueueID    uuid.UUID
 	Partitions int64
 	Total      int64
+	Pushed     int64
 	Pending    int64
 	Processing int64
-	DeadLetter int64
 }
 
 // Live counts per queue, summed over its partitions as PartitionStatsList
-// counts them; processing is the un-acked part of live queue-mode leases,
-// per partition at most its pending. NULL queue_ids reads every queue;
-// queues without partitions are left out. One pass over the partitions,
-// joined with the queue-mode cursors and the dead letters per partition:
-// only a cursor below its partition's vacant_top (migration 0021) costs a
-// probe of the messages.
+// counts them; pushed is the sum of last_seq (what the queue ever took);
+// processing is the un-acked part of live queue-mode leases, per partition
+// at most its pending. NULL queue_ids reads every queue; queues without
+// partitions are left out. One pass over the partitions joined with the
+// queue-mode cursors: only a cursor below its partition's vacant_top
+// (migration 0021) costs a probe of the messages. The dead letters are
+// counted apart (PartitionDeadLetterCounts): joining them here would hash
+// every partition once more.
 func (q *Queries) PartitionCountsByQueue(ctx context.Context, queueIds []uuid.UUID) ([]PartitionCountsByQueueRow, error) {
 	rows, err := q.db.Query(ctx, partitionCountsByQueue, queueIds)
 	if err != nil {
@@ -90,9 +90,9 @@ func (q *Queries) PartitionCountsByQueue(ctx context.Context, queueIds []uuid.UU
 			&i.QueueID,
 			&i.Partitions,
 			&i.Total,
+			&i.Pushed,
 			&i.Pending,
 			&i.Processing,
-			&i.DeadLetter,
 		); err != nil {
 			return nil, err
 		}
@@ -145,6 +145,41 @@ func (q *Queries) PartitionCreatedSeries(ctx context.Context, arg PartitionCreat
 	for rows.Next() {
 		var i PartitionCreatedSeriesRow
 		if err := rows.Scan(&i.BucketStart, &i.QueueName, &i.Created); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const partitionDeadLetterCounts = `-- name: PartitionDeadLetterCounts :many
+SELECT p.queue_id, count(*)::bigint AS dead_letter
+FROM queen.dead_letter_queue d
+JOIN queen.partitions p ON p.id = d.partition_id
+WHERE $1::uuid[] IS NULL OR p.queue_id = ANY($1::uuid[])
+GROUP BY p.queue_id
+`
+
+type PartitionDeadLetterCountsRow struct {
+	QueueID    uuid.UUID
+	DeadLetter int64
+}
+
+// Dead letters per queue (NULL queue_ids: every queue): one probe of the
+// partitions per dead letter, no pass over the partitions.
+func (q *Queries) PartitionDeadLetterCounts(ctx context.Context, queueIds []uuid.UUID) ([]PartitionDeadLetterCountsRow, error) {
+	rows, err := q.db.Query(ctx, partitionDeadLetterCounts, queueIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PartitionDeadLetterCountsRow
+	for rows.Next() {
+		var i PartitionDeadLetterCountsRow
+		if err := rows.Scan(&i.QueueID, &i.DeadLetter); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -558,32 +593,6 @@ func (q *Queries) PartitionOldestPending(ctx context.Context, arg PartitionOldes
 	return i, err
 }
 
-const partitionPendingTotal = `-- name: PartitionPendingTotal :one
-SELECT COALESCE(sum(
-           CASE WHEN p.last_seq <= COALESCE(qm.last_seq, 0) THEN 0
-                WHEN COALESCE(qm.last_seq, 0) = 0 THEN p.last_seq - p.vacant_seqs
-                WHEN qm.last_seq >= p.vacant_top THEN p.last_seq - qm.last_seq
-                ELSE COALESCE((
-                    SELECT LEAST((SELECT n.seq FROM queen.messages n WHERE n.partition_id = p.id
-                                   ORDER BY n.seq DESC LIMIT 1) - m.seq + 1, p.last_seq - p.vacant_seqs)
-                    FROM queen.messages m
-                    WHERE m.partition_id = p.id AND m.seq > qm.last_seq
-                    ORDER BY m.seq LIMIT 1), 0) END), 0)::bigint AS pending
-FROM queen.partitions p
-LEFT JOIN queen.partition_consumers qm ON qm.partition_id = p.id AND qm.consumer_group = '__QUEUE_MODE__'
-`
-
-// Messages the queue-mode group has not consumed, over every partition,
-// counted like PartitionStatsList: one pass over the partitions and their
-// queue-mode cursors, a probe of the messages only for a cursor below its
-// partition's vacant_top (migration 0021).
-func (q *Queries) PartitionPendingTotal(ctx context.Context) (int64, error) {
-	row := q.db.QueryRow(ctx, partitionPendingTotal)
-	var pending int64
-	err := row.Scan(&pending)
-	return pending, err
-}
-
 const partitionPollReady = `-- name: PartitionPollReady :many
 WITH k AS (
     SELECT unnest($1::uuid[]) AS tenant_id, unnest($2::text[]) AS queue_name,
@@ -783,54 +792,6 @@ func (q *Queries) PartitionStatsList(ctx context.Context, ids []uuid.UUID) ([]Pa
 			&i.DeadLetter,
 			&i.OldestPendingAt,
 			&i.ObservedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const partitionTotalsByQueue = `-- name: PartitionTotalsByQueue :many
-SELECT p.queue_id,
-       count(*)::bigint AS partitions,
-       sum(GREATEST(p.last_seq - p.vacant_seqs, 0))::bigint AS total,
-       COALESCE(sum(d.n), 0)::bigint AS dead_letter
-FROM queen.partitions p
-JOIN queen.queues q ON q.id = p.queue_id
-LEFT JOIN (
-    SELECT d.partition_id, count(*) AS n FROM queen.dead_letter_queue d GROUP BY d.partition_id
-) d ON d.partition_id = p.id
-WHERE q.tenant_id = $1
-GROUP BY p.queue_id
-`
-
-type PartitionTotalsByQueueRow struct {
-	QueueID    uuid.UUID
-	Partitions int64
-	Total      int64
-	DeadLetter int64
-}
-
-// Per queue of a tenant: its partitions, the messages they store and their
-// dead letters. One scan of the partitions; no cursor is read.
-func (q *Queries) PartitionTotalsByQueue(ctx context.Context, tenantID uuid.UUID) ([]PartitionTotalsByQueueRow, error) {
-	rows, err := q.db.Query(ctx, partitionTotalsByQueue, tenantID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []PartitionTotalsByQueueRow
-	for rows.Next() {
-		var i PartitionTotalsByQueueRow
-		if err := rows.Scan(
-			&i.QueueID,
-			&i.Partitions,
-			&i.Total,
-			&i.DeadLetter,
 		); err != nil {
 			return nil, err
 		}

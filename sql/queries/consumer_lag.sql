@@ -202,17 +202,6 @@ FROM (
 ) x
 ORDER BY x.oldest_unconsumed_at, x.consumer_group, x.queue_name, x.partition_name;
 
--- name: ConsumerLagRows :many
--- Every row, for the overview: a summary row (summary true, partition_id
--- the zero UUID) stands for the partitions of its queue, the others for one
--- partition each with its lag.
-SELECT l.consumer_group, l.queue_id, (l.partition_id IS NULL)::boolean AS summary,
-       COALESCE(l.partition_id, '00000000-0000-0000-0000-000000000000'::uuid)::uuid AS partition_id,
-       l.partitions, l.offset_lag, l.oldest_unconsumed_at,
-       now()::timestamptz AS observed_at
-FROM queen.consumer_lag l
-WHERE l.tenant_id = @tenant_id;
-
 -- name: ConsumerLagHistogram :many
 -- The distribution of the lag over every (group, partition) pair of a
 -- tenant's queues a group reads, for the overview's lag statistics: rows

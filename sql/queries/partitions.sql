@@ -201,19 +201,21 @@ ORDER BY q.name, p.name;
 
 -- name: PartitionCountsByQueue :many
 -- Live counts per queue, summed over its partitions as PartitionStatsList
--- counts them; processing is the un-acked part of live queue-mode leases,
--- per partition at most its pending. NULL queue_ids reads every queue;
--- queues without partitions are left out. One pass over the partitions,
--- joined with the queue-mode cursors and the dead letters per partition:
--- only a cursor below its partition's vacant_top (migration 0021) costs a
--- probe of the messages.
+-- counts them; pushed is the sum of last_seq (what the queue ever took);
+-- processing is the un-acked part of live queue-mode leases, per partition
+-- at most its pending. NULL queue_ids reads every queue; queues without
+-- partitions are left out. One pass over the partitions joined with the
+-- queue-mode cursors: only a cursor below its partition's vacant_top
+-- (migration 0021) costs a probe of the messages. The dead letters are
+-- counted apart (PartitionDeadLetterCounts): joining them here would hash
+-- every partition once more.
 SELECT t.queue_id, count(*)::bigint AS partitions,
        sum(t.total)::bigint AS total,
+       sum(t.last_seq)::bigint AS pushed,
        COALESCE(sum(t.pending), 0)::bigint AS pending,
-       COALESCE(sum(LEAST(t.leased, t.pending)), 0)::bigint AS processing,
-       COALESCE(sum(t.dead_letter), 0)::bigint AS dead_letter
+       COALESCE(sum(LEAST(t.leased, t.pending)), 0)::bigint AS processing
 FROM (
-    SELECT p.queue_id, GREATEST(p.last_seq - p.vacant_seqs, 0) AS total, d.n AS dead_letter,
+    SELECT p.queue_id, GREATEST(p.last_seq - p.vacant_seqs, 0) AS total, p.last_seq,
            CASE WHEN qm.lease_id IS NOT NULL AND qm.lease_expires_at > now()
                 THEN GREATEST(qm.batch_size - qm.acked_count, 0) ELSE 0 END AS leased,
            CASE WHEN p.last_seq <= COALESCE(qm.last_seq, 0) THEN 0
@@ -227,26 +229,18 @@ FROM (
                     ORDER BY m.seq LIMIT 1), 0) END AS pending
     FROM queen.partitions p
     LEFT JOIN queen.partition_consumers qm ON qm.partition_id = p.id AND qm.consumer_group = '__QUEUE_MODE__'
-    LEFT JOIN (
-        SELECT d.partition_id, count(*) AS n FROM queen.dead_letter_queue d GROUP BY d.partition_id
-    ) d ON d.partition_id = p.id
     WHERE sqlc.narg(queue_ids)::uuid[] IS NULL OR p.queue_id = ANY(sqlc.narg(queue_ids)::uuid[])
+    OFFSET 0 -- evaluates pending once per partition, not once per use above
 ) t
 GROUP BY t.queue_id;
 
--- name: PartitionTotalsByQueue :many
--- Per queue of a tenant: its partitions, the messages they store and their
--- dead letters. One scan of the partitions; no cursor is read.
-SELECT p.queue_id,
-       count(*)::bigint AS partitions,
-       sum(GREATEST(p.last_seq - p.vacant_seqs, 0))::bigint AS total,
-       COALESCE(sum(d.n), 0)::bigint AS dead_letter
-FROM queen.partitions p
-JOIN queen.queues q ON q.id = p.queue_id
-LEFT JOIN (
-    SELECT d.partition_id, count(*) AS n FROM queen.dead_letter_queue d GROUP BY d.partition_id
-) d ON d.partition_id = p.id
-WHERE q.tenant_id = @tenant_id
+-- name: PartitionDeadLetterCounts :many
+-- Dead letters per queue (NULL queue_ids: every queue): one probe of the
+-- partitions per dead letter, no pass over the partitions.
+SELECT p.queue_id, count(*)::bigint AS dead_letter
+FROM queen.dead_letter_queue d
+JOIN queen.partitions p ON p.id = d.partition_id
+WHERE sqlc.narg(queue_ids)::uuid[] IS NULL OR p.queue_id = ANY(sqlc.narg(queue_ids)::uuid[])
 GROUP BY p.queue_id;
 
 -- name: PartitionListPage :many
@@ -265,24 +259,6 @@ SELECT count(*) FROM queen.partitions p
 JOIN queen.queues q ON q.id = p.queue_id
 WHERE (sqlc.narg(tenant_id)::uuid IS NULL OR q.tenant_id = sqlc.narg(tenant_id)::uuid)
   AND (@queue_name::text = '' OR q.name = @queue_name::text);
-
--- name: PartitionPendingTotal :one
--- Messages the queue-mode group has not consumed, over every partition,
--- counted like PartitionStatsList: one pass over the partitions and their
--- queue-mode cursors, a probe of the messages only for a cursor below its
--- partition's vacant_top (migration 0021).
-SELECT COALESCE(sum(
-           CASE WHEN p.last_seq <= COALESCE(qm.last_seq, 0) THEN 0
-                WHEN COALESCE(qm.last_seq, 0) = 0 THEN p.last_seq - p.vacant_seqs
-                WHEN qm.last_seq >= p.vacant_top THEN p.last_seq - qm.last_seq
-                ELSE COALESCE((
-                    SELECT LEAST((SELECT n.seq FROM queen.messages n WHERE n.partition_id = p.id
-                                   ORDER BY n.seq DESC LIMIT 1) - m.seq + 1, p.last_seq - p.vacant_seqs)
-                    FROM queen.messages m
-                    WHERE m.partition_id = p.id AND m.seq > qm.last_seq
-                    ORDER BY m.seq LIMIT 1), 0) END), 0)::bigint AS pending
-FROM queen.partitions p
-LEFT JOIN queen.partition_consumers qm ON qm.partition_id = p.id AND qm.consumer_group = '__QUEUE_MODE__';
 
 -- name: PartitionMessageBounds :many
 -- When the oldest and the newest stored message of each partition was stored.
