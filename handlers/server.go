@@ -7,7 +7,6 @@
 package handlers
 
 import (
-	"golang.org/x/sync/singleflight"
 	"context"
 	"log/slog"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/queenforgo/queen/gen/api"
 	"github.com/queenforgo/queen/handlers/aggcache"
