@@ -32,7 +32,17 @@ const staleLagSeconds = 300
 // listConsumerGroups returns one row per (group, queue), by group then
 // queue.
 func (s *Server) listConsumerGroups(ctx context.Context, _ api.ListConsumerGroupsRequestObject) (api.ListConsumerGroupsResponseObject, error) {
-	rows, err := s.aq().ConsumerLagByQueue(ctx, tenantID(ctx))
+	counts, err := s.allQueueCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	arg := db.ConsumerLagByQueueParams{TenantID: tenantID(ctx)}
+	for _, c := range counts {
+		arg.PartQueueIds = append(arg.PartQueueIds, c.QueueID)
+		arg.PartStored = append(arg.PartStored, c.Total)
+		arg.PartNonempty = append(arg.PartNonempty, c.StoredIn)
+	}
+	rows, err := s.aq().ConsumerLagByQueue(ctx, arg)
 	if err != nil {
 		return nil, fmt.Errorf("read consumer lag: %w", err)
 	}

@@ -44,11 +44,10 @@ WITH cur AS MATERIALIZED (
     WHERE s.tenant_id = $1
       AND NOT EXISTS (SELECT 1 FROM cur c WHERE c.consumer_group = s.consumer_group AND c.queue_id = q.id)
 ), parts AS (
-    SELECT p.queue_id, count(*) AS partitions, sum(GREATEST(p.last_seq - p.vacant_seqs, 0)) AS stored,
-           count(*) FILTER (WHERE p.last_seq > p.vacant_seqs) AS nonempty
-    FROM queen.partitions p
-    WHERE p.queue_id IN (SELECT r.queue_id FROM reads r)
-    GROUP BY p.queue_id
+    -- Per queue: what its partitions store and how many store something
+    -- (the caller's PartitionCountsByQueue, shared with the other routes).
+    SELECT unnest($2::uuid[]) AS queue_id, unnest($3::bigint[]) AS stored,
+           unnest($4::bigint[]) AS nonempty
 ), g AS (
     SELECT r.consumer_group, q.name AS queue_name, q.tenant_id, r.queue_id, r.cursors, r.consumed, r.lag, r.with_lag, r.oldest,
            COALESCE(pt.stored, 0) - r.cursor_stored AS rest_stored,
@@ -101,6 +100,13 @@ LEFT JOIN LATERAL (
 ORDER BY g.consumer_group, g.queue_name
 `
 
+type ConsumerLagByQueueParams struct {
+	TenantID     uuid.UUID
+	PartQueueIds []uuid.UUID
+	PartStored   []int64
+	PartNonempty []int64
+}
+
 type ConsumerLagByQueueRow struct {
 	ConsumerGroup         string
 	QueueName             string
@@ -123,12 +129,18 @@ type ConsumerLagByQueueRow struct {
 // queen.consumer_lag's rows summed, without a row per (group, partition):
 // the cursors are counted one by one (migration 0021's arithmetic, a probe
 // for the time of the first message left), and a group's partitions
-// without a cursor add what their queue stores less what its cursor
-// partitions store, their oldest message found by queen.oldest_unread. Only
+// without a cursor add what their queue stores (part_* arrays, per queue:
+// the counts of PartitionCountsByQueue) less what its cursor partitions
+// store, their oldest message found by queen.oldest_unread. Only
 // a group with a subscription start time on the queue has those partitions
 // probed one by one, as the view does.
-func (q *Queries) ConsumerLagByQueue(ctx context.Context, tenantID uuid.UUID) ([]ConsumerLagByQueueRow, error) {
-	rows, err := q.db.Query(ctx, consumerLagByQueue, tenantID)
+func (q *Queries) ConsumerLagByQueue(ctx context.Context, arg ConsumerLagByQueueParams) ([]ConsumerLagByQueueRow, error) {
+	rows, err := q.db.Query(ctx, consumerLagByQueue,
+		arg.TenantID,
+		arg.PartQueueIds,
+		arg.PartStored,
+		arg.PartNonempty,
+	)
 	if err != nil {
 		return nil, err
 	}

@@ -35,6 +35,7 @@ func (q *Queries) PartitionCountFiltered(ctx context.Context, arg PartitionCount
 const partitionCountsByQueue = `-- name: PartitionCountsByQueue :many
 SELECT t.queue_id, count(*)::bigint AS partitions,
        sum(t.total)::bigint AS total,
+       count(*) FILTER (WHERE t.total > 0)::bigint AS stored_in,
        sum(t.last_seq)::bigint AS pushed,
        COALESCE(sum(t.pending), 0)::bigint AS pending,
        COALESCE(sum(LEAST(t.leased, t.pending)), 0)::bigint AS processing
@@ -63,13 +64,15 @@ type PartitionCountsByQueueRow struct {
 	QueueID    uuid.UUID
 	Partitions int64
 	Total      int64
+	StoredIn   int64
 	Pushed     int64
 	Pending    int64
 	Processing int64
 }
 
 // Live counts per queue, summed over its partitions as PartitionStatsList
-// counts them; pushed is the sum of last_seq (what the queue ever took);
+// counts them; stored_in is how many partitions store something, pushed
+// the sum of last_seq (what the queue ever took);
 // processing is the un-acked part of live queue-mode leases, per partition
 // at most its pending. NULL queue_ids reads every queue; queues without
 // partitions are left out. One pass over the partitions joined with the
@@ -90,6 +93,7 @@ func (q *Queries) PartitionCountsByQueue(ctx context.Context, queueIds []uuid.UU
 			&i.QueueID,
 			&i.Partitions,
 			&i.Total,
+			&i.StoredIn,
 			&i.Pushed,
 			&i.Pending,
 			&i.Processing,

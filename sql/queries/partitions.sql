@@ -201,7 +201,8 @@ ORDER BY q.name, p.name;
 
 -- name: PartitionCountsByQueue :many
 -- Live counts per queue, summed over its partitions as PartitionStatsList
--- counts them; pushed is the sum of last_seq (what the queue ever took);
+-- counts them; stored_in is how many partitions store something, pushed
+-- the sum of last_seq (what the queue ever took);
 -- processing is the un-acked part of live queue-mode leases, per partition
 -- at most its pending. NULL queue_ids reads every queue; queues without
 -- partitions are left out. One pass over the partitions joined with the
@@ -211,6 +212,7 @@ ORDER BY q.name, p.name;
 -- every partition once more.
 SELECT t.queue_id, count(*)::bigint AS partitions,
        sum(t.total)::bigint AS total,
+       count(*) FILTER (WHERE t.total > 0)::bigint AS stored_in,
        sum(t.last_seq)::bigint AS pushed,
        COALESCE(sum(t.pending), 0)::bigint AS pending,
        COALESCE(sum(LEAST(t.leased, t.pending)), 0)::bigint AS processing
