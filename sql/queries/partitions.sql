@@ -280,13 +280,20 @@ LIMIT @row_limit OFFSET @row_offset;
 
 -- name: PartitionCreatedSeries :many
 -- Partitions created per bucket of bucket_seconds (aligned on the epoch) and
--- queue, oldest first. An empty queue name matches every queue.
-SELECT to_timestamp(floor(extract(epoch FROM p.created_at) / @bucket_seconds::integer) * @bucket_seconds::integer)::timestamptz AS bucket_start,
-       q.name AS queue_name, count(*)::bigint AS created
-FROM queen.partitions p
-JOIN queen.queues q ON q.id = p.queue_id
-WHERE p.created_at >= @from_time AND p.created_at <= @to_time
-  AND (@queue_name::text = '' OR q.name = @queue_name::text)
+-- queue, oldest first. An empty queue name matches every queue. The
+-- partitions are grouped by bucket and queue id as they are read (date_bin
+-- is timestamp arithmetic; the epoch's numeric arithmetic cost a backlog's
+-- 100,000 partitions four times as much) and named after.
+SELECT c.bucket_start::timestamptz AS bucket_start, q.name AS queue_name, sum(c.created)::bigint AS created
+FROM (
+    SELECT date_bin(make_interval(secs => @bucket_seconds::integer), p.created_at, TIMESTAMPTZ '1970-01-01 00:00:00+00') AS bucket_start,
+           p.queue_id, count(*) AS created
+    FROM queen.partitions p
+    WHERE p.created_at >= @from_time AND p.created_at <= @to_time
+    GROUP BY 1, 2
+) c
+JOIN queen.queues q ON q.id = c.queue_id
+WHERE @queue_name::text = '' OR q.name = @queue_name::text
 GROUP BY 1, 2
 ORDER BY 1, 2;
 
