@@ -112,7 +112,7 @@ type Server struct {
 	metrics   *metrics.Registry
 	validator *requestValidator
 	exp       *exposition.Exposition
-	counting  singleflight.Group // every queue's counts, one pass for the requests that ask at once (queue_counts.go)
+	counting  singleflight.Group // every queue's counts, one pass for the requests that ask at once (queue_counts_reads.go)
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
