@@ -73,16 +73,25 @@ func (s *Server) queueCounts(ctx context.Context, queueIDs []uuid.UUID) (map[uui
 	return out, nil
 }
 
+// allQueueCountsByID is allQueueCounts by queue id, with the pending total
+// over every queue (pendingTotal).
+func (s *Server) allQueueCountsByID(ctx context.Context) (map[uuid.UUID]db.PartitionCountsByQueueRow, int64, error) {
+	counts, err := s.allQueueCounts(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	byQueue := make(map[uuid.UUID]db.PartitionCountsByQueueRow, len(counts))
+	var pending int64
+	for _, c := range counts {
+		byQueue[c.QueueID] = c
+		pending += c.Pending
+	}
+	return byQueue, pending, nil
+}
+
 // pendingTotal is what the queue-mode group has not consumed, over every
 // partition of every queue (a queue it never read pends whole).
 func (s *Server) pendingTotal(ctx context.Context) (int64, error) {
-	counts, err := s.allQueueCounts(ctx)
-	if err != nil {
-		return 0, err
-	}
-	var pending int64
-	for _, c := range counts {
-		pending += c.Pending
-	}
-	return pending, nil
+	_, pending, err := s.allQueueCountsByID(ctx)
+	return pending, err
 }

@@ -130,15 +130,9 @@ func (s *Server) getStatus(ctx context.Context, req api.GetStatusRequestObject) 
 
 	// Every queue's partition counts: the pending total below, and which
 	// queues ever took a message (the only ones listed).
-	counts, err := s.allQueueCounts(ctx)
+	byQueue, pending, err := s.allQueueCountsByID(ctx)
 	if err != nil {
 		return nil, err
-	}
-	byQueue := make(map[uuid.UUID]db.PartitionCountsByQueueRow, len(counts))
-	var pending int64 // the pending total: pendingTotal, from the same counts
-	for _, c := range counts {
-		byQueue[c.QueueID] = c
-		pending += c.Pending
 	}
 	queues, err := s.aq().QueueConsumptionList(ctx, db.QueueConsumptionListParams{QueueName: queue, Namespace: ns, Task: task})
 	if err != nil {
