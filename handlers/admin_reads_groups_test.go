@@ -143,32 +143,48 @@ func TestConsumerGroupsLagging(t *testing.T) {
 	b.doJSON("GET", "/api/v1/consumer-groups/lagging", nil, http.StatusOK, &lagging)
 	require.Empty(t, lagging, "nothing is an hour old")
 
-	// Inject time: a2 is two hours old, b0 ten minutes.
-	b.exec(`UPDATE queen.messages SET created_at = now() - interval '2 hours' WHERE transaction_id = 'a2'`)
+	// Inject time as pushes would have stamped it: partition a and its
+	// messages were stored two hours ago (a0 first), partition b and b0 ten
+	// minutes ago. A partition's creation is its first message's time
+	// (migration 0021 counts on it for groups without a cursor there).
+	b.exec(`UPDATE queen.messages m SET created_at = now() - interval '2 hours' - make_interval(secs => 3 - m.seq)
+		FROM queen.partitions p WHERE p.id = m.partition_id AND p.name = 'a'`)
+	b.exec(`UPDATE queen.partitions SET created_at = now() - interval '2 hours' - interval '2 seconds' WHERE name = 'a'`)
 	b.exec(`UPDATE queen.messages SET created_at = now() - interval '10 minutes' WHERE transaction_id = 'b0'`)
+	b.exec(`UPDATE queen.partitions SET created_at = now() - interval '10 minutes' WHERE name = 'b'`)
 	b.doJSON("GET", "/api/v1/consumer-groups/lagging", nil, http.StatusOK, &lagging)
-	require.Len(t, lagging, 1)
-	l := lagging[0]
-	require.Equal(t, "__QUEUE_MODE__", l.ConsumerGroup)
-	require.Equal(t, "cg", l.QueueName)
-	require.Equal(t, "a", l.PartitionName)
-	require.NotEmpty(t, l.PartitionID)
-	require.Equal(t, 1, l.OffsetLag)
-	require.GreaterOrEqual(t, l.TimeLagSeconds, 7200)
-	require.InDelta(t, 2.0, l.LagHours, 0.01)
-	require.NotNil(t, l.Oldest)
+	type key struct {
+		group, partition string
+		offset           int
+	}
+	keys := func() []key {
+		var got []key
+		for i, l := range lagging {
+			got = append(got, key{l.ConsumerGroup, l.PartitionName, l.OffsetLag})
+			require.NotEmpty(t, l.PartitionID)
+			require.NotNil(t, l.Oldest)
+			require.InDelta(t, float64(l.TimeLagSeconds)/3600, l.LagHours, 0.01)
+			if i > 0 {
+				require.LessOrEqual(t, l.TimeLagSeconds, lagging[i-1].TimeLagSeconds, "worst first")
+			}
+		}
+		return got
+	}
+	// The queue-mode group has a2 left (two hours), g1 and lease never read
+	// a: all of it is left for them, from a0 (two hours and two seconds);
+	// late subscribed after every push.
+	require.ElementsMatch(t, []key{{"__QUEUE_MODE__", "a", 1}, {"g1", "a", 3}, {"lease", "a", 3}}, keys())
+	for _, l := range lagging {
+		require.GreaterOrEqual(t, l.TimeLagSeconds, 7200)
+		require.Equal(t, "cg", l.QueueName)
+	}
+	require.Equal(t, "__QUEUE_MODE__", lagging[2].ConsumerGroup, "a2 is a0's two seconds younger")
 
 	// A lower threshold adds b0's ten minutes, for the queue-mode group (which
-	// never read b) and for lease (which holds b0 unacked). g1 and lease have
-	// not read a, whose oldest message a0 is fresh.
+	// never read b) and for lease (which holds b0 unacked).
 	b.doJSON("GET", "/api/v1/consumer-groups/lagging?minLagSeconds=300", nil, http.StatusOK, &lagging)
-	type key struct{ group, partition string }
-	var got []key
-	for _, l := range lagging {
-		got = append(got, key{l.ConsumerGroup, l.PartitionName})
-	}
-	require.Equal(t, key{"__QUEUE_MODE__", "a"}, got[0], "worst first")
-	require.ElementsMatch(t, []key{{"__QUEUE_MODE__", "a"}, {"__QUEUE_MODE__", "b"}, {"lease", "b"}}, got)
+	require.ElementsMatch(t, []key{{"__QUEUE_MODE__", "a", 1}, {"g1", "a", 3}, {"lease", "a", 3},
+		{"__QUEUE_MODE__", "b", 2}, {"lease", "b", 2}}, keys())
 
 	var list []wireGroup
 	b.doJSON("GET", "/api/v1/consumer-groups", nil, http.StatusOK, &list)

@@ -252,9 +252,25 @@ func TestLagStats(t *testing.T) {
 		{[]float64{4, 2}, 1, api.LagStats{Avg: 2, Median: 2, Min: 0, Max: 4}},
 		{[]float64{6, 2}, 2, api.LagStats{Avg: 2, Median: 1, Min: 0, Max: 6}},
 		{nil, 3, api.LagStats{}},
+		{[]float64{5, 5, 5, 1}, 0, api.LagStats{Avg: 4, Median: 5, Min: 1, Max: 5}},
+		{[]float64{7, 7, 1}, 1, api.LagStats{Avg: 3.75, Median: 4, Min: 0, Max: 7}},
 	} {
-		require.Equal(t, tc.want, lagStats(tc.in, tc.zeros), "%v + %d zeros", tc.in, tc.zeros)
+		// The same lags as a histogram, one bar per distinct lag, in no
+		// particular order.
+		bars := map[int64]int64{}
+		for _, v := range tc.in {
+			bars[int64(v)]++
+		}
+		bars[0] += int64(tc.zeros)
+		var h []lagCount
+		for lag, pairs := range bars {
+			h = append(h, lagCount{lag: lag, pairs: pairs})
+		}
+		require.Equal(t, tc.want, lagStats(h), "%v + %d zeros", tc.in, tc.zeros)
 	}
+	// A bar of no pairs (or fewer: a histogram never has them) counts for
+	// nothing.
+	require.Equal(t, api.LagStats{Avg: 2, Median: 2, Min: 2, Max: 2}, lagStats([]lagCount{{9, 0}, {2, 3}, {1, -1}}))
 }
 
 // The queue detail lists a page of partitions with their counts and the

@@ -97,9 +97,9 @@ func (s *Server) getWorkerMetrics(ctx context.Context, req api.GetWorkerMetricsR
 	if err != nil {
 		return nil, fmt.Errorf("read metrics totals: %w", err)
 	}
-	pending, err := s.aq().PartitionPendingTotal(ctx)
+	pending, err := s.pendingTotal(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("count pending messages: %w", err)
+		return nil, err
 	}
 	sm := &resp.Summary
 	sm.TotalPushMessages, sm.TotalPopMessages, sm.TotalAckMessages = int(sum.PushMessages), int(sum.PopMessages), int(sum.AckMessages)

@@ -20,16 +20,29 @@ const laggingThresholdDefault = 3600
 // staleLagSeconds is the time lag above which a group is Lagging.
 const staleLagSeconds = 300
 
-// The consumer-group reads share one view, queen.consumer_lag (migration
-// 0008): a summary row per (group, queue) the group reads and a row per
-// partition where the group has something left or no cursor. The queries
-// aggregate or filter it in the database, so only the detail of one group
-// moves a row per partition to Go.
+// The consumer-group reads count what queen.consumer_lag (migrations 0008,
+// 0010, 0021) defines: a summary row per (group, queue) the group reads and
+// a row per partition where the group has something left or no cursor.
+// The detail of one group reads the view; the listing, the lagging pairs
+// and the overview's statistics get the same numbers from their own
+// queries without a row per (group, partition) (sql/queries/consumer_lag.sql
+// says how), so on a backlog of many partitions only what they return
+// moves to Go.
 
 // listConsumerGroups returns one row per (group, queue), by group then
 // queue.
 func (s *Server) listConsumerGroups(ctx context.Context, _ api.ListConsumerGroupsRequestObject) (api.ListConsumerGroupsResponseObject, error) {
-	rows, err := s.aq().ConsumerLagByQueue(ctx, tenantID(ctx))
+	counts, err := s.allQueueCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	arg := db.ConsumerLagByQueueParams{TenantID: tenantID(ctx)}
+	for _, c := range counts {
+		arg.PartQueueIds = append(arg.PartQueueIds, c.QueueID)
+		arg.PartStored = append(arg.PartStored, c.Total)
+		arg.PartNonempty = append(arg.PartNonempty, c.StoredIn)
+	}
+	rows, err := s.aq().ConsumerLagByQueue(ctx, arg)
 	if err != nil {
 		return nil, fmt.Errorf("read consumer lag: %w", err)
 	}

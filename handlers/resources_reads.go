@@ -51,26 +51,6 @@ func (c msgCounts) wire() api.MessageCounts {
 	}
 }
 
-// queueCounts sums the partitions of the given queues, per queue; nil reads
-// every queue of every tenant. Queues without partitions are absent.
-func (s *Server) queueCounts(ctx context.Context, queueIDs []uuid.UUID) (map[uuid.UUID]msgCounts, error) {
-	if queueIDs != nil && len(queueIDs) == 0 {
-		return map[uuid.UUID]msgCounts{}, nil
-	}
-	rows, err := s.aq().PartitionCountsByQueue(ctx, queueIDs)
-	if err != nil {
-		return nil, fmt.Errorf("count messages: %w", err)
-	}
-	out := make(map[uuid.UUID]msgCounts, len(rows))
-	for _, r := range rows {
-		out[r.QueueID] = msgCounts{
-			partitions: int(r.Partitions), total: r.Total, pending: r.Pending,
-			processing: r.Processing, deadLetter: r.DeadLetter,
-		}
-	}
-	return out, nil
-}
-
 // listQueues pages through queues, newest first, with their counts.
 func (s *Server) listQueues(ctx context.Context, req api.ListQueuesRequestObject) (api.ListQueuesResponseObject, error) {
 	p := req.Params
@@ -230,29 +210,29 @@ func (s *Server) listPartitions(ctx context.Context, req api.ListPartitionsReque
 // counts, consumer lag, and from the metrics rows the ack failures and the
 // recent ack rate.
 //
-// The message counts are those of the resource listings, but read along
-// with the lag from queen.consumer_lag, so the cursors are joined with their
-// partitions once: the queue-mode group's rows there give what it has not
-// consumed in the queues it reads (a partition it holds no cursor on counts
-// whole, as in PartitionCountsByQueue), and a queue it does not read pends
-// whole.
+// The message counts are those of the resource listings
+// (PartitionCountsByQueue over the tenant's queues). The lag statistics
+// cover every (group, partition) pair of the queues a group reads, as
+// queen.consumer_lag has them, read as a histogram
+// (ConsumerLagHistogram), so a backlog of many partitions moves a row per
+// distinct lag to Go rather than one per pair.
 func (s *Server) getOverview(ctx context.Context, _ api.GetOverviewRequestObject) (api.GetOverviewResponseObject, error) {
 	tid := tenantID(ctx)
 	queues, err := s.rq().QueueListPage(ctx, db.QueueListPageParams{TenantID: &tid})
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
-	totals, err := s.aq().PartitionTotalsByQueue(ctx, tid)
-	if err != nil {
-		return nil, fmt.Errorf("count messages: %w", err)
+	ids := make([]uuid.UUID, len(queues))
+	for i, q := range queues {
+		ids[i] = q.ID
 	}
-	lags, err := s.aq().ConsumerLagRows(ctx, tid)
+	counts, err := s.queueCounts(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	hist, err := s.aq().ConsumerLagHistogram(ctx, tid)
 	if err != nil {
 		return nil, fmt.Errorf("read consumer lag: %w", err)
-	}
-	leases, err := s.aq().PartitionConsumerLeasedList(ctx, db.PartitionConsumerLeasedListParams{ConsumerGroup: queueModeGroup, TenantID: tid})
-	if err != nil {
-		return nil, fmt.Errorf("read leases: %w", err)
 	}
 	const window = 5 * time.Minute
 	now := time.Now()
@@ -286,41 +266,17 @@ func (s *Server) getOverview(ctx context.Context, _ api.GetOverviewRequestObject
 		}
 	}
 	var c msgCounts
-	for _, t := range totals {
-		c.partitions += int(t.Partitions)
-		c.total += t.Total
-		c.deadLetter += t.DeadLetter
+	for _, qc := range counts {
+		c.add(qc)
 	}
-	// Lag over every (group, partition) pair: the pairs without a row of
-	// their own have none. The queue-mode rows also give the pending count.
-	var pairs int64
-	var timeLags, offsetLags []float64
-	readByQueueMode := map[uuid.UUID]bool{}
-	pendingIn := map[uuid.UUID]int64{}
-	for _, l := range lags {
-		if l.Summary {
-			pairs += l.Partitions
-			if l.ConsumerGroup == queueModeGroup {
-				readByQueueMode[l.QueueID] = true
-			}
-			continue
-		}
-		timeLags = append(timeLags, float64(ageSeconds(l.ObservedAt.Time, l.OldestUnconsumedAt.Time, l.OldestUnconsumedAt.Valid)))
-		offsetLags = append(offsetLags, float64(l.OffsetLag))
-		if l.ConsumerGroup == queueModeGroup {
-			pendingIn[l.PartitionID] = l.OffsetLag
-			c.pending += l.OffsetLag
+	var timeLags, offsetLags []lagCount
+	for _, h := range hist {
+		if h.Kind == "time" {
+			timeLags = append(timeLags, lagCount{lag: h.Lag, pairs: h.Pairs})
+		} else {
+			offsetLags = append(offsetLags, lagCount{lag: h.Lag, pairs: h.Pairs})
 		}
 	}
-	for _, t := range totals {
-		if !readByQueueMode[t.QueueID] {
-			c.pending += t.Total
-		}
-	}
-	for _, l := range leases {
-		c.processing += min(l.Leased, pendingIn[l.PartitionID])
-	}
-	zeros := int(pairs) - len(offsetLags)
 
 	resp := api.GetOverview200JSONResponse{
 		Queues: len(queues), Partitions: c.partitions, Namespaces: len(namespaces), Tasks: len(tasks),
@@ -331,7 +287,7 @@ func (s *Server) getOverview(ctx context.Context, _ api.GetOverviewRequestObject
 	m.Pending = int(max(c.pending-c.processing, 0))
 	m.Completed = int(max(c.total-c.pending-c.deadLetter, 0))
 	m.Failed = int(sum.AckFailed)
-	resp.Lag.Time, resp.Lag.Offset = lagStats(timeLags, zeros), lagStats(offsetLags, zeros)
+	resp.Lag.Time, resp.Lag.Offset = lagStats(timeLags), lagStats(offsetLags)
 	resp.Throughput.IngestedPerSecond = float64(recent) / window.Seconds()
 	var acked int64
 	for _, p := range processed {
@@ -341,33 +297,39 @@ func (s *Server) getOverview(ctx context.Context, _ api.GetOverviewRequestObject
 	return resp, nil
 }
 
-// lagStats summarises lags, v and as many zeros again; all zero when there
-// are none.
-func lagStats(v []float64, zeros int) api.LagStats {
-	zeros = max(zeros, 0)
-	n := len(v) + zeros
+// lagCount is one bar of a lag histogram: how many (group, partition) pairs
+// lag by lag.
+type lagCount struct{ lag, pairs int64 }
+
+// lagStats summarises a histogram of lags (in any order, bars of no pairs
+// ignored); all zero when there are no pairs.
+func lagStats(h []lagCount) api.LagStats {
+	h = slices.DeleteFunc(slices.Clone(h), func(b lagCount) bool { return b.pairs <= 0 })
+	slices.SortFunc(h, func(a, b lagCount) int { return cmp.Compare(a.lag, b.lag) })
+	var n int64
+	var sum float64
+	for _, b := range h {
+		n += b.pairs
+		sum += float64(b.lag) * float64(b.pairs)
+	}
 	if n == 0 {
 		return api.LagStats{}
 	}
-	slices.Sort(v)
-	var sum float64
-	for _, x := range v {
-		sum += x
-	}
-	// The i-th smallest of the whole set, zeros included (no lag is
-	// negative, so the zeros come first).
-	at := func(i int) float64 {
-		if i < zeros {
-			return 0
+	// The i-th smallest lag (0-based) of the whole set.
+	at := func(i int64) float64 {
+		for _, b := range h {
+			if i < b.pairs {
+				return float64(b.lag)
+			}
+			i -= b.pairs
 		}
-		return v[i-zeros]
+		return float64(h[len(h)-1].lag)
 	}
 	median := at(n / 2)
 	if n%2 == 0 {
 		median = (at(n/2-1) + at(n/2)) / 2
 	}
-	lo, hi := at(0), at(n-1)
-	return api.LagStats{Avg: sum / float64(n), Median: median, Min: lo, Max: hi}
+	return api.LagStats{Avg: sum / float64(n), Median: median, Min: float64(h[0].lag), Max: float64(h[len(h)-1].lag)}
 }
 
 // ageSeconds is how many whole seconds before now t was; 0 when t is unset

@@ -128,25 +128,28 @@ func (s *Server) getStatus(ctx context.Context, req api.GetStatusRequestObject) 
 	}
 	resp.PointCount = len(resp.Throughput)
 
+	// Every queue's partition counts: the pending total below, and which
+	// queues ever took a message (the only ones listed).
+	byQueue, pending, err := s.allQueueCountsByID(ctx)
+	if err != nil {
+		return nil, err
+	}
 	queues, err := s.aq().QueueConsumptionList(ctx, db.QueueConsumptionListParams{QueueName: queue, Namespace: ns, Task: task})
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
+	queues = slices.DeleteFunc(queues, func(q db.QueueConsumptionListRow) bool { return byQueue[q.ID].Pushed == 0 })
 	resp.Queues = slices.Grow(resp.Queues, len(queues))[:len(queues)]
 	for i, q := range queues {
 		rq := &resp.Queues[i]
 		rq.Id, rq.Name, rq.Namespace, rq.Task = q.ID.String(), q.Name, q.Namespace, q.Task
-		rq.Partitions, rq.TotalConsumed = int(q.Partitions), int(q.Consumed)
+		rq.Partitions, rq.TotalConsumed = int(byQueue[q.ID].Partitions), int(q.Consumed)
 	}
 	resp.Queues = nonNil(resp.Queues)
 
 	sum, err := s.aq().WorkerMetricsSummaryGet(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read metrics totals: %w", err)
-	}
-	pending, err := s.aq().PartitionPendingTotal(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("count pending messages: %w", err)
 	}
 	m := &resp.Messages
 	m.Total, m.Pending = int(sum.PushMessages), int(pending)

@@ -47,9 +47,9 @@ WITH locked AS (
 ), gone AS (
     DELETE FROM queen.messages
     WHERE partition_id = (SELECT locked.id FROM locked) AND transaction_id = $3
-    RETURNING partition_id
+    RETURNING partition_id, seq
 )
-UPDATE queen.partitions p SET vacant_seqs = p.vacant_seqs + 1
+UPDATE queen.partitions p SET vacant_seqs = p.vacant_seqs + 1, vacant_top = GREATEST(p.vacant_top, gone.seq)
 FROM gone WHERE p.id = gone.partition_id
 `
 
@@ -60,7 +60,8 @@ type MessageDeleteByTransactionIDParams struct {
 }
 
 // Deletes a tenant's stored message; its dead-letter and trace rows go with
-// it, and its sequence number counts as vacant. A partition of another
+// it, and its sequence number counts as vacant (and raises vacant_top,
+// migration 0021). A partition of another
 // tenant locks nothing and deletes nothing. The partition row is locked
 // before the message goes: a push holding that lock may be waiting on the
 // message (a duplicate transactionId), so taking it afterwards could
@@ -89,11 +90,11 @@ WITH victims AS MATERIALIZED (
     DELETE FROM queen.messages m
     WHERE m.id IN (SELECT victims.id FROM victims)
       AND m.partition_id IN (SELECT locked.id FROM locked)
-    RETURNING m.partition_id
+    RETURNING m.partition_id, m.seq
 ), counted AS (
-    SELECT gone.partition_id, count(*) AS n FROM gone GROUP BY gone.partition_id
+    SELECT gone.partition_id, count(*) AS n, max(gone.seq) AS top FROM gone GROUP BY gone.partition_id
 )
-UPDATE queen.partitions p SET vacant_seqs = p.vacant_seqs + c.n
+UPDATE queen.partitions p SET vacant_seqs = p.vacant_seqs + c.n, vacant_top = GREATEST(p.vacant_top, c.top)
 FROM counted c
 WHERE p.id = c.partition_id
 RETURNING p.id AS partition_id, c.n::bigint AS deleted
@@ -148,11 +149,11 @@ WITH victims AS MATERIALIZED (
     DELETE FROM queen.messages m
     WHERE m.id IN (SELECT victims.id FROM victims)
       AND m.partition_id IN (SELECT locked.id FROM locked)
-    RETURNING m.partition_id
+    RETURNING m.partition_id, m.seq
 ), counted AS (
-    SELECT gone.partition_id, count(*) AS n FROM gone GROUP BY gone.partition_id
+    SELECT gone.partition_id, count(*) AS n, max(gone.seq) AS top FROM gone GROUP BY gone.partition_id
 )
-UPDATE queen.partitions p SET vacant_seqs = p.vacant_seqs + c.n
+UPDATE queen.partitions p SET vacant_seqs = p.vacant_seqs + c.n, vacant_top = GREATEST(p.vacant_top, c.top)
 FROM counted c
 WHERE p.id = c.partition_id
 RETURNING p.id AS partition_id, c.n::bigint AS deleted
@@ -173,7 +174,8 @@ type MessageDeleteExpiredRow struct {
 // @cutoff, whatever their state. Driven by the primary key, whose UUIDv7
 // ids are in time order (migration 0013), so idle partitions cost nothing.
 // Returns the partitions and how many messages each lost, and counts those
-// numbers as vacant in the same statement (migration 0008). The partition rows are locked before any message goes, in the
+// numbers as vacant in the same statement (migration 0008), raising
+// vacant_top to the highest of them (migration 0021). The partition rows are locked before any message goes, in the
 // order pushes lock them (queue id, then name, bytewise): a push holding a
 // partition's lock may wait on a message being deleted (a duplicate
 // transactionId), so locking after the delete, or in another order, could
@@ -215,11 +217,11 @@ WITH victims AS MATERIALIZED (
     DELETE FROM queen.messages m
     WHERE m.id IN (SELECT victims.id FROM victims)
       AND m.partition_id IN (SELECT locked.id FROM locked)
-    RETURNING m.partition_id
+    RETURNING m.partition_id, m.seq
 ), counted AS (
-    SELECT gone.partition_id, count(*) AS n FROM gone GROUP BY gone.partition_id
+    SELECT gone.partition_id, count(*) AS n, max(gone.seq) AS top FROM gone GROUP BY gone.partition_id
 )
-UPDATE queen.partitions p SET vacant_seqs = p.vacant_seqs + c.n
+UPDATE queen.partitions p SET vacant_seqs = p.vacant_seqs + c.n, vacant_top = GREATEST(p.vacant_top, c.top)
 FROM counted c
 WHERE p.id = c.partition_id
 RETURNING p.id AS partition_id, c.n::bigint AS deleted

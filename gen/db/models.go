@@ -91,6 +91,7 @@ type QueenPartition struct {
 	LastMessageAt pgtype.Timestamptz
 	CreatedAt     pgtype.Timestamptz
 	VacantSeqs    int64
+	VacantTop     int64
 }
 
 type QueenPartitionConsumer struct {

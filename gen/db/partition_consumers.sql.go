@@ -541,48 +541,6 @@ func (q *Queries) PartitionConsumerLeaseSummary(ctx context.Context) (PartitionC
 	return i, err
 }
 
-const partitionConsumerLeasedList = `-- name: PartitionConsumerLeasedList :many
-SELECT pc.partition_id, GREATEST(pc.batch_size - pc.acked_count, 0)::bigint AS leased
-FROM queen.partition_consumers pc
-JOIN queen.partitions p ON p.id = pc.partition_id
-JOIN queen.queues q ON q.id = p.queue_id
-WHERE pc.lease_id IS NOT NULL AND pc.lease_expires_at > now() AND pc.consumer_group = $1
-  AND q.tenant_id = $2
-`
-
-type PartitionConsumerLeasedListParams struct {
-	ConsumerGroup string
-	TenantID      uuid.UUID
-}
-
-type PartitionConsumerLeasedListRow struct {
-	PartitionID uuid.UUID
-	Leased      int64
-}
-
-// A group's live leases in a tenant: per partition, the un-acked part of
-// the batch. Read through the lease index, so only leased cursors are
-// visited.
-func (q *Queries) PartitionConsumerLeasedList(ctx context.Context, arg PartitionConsumerLeasedListParams) ([]PartitionConsumerLeasedListRow, error) {
-	rows, err := q.db.Query(ctx, partitionConsumerLeasedList, arg.ConsumerGroup, arg.TenantID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []PartitionConsumerLeasedListRow
-	for rows.Next() {
-		var i PartitionConsumerLeasedListRow
-		if err := rows.Scan(&i.PartitionID, &i.Leased); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const partitionConsumerListByGroup = `-- name: PartitionConsumerListByGroup :many
 SELECT q.name AS queue_name, p.name AS partition_name, pc.partition_id, pc.last_consumed_at,
        pc.total_messages_consumed, COALESCE(pc.lease_expires_at > now(), false)::boolean AS lease_active

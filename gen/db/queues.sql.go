@@ -18,14 +18,9 @@ WITH picked AS (
       AND ($2::text = '' OR q.namespace = $2::text)
       AND ($3::text = '' OR q.task = $3::text)
 )
-SELECT q.id, q.name, q.namespace, q.task, t.partitions,
+SELECT q.id, q.name, q.namespace, q.task,
        COALESCE(c.consumed, 0)::bigint AS consumed
 FROM picked q
-JOIN (
-    SELECT p.queue_id, count(*)::bigint AS partitions, sum(p.last_seq) AS pushed
-    FROM queen.partitions p WHERE p.queue_id IN (SELECT picked.id FROM picked)
-    GROUP BY p.queue_id
-) t ON t.queue_id = q.id
 LEFT JOIN (
     SELECT p.queue_id, sum(pc.total_messages_consumed) AS consumed
     FROM queen.partition_consumers pc
@@ -33,7 +28,6 @@ LEFT JOIN (
     WHERE p.queue_id IN (SELECT picked.id FROM picked)
     GROUP BY p.queue_id
 ) c ON c.queue_id = q.id
-WHERE t.pushed > 0
 ORDER BY q.name
 `
 
@@ -44,18 +38,17 @@ type QueueConsumptionListParams struct {
 }
 
 type QueueConsumptionListRow struct {
-	ID         uuid.UUID
-	Name       string
-	Namespace  string
-	Task       string
-	Partitions int64
-	Consumed   int64
+	ID        uuid.UUID
+	Name      string
+	Namespace string
+	Task      string
+	Consumed  int64
 }
 
-// Queues that ever received a message, with their partition count and the
-// messages their consumer groups consumed, by name. Empty filters match
-// everything. A scan of the partitions and one narrow join of the cursors
-// with their partitions' queues: no per-partition probe or grouping.
+// Queues with the messages their consumer groups consumed, by name. Empty
+// filters match everything. A narrow join of the cursors with their
+// partitions' queues; the partition counts come from
+// PartitionCountsByQueue, which the status shares with the other routes.
 func (q *Queries) QueueConsumptionList(ctx context.Context, arg QueueConsumptionListParams) ([]QueueConsumptionListRow, error) {
 	rows, err := q.db.Query(ctx, queueConsumptionList, arg.QueueName, arg.Namespace, arg.Task)
 	if err != nil {
@@ -70,7 +63,6 @@ func (q *Queries) QueueConsumptionList(ctx context.Context, arg QueueConsumption
 			&i.Name,
 			&i.Namespace,
 			&i.Task,
-			&i.Partitions,
 			&i.Consumed,
 		); err != nil {
 			return nil, err

@@ -288,17 +288,6 @@ JOIN queen.partitions p ON p.id = pc.partition_id
 JOIN queen.queues q ON q.id = p.queue_id
 WHERE pc.consumer_group = @consumer_group AND q.tenant_id = @tenant_id;
 
--- name: PartitionConsumerLeasedList :many
--- A group's live leases in a tenant: per partition, the un-acked part of
--- the batch. Read through the lease index, so only leased cursors are
--- visited.
-SELECT pc.partition_id, GREATEST(pc.batch_size - pc.acked_count, 0)::bigint AS leased
-FROM queen.partition_consumers pc
-JOIN queen.partitions p ON p.id = pc.partition_id
-JOIN queen.queues q ON q.id = p.queue_id
-WHERE pc.lease_id IS NOT NULL AND pc.lease_expires_at > now() AND pc.consumer_group = @consumer_group
-  AND q.tenant_id = @tenant_id;
-
 -- name: PartitionConsumerCursorTotals :many
 -- Per partition, over its consumer groups: messages and batches consumed and
 -- the last consumption.

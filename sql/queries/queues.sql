@@ -82,24 +82,19 @@ WHERE (retention_enabled AND (retention_seconds > 0 OR completed_retention_secon
 ORDER BY name;
 
 -- name: QueueConsumptionList :many
--- Queues that ever received a message, with their partition count and the
--- messages their consumer groups consumed, by name. Empty filters match
--- everything. A scan of the partitions and one narrow join of the cursors
--- with their partitions' queues: no per-partition probe or grouping.
+-- Queues with the messages their consumer groups consumed, by name. Empty
+-- filters match everything. A narrow join of the cursors with their
+-- partitions' queues; the partition counts come from
+-- PartitionCountsByQueue, which the status shares with the other routes.
 WITH picked AS (
     SELECT q.id, q.name, q.namespace, q.task FROM queen.queues q
     WHERE (@queue_name::text = '' OR q.name = @queue_name::text)
       AND (@namespace::text = '' OR q.namespace = @namespace::text)
       AND (@task::text = '' OR q.task = @task::text)
 )
-SELECT q.id, q.name, q.namespace, q.task, t.partitions,
+SELECT q.id, q.name, q.namespace, q.task,
        COALESCE(c.consumed, 0)::bigint AS consumed
 FROM picked q
-JOIN (
-    SELECT p.queue_id, count(*)::bigint AS partitions, sum(p.last_seq) AS pushed
-    FROM queen.partitions p WHERE p.queue_id IN (SELECT picked.id FROM picked)
-    GROUP BY p.queue_id
-) t ON t.queue_id = q.id
 LEFT JOIN (
     SELECT p.queue_id, sum(pc.total_messages_consumed) AS consumed
     FROM queen.partition_consumers pc
@@ -107,7 +102,6 @@ LEFT JOIN (
     WHERE p.queue_id IN (SELECT picked.id FROM picked)
     GROUP BY p.queue_id
 ) c ON c.queue_id = q.id
-WHERE t.pushed > 0
 ORDER BY q.name;
 
 -- name: QueueNamesFiltered :many

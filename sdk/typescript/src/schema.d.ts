@@ -676,7 +676,11 @@ export interface paths {
          *     else the beginning). `members` counts cursors, `partitionsWithLag` partitions with a
          *     message past the cursor, `totalLag` the offset lag summed over partitions, `maxTimeLag`
          *     the age in seconds of the oldest unconsumed message. `state` is `Lagging` above 300
-         *     seconds, else `Stable` when the group ever consumed, else `Dead`.
+         *     seconds, else `Stable` when the group ever consumed, else `Dead`. The first message of a
+         *     partition nothing was ever deleted from is taken to be as old as the partition: exact for
+         *     the broker's pushes, which create the partition in the same transaction; the SQL API
+         *     stamps its messages at its statement's clock, up to its transaction's length later
+         *     (docs/observability.md, "How the counts stay live without reading messages").
          *     Cached on a large database: an answer that took 50 ms or more is served to later
          *     requests for up to 5 minutes while one recomputation runs behind them, so it may be one
          *     poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
@@ -700,7 +704,9 @@ export interface paths {
         };
         /**
          * (group, partition) pairs whose oldest unconsumed message is older than minLagSeconds, worst first.
-         * @description Cached on a large database: an answer that took 50 ms or more is served to later
+         * @description Ages as in `/api/v1/consumer-groups` (a partition's first message is as old as the
+         *     partition when nothing was ever deleted from it).
+         *     Cached on a large database: an answer that took 50 ms or more is served to later
          *     requests for up to 5 minutes while one recomputation runs behind them, so it may be one
          *     poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
          *     answer cache").
