@@ -164,6 +164,9 @@ type Broker struct {
 
 	pusher *coalescer[PushItem, PushResult]
 	acker  *coalescer[AckItem, AckResult]
+	// delivered is what this broker's pops delivered under a lease, for
+	// their acks (delivered.go).
+	delivered *deliveries
 
 	// watermarkAt is when this broker last advanced each (queue, group)
 	// pop watermark after a non-empty scan (watermark.go).
@@ -191,22 +194,23 @@ type Broker struct {
 func New(cfg Config) *Broker {
 	cfg = ConfigDefault(cfg)
 	b := &Broker{
-		cfg:     cfg,
-		pool:    cfg.Pool,
-		q:       db.New(cfg.Pool),
-		log:     cfg.Logger,
-		rec:     cfg.Metrics,
-		timed:   cfg.Timings,
-		queues:  newQueueCache(cfg.QueueCacheTTL),
-		wait:    waiters.New[waitKey](),
-		looks:   waiters.New[lookKey](),
-		gens:    make(map[waitKey]uint64),
-		empty:   make(map[lookKey]emptyState),
-		seal:    &sealer{cipher: cfg.Cipher, log: cfg.Logger},
-		spool:   cfg.Spool,
-		maint:   newMaintenance(),
-		drainCh: make(chan struct{}),
-		stopCh:  make(chan struct{}),
+		cfg:       cfg,
+		pool:      cfg.Pool,
+		q:         db.New(cfg.Pool),
+		log:       cfg.Logger,
+		rec:       cfg.Metrics,
+		timed:     cfg.Timings,
+		queues:    newQueueCache(cfg.QueueCacheTTL),
+		wait:      waiters.New[waitKey](),
+		looks:     waiters.New[lookKey](),
+		gens:      make(map[waitKey]uint64),
+		empty:     make(map[lookKey]emptyState),
+		seal:      &sealer{cipher: cfg.Cipher, log: cfg.Logger},
+		spool:     cfg.Spool,
+		maint:     newMaintenance(),
+		delivered: newDeliveries(deliveriesMax),
+		drainCh:   make(chan struct{}),
+		stopCh:    make(chan struct{}),
 	}
 	b.notify = b.Local()
 	if cfg.Notifier != nil {
