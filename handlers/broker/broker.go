@@ -194,24 +194,24 @@ type Broker struct {
 func New(cfg Config) *Broker {
 	cfg = ConfigDefault(cfg)
 	b := &Broker{
-		cfg:       cfg,
-		pool:      cfg.Pool,
-		q:         db.New(cfg.Pool),
-		log:       cfg.Logger,
-		rec:       cfg.Metrics,
-		timed:     cfg.Timings,
-		queues:    newQueueCache(cfg.QueueCacheTTL),
-		wait:      waiters.New[waitKey](),
-		looks:     waiters.New[lookKey](),
-		gens:      make(map[waitKey]uint64),
-		empty:     make(map[lookKey]emptyState),
-		seal:      &sealer{cipher: cfg.Cipher, log: cfg.Logger},
-		spool:     cfg.Spool,
-		maint:     newMaintenance(),
-		delivered: newDeliveries(deliveriesMax),
-		drainCh:   make(chan struct{}),
-		stopCh:    make(chan struct{}),
+		cfg:     cfg,
+		pool:    cfg.Pool,
+		q:       db.New(cfg.Pool),
+		log:     cfg.Logger,
+		rec:     cfg.Metrics,
+		timed:   cfg.Timings,
+		queues:  newQueueCache(cfg.QueueCacheTTL),
+		wait:    waiters.New[waitKey](),
+		looks:   waiters.New[lookKey](),
+		gens:    make(map[waitKey]uint64),
+		empty:   make(map[lookKey]emptyState),
+		seal:    &sealer{cipher: cfg.Cipher, log: cfg.Logger},
+		spool:   cfg.Spool,
+		maint:   newMaintenance(),
+		drainCh: make(chan struct{}),
+		stopCh:  make(chan struct{}),
 	}
+	b.delivered = newDeliveries(deliveriesMax)
 	b.notify = b.Local()
 	if cfg.Notifier != nil {
 		b.notify = tee{b.Local(), cfg.Notifier}
