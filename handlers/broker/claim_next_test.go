@@ -238,3 +238,52 @@ func TestQueueModeConsumersGetEachMessageOnceInOrder(t *testing.T) {
 		require.Equal(t, 1, n, tx)
 	}
 }
+
+// The one-statement claim keeps the watermark's rules in queue mode: an
+// empty look advances it, never past a partition still pending under a
+// lease, and that partition is claimed again when its lease ends.
+func TestQueueModeWatermarkThroughTheOneStatementClaim(t *testing.T) {
+	tb := setup(t)
+	ctx := t.Context()
+	opts := QueueOptionsDefault()
+	opts.LeaseTime = 1
+	_, _, err := tb.b.Configure(ctx, "", "wmq", "", "", opts)
+	require.NoError(t, err)
+	tb.push(item("wmq", "a", "a1", ""), item("wmq", "b", "b1", ""), item("wmq", "c", "c1", ""))
+	for range 2 {
+		p := tb.pop(PopRequest{Queue: "wmq"})
+		require.NotNil(t, p)
+		res, err := tb.b.Ack(ctx, DefaultTenant, []AckItem{ackOf(p.Messages[0].TransactionID, p, AckCompleted, "")})
+		require.NoError(t, err)
+		require.NoError(t, res[0].Refused)
+	}
+	held := tb.pop(PopRequest{Queue: "wmq"}) // its consumer never acks
+	require.NotNil(t, held)
+
+	// An hour later by the stored clocks: the partitions look idle.
+	_, err = tb.pool.Exec(ctx, "UPDATE queen.partitions SET last_message_at = last_message_at - interval '1 hour'")
+	require.NoError(t, err)
+	_, err = tb.pool.Exec(ctx, "UPDATE queen.consumer_watermarks SET scan_from = scan_from - interval '1 hour', reset_at = clock_timestamp()")
+	require.NoError(t, err)
+
+	require.Nil(t, tb.pop(PopRequest{Queue: "wmq"}))
+	var heldAt, mark time.Time
+	require.NoError(t, tb.pool.QueryRow(ctx, "SELECT last_message_at FROM queen.partitions WHERE id = $1", held.PartitionID).Scan(&heldAt))
+	require.NoError(t, tb.pool.QueryRow(ctx, "SELECT scan_from FROM queen.consumer_watermarks WHERE consumer_group = $1", QueueModeGroup).Scan(&mark))
+	require.False(t, mark.After(heldAt), "the watermark passed a partition pending under a lease")
+
+	var again *PopResult
+	require.Eventually(t, func() bool {
+		again = tb.pop(PopRequest{Queue: "wmq"})
+		return again != nil
+	}, 10*time.Second, 50*time.Millisecond)
+	require.Equal(t, held.Messages[0].TransactionID, again.Messages[0].TransactionID)
+	res, err := tb.b.Ack(ctx, DefaultTenant, []AckItem{ackOf(again.Messages[0].TransactionID, again, AckCompleted, "")})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Refused)
+
+	// Everything consumed and idle: the watermark moves above all of it.
+	require.Nil(t, tb.pop(PopRequest{Queue: "wmq"}))
+	require.NoError(t, tb.pool.QueryRow(ctx, "SELECT scan_from FROM queen.consumer_watermarks WHERE consumer_group = $1", QueueModeGroup).Scan(&mark))
+	require.True(t, mark.After(heldAt), "idle partitions should fall below the watermark")
+}
