@@ -108,17 +108,6 @@ func (b *Broker) claimAny(ctx context.Context, pr popPlan, queues []db.QueenQueu
 		due := b.watermarkDue(qk, pr.Group)
 		hint := b.startHint(qk, q, pr.Group, b.fullScanDue(qk, pr.Group))
 		floor := b.pushFloor(ctx)
-		if pr.claimsNext(q, len(got)) {
-			c, err := b.claimNext(ctx, pr, q, scanFrom{qk, due, hint, floor}, leaseID, budget)
-			if err != nil {
-				return got, err
-			}
-			if c != nil {
-				got = append(got, *c)
-				budget -= len(c.messages)
-			}
-			continue
-		}
 		cands, err := b.q.PartitionListPopCandidates(ctx, db.PartitionListPopCandidatesParams{
 			ConsumerGroup: pr.Group, QueueID: q.ID, WindowSeconds: q.WindowBuffer,
 			MaxCandidates: int32(pr.MaxPartitions*2 + 8),
@@ -225,15 +214,6 @@ func (b *Broker) claim(ctx context.Context, pr popPlan, q db.QueenQueue, partID 
 			c.messages = append(c.messages, r)
 		}
 	}
-	return b.finishClaim(ctx, pr, c, leaseID, limit)
-}
-
-// finishClaim ends the claim of c under leaseID: the lease is released when
-// nothing was deliverable, autoAck moves the cursor past the batch, and a
-// short batch records its size (the lease ends when that many are acked).
-func (b *Broker) finishClaim(ctx context.Context, pr popPlan, c *claimed, leaseID string, limit int) (*claimed, error) {
-	partID := c.partitionID
-	var err error
 	key := db.PartitionConsumerReleaseParams{PartitionID: partID, ConsumerGroup: pr.Group, LeaseID: &leaseID}
 	switch n := len(c.messages); {
 	case n == 0:
