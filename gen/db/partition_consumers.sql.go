@@ -266,7 +266,8 @@ SELECT claim.last_seq AS cursor_seq, claim.batch_retry_count, claim.lease_expire
        COALESCE(m.payload, 'null'::jsonb)::jsonb AS payload,
        COALESCE(m.is_encrypted, false)::boolean AS is_encrypted,
        m.producer_sub,
-       COALESCE(m.created_at, now())::timestamptz AS created_at
+       COALESCE(m.created_at, now())::timestamptz AS created_at,
+       (SELECT v.vacant_seqs FROM queen.partitions v WHERE v.id = $1)::bigint AS vacant_seqs
 FROM claim
 LEFT JOIN LATERAL (
     SELECT s.id, s.seq, s.transaction_id, s.trace_id, s.payload, s.is_encrypted, s.producer_sub, s.created_at
@@ -302,13 +303,18 @@ type PartitionConsumerClaimAndReadRow struct {
 	IsEncrypted     bool
 	ProducerSub     *string
 	CreatedAt       pgtype.Timestamptz
+	VacantSeqs      int64
 }
 
 // Takes the group's lease on one partition and reads the next batch in one
 // round trip. No row back means another consumer of the group holds the lease;
 // one row with a NULL message id means the lease was taken but nothing is
 // deliverable. A new cursor row starts at `start_after_time` (a subscription
-// point) when given, else at the beginning of the partition.
+// point) when given, else at the beginning of the partition. vacant_seqs is
+// the partition's count of deleted messages in the snapshot the batch was read
+// in: an ack compares it with the count it locks (PartitionConsumerLockMany)
+// to know that what the broker remembers of the batch still holds
+// (handlers/broker/delivered.go).
 //
 // The gate is a try-lock on (partition, group) held until this statement
 // commits: a consumer that finds another one claiming the same partition
@@ -347,6 +353,7 @@ func (q *Queries) PartitionConsumerClaimAndRead(ctx context.Context, arg Partiti
 			&i.IsEncrypted,
 			&i.ProducerSub,
 			&i.CreatedAt,
+			&i.VacantSeqs,
 		); err != nil {
 			return nil, err
 		}
@@ -674,7 +681,7 @@ func (q *Queries) PartitionConsumerLockForClearNowait(ctx context.Context, parti
 const partitionConsumerLockMany = `-- name: PartitionConsumerLockMany :many
 SELECT pc.partition_id, pc.consumer_group, pc.last_seq, pc.lease_id,
        COALESCE(pc.lease_expires_at > now(), false)::boolean AS lease_active,
-       pc.batch_size, pc.acked_count, pc.batch_retry_count, q.retry_limit
+       pc.batch_size, pc.acked_count, pc.batch_retry_count, q.retry_limit, p.vacant_seqs
 FROM queen.partition_consumers pc
 JOIN queen.partitions p ON p.id = pc.partition_id
 JOIN queen.queues q ON q.id = p.queue_id
@@ -699,10 +706,12 @@ type PartitionConsumerLockManyRow struct {
 	AckedCount      int32
 	BatchRetryCount int32
 	RetryLimit      int32
+	VacantSeqs      int64
 }
 
 // Locks the cursor rows an ack batch touches, in key order so concurrent
-// ack batches cannot deadlock.
+// ack batches cannot deadlock. vacant_seqs tells the ack whether messages
+// of the partition were deleted since a pop read them (PartitionConsumerClaimAndRead).
 func (q *Queries) PartitionConsumerLockMany(ctx context.Context, arg PartitionConsumerLockManyParams) ([]PartitionConsumerLockManyRow, error) {
 	rows, err := q.db.Query(ctx, partitionConsumerLockMany, arg.PartitionIds, arg.ConsumerGroups)
 	if err != nil {
@@ -722,6 +731,7 @@ func (q *Queries) PartitionConsumerLockMany(ctx context.Context, arg PartitionCo
 			&i.AckedCount,
 			&i.BatchRetryCount,
 			&i.RetryLimit,
+			&i.VacantSeqs,
 		); err != nil {
 			return nil, err
 		}

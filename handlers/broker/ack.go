@@ -56,12 +56,13 @@ func (b *Broker) ackDirect(ctx context.Context, items []AckItem) ([]AckResult, e
 	var res []AckResult
 	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 		var err error
-		res, err = applyAcks(ctx, b.q.WithTx(tx), items, ackNormal)
+		res, err = applyAcks(ctx, b.q.WithTx(tx), items, ackNormal, b.delivered)
 		return err
 	})
 	if err != nil {
 		return nil, pgerr.Translate(fmt.Errorf("ack: %w", err))
 	}
+	b.delivered.forget(items)
 	b.announceReleased(items, res)
 	return res, nil
 }
@@ -89,30 +90,28 @@ func (b *Broker) announceReleased(items []AckItem, res []AckResult) {
 // applyAcks applies items inside the caller's transaction and returns one
 // result per item in input order. Items are applied per cursor, oldest
 // message first (cursor.go), and dead letters are written by one writer
-// (dead_letter.go).
-func applyAcks(ctx context.Context, q *db.Queries, items []AckItem, mode ackMode) ([]AckResult, error) {
+// (dead_letter.go). mem, when not nil, is what this broker remembers of its
+// pops' deliveries (delivered.go).
+func applyAcks(ctx context.Context, q *db.Queries, items []AckItem, mode ackMode, mem *deliveries) ([]AckResult, error) {
 	results := make([]AckResult, len(items))
 	for i, it := range items {
 		results[i] = AckResult{TransactionID: it.TransactionID}
 	}
 	// The lookup is the tenant check: a key whose partition is another
 	// tenant's finds nothing and is refused as not found (items of several
-	// tenants share a group commit).
-	msgs, found, err := findAcked(ctx, q, items)
+	// tenants share a group commit); what mem remembers is keyed by the
+	// popping tenant too.
+	msgs, found, vacant, err := findAcked(ctx, q, items, mem)
 	if err != nil {
 		return nil, err
 	}
 
 	var keys []cursorKey
 	seen := map[cursorKey]bool{}
-	var order []int
 	for i, it := range items {
 		if !found[i] {
-			results[i].Refused = ErrNotFound
 			continue
 		}
-		results[i].Queue, results[i].Partition = msgs[i].QueueName, msgs[i].PartitionName
-		order = append(order, i)
 		if ck := (cursorKey{it.PartitionID, it.Group}); !seen[ck] {
 			seen[ck] = true
 			keys = append(keys, ck)
@@ -121,6 +120,18 @@ func applyAcks(ctx context.Context, q *db.Queries, items []AckItem, mode ackMode
 	cursors, err := lockCursors(ctx, q, keys)
 	if err != nil {
 		return nil, err
+	}
+	if err := recheckRemembered(ctx, q, items, msgs, found, vacant, cursors); err != nil {
+		return nil, err
+	}
+	var order []int
+	for i := range items {
+		if !found[i] {
+			results[i].Refused = ErrNotFound
+			continue
+		}
+		results[i].Queue, results[i].Partition = msgs[i].QueueName, msgs[i].PartitionName
+		order = append(order, i)
 	}
 
 	slices.SortStableFunc(order, func(a, b int) int {

@@ -33,18 +33,37 @@ const windowMinItems = 2
 // index (MessageListAckWindow); whatever that leaves unmatched (and every
 // lone item) is probed by transactionId (MessageListByTransactionIDs). Both
 // check the tenant: a key whose partition is another tenant's finds nothing.
-func findAcked(ctx context.Context, q *db.Queries, items []AckItem) (msgs []ackedMsg, found []bool, err error) {
+//
+// With mem, what this broker remembers of its pops' deliveries is taken
+// first, without reading (delivered.go): vacant[i] is then the partition's
+// count of deleted messages when the pop read it, which the caller must
+// check against the locked cursor's (recheckRemembered); -1 where items[i]
+// was read.
+func findAcked(ctx context.Context, q *db.Queries, items []AckItem, mem *deliveries) (msgs []ackedMsg, found []bool, vacant []int64, err error) {
 	type windowKey struct {
 		tenant, pid uuid.UUID
 		group       string
 	}
+	msgs, found, vacant = make([]ackedMsg, len(items)), make([]bool, len(items)), make([]int64, len(items))
 	counts := make(map[windowKey]int32, 4)
 	tenants := make([]uuid.UUID, len(items))
+	left := 0
 	for i, it := range items {
 		tenants[i] = tenantUUID(it.tenant)
+		vacant[i] = -1
+		if mem != nil {
+			if m, ok := mem.lookup(deliveredKey{tenants[i], it.PartitionID, it.TransactionID}); ok {
+				msgs[i], found[i], vacant[i] = m.msg, true, m.vacant
+				continue
+			}
+		}
+		left++
 		counts[windowKey{tenants[i], it.PartitionID, it.Group}]++
 	}
-	byKey := make(map[ackedKey]ackedMsg, len(items))
+	if left == 0 {
+		return msgs, found, vacant, nil
+	}
+	byKey := make(map[ackedKey]ackedMsg, left)
 	var win db.MessageListAckWindowParams
 	for k, n := range counts {
 		if n < windowMinItems {
@@ -58,7 +77,7 @@ func findAcked(ctx context.Context, q *db.Queries, items []AckItem) (msgs []acke
 	if len(win.PartitionIds) > 0 {
 		rows, err := q.MessageListAckWindow(ctx, win)
 		if err != nil {
-			return nil, nil, fmt.Errorf("read acked messages: %w", err)
+			return nil, nil, nil, fmt.Errorf("read acked messages: %w", err)
 		}
 		for _, r := range rows {
 			byKey[ackedKey{r.TenantID, r.PartitionID, r.TransactionID}] = ackedMsg(r)
@@ -66,6 +85,9 @@ func findAcked(ctx context.Context, q *db.Queries, items []AckItem) (msgs []acke
 	}
 	var look db.MessageListByTransactionIDsParams
 	for i, it := range items {
+		if found[i] {
+			continue
+		}
 		if _, ok := byKey[ackedKey{tenants[i], it.PartitionID, it.TransactionID}]; ok {
 			continue
 		}
@@ -76,15 +98,49 @@ func findAcked(ctx context.Context, q *db.Queries, items []AckItem) (msgs []acke
 	if len(look.PartitionIds) > 0 {
 		rows, err := q.MessageListByTransactionIDs(ctx, look)
 		if err != nil {
-			return nil, nil, fmt.Errorf("read acked messages: %w", err)
+			return nil, nil, nil, fmt.Errorf("read acked messages: %w", err)
 		}
 		for _, r := range rows {
 			byKey[ackedKey{r.TenantID, r.PartitionID, r.TransactionID}] = r
 		}
 	}
-	msgs, found = make([]ackedMsg, len(items)), make([]bool, len(items))
 	for i, it := range items {
-		msgs[i], found[i] = byKey[ackedKey{tenants[i], it.PartitionID, it.TransactionID}]
+		if vacant[i] < 0 {
+			msgs[i], found[i] = byKey[ackedKey{tenants[i], it.PartitionID, it.TransactionID}]
+		}
 	}
-	return msgs, found, nil
+	return msgs, found, vacant, nil
+}
+
+// recheckRemembered reads again the remembered messages (vacant[i] >= 0)
+// that the locked cursors cannot vouch for: where the partition's count of
+// deleted messages moved since the pop (a message may be gone), or where
+// the group's cursor row is absent (the partition, or the group's cursors,
+// were deleted). Their cursor rows are already locked (or absent), so
+// nothing more is locked.
+func recheckRemembered(ctx context.Context, q *db.Queries, items []AckItem, msgs []ackedMsg, found []bool, vacant []int64, cursors map[cursorKey]*cursor) error {
+	var again []int
+	for i, v := range vacant {
+		if v < 0 {
+			continue
+		}
+		if c := cursors[cursorKey{items[i].PartitionID, items[i].Group}]; c == nil || c.row.VacantSeqs != v {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 {
+		return nil
+	}
+	sub := make([]AckItem, len(again))
+	for j, i := range again {
+		sub[j] = items[i]
+	}
+	m, f, _, err := findAcked(ctx, q, sub, nil)
+	if err != nil {
+		return err
+	}
+	for j, i := range again {
+		msgs[i], found[i], vacant[i] = m[j], f[j], -1
+	}
+	return nil
 }

@@ -88,7 +88,7 @@ func TestAckItemsOfAnotherTenantInTheSameCommit(t *testing.T) {
 	var res []AckResult
 	require.NoError(t, pgx.BeginFunc(t.Context(), tb.pool, func(tx pgx.Tx) error {
 		var err error
-		res, err = applyAcks(t.Context(), tb.b.q.WithTx(tx), items, ackNormal)
+		res, err = applyAcks(t.Context(), tb.b.q.WithTx(tx), items, ackNormal, tb.b.delivered)
 		return err
 	}))
 	for _, i := range []int{0, 1, 4} {

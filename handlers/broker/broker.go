@@ -164,6 +164,9 @@ type Broker struct {
 
 	pusher *coalescer[PushItem, PushResult]
 	acker  *coalescer[AckItem, AckResult]
+	// delivered is what this broker's pops delivered under a lease, for
+	// their acks (delivered.go).
+	delivered *deliveries
 
 	// watermarkAt is when this broker last advanced each (queue, group)
 	// pop watermark after a non-empty scan (watermark.go).
@@ -211,6 +214,7 @@ func New(cfg Config) *Broker {
 		drainCh: make(chan struct{}),
 		stopCh:  make(chan struct{}),
 	}
+	b.delivered = newDeliveries(deliveriesMax)
 	b.notify = b.Local()
 	if cfg.Notifier != nil {
 		b.notify = tee{b.Local(), cfg.Notifier}

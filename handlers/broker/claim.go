@@ -85,6 +85,9 @@ func (b *Broker) popOnce(ctx context.Context, pr popPlan) (res *PopResult, err e
 	if len(got) == 0 {
 		return nil, nil
 	}
+	if !pr.AutoAck {
+		b.delivered.remember(tenantUUID(pr.Tenant), got, time.Now())
+	}
 	return b.popResult(pr, leaseID.String(), got), nil
 }
 

@@ -70,7 +70,7 @@ func (b *Broker) transact(ctx context.Context, queues map[QueueKey]db.QueenQueue
 	return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 		var err error
 		if len(acks) > 0 {
-			if res.Acks, err = applyAcks(ctx, b.q.WithTx(tx), acks, ackTransactional); err != nil {
+			if res.Acks, err = applyAcks(ctx, b.q.WithTx(tx), acks, ackTransactional, b.delivered); err != nil {
 				return err
 			}
 			for _, r := range res.Acks {
