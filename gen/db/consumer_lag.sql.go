@@ -173,21 +173,8 @@ func (q *Queries) ConsumerLagByQueue(ctx context.Context, arg ConsumerLagByQueue
 
 const consumerLagHistogram = `-- name: ConsumerLagHistogram :many
 WITH reads AS MATERIALIZED (
-    SELECT r.consumer_group, r.queue_id, q.name AS queue_name, q.tenant_id,
-           EXISTS (SELECT 1 FROM queen.consumer_groups_metadata s
-                    WHERE s.tenant_id = q.tenant_id AND s.consumer_group = r.consumer_group
-                      AND s.queue_name = q.name AND s.subscription_timestamp IS NOT NULL) AS has_start
-    FROM (
-        SELECT DISTINCT pc.consumer_group, p.queue_id
-        FROM queen.partition_consumers pc
-        JOIN queen.partitions p ON p.id = pc.partition_id
-        UNION
-        SELECT s.consumer_group, q.id
-        FROM queen.consumer_groups_metadata s
-        JOIN queen.queues q ON q.tenant_id = s.tenant_id AND q.name = s.queue_name
-    ) r
-    JOIN queen.queues q ON q.id = r.queue_id
-    WHERE q.tenant_id = $1
+    SELECT r.consumer_group, r.queue_id, r.queue_name, r.tenant_id, r.has_start
+    FROM queen.queue_readers r WHERE r.tenant_id = $1
 ), weights AS MATERIALIZED (
     SELECT r.queue_id, count(*) AS readers FROM reads r WHERE NOT r.has_start GROUP BY r.queue_id
 ), scanned AS MATERIALIZED (
@@ -373,21 +360,8 @@ func (q *Queries) ConsumerLagList(ctx context.Context, arg ConsumerLagListParams
 
 const consumerLagOlderThan = `-- name: ConsumerLagOlderThan :many
 WITH reads AS MATERIALIZED (
-    SELECT DISTINCT r.consumer_group, r.queue_id, q.name AS queue_name, q.tenant_id,
-           EXISTS (SELECT 1 FROM queen.consumer_groups_metadata s
-                    WHERE s.tenant_id = q.tenant_id AND s.consumer_group = r.consumer_group
-                      AND s.queue_name = q.name AND s.subscription_timestamp IS NOT NULL) AS has_start
-    FROM (
-        SELECT DISTINCT pc.consumer_group, p.queue_id
-        FROM queen.partition_consumers pc
-        JOIN queen.partitions p ON p.id = pc.partition_id
-        UNION
-        SELECT s.consumer_group, q.id
-        FROM queen.consumer_groups_metadata s
-        JOIN queen.queues q ON q.tenant_id = s.tenant_id AND q.name = s.queue_name
-    ) r
-    JOIN queen.queues q ON q.id = r.queue_id
-    WHERE q.tenant_id = $2
+    SELECT r.consumer_group, r.queue_id, r.queue_name, r.tenant_id, r.has_start
+    FROM queen.queue_readers r WHERE r.tenant_id = $2
 ), pairs AS (
     SELECT pc.consumer_group, r.queue_name, p.id AS partition_id,
            CASE WHEN pc.last_seq >= p.vacant_top THEN p.last_seq - pc.last_seq

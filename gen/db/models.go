@@ -160,6 +160,14 @@ type QueenQueueLagMetric struct {
 	PartitionsDeleted int64
 }
 
+type QueenQueueReader struct {
+	ConsumerGroup string
+	QueueID       uuid.UUID
+	QueueName     string
+	TenantID      uuid.UUID
+	HasStart      bool
+}
+
 type QueenRetentionHistory struct {
 	ID            int64
 	QueueName     string

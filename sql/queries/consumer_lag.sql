@@ -127,21 +127,8 @@ ORDER BY g.consumer_group, g.queue_name;
 -- the queue, whose partitions are probed one by one as the view does.
 -- Names and cursor times are looked up per row returned.
 WITH reads AS MATERIALIZED (
-    SELECT DISTINCT r.consumer_group, r.queue_id, q.name AS queue_name, q.tenant_id,
-           EXISTS (SELECT 1 FROM queen.consumer_groups_metadata s
-                    WHERE s.tenant_id = q.tenant_id AND s.consumer_group = r.consumer_group
-                      AND s.queue_name = q.name AND s.subscription_timestamp IS NOT NULL) AS has_start
-    FROM (
-        SELECT DISTINCT pc.consumer_group, p.queue_id
-        FROM queen.partition_consumers pc
-        JOIN queen.partitions p ON p.id = pc.partition_id
-        UNION
-        SELECT s.consumer_group, q.id
-        FROM queen.consumer_groups_metadata s
-        JOIN queen.queues q ON q.tenant_id = s.tenant_id AND q.name = s.queue_name
-    ) r
-    JOIN queen.queues q ON q.id = r.queue_id
-    WHERE q.tenant_id = @tenant_id
+    SELECT r.consumer_group, r.queue_id, r.queue_name, r.tenant_id, r.has_start
+    FROM queen.queue_readers r WHERE r.tenant_id = @tenant_id
 ), pairs AS (
     SELECT pc.consumer_group, r.queue_name, p.id AS partition_id,
            CASE WHEN pc.last_seq >= p.vacant_top THEN p.last_seq - pc.last_seq
@@ -216,21 +203,8 @@ ORDER BY x.oldest_unconsumed_at, x.consumer_group, x.queue_name, x.partition_nam
 -- start time on the queue has its partitions without a cursor probed one
 -- by one, as the view does.
 WITH reads AS MATERIALIZED (
-    SELECT r.consumer_group, r.queue_id, q.name AS queue_name, q.tenant_id,
-           EXISTS (SELECT 1 FROM queen.consumer_groups_metadata s
-                    WHERE s.tenant_id = q.tenant_id AND s.consumer_group = r.consumer_group
-                      AND s.queue_name = q.name AND s.subscription_timestamp IS NOT NULL) AS has_start
-    FROM (
-        SELECT DISTINCT pc.consumer_group, p.queue_id
-        FROM queen.partition_consumers pc
-        JOIN queen.partitions p ON p.id = pc.partition_id
-        UNION
-        SELECT s.consumer_group, q.id
-        FROM queen.consumer_groups_metadata s
-        JOIN queen.queues q ON q.tenant_id = s.tenant_id AND q.name = s.queue_name
-    ) r
-    JOIN queen.queues q ON q.id = r.queue_id
-    WHERE q.tenant_id = @tenant_id
+    SELECT r.consumer_group, r.queue_id, r.queue_name, r.tenant_id, r.has_start
+    FROM queen.queue_readers r WHERE r.tenant_id = @tenant_id
 ), weights AS MATERIALIZED (
     SELECT r.queue_id, count(*) AS readers FROM reads r WHERE NOT r.has_start GROUP BY r.queue_id
 ), scanned AS MATERIALIZED (
