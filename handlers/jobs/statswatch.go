@@ -18,8 +18,9 @@ const StatsWatchIntervalDefault = time.Second
 // ANALYZE of the empty tables, then a refill. Until autovacuum's next round
 // (a minute apart by default) every plan made believes the tables empty and
 // reads whole partitions, or every partition, where it should read a few
-// rows (docs/benchmarks.md, "A plan made for an empty table"). One broker
-// runs it at a time (queen.analyze_stale_tables takes a try-lock).
+// rows (docs/benchmarks.md, "Round 3's consume: a plan made for an empty
+// table"). One broker runs it at a time (queen.analyze_stale_tables takes a
+// try-lock).
 func (s *Services) RunStatsWatch(ctx context.Context) ([]string, error) {
 	tables, err := s.q.AnalyzeStaleTables(ctx)
 	if err != nil {

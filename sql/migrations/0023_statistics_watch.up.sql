@@ -11,7 +11,7 @@
 -- less on paper than an ordered walk of an index: the claim-and-read read
 -- and sorted the whole partition at each pop (65-83 ms with 30,000
 -- messages), and the scan for pop candidates read every partition of every
--- queue (docs/operations.md, "PostgreSQL's statistics").
+-- queue (docs/operations.md, "PostgreSQL's statistics and the broker's plans").
 --
 -- This re-analyzes at once any table of the schema that the planner would
 -- take for less than a quarter of what it holds. The planner's guess is the
