@@ -11,6 +11,33 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const analyzeStaleTables = `-- name: AnalyzeStaleTables :many
+SELECT t::text AS table_name FROM queen.analyze_stale_tables() t
+`
+
+// The statistics watch (handlers/jobs): re-analyzes the queen tables whose
+// recorded statistics are far below what they hold, and returns their names
+// (see queen.analyze_stale_tables, migration 0023).
+func (q *Queries) AnalyzeStaleTables(ctx context.Context) ([]string, error) {
+	rows, err := q.db.Query(ctx, analyzeStaleTables)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var table_name string
+		if err := rows.Scan(&table_name); err != nil {
+			return nil, err
+		}
+		items = append(items, table_name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const postgresActiveQueries = `-- name: PostgresActiveQueries :many
 SELECT pid::integer AS pid,
        extract(epoch FROM now() - query_start)::float8 AS duration_seconds,

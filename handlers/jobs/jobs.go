@@ -1,6 +1,7 @@
 // Package jobs runs the broker's background services: the metrics collector
 // (per-minute throughput, lag and process rows, see handlers/metrics), the
-// retention and eviction of messages, and the cleanup of old metrics rows.
+// retention and eviction of messages, the cleanup of old metrics rows, and
+// the statistics watch (statswatch.go).
 //
 // Every service is safe with several brokers on one database: a broker's
 // collector writes only its own rows (additive upserts), and retention,
@@ -70,8 +71,10 @@ type Config struct {
 	RetentionInterval time.Duration
 	EvictionInterval  time.Duration
 	CleanupInterval   time.Duration
-	MetricsRetention  time.Duration
-	HistoryRetention  time.Duration
+	// StatsWatchInterval: how often RunStatsWatch looks at the statistics.
+	StatsWatchInterval time.Duration
+	MetricsRetention   time.Duration
+	HistoryRetention   time.Duration
 	// PartitionRetention: empty partitions whose last message is older go.
 	PartitionRetention time.Duration
 	// BatchSize is the most rows one DELETE removes; MaxBatches the most
@@ -111,6 +114,7 @@ func ConfigDefault(c Config) Config {
 	def(&c.RetentionInterval, RetentionIntervalDefault)
 	def(&c.EvictionInterval, EvictionIntervalDefault)
 	def(&c.CleanupInterval, CleanupIntervalDefault)
+	def(&c.StatsWatchInterval, StatsWatchIntervalDefault)
 	def(&c.MetricsRetention, MetricsRetentionDefault)
 	def(&c.HistoryRetention, HistoryRetentionDefault)
 	def(&c.PartitionRetention, PartitionRetentionDefault)
@@ -174,6 +178,10 @@ func (s *Services) Start(ctx context.Context) {
 	})
 	s.loop(ctx, "metrics cleanup", s.cfg.CleanupInterval, func(ctx context.Context, now time.Time) error {
 		_, err := s.RunCleanup(ctx, now)
+		return err
+	})
+	s.loop(ctx, "statistics watch", s.cfg.StatsWatchInterval, func(ctx context.Context, _ time.Time) error {
+		_, err := s.RunStatsWatch(ctx)
 		return err
 	})
 }

@@ -47,7 +47,7 @@ func TestLoopsRunTheJobsUntilStop(t *testing.T) {
 	before := loopGoroutines()
 	b.svc.Start(ctx)
 	b.svc.Start(ctx) // idempotent: no second set of loops
-	require.Equal(t, before+4, loopGoroutines())
+	require.Equal(t, before+loopCount, loopGoroutines())
 
 	kinds := map[string]string{}
 	deadline := time.After(20 * time.Second)
@@ -168,7 +168,7 @@ func TestCancelEndsTheLoops(t *testing.T) {
 	before := loopGoroutines()
 	ctx, cancel := context.WithCancel(t.Context())
 	b.svc.Start(ctx)
-	require.Equal(t, before+4, loopGoroutines())
+	require.Equal(t, before+loopCount, loopGoroutines())
 	cancel()
 	// The loops see the cancellation on their own goroutines.
 	eventually(t, "the loops to end", func() bool { return loopGoroutines() == before })
@@ -184,3 +184,7 @@ func TestCancelEndsTheLoops(t *testing.T) {
 	require.Equal(t, before, loopGoroutines())
 	require.Zero(t, idle.count(`SELECT count(*) FROM queen.worker_metrics`))
 }
+
+// loopCount is how many loops Start launches: the collector, retention,
+// eviction, the metrics cleanup and the statistics watch.
+const loopCount = 5

@@ -56,3 +56,9 @@ FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = 'queen' AND c.relkind = 'r'
 ORDER BY 2 DESC, 1;
+
+-- name: AnalyzeStaleTables :many
+-- The statistics watch (handlers/jobs): re-analyzes the queen tables whose
+-- recorded statistics are far below what they hold, and returns their names
+-- (see queen.analyze_stale_tables, migration 0023).
+SELECT t::text AS table_name FROM queen.analyze_stale_tables() t;
