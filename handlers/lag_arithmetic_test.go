@@ -264,9 +264,14 @@ func TestLagArithmeticMatchesTheMessages(t *testing.T) {
 	require.Nil(t, b.pop("/api/v1/pop/queue/ar?consumerGroup=late&subscriptionMode=new"))
 	b.pushN("ar", "newer", "n", 2)
 
+	// Another queue, so that one queue's counts are told from every
+	// queue's.
+	b.pushN("other", "o", "o", 3)
+
 	b.requireExactTotals()
 	b.requireDenseAboveVacantTop()
 	b.requireLagsCounted()
+	b.requireQueueCountsCounted()
 
 	// Without vacant_top the cursors there would count a vacated number as
 	// a message left, and look for its time where there is none.
@@ -280,6 +285,7 @@ func TestLagArithmeticMatchesTheMessages(t *testing.T) {
 		b.drain("ar", part)
 	}
 	b.requireLagsCounted()
+	b.requireQueueCountsCounted()
 }
 
 // seqsTop reads a partition's vacant_top.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/queenforgo/queen/gen/api"
 	"github.com/queenforgo/queen/gen/db"
@@ -167,22 +168,19 @@ func (s *Server) listPartitions(ctx context.Context, req api.ListPartitionsReque
 	queue := deref(p.Queue, "")
 	limit, offset := deref(p.Limit, 100), deref(p.Offset, 0)
 	tid := tenantID(ctx)
+	var ids []uuid.UUID
+	var total int64
+	var err error
 	if queue != "" {
-		if _, err := s.rq().QueueGetByName(ctx, db.QueueGetByNameParams{TenantID: tid, Name: queue}); errors.Is(pgerr.Translate(err), pgerr.ErrNotFound) {
+		ids, total, err = s.queuePartitionPage(ctx, tid, queue, limit, offset)
+		if errors.Is(err, pgerr.ErrNotFound) {
 			return api.ListPartitions404JSONResponse{NotFoundJSONResponse: api.NotFoundJSONResponse{Error: "Queue not found"}}, nil
-		} else if err != nil {
-			return nil, fmt.Errorf("read queue %q: %w", queue, err)
 		}
+	} else {
+		ids, total, err = s.partitionPage(ctx, tid, limit, offset)
 	}
-	ids, err := s.rq().PartitionListPage(ctx, db.PartitionListPageParams{
-		TenantID: tid, QueueName: queue, RowLimit: int32(limit), RowOffset: int32(offset),
-	})
 	if err != nil {
-		return nil, fmt.Errorf("list partitions: %w", err)
-	}
-	total, err := s.rq().PartitionCountFiltered(ctx, db.PartitionCountFilteredParams{TenantID: &tid, QueueName: queue})
-	if err != nil {
-		return nil, fmt.Errorf("count partitions: %w", err)
+		return nil, err
 	}
 	var stats []db.PartitionStatsListRow
 	if len(ids) > 0 {
@@ -206,6 +204,53 @@ func (s *Server) listPartitions(ctx context.Context, req api.ListPartitionsReque
 	return resp, nil
 }
 
+// partitionPage is one page of a tenant's partition ids, by queue then
+// name, and how many partitions the tenant has.
+func (s *Server) partitionPage(ctx context.Context, tid uuid.UUID, limit, offset int) ([]uuid.UUID, int64, error) {
+	ids, err := s.rq().PartitionListPage(ctx, db.PartitionListPageParams{
+		TenantID: tid, RowLimit: int32(limit), RowOffset: int32(offset),
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("list partitions: %w", err)
+	}
+	total, err := s.rq().PartitionCountFiltered(ctx, db.PartitionCountFilteredParams{TenantID: &tid})
+	if err != nil {
+		return nil, 0, fmt.Errorf("count partitions: %w", err)
+	}
+	return ids, total, nil
+}
+
+// queuePartitionPage is one page of a queue's partition ids, by name (a
+// range of the (queue_id, name) index: joined with the queues and sorted by
+// both names, the planner read and sorted every partition of the queue),
+// and how many it has, from the queue's counts (oneQueueCounts: the queue
+// page asks for them in its detail request at the same time).
+// pgerr.ErrNotFound when the tenant has no such queue.
+func (s *Server) queuePartitionPage(ctx context.Context, tid uuid.UUID, queue string, limit, offset int) ([]uuid.UUID, int64, error) {
+	q, err := s.rq().QueueGetByName(ctx, db.QueueGetByNameParams{TenantID: tid, Name: queue})
+	if err != nil {
+		if err = pgerr.Translate(err); errors.Is(err, pgerr.ErrNotFound) {
+			return nil, 0, err
+		}
+		return nil, 0, fmt.Errorf("read queue %q: %w", queue, err)
+	}
+	ids, err := s.rq().PartitionIDsByQueue(ctx, db.PartitionIDsByQueueParams{QueueID: q.ID, RowLimit: int32(limit), RowOffset: int32(offset)})
+	if err != nil {
+		return nil, 0, fmt.Errorf("list partitions: %w", err)
+	}
+	counts, err := s.oneQueueCounts(ctx, q.ID)
+	if err != nil {
+		return nil, 0, err
+	}
+	var total int64
+	for _, c := range counts {
+		if c.QueueID == q.ID {
+			total = c.Partitions
+		}
+	}
+	return ids, total, nil
+}
+
 // getOverview sums the whole broker: queues, partitions, tags, live message
 // counts, consumer lag, and from the metrics rows the ack failures and the
 // recent ack rate.
@@ -226,24 +271,41 @@ func (s *Server) getOverview(ctx context.Context, _ api.GetOverviewRequestObject
 	for i, q := range queues {
 		ids[i] = q.ID
 	}
-	counts, err := s.queueCounts(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	hist, err := s.aq().ConsumerLagHistogram(ctx, tid)
-	if err != nil {
-		return nil, fmt.Errorf("read consumer lag: %w", err)
-	}
 	const window = 5 * time.Minute
 	now := time.Now()
-	since := pgtype.Timestamptz{Time: now.Add(-window), Valid: true}
-	count := db.MessageCountCreatedSinceParams{Since: since}
-	if s.cfg.Tenancy {
-		count.TenantID = &tid // without tenancy every queue is the default tenant's
-	}
-	recent, err := s.aq().MessageCountCreatedSince(ctx, count)
-	if err != nil {
-		return nil, fmt.Errorf("count recent messages: %w", err)
+	// The three reads that pass over many rows run at once, each on a
+	// connection of its own: the counts and the lag histogram each pass
+	// over every partition, the recent count over the messages stored in
+	// the window; one after the other, the first request on a large
+	// database waited for their sum.
+	var (
+		counts map[uuid.UUID]msgCounts
+		hist   []db.ConsumerLagHistogramRow
+		recent int64
+		reads  errgroup.Group
+	)
+	reads.Go(func() (err error) {
+		counts, err = s.queueCounts(ctx, ids)
+		return err
+	})
+	reads.Go(func() (err error) {
+		if hist, err = s.aq().ConsumerLagHistogram(ctx, tid); err != nil {
+			return fmt.Errorf("read consumer lag: %w", err)
+		}
+		return nil
+	})
+	reads.Go(func() (err error) {
+		count := db.MessageCountCreatedSinceParams{Since: pgtype.Timestamptz{Time: now.Add(-window), Valid: true}}
+		if s.cfg.Tenancy {
+			count.TenantID = &tid // without tenancy every queue is the default tenant's
+		}
+		if recent, err = s.aq().MessageCountCreatedSince(ctx, count); err != nil {
+			return fmt.Errorf("count recent messages: %w", err)
+		}
+		return nil
+	})
+	if err := reads.Wait(); err != nil {
+		return nil, err
 	}
 	sum, err := s.aq().WorkerMetricsSummaryGet(ctx)
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/queenforgo/queen/gen/api"
 	"github.com/queenforgo/queen/handlers/aggcache"
@@ -112,7 +111,7 @@ type Server struct {
 	metrics   *metrics.Registry
 	validator *requestValidator
 	exp       *exposition.Exposition
-	counting  singleflight.Group // every queue's counts, one pass for the requests that ask at once (queue_counts_reads.go)
+	counting  countFlights // queue counts, one pass for the requests that ask at once (queue_counts_reads.go)
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)

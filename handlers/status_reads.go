@@ -332,9 +332,7 @@ func (s *Server) GetStatusQueue(ctx context.Context, req api.GetStatusQueueReque
 	if err != nil {
 		return nil, err
 	}
-	ids, err := s.aq().PartitionListPage(ctx, db.PartitionListPageParams{
-		TenantID: tid, QueueName: q.Name, RowLimit: int32(limit), RowOffset: int32(offset),
-	})
+	ids, err := s.aq().PartitionIDsByQueue(ctx, db.PartitionIDsByQueueParams{QueueID: q.ID, RowLimit: int32(limit), RowOffset: int32(offset)})
 	if err != nil {
 		return nil, fmt.Errorf("list partitions: %w", err)
 	}

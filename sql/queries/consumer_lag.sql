@@ -211,16 +211,21 @@ WITH reads AS MATERIALIZED (
     -- Every partition, as a group without a cursor sees it, grouped as it
     -- is scanned (one pass; other tenants' queues and the queues nobody
     -- reads drop out at the join with the weights): by queue, stored count
-    -- and creation time when that is the first message's, one group each
-    -- for a partition whose first messages were deleted.
-    SELECT p.queue_id, GREATEST(p.last_seq - p.vacant_seqs, 0) AS lag,
-           CASE WHEN p.last_seq > p.vacant_seqs AND p.vacant_top = 0 THEN p.created_at END AS created,
+    -- and, when it stores something, creation time, one group each for a
+    -- partition whose first messages may have been deleted (vacant_top >
+    -- 0: its creation time is not its first message's, probed below).
+    -- Nothing but these keys is computed per partition: the lag and the
+    -- oldest time are worked out per group below (computing them here cost
+    -- the pass a third more; docs/benchmarks.md, "Round 4: the dashboard's
+    -- first computation").
+    SELECT p.queue_id, p.last_seq - p.vacant_seqs AS stored,
+           CASE WHEN p.last_seq > p.vacant_seqs THEN p.created_at END AS created,
            CASE WHEN p.last_seq > p.vacant_seqs AND p.vacant_top > 0 THEN p.id END AS probe,
            count(*) AS n
     FROM queen.partitions p
     GROUP BY 1, 2, 3, 4
 ), whole AS (
-    SELECT s.queue_id, s.lag, s.n,
+    SELECT s.queue_id, GREATEST(s.stored, 0) AS lag, s.n,
            CASE WHEN s.probe IS NULL THEN s.created
                 ELSE (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = s.probe ORDER BY m.seq LIMIT 1) END AS oldest
     FROM scanned s
