@@ -50,7 +50,8 @@ func run() int {
 		return 2
 	}
 	// The broker's GOGC (config.GCPercentDefault) unless GOGC says
-	// otherwise; GOMEMLIMIT, when set, is applied by the runtime.
+	// otherwise; GOMEMLIMIT, when set, is applied by the runtime, else the
+	// broker's soft limit (memlimit.go) once the context exists.
 	debug.SetGCPercent(cfg.Server.GCPercent)
 	logger := newLogger(cfg.Server)
 	summary := cfg.Summary()
@@ -69,6 +70,9 @@ func run() int {
 	// default handling so that a second signal ends the process at once.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if cfg.Server.SoftMemoryLimit {
+		go governMemory(ctx)
+	}
 
 	// The auth mode in one line (JWT-2): off means open, and says so.
 	if authn != nil {

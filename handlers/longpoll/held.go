@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -35,6 +36,12 @@ const maxCarried = 64 << 10
 var aLongTimeAgo = time.Unix(1, 0)
 
 // held is one connection taken out of net/http.
+//
+// While parked or idle between two requests it has no goroutine when the
+// Listener's poller can watch its socket (Linux, not TLS): the poller
+// starts one when the socket turns readable, and wake starts one when the
+// wait has something to do. Otherwise one goroutine stays blocked in a
+// 1-byte Read, woken by a read deadline in the past.
 type held struct {
 	l       *Listener
 	conn    net.Conn
@@ -42,6 +49,13 @@ type held struct {
 	header  http.Header // what the middleware set before the hijack
 	carried []byte      // read of the client's next request
 	one     [1]byte
+	fd      int    // conn's socket, for the poller; -1 when it cannot watch it
+	pollID  uint64 // the poller's registration, under the poller's lock
+
+	mu      sync.Mutex
+	running bool // a goroutine owns the connection (else the poller watches it)
+	woken   bool // wake came while running: look again before parking
+	idle    bool // answered, waiting for the client's next request
 }
 
 // Hold takes r's connection out of net/http while p waits, and answers it
@@ -54,7 +68,7 @@ func (l *Listener) Hold(w http.ResponseWriter, r *http.Request, p Parked) bool {
 	if r.ProtoMajor != 1 || r.ProtoMinor != 1 || r.Close || r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
 		return false
 	}
-	h := &held{l: l, p: p, header: w.Header().Clone()}
+	h := &held{l: l, p: p, header: w.Header().Clone(), fd: -1, running: true}
 	if !l.add(h) {
 		return false
 	}
@@ -71,27 +85,90 @@ func (l *Listener) Hold(w http.ResponseWriter, r *http.Request, p Parked) bool {
 	// may not have.
 	_ = conn.SetDeadline(time.Time{})
 	h.conn = conn
-	go h.watch()
+	if l.poll != nil {
+		if fd, ok := socketFD(conn); ok {
+			h.fd = fd
+		}
+	}
+	// The handler's goroutine owns h (running) until park hands it to the
+	// poller; a wake-up meanwhile (Watch calls wake at once when the pop
+	// is already due) makes park refuse, and a goroutine looks.
+	p.Watch(h.wake)
+	if !h.park() {
+		go h.watchRead()
+	}
 	return true
 }
 
-// wake makes the watching Read return; the Parked calls it, under its own
-// lock, only while the wait lasts.
-func (h *held) wake() { _ = h.conn.SetReadDeadline(aLongTimeAgo) }
-
-// watch is the held connection's one goroutine: blocked in a 1-byte Read
-// while parked, it runs Resume when woken, and ends the wait when the
-// client goes away.
-func (h *held) watch() {
-	h.p.Watch(h.wake)
-	h.watchRead()
+// wake has the wait's due work done: it makes the watching Read return,
+// or starts a goroutine when none runs. The Parked calls it, under its own
+// lock, only while the wait lasts; it does not block.
+func (h *held) wake() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_ = h.conn.SetReadDeadline(aLongTimeAgo)
+	if h.running {
+		h.woken = true
+		return
+	}
+	h.running = true
+	h.l.poll.disarm(h)
+	go h.watchRead()
 }
 
-// watchRead is watch's loop. After a look (Resume) or an answer, which
-// grow a goroutine's stack well past the 2 KiB a blocked Read needs, it
-// goes on in a fresh goroutine, so that ten thousand held connections keep
-// small stacks (the garbage collector shrinks a grown one only slowly, and
-// stacks count twice in its heap goal).
+// park hands h to the poller and reports whether it did; the caller's
+// goroutine then has nothing more to do with h. It does not when a wake-up
+// came since the last look, or when the poller cannot watch h.
+func (h *held) park() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.woken || h.fd < 0 || !h.l.poll.arm(h) {
+		return false
+	}
+	h.running = false
+	return true
+}
+
+// readable is the poller's hand-off: the socket has bytes, an end of file
+// or an error, which a fresh goroutine reads.
+func (h *held) readable() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.running {
+		return
+	}
+	h.running = true
+	if h.idle {
+		go h.waitNext()
+	} else {
+		go h.watchRead()
+	}
+}
+
+// kick closes the connection; one not running gets a goroutine first,
+// whose Read then fails and ends the wait as a client gone away does.
+func (h *held) kick() {
+	h.mu.Lock()
+	if !h.running {
+		h.running = true
+		h.l.poll.disarm(h)
+		if h.idle {
+			go h.waitNext()
+		} else {
+			go h.watchRead()
+		}
+	}
+	h.mu.Unlock()
+	_ = h.conn.Close()
+}
+
+// watchRead reads while h waits: it runs Resume when woken and ends the
+// wait when the client goes away. After a look (Resume) it parks h with the
+// poller, or goes on in a fresh goroutine: a look or an answer grows a
+// goroutine's stack well past the 2 KiB a blocked Read needs, and ten
+// thousand held connections should keep small stacks (the garbage
+// collector shrinks a grown one only slowly, and stacks count twice in its
+// heap goal).
 func (h *held) watchRead() {
 	for {
 		n, err := h.conn.Read(h.one[:])
@@ -113,13 +190,19 @@ func (h *held) watchRead() {
 			h.drop()
 			return
 		}
-		// Cleared before Resume: a wake-up during Resume sets it again.
+		// Cleared before Resume, with woken: a wake-up during Resume sets
+		// both again.
+		h.mu.Lock()
+		h.woken = false
 		_ = h.conn.SetReadDeadline(time.Time{})
+		h.mu.Unlock()
 		if h.p.Resume(context.Background()) {
 			h.answer()
 			return
 		}
-		go h.watchRead()
+		if !h.park() {
+			go h.watchRead()
+		}
 		return
 	}
 }
@@ -129,7 +212,10 @@ func (h *held) watchRead() {
 func (h *held) answer() {
 	// A wake-up during the last Resume may have set a deadline again;
 	// none comes after it (Parked.Watch), so this clear is the last.
+	h.mu.Lock()
+	h.woken = false
 	_ = h.conn.SetReadDeadline(time.Time{})
+	h.mu.Unlock()
 	rec := &recorder{header: h.header}
 	h.p.Answer(rec)
 	h.header, h.p = nil, nil
@@ -148,11 +234,16 @@ func (h *held) answer() {
 		h.drop()
 		return
 	}
-	go h.idle()
+	h.mu.Lock()
+	h.idle = true
+	h.mu.Unlock()
+	if !h.park() {
+		go h.waitNext()
+	}
 }
 
-// idle waits for the first byte of the client's next request.
-func (h *held) idle() {
+// waitNext waits for the first byte of the client's next request.
+func (h *held) waitNext() {
 	n, _ := h.conn.Read(h.one[:])
 	if n == 0 {
 		h.drop()

@@ -5,12 +5,15 @@
 // handler's whole stack), its background reader, a 4 KiB read buffer, a
 // 4 KiB write buffer and a 2 KiB response buffer. A long-poll that parks for
 // thirty seconds needs none of that. Hold takes such a request's connection
-// out of net/http (Hijack) and keeps only the connection, the answer's
-// headers and one small goroutine blocked in a 1-byte Read, which notices a
-// client going away and is woken (by a read deadline in the past) when the
-// wait has something to do. It then writes the answer with the bytes
-// net/http would have written and hands the connection back to the same
-// http.Server through the Listener, so keep-alive goes on as before.
+// out of net/http (Hijack) and keeps only the connection and the answer's
+// headers. On Linux the Listener's epoll set watches the sockets of all
+// held connections from one goroutine (poller_linux.go), and a goroutine is
+// started only when a client sends or goes away or the wait has something
+// to do; elsewhere, and over TLS, one small goroutine per connection stays
+// blocked in a 1-byte Read, woken by a read deadline in the past. Once the
+// wait is over, the answer is written with the bytes net/http would have
+// written and the connection goes back to the same http.Server through the
+// Listener, so keep-alive goes on as before.
 //
 // The package knows nothing of pops: what is held is a Parked.
 package longpoll
@@ -35,9 +38,12 @@ type Listener struct {
 	back     chan net.Conn // unbuffered: a conn is either taken by Accept or closed
 	done     chan struct{}
 
-	mu     sync.Mutex
-	closed bool
-	held   map[*held]bool // true while idle between two requests
+	poll *poller // nil: every held connection keeps a goroutine
+
+	mu          sync.Mutex
+	closed      bool
+	held        map[*held]bool // true while idle between two requests
+	pollStopped bool
 }
 
 type accepted struct {
@@ -52,7 +58,7 @@ func NewListener(inner net.Listener, tlsConfig *tls.Config) *Listener {
 	return &Listener{
 		inner: inner, tls: tlsConfig,
 		accepted: make(chan accepted), back: make(chan net.Conn), done: make(chan struct{}),
-		held: make(map[*held]bool),
+		held: make(map[*held]bool), poll: newPoller(),
 	}
 }
 
@@ -116,9 +122,10 @@ func (l *Listener) Close() error {
 	close(l.done)
 	for h, idle := range l.held {
 		if idle {
-			_ = h.conn.Close()
+			h.kick()
 		}
 	}
+	l.stopPollerIfDone()
 	l.mu.Unlock()
 	return l.inner.Close()
 }
@@ -136,7 +143,7 @@ func (l *Listener) Shutdown(ctx context.Context) error {
 		n := len(l.held)
 		for h, idle := range l.held {
 			if idle || ctx.Err() != nil {
-				_ = h.conn.Close()
+				h.kick()
 			}
 		}
 		l.mu.Unlock()
@@ -187,7 +194,17 @@ func (l *Listener) setIdle(h *held) bool {
 func (l *Listener) remove(h *held) {
 	l.mu.Lock()
 	delete(l.held, h)
+	l.stopPollerIfDone()
 	l.mu.Unlock()
+}
+
+// stopPollerIfDone ends the poller's goroutine once the listener is closed
+// and holds nothing; under l.mu.
+func (l *Listener) stopPollerIfDone() {
+	if l.closed && len(l.held) == 0 && l.poll != nil && !l.pollStopped {
+		l.pollStopped = true
+		l.poll.stop()
+	}
 }
 
 // handBack gives c to the http.Server again, with the bytes already read

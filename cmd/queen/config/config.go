@@ -87,9 +87,12 @@ type Server struct {
 	ShutdownTimeout time.Duration // QUEEN_SHUTDOWN_TIMEOUT_MS
 	// GCPercent is GOGC, read by the Go runtime itself and checked here:
 	// the runtime takes a malformed value for 100 without a word. -1 is
-	// "off". GOMEMLIMIT is the runtime's alone (it refuses a malformed one
-	// before main runs).
+	// "off". GOMEMLIMIT's value is the runtime's alone (it refuses a
+	// malformed one before main runs).
 	GCPercent int
+	// SoftMemoryLimit: GOMEMLIMIT is unset, so main applies the broker's
+	// own soft limit (cmd/queen/memlimit.go); set, the runtime applies it.
+	SoftMemoryLimit bool
 }
 
 // Postgres holds the database connection settings (pghosts.go reads them).
@@ -194,6 +197,7 @@ func Load(getenv func(string) (string, bool)) (Config, error) {
 		MaxBodyBytes:    l.integer("QUEEN_MAX_BODY_BYTES", handlers.MaxBodyBytesDefault, 1024, maxNone),
 		ShutdownTimeout: l.millis("QUEEN_SHUTDOWN_TIMEOUT_MS", ShutdownTimeoutDefault, 1),
 		GCPercent:       l.gcPercent("GOGC"),
+		SoftMemoryLimit: !l.present("GOMEMLIMIT"),
 	}
 
 	c.Postgres = Postgres{

@@ -72,6 +72,7 @@ func TestLoadDefaults(t *testing.T) {
 			MaxBodyBytes:    16777216,
 			ShutdownTimeout: 30 * time.Second,
 			GCPercent:       200,
+			SoftMemoryLimit: true,
 		},
 		Postgres: Postgres{
 			Hosts:                 []Host{{Name: "localhost", Port: 5432}},
@@ -174,6 +175,9 @@ func TestLoadGoodValues(t *testing.T) {
 		}},
 		{"gogc off", map[string]string{"GOGC": "Off"}, func(t *testing.T, c Config) {
 			require.Equal(t, -1, c.Server.GCPercent)
+		}},
+		{"gomemlimit set: the runtime's, not the broker's soft limit", map[string]string{"GOMEMLIMIT": "400MiB"}, func(t *testing.T, c Config) {
+			require.False(t, c.Server.SoftMemoryLimit)
 		}},
 		{"log level warn", map[string]string{"LOG_LEVEL": "warn"}, func(t *testing.T, c Config) {
 			require.Equal(t, slog.LevelWarn, c.Server.LogLevel)

@@ -53,6 +53,12 @@ func (l *loader) trimmed(name string) (string, bool) {
 	return v, v != ""
 }
 
+// present reports whether name is set to something other than blanks.
+func (l *loader) present(name string) bool {
+	_, ok := l.trimmed(name)
+	return ok
+}
+
 // str returns a free-form value as given (not trimmed), or def when the
 // variable is unset or empty.
 func (l *loader) str(name, def string) string {

@@ -31,6 +31,7 @@ func (c Config) Summary() map[string][]slog.Attr {
 			slog.Int64("max_body_bytes", s.MaxBodyBytes),
 			slog.Int64("shutdown_timeout_ms", s.ShutdownTimeout.Milliseconds()),
 			slog.Int("gogc", s.GCPercent),
+			slog.Bool("soft_memory_limit", s.SoftMemoryLimit),
 			slog.Int("pop_default_batch_size", c.Pop.DefaultBatchSize),
 			slog.Int64("pop_default_timeout_ms", c.Pop.DefaultTimeout.Milliseconds()),
 			slog.String("pop_default_subscription_mode", c.Pop.DefaultSubscriptionMode),
