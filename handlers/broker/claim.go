@@ -210,11 +210,7 @@ func (b *Broker) claim(ctx context.Context, pr popPlan, q db.QueenQueue, partID 
 		return nil, nil
 	}
 	c := &claimed{queue: q, partitionID: partID, partitionName: partName, retryCount: int(rows[0].BatchRetryCount)}
-	for _, r := range rows {
-		if r.Seq > 0 {
-			c.messages = append(c.messages, r)
-		}
-	}
+	c.messages = deliverable(rows)
 	key := db.PartitionConsumerReleaseParams{PartitionID: partID, ConsumerGroup: pr.Group, LeaseID: &leaseID}
 	switch n := len(c.messages); {
 	case n == 0:
@@ -234,6 +230,19 @@ func (b *Broker) claim(ctx context.Context, pr popPlan, q db.QueenQueue, partID 
 		return nil, fmt.Errorf("finish claim of partition %s: %w", partID, err)
 	}
 	return c, nil
+}
+
+// deliverable keeps the rows of a claim that are messages (a claim that
+// found nothing returns one row without), in order, in rows' own array: a
+// copy per pop was a tenth of what a consumed message allocated.
+func deliverable(rows []db.PartitionConsumerClaimAndReadRow) []db.PartitionConsumerClaimAndReadRow {
+	out := rows[:0]
+	for _, r := range rows {
+		if r.Seq > 0 {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // subscriptionStart decides where a named group's new cursor on a partition
