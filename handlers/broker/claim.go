@@ -106,9 +106,21 @@ func (b *Broker) claimAny(ctx context.Context, pr popPlan, queues []db.QueenQueu
 		// fullScanEvery at the stored watermark. The push floor must be
 		// read before the scan's snapshot (push_floor.go).
 		qk := key(pr.Tenant, q.Name)
+		if !pr.AutoAck && pr.MaxPartitions == 1 {
+			// What a recent scan listed, before scanning (recent_scan.go).
+			c, err := b.claimRecent(ctx, pr, q, leaseID, budget)
+			if err != nil {
+				return got, err
+			}
+			if c != nil {
+				got = append(got, *c)
+				break
+			}
+		}
 		due := b.watermarkDue(qk, pr.Group)
 		hint := b.startHint(qk, q, pr.Group, b.fullScanDue(qk, pr.Group))
 		floor := b.pushFloor(ctx)
+		scanned := time.Now()
 		cands, err := b.q.PartitionListPopCandidates(ctx, db.PartitionListPopCandidatesParams{
 			ConsumerGroup: pr.Group, QueueID: q.ID, WindowSeconds: q.WindowBuffer,
 			MaxCandidates: int32(popCandidates(pr.MaxPartitions)),
@@ -153,11 +165,14 @@ func (b *Broker) claimAny(ctx context.Context, pr popPlan, queues []db.QueenQueu
 			}
 			continue
 		}
+		b.recent.claimedLast(cands, scanned)
+		tried := 0
 		for _, cand := range cands {
 			if len(got) >= pr.MaxPartitions || budget <= 0 {
 				break
 			}
-			c, err := b.claim(ctx, pr, q, cand.ID, cand.Name, leaseID, budget, false)
+			tried++
+			c, err := b.claimTracked(ctx, pr, q, partRef{id: cand.ID, name: cand.Name}, leaseID, budget)
 			if err != nil {
 				return got, err
 			}
@@ -166,6 +181,9 @@ func (b *Broker) claimAny(ctx context.Context, pr popPlan, queues []db.QueenQueu
 			}
 			got = append(got, *c)
 			budget -= len(c.messages)
+		}
+		if pr.MaxPartitions == 1 {
+			b.recent.keep(watermarkKey{qk, pr.Group}, q.ID, cands[tried:], pr.Batch, scanned, time.Now())
 		}
 	}
 	return got, nil
