@@ -102,9 +102,6 @@ func (b *Broker) claimAny(ctx context.Context, pr popPlan, queues []db.QueenQueu
 		if len(got) >= pr.MaxPartitions || budget <= 0 {
 			break
 		}
-		// The scan starts at this broker's hint (watermark.go), every
-		// fullScanEvery at the stored watermark. The push floor must be
-		// read before the scan's snapshot (push_floor.go).
 		qk := key(pr.Tenant, q.Name)
 		if !pr.AutoAck && pr.MaxPartitions == 1 {
 			// What a recent scan listed, before scanning (recent_scan.go).
@@ -117,6 +114,9 @@ func (b *Broker) claimAny(ctx context.Context, pr popPlan, queues []db.QueenQueu
 				break
 			}
 		}
+		// The scan starts at this broker's hint (watermark.go), every
+		// fullScanEvery at the stored watermark. The push floor must be
+		// read before the scan's snapshot (push_floor.go).
 		due := b.watermarkDue(qk, pr.Group)
 		hint := b.startHint(qk, q, pr.Group, b.fullScanDue(qk, pr.Group))
 		floor := b.pushFloor(ctx)

@@ -68,11 +68,7 @@ type recentScan struct {
 func (r *recentScans) keep(k watermarkKey, queueID uuid.UUID, untried []db.PartitionListPopCandidatesRow, batch int, scanned, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for id, c := range r.claimed {
-		if now.Sub(c.started) > recentScanTTL {
-			delete(r.claimed, id)
-		}
-	}
+	r.sweepLocked(now)
 	var parts []partRef
 	for _, c := range untried {
 		if r.claimedSince(c.ID, scanned) == 1 {
@@ -151,8 +147,23 @@ func (r *recentScans) claiming(id uuid.UUID, now time.Time) {
 	if r.claimed == nil {
 		r.claimed = make(map[uuid.UUID]claimTimes)
 	}
+	if len(r.claimed) >= claimedSweepAt {
+		r.sweepLocked(now) // pops that never keep a list (several partitions each)
+	}
 	r.claimed[id] = claimTimes{started: now}
 	r.mu.Unlock()
+}
+
+// claimedSweepAt is the size of claimed at which a claim sweeps it.
+const claimedSweepAt = 1024
+
+// sweepLocked forgets the claims that started more than recentScanTTL ago.
+func (r *recentScans) sweepLocked(now time.Time) {
+	for id, c := range r.claimed {
+		if now.Sub(c.started) > recentScanTTL {
+			delete(r.claimed, id)
+		}
+	}
 }
 
 // claimReturned records that the claim of partition id started at started

@@ -171,3 +171,17 @@ func TestScannedCandidatesClaimedMeanwhileGoLast(t *testing.T) {
 	names := []string{cands[0].Name, cands[1].Name, cands[2].Name, cands[3].Name}
 	require.Equal(t, []string{"b", "c", "d", "a"}, names)
 }
+
+// What claims are remembered stays bounded without any list kept (pops of
+// several partitions each keep none): past claimedSweepAt, a claim forgets
+// those older than recentScanTTL.
+func TestClaimsRememberedStayBounded(t *testing.T) {
+	t.Parallel()
+	var r recentScans
+	start := time.Now()
+	for i := range claimedSweepAt {
+		r.claiming(uuid.New(), start.Add(time.Duration(i)*time.Microsecond))
+	}
+	r.claiming(uuid.New(), start.Add(recentScanTTL+time.Second))
+	require.Len(t, r.claimed, 1)
+}
