@@ -103,7 +103,8 @@ func (b *Broker) claimAny(ctx context.Context, pr popPlan, queues []db.QueenQueu
 			break
 		}
 		qk := key(pr.Tenant, q.Name)
-		if !pr.AutoAck && pr.MaxPartitions == 1 {
+		keeps := !pr.AutoAck && pr.MaxPartitions == 1 && q.WindowBuffer == 0
+		if keeps {
 			// What a recent scan listed, before scanning (recent_scan.go).
 			c, err := b.claimRecent(ctx, pr, q, leaseID, budget)
 			if err != nil {
@@ -182,7 +183,7 @@ func (b *Broker) claimAny(ctx context.Context, pr popPlan, queues []db.QueenQueu
 			got = append(got, *c)
 			budget -= len(c.messages)
 		}
-		if pr.MaxPartitions == 1 {
+		if keeps {
 			b.recent.keep(watermarkKey{qk, pr.Group}, q.ID, cands[tried:], pr.Batch, scanned, time.Now())
 		}
 	}

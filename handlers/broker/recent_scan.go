@@ -31,6 +31,8 @@ import (
 // that was leased or drained since only costs its claim, after which the
 // pop takes another, then scans. A pop that finds nothing has always
 // scanned: what it reports empty (known_empty.go) is a scan's finding.
+// Queues with a window buffer keep nothing: the window is the scan's test,
+// not the claim's, and a push may reopen it within the list's moment.
 
 // recentScanTTL is how long the partitions a scan listed are kept for the
 // next pops.

@@ -80,6 +80,20 @@ func TestPartitionsWithoutABacklogAreNotKept(t *testing.T) {
 	require.Equal(t, 1, tb.kept("shallow"), "with a batch of 1, the partition neither pop claimed")
 }
 
+// A queue with a window buffer keeps nothing: the window is tested by the
+// scan only, and a push within the list's moment would reopen it.
+func TestWindowBufferedQueuesKeepNothing(t *testing.T) {
+	tb := setup(t)
+	_, _, err := tb.b.Configure(t.Context(), DefaultTenant, "windowed", "", "", QueueOptions{WindowBuffer: 1})
+	require.NoError(t, err)
+	tb.fillPartitions("windowed", 5, "a", "b", "c")
+	_, err = tb.pool.Exec(t.Context(), `UPDATE queen.partitions SET last_message_at = now() - interval '1 minute'`)
+	require.NoError(t, err)
+	tb.consumeOne("windowed", "a", "b", "c")
+	require.NotNil(t, tb.pop(PopRequest{Queue: "windowed", Batch: 2}))
+	require.Zero(t, tb.kept("windowed"))
+}
+
 // A kept partition drained since the scan (by another broker's consumers,
 // say) costs its claim, which finds nothing and releases; the pop then
 // scans, and delivers what the scan finds, here a partition filled after
