@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/queenforgo/queen/handlers/broker"
@@ -15,7 +16,14 @@ import (
 type ackAnswer struct{ res []broker.AckResult }
 
 func (a ackAnswer) VisitAckBatchResponse(w http.ResponseWriter) error {
-	buf := make([]byte, 0, 16+len(a.res)*160)
+	pooled := answerBufs.Get().(*[]byte)
+	buf := slices.Grow((*pooled)[:0], ackAnswerSize(a.res))
+	defer func() {
+		if cap(buf) <= answerBufKeepMax {
+			*pooled = buf
+			answerBufs.Put(pooled)
+		}
+	}()
 	buf = append(buf, '[')
 	for i := range a.res {
 		if i > 0 {
@@ -28,6 +36,20 @@ func (a ackAnswer) VisitAckBatchResponse(w http.ResponseWriter) error {
 	w.WriteHeader(http.StatusOK)
 	_, err := w.Write(buf)
 	return err
+}
+
+// ackResultFixed is what appendAckResult writes for a result besides its
+// strings: member names, punctuation, booleans and the index.
+const ackResultFixed = 140
+
+// ackAnswerSize is the length of the answer of res, give or take escapes
+// and refusals: one allocation or none.
+func ackAnswerSize(res []broker.AckResult) int {
+	size := 16
+	for i := range res {
+		size += ackResultFixed + len(res[i].Partition) + len(res[i].Queue) + len(res[i].TransactionID)
+	}
+	return size
 }
 
 // appendAckResult appends result i as encoding/json writes the api.AckResult

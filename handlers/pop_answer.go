@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/queenforgo/queen/handlers/broker"
@@ -21,11 +22,14 @@ func (a popAnswer) VisitPopNamespaceTaskResponse(w http.ResponseWriter) error { 
 
 func (a popAnswer) write(w http.ResponseWriter) error {
 	r := a.r
-	size := 256
-	for i := range r.Messages {
-		size += 400 + len(r.Messages[i].Payload)
-	}
-	buf := make([]byte, 0, size)
+	pooled := answerBufs.Get().(*[]byte)
+	buf := slices.Grow((*pooled)[:0], popAnswerSize(r))
+	defer func() {
+		if cap(buf) <= answerBufKeepMax {
+			*pooled = buf
+			answerBufs.Put(pooled)
+		}
+	}()
 	buf = append(buf, `{"consumerGroup":`...)
 	buf = appendJSONString(buf, r.Group)
 	buf = append(buf, `,"leaseId":`...)
@@ -50,6 +54,26 @@ func (a popAnswer) write(w http.ResponseWriter) error {
 	w.WriteHeader(http.StatusOK)
 	_, err := w.Write(buf)
 	return err
+}
+
+// poppedMessageFixed is what appendPoppedMessage writes for a message
+// besides its strings and payload: member names, punctuation, the time,
+// the ids and a trace id.
+const poppedMessageFixed = 320
+
+// popAnswerSize is the length of r's answer, give or take escapes (which
+// grow it) and the spaces dropped from payloads: one allocation or none.
+func popAnswerSize(r *broker.PopResult) int {
+	size := 256 + len(r.Group) + len(r.LeaseID) + len(r.Partition) + len(r.Queue)
+	shared := poppedMessageFixed + len(r.Group) + len(r.LeaseID)
+	for i := range r.Messages {
+		m := &r.Messages[i]
+		size += shared + len(m.Payload) + len(m.Partition) + len(m.Queue) + len(m.TransactionID)
+		if m.ProducerSub != nil {
+			size += len(*m.ProducerSub)
+		}
+	}
+	return size
 }
 
 // appendPoppedMessage appends one element of popResponse's messages as

@@ -427,7 +427,7 @@ o AS (
     LIMIT 1
 )
 SELECT p.id, p.name, (SELECT o.last_message_at FROM o)::timestamptz AS oldest_pending,
-       now()::timestamptz AS scanned_at, p.last_seq
+       now()::timestamptz AS scanned_at, p.last_seq, COALESCE(pc.last_seq, -1)::bigint AS cursor_seq
 FROM queen.partitions p
 LEFT JOIN queen.partition_consumers pc
        ON pc.partition_id = p.id AND pc.consumer_group = $1
@@ -455,6 +455,7 @@ type PartitionListPopCandidatesRow struct {
 	OldestPending pgtype.Timestamptz
 	ScannedAt     pgtype.Timestamptz
 	LastSeq       int64
+	CursorSeq     int64
 }
 
 // Partitions of a queue that hold messages past the group's cursor, are not
@@ -467,7 +468,10 @@ type PartitionListPopCandidatesRow struct {
 // it. Each row also carries the oldest partition still pending from that
 // start (leased ones included) and the clock, for the next hint, and the
 // partition's last seq as this scan saw it (an autoAck pop passes over a
-// partition whose cursor it knows to be there already, autoack_race.go).
+// partition whose cursor it knows to be there already, autoack_race.go), and
+// the group's cursor there (-1 without a cursor row), so that the broker can
+// keep for its next pops the partitions with more than a batch to give
+// (handlers/broker/recent_scan.go).
 func (q *Queries) PartitionListPopCandidates(ctx context.Context, arg PartitionListPopCandidatesParams) ([]PartitionListPopCandidatesRow, error) {
 	rows, err := q.db.Query(ctx, partitionListPopCandidates,
 		arg.ConsumerGroup,
@@ -490,6 +494,7 @@ func (q *Queries) PartitionListPopCandidates(ctx context.Context, arg PartitionL
 			&i.OldestPending,
 			&i.ScannedAt,
 			&i.LastSeq,
+			&i.CursorSeq,
 		); err != nil {
 			return nil, err
 		}

@@ -180,6 +180,8 @@ type Broker struct {
 	// race is what this broker knows of its own autoAck claims
 	// (autoack_race.go).
 	race autoAckRace
+	// recent is what recent scans listed for the next pops (recent_scan.go).
+	recent recentScans
 
 	// draining is set by Drain: parked long-polls end with an empty answer.
 	draining  atomic.Bool

@@ -42,7 +42,10 @@ FROM queen.partitions p WHERE p.queue_id = @queue_id AND p.name = @name;
 -- it. Each row also carries the oldest partition still pending from that
 -- start (leased ones included) and the clock, for the next hint, and the
 -- partition's last seq as this scan saw it (an autoAck pop passes over a
--- partition whose cursor it knows to be there already, autoack_race.go).
+-- partition whose cursor it knows to be there already, autoack_race.go), and
+-- the group's cursor there (-1 without a cursor row), so that the broker can
+-- keep for its next pops the partitions with more than a batch to give
+-- (handlers/broker/recent_scan.go).
 WITH s AS (
     SELECT COALESCE(
         (SELECT CASE WHEN sqlc.narg(hint_at)::timestamptz > w.reset_at
@@ -64,7 +67,7 @@ o AS (
     LIMIT 1
 )
 SELECT p.id, p.name, (SELECT o.last_message_at FROM o)::timestamptz AS oldest_pending,
-       now()::timestamptz AS scanned_at, p.last_seq
+       now()::timestamptz AS scanned_at, p.last_seq, COALESCE(pc.last_seq, -1)::bigint AS cursor_seq
 FROM queen.partitions p
 LEFT JOIN queen.partition_consumers pc
        ON pc.partition_id = p.id AND pc.consumer_group = @consumer_group
