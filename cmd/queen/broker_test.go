@@ -176,7 +176,12 @@ func call(ctx context.Context, method, url string, body any) (int, []byte) {
 		return 0, []byte(err.Error())
 	}
 	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		// The answer was cut short (the broker was killed while writing
+		// it): the request failed as far as the caller can tell.
+		return 0, []byte(err.Error())
+	}
 	return resp.StatusCode, out
 }
 

@@ -38,7 +38,7 @@ func TestSoak(t *testing.T) {
 	bin := cmdtest.Binary(t, "cmd/queen")
 	dbURL := pgtest.NewDB(t)
 	env := brokerEnv(t, dbURL, t.TempDir())
-	s := &soak{t: t, bin: bin, env: env, ledger: newLedger(), delivered: map[string]int{}, ackedOK: map[string]int{}}
+	s := &soak{t: t, bin: bin, env: env, ledger: newLedger(), delivered: map[string]int{}, ackedOK: map[string]int{}, ackUnknown: map[string]int{}}
 	s.start()
 	s.b.mustCall("POST", "/api/v1/configure", map[string]any{"queue": "soak", "options": map[string]any{"leaseTime": 3}}, http.StatusOK)
 
@@ -86,13 +86,21 @@ func TestSoak(t *testing.T) {
 	acked := len(s.ledger.acked)
 	waitFor(t, "every acknowledged push to be consumed", 2*time.Minute, func() bool {
 		s.mu.Lock()
-		defer s.mu.Unlock()
+		var unknown []string
 		for id := range s.ledger.acked {
-			if s.ackedOK[id] == 0 {
+			if s.ackedOK[id] > 0 {
+				continue
+			}
+			if s.ackUnknown[id] == 0 {
+				s.mu.Unlock()
 				return false
 			}
+			unknown = append(unknown, id)
 		}
-		return true
+		s.mu.Unlock()
+		// Delivered, and acked by a request whose answer was lost: consumed
+		// when the queue-mode cursor of its partition passed it.
+		return consumedInDB(t, dbURL, unknown) == len(unknown)
 	})
 	stopConsumers()
 	cwg.Wait()
@@ -117,8 +125,25 @@ func TestSoak(t *testing.T) {
 	t.Logf("soak: %s, %d fault events %v", time.Since(began).Round(time.Second), sum(events), events)
 	t.Logf("soak: pushes acknowledged %d (queued %d, buffered %d, duplicate on retry %d), push requests refused and retried %d",
 		acked, s.ledger.count("queued"), s.ledger.count("buffered"), s.ledger.count("duplicate"), s.retries.Load())
-	t.Logf("soak: stored %d, consumed and acked %d distinct, deliveries %d (redeliveries of messages whose ack failed %d), lost 0, delivered after ack %d, stored twice %d",
-		stored, len(s.ackedOK), sum(s.delivered), redelivered, s.afterAck.Load(), storedTwice)
+	t.Logf("soak: stored %d, consumed and acked %d distinct, deliveries %d (redeliveries of messages whose ack failed %d), lost 0, delivered after ack %d, stored twice %d, ack answers lost %d",
+		stored, len(s.ackedOK), sum(s.delivered), redelivered, s.afterAck.Load(), storedTwice, sum(s.ackUnknown))
+}
+
+// consumedInDB counts the messages of ids that the queue-mode cursor of
+// their partition has passed.
+func consumedInDB(t *testing.T, dbURL string, ids []string) int {
+	t.Helper()
+	if len(ids) == 0 {
+		return 0
+	}
+	conn, err := pgx.Connect(t.Context(), dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var n int
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM queen.messages m
+		JOIN queen.partition_consumers c ON c.partition_id = m.partition_id AND c.consumer_group = '__QUEUE_MODE__'
+		WHERE m.transaction_id = ANY($1) AND m.seq <= c.last_seq`, ids).Scan(&n))
+	return n
 }
 
 type soak struct {
@@ -133,8 +158,11 @@ type soak struct {
 	mu        sync.Mutex
 	delivered map[string]int // txID -> deliveries
 	ackedOK   map[string]int // txID -> successful acks
-	afterAck  atomic.Int64
-	retries   atomic.Int64
+	// ackUnknown: txID -> acks sent whose answer was lost (the broker
+	// killed while answering); the ack may or may not have been applied.
+	ackUnknown map[string]int
+	afterAck   atomic.Int64
+	retries    atomic.Int64
 }
 
 func (s *soak) start() {
@@ -214,6 +242,17 @@ func (s *soak) consume(ctx context.Context) {
 		}
 		s.mu.Unlock()
 		status, raw = call(ctx, "POST", s.url()+"/api/v1/ack/batch", map[string]any{"acknowledgments": acks})
+		if status == 0 {
+			// No answer: the broker may have applied the ack before it
+			// was killed (then the batch is never delivered again) or not
+			// (then it is redelivered after the lease).
+			s.mu.Lock()
+			for _, m := range p.Messages {
+				s.ackUnknown[m.TransactionID]++
+			}
+			s.mu.Unlock()
+			continue
+		}
 		if status != http.StatusOK {
 			continue // redelivered after the lease expires
 		}
