@@ -106,20 +106,7 @@ func TestPushFastPathBodyLimit(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{repoll: 50 * time.Millisecond, config: func(c *testConfig) { c.MaxBodyBytes = 100 }})
 	body := `{"items":[{"queue":"q","payload":"` + strings.Repeat("x", 200) + `"}]}`
-	for name, r := range map[string]io.Reader{
-		"declared": strings.NewReader(body),
-		"chunked":  io.MultiReader(strings.NewReader(body)), // no length known
-	} {
-		req, err := http.NewRequest("POST", b.url+"/api/v1/push", r)
-		require.NoError(t, err)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		got, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "%s: %s", name, got)
-		require.JSONEq(t, `{"error":"request body too large"}`, string(got), name)
-	}
+	requireBodyTooLarge(t, b.url+"/api/v1/push", body)
 	// Within the limit the same route stores the push.
 	status, got := b.do("POST", "/api/v1/push", json.RawMessage(`{"items":[{"queue":"q","payload":1}]}`))
 	require.Equal(t, http.StatusCreated, status, "%s", got)
@@ -165,5 +152,25 @@ func BenchmarkPushRoute(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// requireBodyTooLarge posts body to url twice, with its length declared and
+// chunked (no length known), and requires the 413 answer both times.
+func requireBodyTooLarge(t *testing.T, url, body string) {
+	t.Helper()
+	for name, r := range map[string]io.Reader{
+		"declared": strings.NewReader(body),
+		"chunked":  io.MultiReader(strings.NewReader(body)),
+	} {
+		req, err := http.NewRequest("POST", url, r)
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "%s: %s", name, got)
+		require.JSONEq(t, `{"error":"request body too large"}`, string(got), name)
 	}
 }

@@ -55,18 +55,5 @@ func TestAckBodyLimit(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{repoll: 50 * time.Millisecond, config: func(c *testConfig) { c.MaxBodyBytes = 100 }})
 	body := `{"acknowledgments":[{"transactionId":"` + strings.Repeat("x", 200) + `","partitionId":"00000000-0000-0000-0000-000000000001"}]}`
-	for name, r := range map[string]io.Reader{
-		"declared": strings.NewReader(body),
-		"chunked":  io.MultiReader(strings.NewReader(body)), // no length known
-	} {
-		req, err := http.NewRequest("POST", b.url+"/api/v1/ack/batch", r)
-		require.NoError(t, err)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		got, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "%s: %s", name, got)
-		require.JSONEq(t, `{"error":"request body too large"}`, string(got), name)
-	}
+	requireBodyTooLarge(t, b.url+"/api/v1/ack/batch", body)
 }
