@@ -207,25 +207,37 @@ func (c *coalescer[I, O]) take(waiting []*coalescedJob[I, O]) ([]*coalescedJob[I
 func (c *coalescer[I, O]) flush(jobs []*coalescedJob[I, O], n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
+	start := time.Now()
+	results := make([]coalescedResult[O], len(jobs))
+	c.commitAll(ctx, jobs, n, results)
+	// The flush is recorded before any job is answered: a client that
+	// reads the metrics after its answer finds its flush there.
 	if c.flushed != nil {
-		start := time.Now()
-		defer func() { c.flushed(n, time.Since(start)) }()
+		c.flushed(n, time.Since(start))
 	}
+	for i, j := range jobs {
+		j.done <- results[i]
+	}
+}
+
+// commitAll commits the jobs together, or one by one after a failed shared
+// commit, and fills in each job's result.
+func (c *coalescer[I, O]) commitAll(ctx context.Context, jobs []*coalescedJob[I, O], n int, results []coalescedResult[O]) {
 	if len(jobs) > 1 {
 		all := make([]I, 0, n)
 		for _, j := range jobs {
 			all = append(all, j.items...)
 		}
 		if out, err := c.commit(ctx, all); err == nil {
-			for _, j := range jobs {
-				j.done <- coalescedResult[O]{out: out[:len(j.items):len(j.items)]}
+			for i, j := range jobs {
+				results[i] = coalescedResult[O]{out: out[:len(j.items):len(j.items)]}
 				out = out[len(j.items):]
 			}
 			return
 		}
 	}
-	for _, j := range jobs {
+	for i, j := range jobs {
 		out, err := c.commit(ctx, j.items)
-		j.done <- coalescedResult[O]{out, err}
+		results[i] = coalescedResult[O]{out, err}
 	}
 }

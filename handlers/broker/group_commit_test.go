@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -196,4 +197,41 @@ func TestCoalescerLingersAfterAFlush(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("stop did not return")
 	}
+}
+
+// A flush is recorded before its requests are answered, so a client that
+// reads the metrics after its answer finds its flush there (a scrape used
+// to race the deferred record).
+func TestCoalescerRecordsAFlushBeforeAnsweringIt(t *testing.T) {
+	t.Parallel()
+	g := newGatedCommit()
+	c := newCoalescer(coalescerLimits{MaxItems: 100, MaxFlushes: 1, ParallelMin: 100}, g.commit)
+	recorded := make(chan int, 1)
+	proceed := make(chan struct{})
+	c.flushed = func(items int, _ time.Duration) {
+		recorded <- items
+		<-proceed
+	}
+	c.start()
+	var once sync.Once
+	release := func() { once.Do(func() { close(proceed) }) }
+	defer c.stop()
+	defer release() // before stop: a failed check must not leave the flush waiting
+
+	j := enqueue(c, 1, 2, 3)
+	require.Equal(t, []int{1, 2, 3}, g.nextFlush(t))
+	g.release <- struct{}{}
+	select {
+	case n := <-recorded:
+		require.Equal(t, 3, n)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the flush was not recorded")
+	}
+	select {
+	case <-j.done:
+		t.Fatal("answered before the flush was recorded")
+	default:
+	}
+	release()
+	require.Equal(t, []int{1, 2, 3}, result(t, j))
 }
