@@ -157,10 +157,13 @@ type Broker struct {
 	emptyMu sync.Mutex
 	gens    map[waitKey]uint64
 	empty   map[lookKey]emptyState
-	notify  Notifier // local, then cfg.Notifier
-	seal    *sealer
-	spool   *spool.Spool // nil: no FILE_BUFFER_DIR
-	maint   *maintenance
+	// dueLooks is, per look key, how many autoAck pops parked on it are
+	// woken and have not started the look for it (due_looks.go).
+	dueLooks dueLooks
+	notify   Notifier // local, then cfg.Notifier
+	seal     *sealer
+	spool    *spool.Spool // nil: no FILE_BUFFER_DIR
+	maint    *maintenance
 
 	pusher *coalescer[PushItem, PushResult]
 	acker  *coalescer[AckItem, AckResult]
