@@ -167,11 +167,11 @@ func (b *Broker) rewake(look lookKey) { b.wakeNext(look) }
 // (nothing, perhaps, or all it saw) is not taken as the key being empty
 // (known_empty.go) by the next long-poll, which then looks. When an autoAck
 // pop of look is already due, its look will see those messages: nothing is
-// done (due_looks.go).
-func (b *Broker) wakeNext(look lookKey) {
+// done, and wakeNext reports false (due_looks.go).
+func (b *Broker) wakeNext(look lookKey) bool {
 	if b.dueLooks.any(look) {
 		b.dueLooks.deferred.Add(1)
-		return
+		return false
 	}
 	b.emptyMu.Lock()
 	for _, wk := range lookWaitKeys(look) {
@@ -179,4 +179,5 @@ func (b *Broker) wakeNext(look lookKey) {
 	}
 	b.emptyMu.Unlock()
 	b.looks.NotifyOne(look)
+	return true
 }
