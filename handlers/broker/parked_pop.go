@@ -117,9 +117,6 @@ func (p *ParkedPop) Resume(ctx context.Context) (res *PopResult, done bool, err 
 	pr := p.pr
 	pr.started = start
 	res, err = p.b.popOnce(ctx, pr)
-	if res != nil {
-	} else {
-	}
 	if err != nil || res != nil {
 		p.finish(res, err)
 		return res, true, pgerr.Translate(err)

@@ -65,9 +65,6 @@ func (b *Broker) PopStart(ctx context.Context, req PopRequest) (res *PopResult, 
 		start := b.lookStart(p.look)
 		pr.started = start
 		res, err = b.popOnce(ctx, pr)
-		if res != nil {
-		} else {
-		}
 		if err != nil || res != nil {
 			p.finish(res, err)
 			return res, nil, err
