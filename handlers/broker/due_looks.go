@@ -25,8 +25,8 @@ import (
 
 // dueLooks counts, per look key, the autoAck pops whose dueWoken bit is
 // set: set by ParkedPop.signal, cleared when Resume starts the look or the
-// pop finishes. Lock order: the waiter registry, then ParkedPop.mu, then
-// mu.
+// pop finishes. Lock order: Broker.emptyMu (held by wakeLimited around
+// its wake-ups), the waiter registry, ParkedPop.mu, then mu.
 type dueLooks struct {
 	mu sync.Mutex
 	n  map[lookKey]int
