@@ -84,8 +84,13 @@ func (b *Broker) claimAutoAck(ctx context.Context, pr popPlan, q db.QueenQueue, 
 	switch {
 	case left:
 		// Another pop of the key may take it: pushes wake only as many
-		// autoAck pops as they filled partitions (wake_pushed.go).
-		b.wakeNext(look)
+		// autoAck pops as they filled partitions (wake_pushed.go). When
+		// one is due already, its look will see what this one left
+		// (due_looks.go): then, as after a look that took all it saw, the
+		// consumer's next long-poll need not look.
+		if !b.wakeNext(look) && pr.Queue != "" && !pr.started.at.IsZero() {
+			b.sawEmpty(look, pr.started)
+		}
 	case len(got) > 0 && pr.Queue != "" && !pr.started.at.IsZero():
 		// This look took all it saw that no other claim here is taking:
 		// the consumer's next long-poll may park without a look, as

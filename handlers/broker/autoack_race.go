@@ -165,12 +165,19 @@ func (b *Broker) rewake(look lookKey) { b.wakeNext(look) }
 // wakeNext wakes one pop parked on look, for messages a look saw and left.
 // The generation of its wait keys moves first, so that what a look found
 // (nothing, perhaps, or all it saw) is not taken as the key being empty
-// (known_empty.go) by the next long-poll, which then looks.
-func (b *Broker) wakeNext(look lookKey) {
+// (known_empty.go) by the next long-poll, which then looks. When an autoAck
+// pop of look is already due, its look will see those messages: nothing is
+// done, and wakeNext reports false (due_looks.go).
+func (b *Broker) wakeNext(look lookKey) bool {
+	if b.dueLooks.any(look) {
+		b.dueLooks.deferred.Add(1)
+		return false
+	}
 	b.emptyMu.Lock()
 	for _, wk := range lookWaitKeys(look) {
 		b.gens[wk]++
 	}
 	b.emptyMu.Unlock()
 	b.looks.NotifyOne(look)
+	return true
 }

@@ -156,11 +156,15 @@ type Broker struct {
 	rounds  atomic.Uint64 // shared re-poll rounds started
 	emptyMu sync.Mutex
 	gens    map[waitKey]uint64
+	excused map[lookKey]uint64 // generations answered by woken pops
 	empty   map[lookKey]emptyState
-	notify  Notifier // local, then cfg.Notifier
-	seal    *sealer
-	spool   *spool.Spool // nil: no FILE_BUFFER_DIR
-	maint   *maintenance
+	// dueLooks is, per look key, how many autoAck pops parked on it are
+	// woken and have not started the look for it (due_looks.go).
+	dueLooks dueLooks
+	notify   Notifier // local, then cfg.Notifier
+	seal     *sealer
+	spool    *spool.Spool // nil: no FILE_BUFFER_DIR
+	maint    *maintenance
 
 	pusher *coalescer[PushItem, PushResult]
 	acker  *coalescer[AckItem, AckResult]
@@ -209,6 +213,7 @@ func New(cfg Config) *Broker {
 		wait:    waiters.New[waitKey](),
 		looks:   waiters.New[lookKey](),
 		gens:    make(map[waitKey]uint64),
+		excused: make(map[lookKey]uint64),
 		empty:   make(map[lookKey]emptyState),
 		seal:    &sealer{cipher: cfg.Cipher, log: cfg.Logger},
 		spool:   cfg.Spool,

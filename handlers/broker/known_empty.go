@@ -23,6 +23,15 @@ import "time"
 // task), bumped before its pops are woken, plus one for the whole broker,
 // bumped by the announcements that name no exact key. Per key, so that a
 // busy queue does not make every idle key look again.
+//
+// A push committed here that gave a new wake-up to as many autoAck pops of
+// a look key as it filled partitions (wake_pushed.go) is excused for that
+// look key: those pops look after its commit, and what they leave they
+// hand on (due_looks.go), so a new long-poll of the key need not look for
+// it. Without the excuse, a consumer that keeps up re-issues its long-poll
+// after every answer and looks, and unthrottled a push lands during nearly
+// every look: most of those first looks found the partitions already
+// taken by the pops the push woke.
 
 // emptyState is what this broker knows about a look key being empty.
 type emptyState struct {
@@ -52,13 +61,15 @@ func lookWaitKeys(k lookKey) []waitKey {
 }
 
 // genOf is the wake-up generation of a look key: it grows with every
-// wake-up that concerns the key.
+// wake-up that concerns the key, except a push's that the key's woken pops
+// answer (excused).
 func (b *Broker) genOf(k lookKey) uint64 {
 	g := b.wakeGen.Load()
 	b.emptyMu.Lock()
 	for _, wk := range lookWaitKeys(k) {
 		g += b.gens[wk]
 	}
+	g -= b.excused[k]
 	b.emptyMu.Unlock()
 	return g
 }

@@ -68,6 +68,9 @@ func (p *ParkedPop) signal(bit uint8) bool {
 	defer p.mu.Unlock()
 	fresh := p.due&bit == 0 && !p.done
 	p.due |= bit
+	if fresh && bit == dueWoken && p.pr.AutoAck {
+		p.b.dueLooks.add(p.look, 1)
+	}
 	if p.notify != nil {
 		p.notify()
 	}
@@ -99,6 +102,7 @@ func (p *ParkedPop) Resume(ctx context.Context) (res *PopResult, done bool, err 
 	p.mu.Lock()
 	due, finished := p.due, p.done
 	p.due &^= dueWoken // a wake-up from here on is after the look below
+	p.undue(due, finished)
 	p.mu.Unlock()
 	switch {
 	case finished:
@@ -157,6 +161,7 @@ func (p *ParkedPop) finish(res *PopResult, err error) {
 	p.mu.Lock()
 	finished := p.done
 	unlooked := p.due&dueWoken != 0
+	p.undue(p.due, finished)
 	p.done, p.notify = true, nil
 	p.mu.Unlock()
 	if finished {
@@ -170,4 +175,12 @@ func (p *ParkedPop) finish(res *PopResult, err error) {
 	}
 	p.unpark()
 	p.b.recordPop(p.pr.PopRequest, res, err)
+}
+
+// undue takes p out of its key's due count (due_looks.go) when due, its
+// bits before dueWoken is cleared, had it counted. p.mu is held.
+func (p *ParkedPop) undue(due uint8, finished bool) {
+	if due&dueWoken != 0 && !finished && p.pr.AutoAck {
+		p.b.dueLooks.add(p.look, -1)
+	}
 }

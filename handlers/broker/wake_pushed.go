@@ -60,10 +60,18 @@ func filledPartitions(items []PushItem) map[QueueKey]int {
 }
 
 // wakeLimited is wake, giving a new wake-up to n autoAck pops at most of
-// each key parked on wk.
+// each key parked on wk. A look key whose autoAck pops got all n has the
+// push answered by them: its new generation is excused (known_empty.go).
+// The excuse is made under the same lock as the generation's move, so a
+// look never starts between the two.
 func (b *Broker) wakeLimited(wk waitKey, n int) {
+	n = max(n, 1)
 	b.emptyMu.Lock()
+	defer b.emptyMu.Unlock()
 	b.gens[wk]++
-	b.emptyMu.Unlock()
-	b.wait.NotifyLimit(wk, max(n, 1))
+	for class, got := range b.wait.NotifyLimit(wk, n) {
+		if k, ok := class.(lookKey); ok && got >= n {
+			b.excused[k]++
+		}
+	}
 }

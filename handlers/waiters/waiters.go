@@ -115,8 +115,10 @@ func (r *Registry[K]) Notify(key K) {
 // NotifyLimit wakes the waiters parked under key as Notify does, except
 // that of each class (RegisterClass) it gives a new wake-up to n waiters at
 // most: for an event that n of them can answer (n new partitions with
-// messages, where each waiter takes one), the rest staying parked.
-func (r *Registry[K]) NotifyLimit(key K, n int) {
+// messages, where each waiter takes one), the rest staying parked. It
+// returns how many new wake-ups each class got (nil: none); a class that
+// got n has the whole event answered by its waiters.
+func (r *Registry[K]) NotifyLimit(key K, n int) map[any]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var woken map[any]int
@@ -135,6 +137,7 @@ func (r *Registry[K]) NotifyLimit(key K, n int) {
 			woken[w.class]++
 		}
 	}
+	return woken
 }
 
 // NotifyOne wakes one waiter parked under key, any one; false when none

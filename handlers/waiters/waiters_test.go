@@ -88,7 +88,7 @@ func TestNotifyLimitWakesNOfEachClassAndEveryOther(t *testing.T) {
 	}
 	plain := r.Register("q:a")
 
-	r.NotifyLimit("q:a", 1)
+	require.Equal(t, map[any]int{"x": 1, "y": 1}, r.NotifyLimit("q:a", 1))
 	require.Len(t, plain.C, 1, "a waiter without a class is always woken")
 	count := func(prefix byte) (n int) {
 		for k, d := range due {
@@ -102,7 +102,7 @@ func TestNotifyLimitWakesNOfEachClassAndEveryOther(t *testing.T) {
 	require.Equal(t, 1, count('y'))
 
 	// Those already woken do not count: the next one wakes fresh waiters.
-	r.NotifyLimit("q:a", 5)
+	require.Equal(t, map[any]int{"x": 2, "y": 1}, r.NotifyLimit("q:a", 5), "the new wake-ups of each class")
 	require.Equal(t, 3, count('x'))
 	require.Equal(t, 2, count('y'))
 	r.Notify("q:b") // another key: nothing
