@@ -319,27 +319,66 @@ func (q *Queries) PartitionConsumerAutoAckRead(ctx context.Context, arg Partitio
 }
 
 const partitionConsumerClaimAndRead = `-- name: PartitionConsumerClaimAndRead :many
-SELECT f.cursor_seq::bigint AS cursor_seq, f.batch_retry_count::integer AS batch_retry_count,
-       f.lease_expires_at::timestamptz AS lease_expires_at, f.seq::bigint AS seq, f.id::uuid AS id,
-       f.transaction_id::text AS transaction_id,
-       COALESCE(f.trace_id, '00000000-0000-0000-0000-000000000000')::uuid AS trace_id,
-       (f.trace_id IS NOT NULL)::boolean AS traced, f.payload::jsonb AS payload,
-       f.is_encrypted::boolean AS is_encrypted, COALESCE(f.producer_sub, '')::text AS producer_sub, f.created_at::timestamptz AS created_at,
-       f.vacant_seqs::bigint AS vacant_seqs
-FROM queen.partition_claim_and_read(
-    $1::uuid, $2::text, $3::timestamptz, $4::text,
-    $5::integer, $6::integer, $7::integer) f
-ORDER BY f.seq
+WITH gate AS (
+    SELECT pg_try_advisory_xact_lock(
+        hashtextextended(format('%s/%s', $1::uuid, $4::text), 12648430)) AS open
+    WHERE NOT EXISTS (
+        SELECT 1 FROM queen.partition_consumers l
+        WHERE l.partition_id = $1 AND l.consumer_group = $4 AND l.lease_expires_at > now())
+),
+claim AS (
+    INSERT INTO queen.partition_consumers AS pc (
+        partition_id, consumer_group, last_seq, lease_id, lease_acquired_at, lease_expires_at,
+        batch_size, acked_count)
+    SELECT
+        $1, $4,
+        CASE WHEN $5::timestamptz IS NULL THEN 0
+             ELSE (SELECT COALESCE(max(s.seq), 0) FROM queen.messages s
+                   WHERE s.partition_id = $1 AND s.created_at <= $5::timestamptz)
+        END,
+        $6, now(), now() + make_interval(secs => $7::integer),
+        $3, 0
+    FROM gate WHERE gate.open
+    ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
+        lease_id = EXCLUDED.lease_id,
+        lease_acquired_at = EXCLUDED.lease_acquired_at,
+        lease_expires_at = EXCLUDED.lease_expires_at,
+        batch_size = EXCLUDED.batch_size,
+        acked_count = 0
+    WHERE pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now()
+    RETURNING pc.last_seq, pc.batch_retry_count, pc.lease_expires_at
+)
+SELECT claim.last_seq AS cursor_seq, claim.batch_retry_count, claim.lease_expires_at::timestamptz AS lease_expires_at,
+       COALESCE(m.seq, 0)::bigint AS seq,
+       COALESCE(m.id, '00000000-0000-0000-0000-000000000000'::uuid)::uuid AS id,
+       COALESCE(m.transaction_id, '')::text AS transaction_id,
+       m.trace_id,
+       COALESCE(m.payload, 'null'::jsonb)::jsonb AS payload,
+       COALESCE(m.is_encrypted, false)::boolean AS is_encrypted,
+       m.producer_sub,
+       COALESCE(m.created_at, now())::timestamptz AS created_at,
+       (SELECT v.vacant_seqs FROM queen.partitions v WHERE v.id = $1)::bigint AS vacant_seqs
+FROM claim
+LEFT JOIN LATERAL (
+    SELECT s.id, s.seq, s.transaction_id, s.trace_id, s.payload, s.is_encrypted, s.producer_sub, s.created_at
+    FROM queen.messages s
+    WHERE s.partition_id = $1
+      AND s.seq > claim.last_seq
+      AND ($2::integer = 0 OR s.created_at <= now() - make_interval(secs => $2::integer))
+    ORDER BY s.seq
+    LIMIT $3
+) m ON true
+ORDER BY m.seq
 `
 
 type PartitionConsumerClaimAndReadParams struct {
 	PartitionID    uuid.UUID
+	DelaySeconds   int32
+	BatchSize      int32
 	ConsumerGroup  string
 	StartAfterTime pgtype.Timestamptz
 	LeaseID        *string
 	LeaseSeconds   int32
-	BatchSize      int32
-	DelaySeconds   int32
 }
 
 type PartitionConsumerClaimAndReadRow struct {
@@ -349,11 +388,10 @@ type PartitionConsumerClaimAndReadRow struct {
 	Seq             int64
 	ID              uuid.UUID
 	TransactionID   string
-	TraceID         uuid.UUID
-	Traced          bool
+	TraceID         *uuid.UUID
 	Payload         json.RawMessage
 	IsEncrypted     bool
-	ProducerSub     string
+	ProducerSub     *string
 	CreatedAt       pgtype.Timestamptz
 	VacantSeqs      int64
 }
@@ -376,20 +414,15 @@ type PartitionConsumerClaimAndReadRow struct {
 // flush) and so hold up the holder's own ack or autoAck update; the upsert's
 // WHERE still decides on the latest row, so a stale look can only skip a
 // partition that was released a moment ago, never claim a leased one.
-//
-// The statement is queen.partition_claim_and_read (migration 0025), planned
-// once per session: sent as it is, it was planned again at every call. A
-// message without a trace id has traced false; producer_sub is ” for none
-// (a push stores ” as NULL).
 func (q *Queries) PartitionConsumerClaimAndRead(ctx context.Context, arg PartitionConsumerClaimAndReadParams) ([]PartitionConsumerClaimAndReadRow, error) {
 	rows, err := q.db.Query(ctx, partitionConsumerClaimAndRead,
 		arg.PartitionID,
+		arg.DelaySeconds,
+		arg.BatchSize,
 		arg.ConsumerGroup,
 		arg.StartAfterTime,
 		arg.LeaseID,
 		arg.LeaseSeconds,
-		arg.BatchSize,
-		arg.DelaySeconds,
 	)
 	if err != nil {
 		return nil, err
@@ -406,7 +439,6 @@ func (q *Queries) PartitionConsumerClaimAndRead(ctx context.Context, arg Partiti
 			&i.ID,
 			&i.TransactionID,
 			&i.TraceID,
-			&i.Traced,
 			&i.Payload,
 			&i.IsEncrypted,
 			&i.ProducerSub,

@@ -406,20 +406,47 @@ func (q *Queries) PartitionListPage(ctx context.Context, arg PartitionListPagePa
 }
 
 const partitionListPopCandidates = `-- name: PartitionListPopCandidates :many
-SELECT f.id::uuid AS id, f.name::text AS name, f.oldest_pending::timestamptz AS oldest_pending,
-       f.scanned_at::timestamptz AS scanned_at, f.last_seq::bigint AS last_seq, f.cursor_seq::bigint AS cursor_seq
-FROM queen.partition_pop_candidates(
-    $1::uuid, $2::text, $3::integer, $4::integer,
-    $5::timestamptz, $6::timestamptz) f
+WITH s AS (
+    SELECT COALESCE(
+        (SELECT CASE WHEN $5::timestamptz > w.reset_at
+                     THEN GREATEST(w.scan_from, $6::timestamptz)
+                     ELSE w.scan_from END
+           FROM queen.consumer_watermarks w
+          WHERE w.queue_id = $2 AND w.consumer_group = $1),
+        '-infinity'::timestamptz) AS scan_from
+),
+o AS (
+    SELECT p.last_message_at
+    FROM queen.partitions p
+    LEFT JOIN queen.partition_consumers pc
+           ON pc.partition_id = p.id AND pc.consumer_group = $1
+    WHERE p.queue_id = $2
+      AND p.last_message_at >= (SELECT s.scan_from FROM s)
+      AND p.last_seq > COALESCE(pc.last_seq, 0)
+    ORDER BY p.last_message_at
+    LIMIT 1
+)
+SELECT p.id, p.name, (SELECT o.last_message_at FROM o)::timestamptz AS oldest_pending,
+       now()::timestamptz AS scanned_at, p.last_seq, COALESCE(pc.last_seq, -1)::bigint AS cursor_seq
+FROM queen.partitions p
+LEFT JOIN queen.partition_consumers pc
+       ON pc.partition_id = p.id AND pc.consumer_group = $1
+WHERE p.queue_id = $2
+  AND p.last_message_at >= (SELECT s.scan_from FROM s)
+  AND ($3::integer = 0 OR p.last_message_at <= now() - make_interval(secs => $3::integer))
+  AND p.last_seq > COALESCE(pc.last_seq, 0)
+  AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
+ORDER BY p.last_message_at
+LIMIT $4
 `
 
 type PartitionListPopCandidatesParams struct {
-	QueueID       uuid.UUID
 	ConsumerGroup string
+	QueueID       uuid.UUID
 	WindowSeconds int32
 	MaxCandidates int32
-	HintFrom      pgtype.Timestamptz
 	HintAt        pgtype.Timestamptz
+	HintFrom      pgtype.Timestamptz
 }
 
 type PartitionListPopCandidatesRow struct {
@@ -445,19 +472,14 @@ type PartitionListPopCandidatesRow struct {
 // the group's cursor there (-1 without a cursor row), so that the broker can
 // keep for its next pops the partitions with more than a batch to give
 // (handlers/broker/recent_scan.go).
-//
-// The statement is queen.partition_pop_candidates (migration 0025), planned
-// once per session: sent as it is, it was planned again at every call
-// whenever its generic plan looked dearer than the ones made with the
-// arguments. The rows come in the function's order.
 func (q *Queries) PartitionListPopCandidates(ctx context.Context, arg PartitionListPopCandidatesParams) ([]PartitionListPopCandidatesRow, error) {
 	rows, err := q.db.Query(ctx, partitionListPopCandidates,
-		arg.QueueID,
 		arg.ConsumerGroup,
+		arg.QueueID,
 		arg.WindowSeconds,
 		arg.MaxCandidates,
-		arg.HintFrom,
 		arg.HintAt,
+		arg.HintFrom,
 	)
 	if err != nil {
 		return nil, err

@@ -144,13 +144,8 @@ func autoAckClaimed(q db.QueenQueue, p partRef, rows []db.PartitionConsumerAutoA
 	for i, r := range rows {
 		c.messages[i] = db.PartitionConsumerClaimAndReadRow{
 			BatchRetryCount: r.BatchRetryCount, Seq: r.Seq, ID: r.ID, TransactionID: r.TransactionID,
-			Payload: r.Payload, IsEncrypted: r.IsEncrypted, CreatedAt: r.CreatedAt,
-		}
-		if r.TraceID != nil {
-			c.messages[i].TraceID, c.messages[i].Traced = *r.TraceID, true
-		}
-		if r.ProducerSub != nil {
-			c.messages[i].ProducerSub = *r.ProducerSub
+			TraceID: r.TraceID, Payload: r.Payload, IsEncrypted: r.IsEncrypted, ProducerSub: r.ProducerSub,
+			CreatedAt: r.CreatedAt,
 		}
 	}
 	return c

@@ -301,23 +301,6 @@ func (b *Broker) subscriptionStart(ctx context.Context, pr popPlan, queue, parti
 	return &row.SubscriptionTimestamp.Time, nil
 }
 
-// traceID is a claimed message's trace id, nil for none.
-func traceID(m *db.PartitionConsumerClaimAndReadRow) *uuid.UUID {
-	if !m.Traced {
-		return nil
-	}
-	return &m.TraceID
-}
-
-// producerSub is a claimed message's producer, nil for none (a push stores
-// an empty one as NULL).
-func producerSub(m *db.PartitionConsumerClaimAndReadRow) *string {
-	if m.ProducerSub == "" {
-		return nil
-	}
-	return &m.ProducerSub
-}
-
 // popResult renders what the claims gave, payloads opened.
 func (b *Broker) popResult(pr popPlan, leaseID string, got []claimed) *PopResult {
 	if pr.AutoAck {
@@ -334,14 +317,13 @@ func (b *Broker) popResult(pr popPlan, leaseID string, got []claimed) *PopResult
 	}
 	res.Messages = make([]Message, 0, n)
 	for _, c := range got {
-		for i := range c.messages {
-			m := &c.messages[i]
+		for _, m := range c.messages {
 			res.Messages = append(res.Messages, Message{
 				ID:            m.ID,
 				TransactionID: m.TransactionID,
-				TraceID:       traceID(m),
+				TraceID:       m.TraceID,
 				Payload:       b.seal.open(m.Payload, m.IsEncrypted),
-				ProducerSub:   producerSub(m),
+				ProducerSub:   m.ProducerSub,
 				CreatedAt:     m.CreatedAt.Time,
 				Queue:         c.queue.Name,
 				Partition:     c.partitionName,

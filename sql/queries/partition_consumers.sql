@@ -17,22 +17,56 @@
 -- flush) and so hold up the holder's own ack or autoAck update; the upsert's
 -- WHERE still decides on the latest row, so a stale look can only skip a
 -- partition that was released a moment ago, never claim a leased one.
---
--- The statement is queen.partition_claim_and_read (migration 0025), planned
--- once per session: sent as it is, it was planned again at every call. A
--- message without a trace id has traced false; producer_sub is '' for none
--- (a push stores '' as NULL).
-SELECT f.cursor_seq::bigint AS cursor_seq, f.batch_retry_count::integer AS batch_retry_count,
-       f.lease_expires_at::timestamptz AS lease_expires_at, f.seq::bigint AS seq, f.id::uuid AS id,
-       f.transaction_id::text AS transaction_id,
-       COALESCE(f.trace_id, '00000000-0000-0000-0000-000000000000')::uuid AS trace_id,
-       (f.trace_id IS NOT NULL)::boolean AS traced, f.payload::jsonb AS payload,
-       f.is_encrypted::boolean AS is_encrypted, COALESCE(f.producer_sub, '')::text AS producer_sub, f.created_at::timestamptz AS created_at,
-       f.vacant_seqs::bigint AS vacant_seqs
-FROM queen.partition_claim_and_read(
-    @partition_id::uuid, @consumer_group::text, sqlc.narg(start_after_time)::timestamptz, sqlc.narg(lease_id)::text,
-    @lease_seconds::integer, @batch_size::integer, @delay_seconds::integer) f
-ORDER BY f.seq;
+WITH gate AS (
+    SELECT pg_try_advisory_xact_lock(
+        hashtextextended(format('%s/%s', @partition_id::uuid, @consumer_group::text), 12648430)) AS open
+    WHERE NOT EXISTS (
+        SELECT 1 FROM queen.partition_consumers l
+        WHERE l.partition_id = @partition_id AND l.consumer_group = @consumer_group AND l.lease_expires_at > now())
+),
+claim AS (
+    INSERT INTO queen.partition_consumers AS pc (
+        partition_id, consumer_group, last_seq, lease_id, lease_acquired_at, lease_expires_at,
+        batch_size, acked_count)
+    SELECT
+        @partition_id, @consumer_group,
+        CASE WHEN sqlc.narg(start_after_time)::timestamptz IS NULL THEN 0
+             ELSE (SELECT COALESCE(max(s.seq), 0) FROM queen.messages s
+                   WHERE s.partition_id = @partition_id AND s.created_at <= sqlc.narg(start_after_time)::timestamptz)
+        END,
+        @lease_id, now(), now() + make_interval(secs => @lease_seconds::integer),
+        @batch_size, 0
+    FROM gate WHERE gate.open
+    ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
+        lease_id = EXCLUDED.lease_id,
+        lease_acquired_at = EXCLUDED.lease_acquired_at,
+        lease_expires_at = EXCLUDED.lease_expires_at,
+        batch_size = EXCLUDED.batch_size,
+        acked_count = 0
+    WHERE pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now()
+    RETURNING pc.last_seq, pc.batch_retry_count, pc.lease_expires_at
+)
+SELECT claim.last_seq AS cursor_seq, claim.batch_retry_count, claim.lease_expires_at::timestamptz AS lease_expires_at,
+       COALESCE(m.seq, 0)::bigint AS seq,
+       COALESCE(m.id, '00000000-0000-0000-0000-000000000000'::uuid)::uuid AS id,
+       COALESCE(m.transaction_id, '')::text AS transaction_id,
+       m.trace_id,
+       COALESCE(m.payload, 'null'::jsonb)::jsonb AS payload,
+       COALESCE(m.is_encrypted, false)::boolean AS is_encrypted,
+       m.producer_sub,
+       COALESCE(m.created_at, now())::timestamptz AS created_at,
+       (SELECT v.vacant_seqs FROM queen.partitions v WHERE v.id = @partition_id)::bigint AS vacant_seqs
+FROM claim
+LEFT JOIN LATERAL (
+    SELECT s.id, s.seq, s.transaction_id, s.trace_id, s.payload, s.is_encrypted, s.producer_sub, s.created_at
+    FROM queen.messages s
+    WHERE s.partition_id = @partition_id
+      AND s.seq > claim.last_seq
+      AND (@delay_seconds::integer = 0 OR s.created_at <= now() - make_interval(secs => @delay_seconds::integer))
+    ORDER BY s.seq
+    LIMIT @batch_size
+) m ON true
+ORDER BY m.seq;
 
 -- name: PartitionConsumerAutoAckRead :many
 -- An autoAck pop of one partition whose cursor row exists: reads the next

@@ -46,16 +46,38 @@ FROM queen.partitions p WHERE p.queue_id = @queue_id AND p.name = @name;
 -- the group's cursor there (-1 without a cursor row), so that the broker can
 -- keep for its next pops the partitions with more than a batch to give
 -- (handlers/broker/recent_scan.go).
---
--- The statement is queen.partition_pop_candidates (migration 0025), planned
--- once per session: sent as it is, it was planned again at every call
--- whenever its generic plan looked dearer than the ones made with the
--- arguments. The rows come in the function's order.
-SELECT f.id::uuid AS id, f.name::text AS name, f.oldest_pending::timestamptz AS oldest_pending,
-       f.scanned_at::timestamptz AS scanned_at, f.last_seq::bigint AS last_seq, f.cursor_seq::bigint AS cursor_seq
-FROM queen.partition_pop_candidates(
-    @queue_id::uuid, @consumer_group::text, @window_seconds::integer, @max_candidates::integer,
-    sqlc.narg(hint_from)::timestamptz, sqlc.narg(hint_at)::timestamptz) f;
+WITH s AS (
+    SELECT COALESCE(
+        (SELECT CASE WHEN sqlc.narg(hint_at)::timestamptz > w.reset_at
+                     THEN GREATEST(w.scan_from, sqlc.narg(hint_from)::timestamptz)
+                     ELSE w.scan_from END
+           FROM queen.consumer_watermarks w
+          WHERE w.queue_id = @queue_id AND w.consumer_group = @consumer_group),
+        '-infinity'::timestamptz) AS scan_from
+),
+o AS (
+    SELECT p.last_message_at
+    FROM queen.partitions p
+    LEFT JOIN queen.partition_consumers pc
+           ON pc.partition_id = p.id AND pc.consumer_group = @consumer_group
+    WHERE p.queue_id = @queue_id
+      AND p.last_message_at >= (SELECT s.scan_from FROM s)
+      AND p.last_seq > COALESCE(pc.last_seq, 0)
+    ORDER BY p.last_message_at
+    LIMIT 1
+)
+SELECT p.id, p.name, (SELECT o.last_message_at FROM o)::timestamptz AS oldest_pending,
+       now()::timestamptz AS scanned_at, p.last_seq, COALESCE(pc.last_seq, -1)::bigint AS cursor_seq
+FROM queen.partitions p
+LEFT JOIN queen.partition_consumers pc
+       ON pc.partition_id = p.id AND pc.consumer_group = @consumer_group
+WHERE p.queue_id = @queue_id
+  AND p.last_message_at >= (SELECT s.scan_from FROM s)
+  AND (@window_seconds::integer = 0 OR p.last_message_at <= now() - make_interval(secs => @window_seconds::integer))
+  AND p.last_seq > COALESCE(pc.last_seq, 0)
+  AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
+ORDER BY p.last_message_at
+LIMIT @max_candidates;
 
 -- name: PartitionPollReady :many
 -- The shared re-poll of parked long-polls (handlers/broker/repoll.go): of the
