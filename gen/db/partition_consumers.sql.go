@@ -13,6 +13,96 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const partitionConsumerAckWholeBatches = `-- name: PartitionConsumerAckWholeBatches :many
+WITH v AS (
+    SELECT unnest($1::uuid[]) AS partition_id, unnest($2::text[]) AS consumer_group,
+           unnest($3::text[]) AS lease_id, unnest($4::integer[]) AS n,
+           unnest($5::bigint[]) AS first_seq, unnest($6::bigint[]) AS last_seq,
+           unnest($7::uuid[]) AS last_id, unnest($8::bigint[]) AS vacant_seqs
+),
+ok AS (
+    SELECT pc.partition_id, pc.consumer_group, v.n, v.last_seq, v.last_id
+    FROM v
+    JOIN queen.partition_consumers pc
+      ON pc.partition_id = v.partition_id AND pc.consumer_group = v.consumer_group
+    JOIN queen.partitions p ON p.id = pc.partition_id
+    WHERE pc.lease_id = v.lease_id AND pc.lease_expires_at > now()
+      AND pc.acked_count = 0 AND pc.batch_size = v.n AND pc.last_seq < v.first_seq
+      AND p.vacant_seqs = v.vacant_seqs
+    ORDER BY pc.partition_id, pc.consumer_group
+    FOR UPDATE OF pc
+)
+UPDATE queen.partition_consumers AS pc SET
+    last_seq = ok.last_seq,
+    last_consumed_id = ok.last_id,
+    last_consumed_at = now(),
+    total_messages_consumed = pc.total_messages_consumed + ok.n,
+    total_batches_consumed = pc.total_batches_consumed + 1,
+    acked_count = ok.n,
+    batch_retry_count = 0,
+    lease_id = NULL,
+    lease_acquired_at = NULL,
+    lease_expires_at = NULL,
+    batch_size = 0
+FROM ok
+WHERE pc.partition_id = ok.partition_id AND pc.consumer_group = ok.consumer_group
+  AND (SELECT count(*) FROM ok) = cardinality($1::uuid[])
+RETURNING pc.partition_id, pc.consumer_group
+`
+
+type PartitionConsumerAckWholeBatchesParams struct {
+	PartitionIds   []uuid.UUID
+	ConsumerGroups []string
+	LeaseIds       []string
+	Counts         []int32
+	FirstSeqs      []int64
+	LastSeqs       []int64
+	LastIds        []uuid.UUID
+	VacantSeqs     []int64
+}
+
+type PartitionConsumerAckWholeBatchesRow struct {
+	PartitionID   uuid.UUID
+	ConsumerGroup string
+}
+
+// Completes whole leased batches in one statement, all or none: for each
+// (partition, group) the ack names every message of the batch its live
+// lease covers, none acked before, every one past the cursor, and the
+// partition deleted nothing since the pop read them (vacant_seqs). Where
+// every row qualifies, each cursor moves to its batch's last message and
+// the lease ends, as PartitionConsumerLockMany + ApplyMany would move it
+// (handlers/broker/ack_whole.go); where one does not, nothing is written
+// and no row comes back, and the ack takes the general path.
+func (q *Queries) PartitionConsumerAckWholeBatches(ctx context.Context, arg PartitionConsumerAckWholeBatchesParams) ([]PartitionConsumerAckWholeBatchesRow, error) {
+	rows, err := q.db.Query(ctx, partitionConsumerAckWholeBatches,
+		arg.PartitionIds,
+		arg.ConsumerGroups,
+		arg.LeaseIds,
+		arg.Counts,
+		arg.FirstSeqs,
+		arg.LastSeqs,
+		arg.LastIds,
+		arg.VacantSeqs,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PartitionConsumerAckWholeBatchesRow
+	for rows.Next() {
+		var i PartitionConsumerAckWholeBatchesRow
+		if err := rows.Scan(&i.PartitionID, &i.ConsumerGroup); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const partitionConsumerApplyMany = `-- name: PartitionConsumerApplyMany :exec
 UPDATE queen.partition_consumers AS pc SET
     last_seq = v.last_seq,

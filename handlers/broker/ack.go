@@ -51,14 +51,17 @@ func normalizeAck(it *AckItem) {
 }
 
 // ackDirect applies items in one transaction (the group commit's commit
-// function).
+// function): whole remembered batches in one statement (ack_whole.go),
+// anything else through applyAcks.
 func (b *Broker) ackDirect(ctx context.Context, items []AckItem) ([]AckResult, error) {
-	var res []AckResult
-	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		var err error
-		res, err = applyAcks(ctx, b.q.WithTx(tx), items, ackNormal, b.delivered)
-		return err
-	})
+	res, whole, err := b.ackWhole(ctx, items)
+	if err == nil && !whole {
+		err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+			var err error
+			res, err = applyAcks(ctx, b.q.WithTx(tx), items, ackNormal, b.delivered)
+			return err
+		})
+	}
 	if err != nil {
 		return nil, pgerr.Translate(fmt.Errorf("ack: %w", err))
 	}

@@ -21,6 +21,7 @@ type claimed struct {
 	partitionName string
 	retryCount    int
 	messages      []db.PartitionConsumerClaimAndReadRow
+	lease         string // the lease the messages were claimed under ("" for autoAck)
 }
 
 // defaultLeaseSeconds applies when a queue's leaseTime is 0.
@@ -228,7 +229,7 @@ func (b *Broker) claim(ctx context.Context, pr popPlan, q db.QueenQueue, partID 
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	c := &claimed{queue: q, partitionID: partID, partitionName: partName, retryCount: int(rows[0].BatchRetryCount)}
+	c := &claimed{queue: q, partitionID: partID, partitionName: partName, retryCount: int(rows[0].BatchRetryCount), lease: leaseID}
 	c.messages = deliverable(rows)
 	key := db.PartitionConsumerReleaseParams{PartitionID: partID, ConsumerGroup: pr.Group, LeaseID: &leaseID}
 	switch n := len(c.messages); {

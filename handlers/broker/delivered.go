@@ -53,7 +53,8 @@ type deliveredMsg struct {
 type deliveredBatch struct {
 	until time.Time // the lease's end, after which the batch is forgotten
 	keys  []deliveredKey
-	left  int // keys not acked yet
+	left  int    // keys not acked yet
+	lease string // the lease the batch was claimed under
 }
 
 func newDeliveries(max int) *deliveries {
@@ -81,7 +82,10 @@ func (d *deliveries) remember(tenant uuid.UUID, got []claimed, now time.Time) {
 		if lease <= 0 {
 			lease = defaultLeaseSeconds
 		}
-		b := &deliveredBatch{until: now.Add(time.Duration(lease) * time.Second), keys: make([]deliveredKey, len(c.messages)), left: len(c.messages)}
+		b := &deliveredBatch{
+			until: now.Add(time.Duration(lease) * time.Second), keys: make([]deliveredKey, len(c.messages)),
+			left: len(c.messages), lease: c.lease,
+		}
 		for i, m := range c.messages {
 			k := deliveredKey{tenant, c.partitionID, m.TransactionID}
 			b.keys[i] = k

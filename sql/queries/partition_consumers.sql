@@ -202,6 +202,50 @@ FROM (SELECT unnest(@partition_ids::uuid[]) AS partition_id, unnest(@consumer_gr
              unnest(@releases::boolean[]) AS release) AS v
 WHERE pc.partition_id = v.partition_id AND pc.consumer_group = v.consumer_group;
 
+-- name: PartitionConsumerAckWholeBatches :many
+-- Completes whole leased batches in one statement, all or none: for each
+-- (partition, group) the ack names every message of the batch its live
+-- lease covers, none acked before, every one past the cursor, and the
+-- partition deleted nothing since the pop read them (vacant_seqs). Where
+-- every row qualifies, each cursor moves to its batch's last message and
+-- the lease ends, as PartitionConsumerLockMany + ApplyMany would move it
+-- (handlers/broker/ack_whole.go); where one does not, nothing is written
+-- and no row comes back, and the ack takes the general path.
+WITH v AS (
+    SELECT unnest(@partition_ids::uuid[]) AS partition_id, unnest(@consumer_groups::text[]) AS consumer_group,
+           unnest(@lease_ids::text[]) AS lease_id, unnest(@counts::integer[]) AS n,
+           unnest(@first_seqs::bigint[]) AS first_seq, unnest(@last_seqs::bigint[]) AS last_seq,
+           unnest(@last_ids::uuid[]) AS last_id, unnest(@vacant_seqs::bigint[]) AS vacant_seqs
+),
+ok AS (
+    SELECT pc.partition_id, pc.consumer_group, v.n, v.last_seq, v.last_id
+    FROM v
+    JOIN queen.partition_consumers pc
+      ON pc.partition_id = v.partition_id AND pc.consumer_group = v.consumer_group
+    JOIN queen.partitions p ON p.id = pc.partition_id
+    WHERE pc.lease_id = v.lease_id AND pc.lease_expires_at > now()
+      AND pc.acked_count = 0 AND pc.batch_size = v.n AND pc.last_seq < v.first_seq
+      AND p.vacant_seqs = v.vacant_seqs
+    ORDER BY pc.partition_id, pc.consumer_group
+    FOR UPDATE OF pc
+)
+UPDATE queen.partition_consumers AS pc SET
+    last_seq = ok.last_seq,
+    last_consumed_id = ok.last_id,
+    last_consumed_at = now(),
+    total_messages_consumed = pc.total_messages_consumed + ok.n,
+    total_batches_consumed = pc.total_batches_consumed + 1,
+    acked_count = ok.n,
+    batch_retry_count = 0,
+    lease_id = NULL,
+    lease_acquired_at = NULL,
+    lease_expires_at = NULL,
+    batch_size = 0
+FROM ok
+WHERE pc.partition_id = ok.partition_id AND pc.consumer_group = ok.consumer_group
+  AND (SELECT count(*) FROM ok) = cardinality(@partition_ids::uuid[])
+RETURNING pc.partition_id, pc.consumer_group;
+
 -- name: PartitionConsumerExtendLease :many
 -- Moves the expiry of every live claim of a lease on the tenant's partitions
 -- to now + seconds, never earlier than it was; without seconds (NULL), each
