@@ -3,6 +3,7 @@ package handlers
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"testing"
 	"time"
@@ -52,7 +53,10 @@ func consumedBatch() (*broker.PopResult, []broker.AckResult) {
 // the answer: once warm, writing one allocates nothing but the header's
 // value (the buffers used to be allocated per answer, and grown on the way
 // because their estimate was short of the answer). Under -race the pool
-// drops a quarter of what it is given, so the bound is an average below 2.
+// drops a quarter of what it is given at random, and a collection empties
+// it, so an average over many answers may exceed the bound by chance; the
+// fewest allocations of 20 single answers does not (all 20 would have to
+// miss the pool), and without the pool it is 2 or more.
 func TestAnswersReuseTheirBuffers(t *testing.T) {
 	r, acks := consumedBatch()
 	w := &sinkWriter{header: http.Header{}}
@@ -61,8 +65,11 @@ func TestAnswersReuseTheirBuffers(t *testing.T) {
 		"ack": func() error { return ackAnswer{acks}.VisitAckBatchResponse(w) },
 	} {
 		require.NoError(t, write(), name)
-		allocs := testing.AllocsPerRun(50, func() { _ = write() })
-		require.Less(t, allocs, 2.0, "%s: allocations per answer", name)
+		fewest := math.Inf(1)
+		for range 20 {
+			fewest = min(fewest, testing.AllocsPerRun(1, func() { _ = write() }))
+		}
+		require.Less(t, fewest, 2.0, "%s: allocations of an answer", name)
 	}
 }
 
