@@ -22,20 +22,38 @@ import (
 // every queue is running, are shared the same way by the requests for that
 // queue. Nothing is kept after a pass ends: the answer cache is what keeps
 // answers.
+//
+// The overview also needs its tenant's lag histogram, another pass over
+// every partition; its pass over every queue gives both
+// (PartitionCountsWithLagHistogram), and the page's other requests that
+// arrive while it runs take their counts from it, so the page costs one
+// pass. A request for the histogram that finds a pass without it under way
+// (or one for another tenant) starts its own, which the requests after it
+// join.
 
 // countFlights are the count passes under way.
 type countFlights struct {
 	mu  sync.Mutex
-	all *countFlight               // the pass over every queue, nil when none runs
+	all *countFlight               // the latest pass over every queue, nil when none runs
 	one map[uuid.UUID]*countFlight // the passes over one queue
 }
 
-// countFlight is one count pass; rows and err are set when done is closed.
+// countFlight is one count pass; rows, lag and err are set when done is
+// closed.
 type countFlight struct {
 	done chan struct{}
 	rows []db.PartitionCountsByQueueRow
+	lag  lagHistogram // withLag passes only
 	err  error
+
+	withLag bool      // the pass gives lagTenant's lag histogram too
+	tenant  uuid.UUID // lagTenant
 }
+
+// lagHistogram is the distribution of the lag over the (group, partition)
+// pairs of a tenant's queues, in messages left and in whole seconds since
+// the oldest of them.
+type lagHistogram struct{ offset, time []lagCount }
 
 // join returns the pass that counts queue (uuid.Nil: every queue), running
 // it with count in this goroutine when none is under way. A queue's counts
@@ -51,7 +69,33 @@ func (f *countFlights) join(queue uuid.UUID, count func() ([]db.PartitionCountsB
 		f.mu.Unlock()
 		return c
 	}
-	c := &countFlight{done: make(chan struct{}), err: errors.New("the count pass failed")}
+	c := f.start(queue, false, uuid.Nil)
+	defer f.end(queue, c)
+	c.rows, c.err = count()
+	return c
+}
+
+// joinWithLag returns the pass over every queue that gives tenant's lag
+// histogram too, running it with count in this goroutine when none is
+// under way. A pass without the histogram, or with another tenant's, is
+// not joined: this one runs beside it and the requests after it join this
+// one.
+func (f *countFlights) joinWithLag(tenant uuid.UUID, count func() ([]db.PartitionCountsByQueueRow, lagHistogram, error)) *countFlight {
+	f.mu.Lock()
+	if c := f.all; c != nil && c.withLag && c.tenant == tenant {
+		f.mu.Unlock()
+		return c
+	}
+	c := f.start(uuid.Nil, true, tenant)
+	defer f.end(uuid.Nil, c)
+	c.rows, c.lag, c.err = count()
+	return c
+}
+
+// start registers a new pass over queue (uuid.Nil: every queue); f.mu is
+// held and is released.
+func (f *countFlights) start(queue uuid.UUID, withLag bool, tenant uuid.UUID) *countFlight {
+	c := &countFlight{done: make(chan struct{}), err: errors.New("the count pass failed"), withLag: withLag, tenant: tenant}
 	if queue == uuid.Nil {
 		f.all = c
 	} else {
@@ -61,18 +105,22 @@ func (f *countFlights) join(queue uuid.UUID, count func() ([]db.PartitionCountsB
 		f.one[queue] = c
 	}
 	f.mu.Unlock()
-	defer func() { // also when count panics: the waiters get the error above
-		f.mu.Lock()
-		if queue == uuid.Nil {
-			f.all = nil
-		} else {
-			delete(f.one, queue)
-		}
-		f.mu.Unlock()
-		close(c.done)
-	}()
-	c.rows, c.err = count()
 	return c
+}
+
+// end unregisters pass c and wakes its waiters; deferred, so that a panic
+// of the count gives them the error start set.
+func (f *countFlights) end(queue uuid.UUID, c *countFlight) {
+	f.mu.Lock()
+	if queue == uuid.Nil {
+		if f.all == c { // a later pass may have taken the place
+			f.all = nil
+		}
+	} else {
+		delete(f.one, queue)
+	}
+	f.mu.Unlock()
+	close(c.done)
 }
 
 // wait is the pass's result, or the context's error when it ends first
@@ -97,6 +145,39 @@ func (s *Server) allQueueCounts(ctx context.Context) ([]db.PartitionCountsByQueu
 	return s.counting.join(uuid.Nil, func() ([]db.PartitionCountsByQueueRow, error) {
 		return s.aq().PartitionCountsByQueue(context.WithoutCancel(ctx), nil)
 	}).wait(ctx)
+}
+
+// allQueueCountsWithLag are allQueueCounts and the lag histogram of
+// tenant's queues, from one pass (PartitionCountsWithLagHistogram) shared
+// with the requests for every queue's counts that arrive while it runs.
+func (s *Server) allQueueCountsWithLag(ctx context.Context, tenant uuid.UUID) ([]db.PartitionCountsByQueueRow, lagHistogram, error) {
+	c := s.counting.joinWithLag(tenant, func() ([]db.PartitionCountsByQueueRow, lagHistogram, error) {
+		rows, err := s.aq().PartitionCountsWithLagHistogram(context.WithoutCancel(ctx), tenant)
+		if err != nil {
+			return nil, lagHistogram{}, err
+		}
+		var counts []db.PartitionCountsByQueueRow
+		var lag lagHistogram
+		for _, r := range rows {
+			switch r.Kind {
+			case "count":
+				counts = append(counts, db.PartitionCountsByQueueRow{
+					QueueID: r.QueueID, Partitions: r.Partitions, Total: r.Total, StoredIn: r.StoredIn,
+					Pushed: r.Pushed, Pending: r.Pending, Processing: r.Processing,
+				})
+			case "offset":
+				lag.offset = append(lag.offset, lagCount{lag: r.Lag, pairs: r.Pairs})
+			case "time":
+				lag.time = append(lag.time, lagCount{lag: r.Lag, pairs: r.Pairs})
+			}
+		}
+		return counts, lag, nil
+	})
+	rows, err := c.wait(ctx)
+	if err != nil {
+		return nil, lagHistogram{}, err
+	}
+	return rows, c.lag, nil
 }
 
 // oneQueueCounts are one queue's partition counts (a range of its
@@ -130,6 +211,12 @@ func (s *Server) queueCounts(ctx context.Context, queueIDs []uuid.UUID) (map[uui
 	if err != nil {
 		return nil, fmt.Errorf("count dead letters: %w", err)
 	}
+	return countsOf(rows, dead, queueIDs), nil
+}
+
+// countsOf picks the given queues' rows of a count pass (nil: every
+// queue's) and adds their dead letters.
+func countsOf(rows []db.PartitionCountsByQueueRow, dead []db.PartitionDeadLetterCountsRow, queueIDs []uuid.UUID) map[uuid.UUID]msgCounts {
 	wanted := map[uuid.UUID]bool{}
 	for _, id := range queueIDs {
 		wanted[id] = true
@@ -149,7 +236,7 @@ func (s *Server) queueCounts(ctx context.Context, queueIDs []uuid.UUID) (map[uui
 			out[d.QueueID] = c
 		}
 	}
-	return out, nil
+	return out
 }
 
 // allQueueCountsByID is allQueueCounts by queue id, with the pending total

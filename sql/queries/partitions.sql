@@ -261,6 +261,151 @@ SELECT a.queue_id, a.partitions::bigint AS partitions, a.total::bigint AS total,
 FROM parts a
 LEFT JOIN cur c ON c.queue_id = a.queue_id;
 
+-- name: PartitionCountsWithLagHistogram :many
+-- PartitionCountsByQueue over every queue and the overview's lag histogram
+-- (the distribution of the lag over every (group, partition) pair of the
+-- tenant's queues a group reads) from one pass over the partitions: the
+-- dashboard's overview page asks for both at once, and two passes over
+-- 100,000 partitions competed for the same cores (docs/benchmarks.md,
+-- "Round 5: the dashboard's first computation").
+--
+-- Rows of kind 'count' are PartitionCountsByQueue's (queue_id and the
+-- counts; lag and pairs 0); rows of kind 'offset' (messages left) or
+-- 'time' (whole seconds since the oldest message left, 0 when none) are
+-- the histogram's (lag, pairs; queue_id the nil uuid, counts 0), pairs
+-- with no lag included as lag 0, bars of no pairs left out.
+--
+-- The pass groups the partitions by what the histogram needs of each (the
+-- queue, the stored count, the creation time of one that stores
+-- something, and the id of one whose first messages may have been deleted,
+-- vacant_top > 0: its creation time is not its first message's, probed
+-- below), with their number and the sum of last_seq; the counts are summed
+-- from those groups, then corrected with a walk of the queue-mode cursors
+-- (cur) as PartitionCountsByQueue does. The histogram has the lags of
+-- queen.consumer_lag's rows without a row per pair: a group's partitions
+-- without a cursor lag by what the partition stores and since its first
+-- stored message (migration 0021), weighted by the groups reading the
+-- queue, less the partitions each group has a cursor on; the cursors are
+-- counted one by one. A group with a subscription start time on the queue
+-- has its partitions without a cursor probed one by one, as the view does.
+WITH scanned AS MATERIALIZED (
+    SELECT p.queue_id, p.last_seq - p.vacant_seqs AS stored,
+           CASE WHEN p.last_seq > p.vacant_seqs THEN p.created_at END AS created,
+           CASE WHEN p.last_seq > p.vacant_seqs AND p.vacant_top > 0 THEN p.id END AS probe,
+           count(*) AS n, sum(p.last_seq) AS pushed
+    FROM queen.partitions p
+    GROUP BY 1, 2, 3, 4
+), parts AS (
+    -- Every queue's partitions as if the queue-mode group had no cursor on
+    -- any (each pends what it stores).
+    SELECT s.queue_id, sum(s.n) AS partitions, sum(GREATEST(s.stored, 0) * s.n) AS total,
+           sum(s.n) FILTER (WHERE s.stored > 0) AS stored_in, sum(s.pushed) AS pushed
+    FROM scanned s
+    GROUP BY s.queue_id
+), cur AS (
+    SELECT t.queue_id, sum(t.pending - t.uncursored) AS pending, sum(LEAST(t.leased, t.pending)) AS processing
+    FROM (
+        SELECT p.queue_id,
+               GREATEST(p.last_seq - p.vacant_seqs, 0) AS uncursored,
+               CASE WHEN qm.lease_id IS NOT NULL AND qm.lease_expires_at > now()
+                    THEN GREATEST(qm.batch_size - qm.acked_count, 0) ELSE 0 END AS leased,
+               CASE WHEN p.last_seq <= qm.last_seq THEN 0
+                    WHEN qm.last_seq = 0 THEN p.last_seq - p.vacant_seqs
+                    WHEN qm.last_seq >= p.vacant_top THEN p.last_seq - qm.last_seq
+                    ELSE COALESCE((
+                        SELECT LEAST((SELECT n.seq FROM queen.messages n WHERE n.partition_id = p.id
+                                       ORDER BY n.seq DESC LIMIT 1) - m.seq + 1, p.last_seq - p.vacant_seqs)
+                        FROM queen.messages m
+                        WHERE m.partition_id = p.id AND m.seq > qm.last_seq
+                        ORDER BY m.seq LIMIT 1), 0) END AS pending
+        FROM queen.partition_consumers qm
+        JOIN queen.partitions p ON p.id = qm.partition_id
+        WHERE qm.consumer_group = '__QUEUE_MODE__'
+        OFFSET 0 -- evaluates pending once per cursor, not once per use above
+    ) t
+    GROUP BY t.queue_id
+), reads AS MATERIALIZED (
+    SELECT r.consumer_group, r.queue_id, r.queue_name, r.tenant_id, r.has_start
+    FROM queen.queue_readers r WHERE r.tenant_id = @tenant_id
+), weights AS MATERIALIZED (
+    SELECT r.queue_id, count(*) AS readers FROM reads r WHERE NOT r.has_start GROUP BY r.queue_id
+), whole AS (
+    SELECT s.queue_id, GREATEST(s.stored, 0) AS lag, s.n,
+           CASE WHEN s.probe IS NULL THEN s.created
+                ELSE (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = s.probe ORDER BY m.seq LIMIT 1) END AS oldest
+    FROM scanned s
+    JOIN weights w ON w.queue_id = s.queue_id
+), cursors AS MATERIALIZED (
+    SELECT r.has_start, p.id, p.last_seq, p.vacant_seqs, p.vacant_top, p.created_at,
+           CASE WHEN p.last_seq <= pc.last_seq THEN 0
+                WHEN pc.last_seq >= p.vacant_top THEN p.last_seq - pc.last_seq
+                ELSE COALESCE((SELECT LEAST((SELECT n.seq FROM queen.messages n WHERE n.partition_id = p.id
+                                              ORDER BY n.seq DESC LIMIT 1) - m.seq + 1, p.last_seq - p.vacant_seqs)
+                               FROM queen.messages m WHERE m.partition_id = p.id AND m.seq > pc.last_seq
+                               ORDER BY m.seq LIMIT 1), 0) END AS lag,
+           CASE WHEN p.last_seq <= pc.last_seq THEN NULL
+                WHEN pc.last_seq >= p.vacant_top THEN
+                    (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = p.id AND m.seq = pc.last_seq + 1)
+                ELSE (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = p.id AND m.seq > pc.last_seq
+                       ORDER BY m.seq LIMIT 1) END AS oldest
+    FROM queen.partition_consumers pc
+    JOIN queen.partitions p ON p.id = pc.partition_id
+    JOIN reads r ON r.queue_id = p.queue_id AND r.consumer_group = pc.consumer_group
+), started AS (
+    -- The partitions without a cursor of a group with a start time.
+    SELECT CASE WHEN f.seq IS NULL THEN 0 ELSE LEAST(f.newest - f.seq + 1, p.last_seq - p.vacant_seqs) END AS lag,
+           f.created_at AS oldest
+    FROM reads r
+    JOIN queen.partitions p ON p.queue_id = r.queue_id
+    LEFT JOIN LATERAL (
+        SELECT m.seq, m.created_at,
+               (SELECT n.seq FROM queen.messages n WHERE n.partition_id = p.id ORDER BY n.seq DESC LIMIT 1) AS newest
+        FROM queen.messages m
+        WHERE m.partition_id = p.id
+          AND m.created_at > (SELECT s.subscription_timestamp FROM queen.consumer_groups_metadata s
+                               WHERE s.tenant_id = r.tenant_id AND s.consumer_group = r.consumer_group
+                                 AND s.queue_name = r.queue_name AND s.partition_name IN (p.name, '')
+                               ORDER BY s.partition_name DESC LIMIT 1)
+        ORDER BY m.seq LIMIT 1
+    ) f ON true
+    WHERE r.has_start
+      AND NOT EXISTS (SELECT 1 FROM queen.partition_consumers x
+                      WHERE x.partition_id = p.id AND x.consumer_group = r.consumer_group)
+), weighted AS MATERIALIZED (
+    SELECT x.lag,
+           (CASE WHEN x.oldest < now() THEN floor(date_part('epoch', now() - x.oldest)) ELSE 0 END)::bigint AS age,
+           x.pairs
+    FROM (
+        SELECT w.lag, w.oldest, w.n * ws.readers AS pairs FROM whole w JOIN weights ws ON ws.queue_id = w.queue_id
+        UNION ALL
+        SELECT GREATEST(c.last_seq - c.vacant_seqs, 0),
+               CASE WHEN c.last_seq <= c.vacant_seqs THEN NULL
+                    WHEN c.vacant_top = 0 THEN c.created_at
+                    ELSE (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = c.id ORDER BY m.seq LIMIT 1) END,
+               -1
+        FROM cursors c WHERE NOT c.has_start
+        UNION ALL
+        SELECT c.lag, c.oldest, 1 FROM cursors c
+        UNION ALL
+        SELECT s.lag, s.oldest, 1 FROM started s
+    ) x
+)
+SELECT 'count'::text AS kind, a.queue_id, 0::bigint AS lag, 0::bigint AS pairs,
+       a.partitions::bigint AS partitions, a.total::bigint AS total,
+       COALESCE(a.stored_in, 0)::bigint AS stored_in, a.pushed::bigint AS pushed,
+       (a.total + COALESCE(c.pending, 0))::bigint AS pending,
+       COALESCE(c.processing, 0)::bigint AS processing
+FROM parts a
+LEFT JOIN cur c ON c.queue_id = a.queue_id
+UNION ALL
+SELECT h.kind, '00000000-0000-0000-0000-000000000000'::uuid, h.lag::bigint, h.pairs::bigint, 0, 0, 0, 0, 0, 0
+FROM (
+    SELECT 'offset'::text AS kind, a.lag, sum(a.pairs) AS pairs FROM weighted a GROUP BY a.lag
+    UNION ALL
+    SELECT 'time', a.age, sum(a.pairs) FROM weighted a GROUP BY a.age
+) h
+WHERE h.pairs <> 0;
+
 -- name: PartitionDeadLetterCounts :many
 -- Dead letters per queue (NULL queue_ids: every queue): one probe of the
 -- partitions per dead letter, no pass over the partitions.
