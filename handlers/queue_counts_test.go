@@ -101,6 +101,14 @@ func (b *testBundle) requireQueueCountsCounted() {
 	b.doJSON("GET", "/api/v1/resources/overview", nil, http.StatusOK, &ov)
 	require.Equal(b.t, wireCounts{Total: sum.total, Pending: sum.pending - sum.processing, Processing: sum.processing, DeadLetter: sum.deadLetter},
 		ov.Messages, "the overview's counts")
+
+	// The overview's pass gives every queue's counts, as the plain pass
+	// does, whichever of the two the listings took them from.
+	plain, err := b.srv.aq().PartitionCountsByQueue(b.t.Context(), nil)
+	require.NoError(b.t, err)
+	withLag, _, err := b.srv.allQueueCountsWithLag(b.t.Context(), defaultTenant.id)
+	require.NoError(b.t, err)
+	require.ElementsMatch(b.t, plain, withLag, "the counts of the pass with the lag histogram")
 }
 
 // TestCountFlightsShareOnePass: the requests for one queue's counts that
@@ -161,3 +169,102 @@ func TestCountFlightsShareOnePass(t *testing.T) {
 	require.Nil(t, f.all)
 	require.Empty(t, f.one)
 }
+
+// TestCountFlightWithLagSharedByThePage: the overview's pass (counts and
+// its tenant's lag histogram) is joined by the requests for every queue's
+// counts and for one queue's that arrive while it runs, so the overview
+// page costs one pass over the partitions; an overview that finds a pass
+// without the histogram under way (or with another tenant's) runs its own,
+// which the requests after it join, and the earlier pass's end leaves it
+// registered.
+func TestCountFlightWithLagSharedByThePage(t *testing.T) {
+	t.Parallel()
+	var f countFlights
+	q, tenant, other := uuid.New(), uuid.New(), uuid.New()
+	all := []db.PartitionCountsByQueueRow{{QueueID: q, Partitions: 7}}
+	hist := lagHistogram{offset: []lagCount{{lag: 3, pairs: 2}}, time: []lagCount{{lag: 60, pairs: 2}}}
+	unexpected := func() ([]db.PartitionCountsByQueueRow, error) {
+		return nil, errors.New("a pass of its own ran while the overview's was under way")
+	}
+
+	// The overview's pass, held open until released.
+	started, release := make(chan struct{}), make(chan struct{})
+	overview := make(chan *countFlight, 1)
+	go func() {
+		overview <- f.joinWithLag(tenant, func() ([]db.PartitionCountsByQueueRow, lagHistogram, error) {
+			close(started)
+			<-release
+			return all, hist, nil
+		})
+	}()
+	<-started
+	every := f.join(uuid.Nil, unexpected)
+	one := f.join(q, unexpected)
+	again := f.joinWithLag(tenant, func() ([]db.PartitionCountsByQueueRow, lagHistogram, error) {
+		return nil, lagHistogram{}, errors.New("a second overview ran its own pass")
+	})
+	close(release)
+	c := <-overview
+	for _, joined := range []*countFlight{every, one, again} {
+		require.Same(t, c, joined)
+		rows, err := joined.wait(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, all, rows)
+	}
+	require.Equal(t, hist, c.lag)
+
+	// A plain pass under way: the overview does not take it (it has no
+	// histogram) but runs its own, and the requests after it join that one.
+	plainStarted, plainRelease := make(chan struct{}), make(chan struct{})
+	plain := make(chan *countFlight, 1)
+	go func() {
+		plain <- f.join(uuid.Nil, func() ([]db.PartitionCountsByQueueRow, error) {
+			close(plainStarted)
+			<-plainRelease
+			return all, nil
+		})
+	}()
+	<-plainStarted
+	lagStarted, lagRelease := make(chan struct{}), make(chan struct{})
+	withLag := make(chan *countFlight, 1)
+	ran := 0
+	go func() {
+		withLag <- f.joinWithLag(tenant, func() ([]db.PartitionCountsByQueueRow, lagHistogram, error) {
+			ran++
+			close(lagStarted)
+			<-lagRelease
+			return all, hist, nil
+		})
+	}()
+	<-lagStarted
+	close(plainRelease) // the plain pass ends first: the overview's stays registered
+	p := <-plain
+	later := f.join(uuid.Nil, unexpected)
+	require.NotSame(t, p, later)
+	close(lagRelease)
+	w := <-withLag
+	require.Same(t, w, later)
+	require.Equal(t, 1, ran)
+	require.Equal(t, hist, w.lag)
+
+	// Another tenant's overview does not take this tenant's histogram.
+	otherStarted, otherRelease := make(chan struct{}), make(chan struct{})
+	mine := make(chan *countFlight, 1)
+	go func() {
+		mine <- f.joinWithLag(tenant, func() ([]db.PartitionCountsByQueueRow, lagHistogram, error) {
+			close(otherStarted)
+			<-otherRelease
+			return all, hist, nil
+		})
+	}()
+	<-otherStarted
+	theirs := f.joinWithLag(other, func() ([]db.PartitionCountsByQueueRow, lagHistogram, error) {
+		return all, lagHistogram{}, nil
+	})
+	close(otherRelease)
+	require.NotSame(t, <-mine, theirs)
+	require.Empty(t, theirs.lag.offset)
+	require.Nil(t, f.all)
+	require.Empty(t, f.one)
+}
+
