@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/queenforgo/queen/gen/db"
+	"github.com/queenforgo/queen/handlers/planmode"
 )
 
 // The dashboard's overview page asks for the overview, the status, the
@@ -24,12 +25,13 @@ import (
 // answers.
 //
 // The overview also needs its tenant's lag histogram, another pass over
-// every partition; its pass over every queue gives both
-// (PartitionCountsWithLagHistogram), and the page's other requests that
-// arrive while it runs take their counts from it, so the page costs one
-// pass. A request for the histogram that finds a pass without it under way
-// (or one for another tenant) starts its own, which the requests after it
-// join.
+// every partition; the pass over every queue can give both
+// (PartitionCountsWithLagHistogram), so that the page costs one pass. The
+// page's requests arrive in any order, so a pass over every queue picks
+// its statement only when it has its connection, right before sending it:
+// if an overview joined it by then, it gives that tenant's histogram too.
+// An overview that finds a pass already sent without the histogram (or
+// with another tenant's) runs its own, which the requests after it join.
 
 // countFlights are the count passes under way.
 type countFlights struct {
@@ -43,11 +45,14 @@ type countFlights struct {
 type countFlight struct {
 	done chan struct{}
 	rows []db.PartitionCountsByQueueRow
-	lag  lagHistogram // withLag passes only
+	lag  lagHistogram // when withLag
 	err  error
 
-	withLag bool      // the pass gives lagTenant's lag histogram too
-	tenant  uuid.UUID // lagTenant
+	// Under countFlights.mu: whether the pass gives tenant's lag
+	// histogram too, and whether its statement was chosen (sent).
+	withLag bool
+	tenant  uuid.UUID
+	sent    bool
 }
 
 // lagHistogram is the distribution of the lag over the (group, partition)
@@ -55,40 +60,52 @@ type countFlight struct {
 // the oldest of them.
 type lagHistogram struct{ offset, time []lagCount }
 
+// allCount runs a pass over every queue: send, called right before the
+// statement goes out, says whether it is to give a tenant's lag histogram
+// too (and from then on no request can ask it to).
+type allCount func(send func() (withLag bool, tenant uuid.UUID)) ([]db.PartitionCountsByQueueRow, lagHistogram, error)
+
 // join returns the pass that counts queue (uuid.Nil: every queue), running
 // it with count in this goroutine when none is under way. A queue's counts
 // come from the pass over every queue when one is under way: its rows
 // include every other queue's, which the caller leaves out.
 func (f *countFlights) join(queue uuid.UUID, count func() ([]db.PartitionCountsByQueueRow, error)) *countFlight {
-	f.mu.Lock()
-	if c := f.all; c != nil {
-		f.mu.Unlock()
-		return c
-	}
-	if c := f.one[queue]; queue != uuid.Nil && c != nil {
-		f.mu.Unlock()
-		return c
-	}
-	c := f.start(queue, false, uuid.Nil)
-	defer f.end(queue, c)
-	c.rows, c.err = count()
-	return c
+	return f.joinAll(queue, false, uuid.Nil, func(send func() (bool, uuid.UUID)) ([]db.PartitionCountsByQueueRow, lagHistogram, error) {
+		send()
+		rows, err := count()
+		return rows, lagHistogram{}, err
+	})
 }
 
-// joinWithLag returns the pass over every queue that gives tenant's lag
-// histogram too, running it with count in this goroutine when none is
-// under way. A pass without the histogram, or with another tenant's, is
-// not joined: this one runs beside it and the requests after it join this
-// one.
-func (f *countFlights) joinWithLag(tenant uuid.UUID, count func() ([]db.PartitionCountsByQueueRow, lagHistogram, error)) *countFlight {
+// joinAll is join with a count that picks its statement when it sends it.
+// withLag (queue uuid.Nil only) asks for tenant's lag histogram too: such
+// a request joins the pass over every queue under way when that pass gives
+// the histogram, or has not been sent yet (it then will), else runs its
+// own, which the requests after it join.
+func (f *countFlights) joinAll(queue uuid.UUID, withLag bool, tenant uuid.UUID, count allCount) *countFlight {
 	f.mu.Lock()
-	if c := f.all; c != nil && c.withLag && c.tenant == tenant {
+	if c := f.all; c != nil {
+		switch {
+		case !withLag, c.withLag && c.tenant == tenant:
+			f.mu.Unlock()
+			return c
+		case !c.withLag && !c.sent:
+			c.withLag, c.tenant = true, tenant
+			f.mu.Unlock()
+			return c
+		}
+	} else if c := f.one[queue]; queue != uuid.Nil && c != nil {
 		f.mu.Unlock()
 		return c
 	}
-	c := f.start(uuid.Nil, true, tenant)
-	defer f.end(uuid.Nil, c)
-	c.rows, c.lag, c.err = count()
+	c := f.start(queue, withLag, tenant)
+	defer f.end(queue, c)
+	c.rows, c.lag, c.err = count(func() (bool, uuid.UUID) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		c.sent = true
+		return c.withLag, c.tenant
+	})
 	return c
 }
 
@@ -142,17 +159,39 @@ func (c *countFlight) wait(ctx context.Context) ([]db.PartitionCountsByQueueRow,
 // requests that ask while it runs. The computation does not stop when the
 // request that started it goes away: the others wait on it.
 func (s *Server) allQueueCounts(ctx context.Context) ([]db.PartitionCountsByQueueRow, error) {
-	return s.counting.join(uuid.Nil, func() ([]db.PartitionCountsByQueueRow, error) {
-		return s.aq().PartitionCountsByQueue(context.WithoutCancel(ctx), nil)
-	}).wait(ctx)
+	return s.counting.joinAll(uuid.Nil, false, uuid.Nil, s.countAll(ctx)).wait(ctx)
 }
 
 // allQueueCountsWithLag are allQueueCounts and the lag histogram of
 // tenant's queues, from one pass (PartitionCountsWithLagHistogram) shared
-// with the requests for every queue's counts that arrive while it runs.
+// with the requests for every queue's counts that ask while it runs.
 func (s *Server) allQueueCountsWithLag(ctx context.Context, tenant uuid.UUID) ([]db.PartitionCountsByQueueRow, lagHistogram, error) {
-	c := s.counting.joinWithLag(tenant, func() ([]db.PartitionCountsByQueueRow, lagHistogram, error) {
-		rows, err := s.aq().PartitionCountsWithLagHistogram(context.WithoutCancel(ctx), tenant)
+	c := s.counting.joinAll(uuid.Nil, true, tenant, s.countAll(ctx))
+	rows, err := c.wait(ctx)
+	if err != nil {
+		return nil, lagHistogram{}, err
+	}
+	return rows, c.lag, nil
+}
+
+// countAll is the pass over every queue: it takes a connection, then sends
+// PartitionCountsWithLagHistogram when an overview asked for the histogram
+// by then, else PartitionCountsByQueue.
+func (s *Server) countAll(ctx context.Context) allCount {
+	ctx = context.WithoutCancel(ctx)
+	return func(send func() (bool, uuid.UUID)) ([]db.PartitionCountsByQueueRow, lagHistogram, error) {
+		conn, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return nil, lagHistogram{}, err
+		}
+		defer conn.Release()
+		q := db.New(planmode.Custom(conn))
+		withLag, tenant := send()
+		if !withLag {
+			rows, err := q.PartitionCountsByQueue(ctx, nil)
+			return rows, lagHistogram{}, err
+		}
+		rows, err := q.PartitionCountsWithLagHistogram(ctx, tenant)
 		if err != nil {
 			return nil, lagHistogram{}, err
 		}
@@ -172,12 +211,7 @@ func (s *Server) allQueueCountsWithLag(ctx context.Context, tenant uuid.UUID) ([
 			}
 		}
 		return counts, lag, nil
-	})
-	rows, err := c.wait(ctx)
-	if err != nil {
-		return nil, lagHistogram{}, err
 	}
-	return rows, c.lag, nil
 }
 
 // oneQueueCounts are one queue's partition counts (a range of its

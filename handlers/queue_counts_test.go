@@ -171,42 +171,61 @@ func TestCountFlightsShareOnePass(t *testing.T) {
 	require.Empty(t, f.one)
 }
 
-// TestCountFlightWithLagSharedByThePage: the overview's pass (counts and
-// its tenant's lag histogram) is joined by the requests for every queue's
-// counts and for one queue's that arrive while it runs, so the overview
-// page costs one pass over the partitions; an overview that finds a pass
-// without the histogram under way (or with another tenant's) runs its own,
-// which the requests after it join, and the earlier pass's end leaves it
-// registered.
+// TestCountFlightWithLagSharedByThePage: the overview page's requests
+// arrive in any order and cost one pass over the partitions. A pass over
+// every queue that has not sent its statement yet gives the lag histogram
+// of the overview that joins it; one that the overview started is joined
+// by the requests for every queue's counts and for one queue's; an
+// overview that finds a pass already sent without the histogram (or with
+// another tenant's) runs its own, which the requests after it join, and
+// the earlier pass's end leaves it registered.
 func TestCountFlightWithLagSharedByThePage(t *testing.T) {
 	t.Parallel()
 	var f countFlights
 	q, tenant, other := uuid.New(), uuid.New(), uuid.New()
 	all := []db.PartitionCountsByQueueRow{{QueueID: q, Partitions: 7}}
 	hist := lagHistogram{offset: []lagCount{{lag: 3, pairs: 2}}, time: []lagCount{{lag: 60, pairs: 2}}}
-	unexpected := func() ([]db.PartitionCountsByQueueRow, error) {
-		return nil, errors.New("a pass of its own ran while the overview's was under way")
+	unexpected := func(func() (bool, uuid.UUID)) ([]db.PartitionCountsByQueueRow, lagHistogram, error) {
+		return nil, lagHistogram{}, errors.New("a pass of its own ran while one it could join was under way")
+	}
+	// held is a count that waits for release before sending its
+	// statement (ready: it started; went: it sent it) and, once sent, for
+	// sent to be released before answering; it answers the histogram when
+	// asked.
+	type held struct{ ready, release, went, sent chan struct{} }
+	hold := func() held {
+		return held{make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})}
+	}
+	count := func(h held) allCount {
+		return func(send func() (bool, uuid.UUID)) ([]db.PartitionCountsByQueueRow, lagHistogram, error) {
+			close(h.ready)
+			<-h.release
+			withLag, _ := send()
+			close(h.went)
+			<-h.sent
+			if withLag {
+				return all, hist, nil
+			}
+			return all, lagHistogram{}, nil
+		}
+	}
+	run := func(withLag bool, tenant uuid.UUID, h held) chan *countFlight {
+		out := make(chan *countFlight, 1)
+		go func() { out <- f.joinAll(uuid.Nil, withLag, tenant, count(h)) }()
+		<-h.ready
+		return out
 	}
 
-	// The overview's pass, held open until released.
-	started, release := make(chan struct{}), make(chan struct{})
-	overview := make(chan *countFlight, 1)
-	go func() {
-		overview <- f.joinWithLag(tenant, func() ([]db.PartitionCountsByQueueRow, lagHistogram, error) {
-			close(started)
-			<-release
-			return all, hist, nil
-		})
-	}()
-	<-started
-	every := f.join(uuid.Nil, unexpected)
-	one := f.join(q, unexpected)
-	again := f.joinWithLag(tenant, func() ([]db.PartitionCountsByQueueRow, lagHistogram, error) {
-		return nil, lagHistogram{}, errors.New("a second overview ran its own pass")
-	})
-	close(release)
-	c := <-overview
-	for _, joined := range []*countFlight{every, one, again} {
+	// A plain pass (the consumer groups came first) not sent yet: the
+	// overview joins it and it gives the histogram.
+	h := hold()
+	first := run(false, uuid.Nil, h)
+	overview := f.joinAll(uuid.Nil, true, tenant, unexpected)
+	one := f.join(q, func() ([]db.PartitionCountsByQueueRow, error) { return nil, errors.New("a queue's pass ran") })
+	close(h.release)
+	close(h.sent)
+	c := <-first
+	for _, joined := range []*countFlight{overview, one} {
 		require.Same(t, c, joined)
 		rows, err := joined.wait(t.Context())
 		require.NoError(t, err)
@@ -214,55 +233,48 @@ func TestCountFlightWithLagSharedByThePage(t *testing.T) {
 	}
 	require.Equal(t, hist, c.lag)
 
-	// A plain pass under way: the overview does not take it (it has no
-	// histogram) but runs its own, and the requests after it join that one.
-	plainStarted, plainRelease := make(chan struct{}), make(chan struct{})
-	plain := make(chan *countFlight, 1)
-	go func() {
-		plain <- f.join(uuid.Nil, func() ([]db.PartitionCountsByQueueRow, error) {
-			close(plainStarted)
-			<-plainRelease
-			return all, nil
-		})
-	}()
-	<-plainStarted
-	lagStarted, lagRelease := make(chan struct{}), make(chan struct{})
-	withLag := make(chan *countFlight, 1)
-	ran := 0
-	go func() {
-		withLag <- f.joinWithLag(tenant, func() ([]db.PartitionCountsByQueueRow, lagHistogram, error) {
-			ran++
-			close(lagStarted)
-			<-lagRelease
-			return all, hist, nil
-		})
-	}()
-	<-lagStarted
-	close(plainRelease) // the plain pass ends first: the overview's stays registered
+	// The overview first: every request after it joins its pass.
+	h = hold()
+	first = run(true, tenant, h)
+	every := f.joinAll(uuid.Nil, false, uuid.Nil, unexpected)
+	again := f.joinAll(uuid.Nil, true, tenant, unexpected)
+	close(h.release)
+	close(h.sent)
+	c = <-first
+	require.Same(t, c, every)
+	require.Same(t, c, again)
+	require.Equal(t, hist, c.lag)
+
+	// A plain pass already sent: the overview runs its own beside it, the
+	// requests after it join that one, and the plain pass's end leaves it
+	// registered.
+	h = hold()
+	plain := run(false, uuid.Nil, h)
+	close(h.release)
+	<-h.went
+	h2 := hold()
+	mine := run(true, tenant, h2)
+	close(h.sent)
 	p := <-plain
-	later := f.join(uuid.Nil, unexpected)
+	require.Empty(t, p.lag.offset)
+	later := f.joinAll(uuid.Nil, false, uuid.Nil, unexpected)
 	require.NotSame(t, p, later)
-	close(lagRelease)
-	w := <-withLag
+	close(h2.release)
+	close(h2.sent)
+	w := <-mine
 	require.Same(t, w, later)
-	require.Equal(t, 1, ran)
 	require.Equal(t, hist, w.lag)
 
 	// Another tenant's overview does not take this tenant's histogram.
-	otherStarted, otherRelease := make(chan struct{}), make(chan struct{})
-	mine := make(chan *countFlight, 1)
-	go func() {
-		mine <- f.joinWithLag(tenant, func() ([]db.PartitionCountsByQueueRow, lagHistogram, error) {
-			close(otherStarted)
-			<-otherRelease
-			return all, hist, nil
-		})
-	}()
-	<-otherStarted
-	theirs := f.joinWithLag(other, func() ([]db.PartitionCountsByQueueRow, lagHistogram, error) {
+	h = hold()
+	mine = run(true, tenant, h)
+	theirs := f.joinAll(uuid.Nil, true, other, func(send func() (bool, uuid.UUID)) ([]db.PartitionCountsByQueueRow, lagHistogram, error) {
+		_, got := send()
+		require.Equal(t, other, got)
 		return all, lagHistogram{}, nil
 	})
-	close(otherRelease)
+	close(h.release)
+	close(h.sent)
 	require.NotSame(t, <-mine, theirs)
 	require.Empty(t, theirs.lag.offset)
 	require.Nil(t, f.all)
