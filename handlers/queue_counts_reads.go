@@ -83,30 +83,44 @@ func (f *countFlights) join(queue uuid.UUID, count func() ([]db.PartitionCountsB
 // the histogram, or has not been sent yet (it then will), else runs its
 // own, which the requests after it join.
 func (f *countFlights) joinAll(queue uuid.UUID, withLag bool, tenant uuid.UUID, count allCount) *countFlight {
+	c, run := f.enter(queue, withLag, tenant, count)
+	if run != nil {
+		run()
+	}
+	return c
+}
+
+// enter is joinAll without running the pass: it joins or registers the
+// pass at once and returns, with the pass, the function that runs it when
+// it is this request's to run (nil when it joined one). The overview
+// enters before anything else it does, so that the page's requests that
+// arrive after it find its pass.
+func (f *countFlights) enter(queue uuid.UUID, withLag bool, tenant uuid.UUID, count allCount) (*countFlight, func()) {
 	f.mu.Lock()
 	if c := f.all; c != nil {
 		switch {
 		case !withLag, c.withLag && c.tenant == tenant:
 			f.mu.Unlock()
-			return c
+			return c, nil
 		case !c.withLag && !c.sent:
 			c.withLag, c.tenant = true, tenant
 			f.mu.Unlock()
-			return c
+			return c, nil
 		}
 	} else if c := f.one[queue]; queue != uuid.Nil && c != nil {
 		f.mu.Unlock()
-		return c
+		return c, nil
 	}
 	c := f.start(queue, withLag, tenant)
-	defer f.end(queue, c)
-	c.rows, c.lag, c.err = count(func() (bool, uuid.UUID) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		c.sent = true
-		return c.withLag, c.tenant
-	})
-	return c
+	return c, func() {
+		defer f.end(queue, c)
+		c.rows, c.lag, c.err = count(func() (bool, uuid.UUID) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			c.sent = true
+			return c.withLag, c.tenant
+		})
+	}
 }
 
 // start registers a new pass over queue (uuid.Nil: every queue); f.mu is
@@ -162,16 +176,24 @@ func (s *Server) allQueueCounts(ctx context.Context) ([]db.PartitionCountsByQueu
 	return s.counting.joinAll(uuid.Nil, false, uuid.Nil, s.countAll(ctx)).wait(ctx)
 }
 
-// allQueueCountsWithLag are allQueueCounts and the lag histogram of
-// tenant's queues, from one pass (PartitionCountsWithLagHistogram) shared
-// with the requests for every queue's counts that ask while it runs.
-func (s *Server) allQueueCountsWithLag(ctx context.Context, tenant uuid.UUID) ([]db.PartitionCountsByQueueRow, lagHistogram, error) {
-	c := s.counting.joinAll(uuid.Nil, true, tenant, s.countAll(ctx))
-	rows, err := c.wait(ctx)
-	if err != nil {
-		return nil, lagHistogram{}, err
+// allQueueCountsWithLag enters the pass that gives allQueueCounts and the
+// lag histogram of tenant's queues (PartitionCountsWithLagHistogram),
+// shared with the requests for every queue's counts that ask while it
+// runs, and returns the function that waits for its result (running the
+// pass first when it is this request's to run): the caller enters at once
+// and waits where it reads.
+func (s *Server) allQueueCountsWithLag(ctx context.Context, tenant uuid.UUID) func() ([]db.PartitionCountsByQueueRow, lagHistogram, error) {
+	c, run := s.counting.enter(uuid.Nil, true, tenant, s.countAll(ctx))
+	return func() ([]db.PartitionCountsByQueueRow, lagHistogram, error) {
+		if run != nil {
+			run()
+		}
+		rows, err := c.wait(ctx)
+		if err != nil {
+			return nil, lagHistogram{}, err
+		}
+		return rows, c.lag, nil
 	}
-	return rows, c.lag, nil
 }
 
 // countAll is the pass over every queue: it takes a connection, then sends

@@ -107,7 +107,7 @@ func (b *testBundle) requireQueueCountsCounted() {
 	// does, whichever of the two the listings took them from.
 	plain, err := b.srv.aq().PartitionCountsByQueue(b.t.Context(), nil)
 	require.NoError(b.t, err)
-	withLag, _, err := b.srv.allQueueCountsWithLag(b.t.Context(), defaultTenant.id)
+	withLag, _, err := b.srv.allQueueCountsWithLag(b.t.Context(), defaultTenant.id)()
 	require.NoError(b.t, err)
 	require.ElementsMatch(b.t, plain, withLag, "the counts of the pass with the lag histogram")
 }
@@ -264,6 +264,17 @@ func TestCountFlightWithLagSharedByThePage(t *testing.T) {
 	w := <-mine
 	require.Same(t, w, later)
 	require.Equal(t, hist, w.lag)
+
+	// The overview enters its pass before it runs it: a request that
+	// arrives in between joins it.
+	entered, runIt := f.enter(uuid.Nil, true, tenant, func(send func() (bool, uuid.UUID)) ([]db.PartitionCountsByQueueRow, lagHistogram, error) {
+		send()
+		return all, hist, nil
+	})
+	require.NotNil(t, runIt)
+	require.Same(t, entered, f.joinAll(uuid.Nil, false, uuid.Nil, unexpected))
+	runIt()
+	require.Equal(t, hist, entered.lag)
 
 	// Another tenant's overview does not take this tenant's histogram.
 	h = hold()

@@ -287,14 +287,14 @@ func (s *Server) queuePartitionPage(ctx context.Context, tid uuid.UUID, queue st
 // (allQueueCountsWithLag), which the page's other routes share.
 func (s *Server) getOverview(ctx context.Context, _ api.GetOverviewRequestObject) (api.GetOverviewResponseObject, error) {
 	tid := tenantID(ctx)
+	counted := s.allQueueCountsWithLag(ctx, tid) // first: the page's other requests join its pass
 	const window = 5 * time.Minute
 	now := time.Now()
 	// Every read runs at once, each on a connection of its own: the pass
-	// over the partitions (first, so that the page's other requests find
-	// it under way), the recent count over the messages stored in the
-	// window, the queue list with the dead letters, the metrics rows. One
-	// after the other, the first request on a large database waited for
-	// their sum.
+	// over the partitions (entered above), the recent count over the
+	// messages stored in the window, the queue list with the dead letters,
+	// the metrics rows. One after the other, the first request on a large
+	// database waited for their sum.
 	var (
 		queues    []db.QueenQueue
 		dead      []db.PartitionDeadLetterCountsRow
@@ -306,7 +306,7 @@ func (s *Server) getOverview(ctx context.Context, _ api.GetOverviewRequestObject
 		reads     errgroup.Group
 	)
 	reads.Go(func() (err error) {
-		all, lag, err = s.allQueueCountsWithLag(ctx, tid)
+		all, lag, err = counted()
 		return err
 	})
 	reads.Go(func() (err error) {
