@@ -278,36 +278,44 @@ func (s *Server) queuePartitionPage(ctx context.Context, tid uuid.UUID, queue st
 // counts, consumer lag, and from the metrics rows the ack failures and the
 // recent ack rate.
 //
-// The message counts are those of the resource listings (the pass over
-// every queue, the tenant's queues picked from it). The lag statistics
+// The message counts are those of the resource listings
+// (PartitionCountsByQueue over the tenant's queues). The lag statistics
 // cover every (group, partition) pair of the queues a group reads, as
-// queen.consumer_lag has them, read as a histogram, so a backlog of many
-// partitions moves a row per distinct lag to Go rather than one per pair;
-// the counts and the histogram come from one pass over the partitions
-// (allQueueCountsWithLag), which the page's other routes share.
+// queen.consumer_lag has them, read as a histogram
+// (ConsumerLagHistogram), so a backlog of many partitions moves a row per
+// distinct lag to Go rather than one per pair.
 func (s *Server) getOverview(ctx context.Context, _ api.GetOverviewRequestObject) (api.GetOverviewResponseObject, error) {
 	tid := tenantID(ctx)
-	counted := s.allQueueCountsWithLag(ctx, tid) // first: the page's other requests join its pass
+	queues, err := s.rq().QueueListPage(ctx, db.QueueListPageParams{TenantID: &tid})
+	if err != nil {
+		return nil, fmt.Errorf("list queues: %w", err)
+	}
+	ids := make([]uuid.UUID, len(queues))
+	for i, q := range queues {
+		ids[i] = q.ID
+	}
 	const window = 5 * time.Minute
 	now := time.Now()
-	// Every read runs at once, each on a connection of its own: the pass
-	// over the partitions (entered above), the recent count over the
-	// messages stored in the window, the queue list with the dead letters,
-	// the metrics rows. One after the other, the first request on a large
+	// The three reads that pass over many rows run at once, each on a
+	// connection of its own: the counts and the lag histogram each pass
+	// over every partition, the recent count over the messages stored in
+	// the window; one after the other, the first request on a large
 	// database waited for their sum.
 	var (
-		queues    []db.QueenQueue
-		dead      []db.PartitionDeadLetterCountsRow
-		all       []db.PartitionCountsByQueueRow
-		lag       lagHistogram
-		recent    int64
-		sum       db.WorkerMetricsSummaryGetRow
-		processed []db.WorkerMetricsProcessedSinceRow
-		reads     errgroup.Group
+		counts map[uuid.UUID]msgCounts
+		hist   []db.ConsumerLagHistogramRow
+		recent int64
+		reads  errgroup.Group
 	)
 	reads.Go(func() (err error) {
-		all, lag, err = counted()
+		counts, err = s.queueCounts(ctx, ids)
 		return err
+	})
+	reads.Go(func() (err error) {
+		if hist, err = s.aq().ConsumerLagHistogram(ctx, tid); err != nil {
+			return fmt.Errorf("read consumer lag: %w", err)
+		}
+		return nil
 	})
 	reads.Go(func() (err error) {
 		count := db.MessageCountCreatedSinceParams{Since: pgtype.Timestamptz{Time: now.Add(-window), Valid: true}}
@@ -319,45 +327,19 @@ func (s *Server) getOverview(ctx context.Context, _ api.GetOverviewRequestObject
 		}
 		return nil
 	})
-	reads.Go(func() (err error) {
-		if queues, err = s.rq().QueueListPage(ctx, db.QueueListPageParams{TenantID: &tid}); err != nil {
-			return fmt.Errorf("list queues: %w", err)
-		}
-		if len(queues) == 0 {
-			return nil
-		}
-		ids := make([]uuid.UUID, len(queues))
-		for i, q := range queues {
-			ids[i] = q.ID
-		}
-		if dead, err = s.aq().PartitionDeadLetterCounts(ctx, ids); err != nil {
-			return fmt.Errorf("count dead letters: %w", err)
-		}
-		return nil
-	})
-	reads.Go(func() (err error) {
-		if sum, err = s.aq().WorkerMetricsSummaryGet(ctx); err != nil {
-			return fmt.Errorf("read metrics totals: %w", err)
-		}
-		return nil
-	})
-	reads.Go(func() (err error) {
-		// The per-minute rows of the last five minutes; the current minute
-		// is written when it ends (or on POST /api/v1/stats/refresh).
-		since := pgtype.Timestamptz{Time: now.Add(-window).Truncate(time.Minute), Valid: true}
-		if processed, err = s.aq().WorkerMetricsProcessedSince(ctx, since); err != nil {
-			return fmt.Errorf("read acked messages: %w", err)
-		}
-		return nil
-	})
 	if err := reads.Wait(); err != nil {
 		return nil, err
 	}
-	ids := make([]uuid.UUID, len(queues))
-	for i, q := range queues {
-		ids[i] = q.ID
+	sum, err := s.aq().WorkerMetricsSummaryGet(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read metrics totals: %w", err)
 	}
-	counts := countsOf(all, dead, ids)
+	// The per-minute rows of the last five minutes; the current minute is
+	// written when it ends (or on POST /api/v1/stats/refresh).
+	processed, err := s.aq().WorkerMetricsProcessedSince(ctx, pgtype.Timestamptz{Time: now.Add(-window).Truncate(time.Minute), Valid: true})
+	if err != nil {
+		return nil, fmt.Errorf("read acked messages: %w", err)
+	}
 
 	namespaces, tasks := map[string]bool{}, map[string]bool{}
 	for _, q := range queues {
@@ -372,6 +354,14 @@ func (s *Server) getOverview(ctx context.Context, _ api.GetOverviewRequestObject
 	for _, qc := range counts {
 		c.add(qc)
 	}
+	var timeLags, offsetLags []lagCount
+	for _, h := range hist {
+		if h.Kind == "time" {
+			timeLags = append(timeLags, lagCount{lag: h.Lag, pairs: h.Pairs})
+		} else {
+			offsetLags = append(offsetLags, lagCount{lag: h.Lag, pairs: h.Pairs})
+		}
+	}
 
 	resp := api.GetOverview200JSONResponse{
 		Queues: len(queues), Partitions: c.partitions, Namespaces: len(namespaces), Tasks: len(tasks),
@@ -382,7 +372,7 @@ func (s *Server) getOverview(ctx context.Context, _ api.GetOverviewRequestObject
 	m.Pending = int(max(c.pending-c.processing, 0))
 	m.Completed = int(max(c.total-c.pending-c.deadLetter, 0))
 	m.Failed = int(sum.AckFailed)
-	resp.Lag.Time, resp.Lag.Offset = lagStats(lag.time), lagStats(lag.offset)
+	resp.Lag.Time, resp.Lag.Offset = lagStats(timeLags), lagStats(offsetLags)
 	resp.Throughput.IngestedPerSecond = float64(recent) / window.Seconds()
 	var acked int64
 	for _, p := range processed {

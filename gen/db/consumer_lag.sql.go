@@ -171,6 +171,138 @@ func (q *Queries) ConsumerLagByQueue(ctx context.Context, arg ConsumerLagByQueue
 	return items, nil
 }
 
+const consumerLagHistogram = `-- name: ConsumerLagHistogram :many
+WITH reads AS MATERIALIZED (
+    SELECT r.consumer_group, r.queue_id, r.queue_name, r.tenant_id, r.has_start
+    FROM queen.queue_readers r WHERE r.tenant_id = $1
+), weights AS MATERIALIZED (
+    SELECT r.queue_id, count(*) AS readers FROM reads r WHERE NOT r.has_start GROUP BY r.queue_id
+), scanned AS MATERIALIZED (
+    -- Every partition, as a group without a cursor sees it, grouped as it
+    -- is scanned (one pass; other tenants' queues and the queues nobody
+    -- reads drop out at the join with the weights): by queue, stored count
+    -- and, when it stores something, creation time, one group each for a
+    -- partition whose first messages may have been deleted (vacant_top >
+    -- 0: its creation time is not its first message's, probed below).
+    -- Nothing but these keys is computed per partition: the lag and the
+    -- oldest time are worked out per group below (computing them here cost
+    -- the pass a third more; docs/benchmarks.md, "Round 4: the dashboard's
+    -- first computation").
+    SELECT p.queue_id, p.last_seq - p.vacant_seqs AS stored,
+           CASE WHEN p.last_seq > p.vacant_seqs THEN p.created_at END AS created,
+           CASE WHEN p.last_seq > p.vacant_seqs AND p.vacant_top > 0 THEN p.id END AS probe,
+           count(*) AS n
+    FROM queen.partitions p
+    GROUP BY 1, 2, 3, 4
+), whole AS (
+    SELECT s.queue_id, GREATEST(s.stored, 0) AS lag, s.n,
+           CASE WHEN s.probe IS NULL THEN s.created
+                ELSE (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = s.probe ORDER BY m.seq LIMIT 1) END AS oldest
+    FROM scanned s
+    JOIN weights w ON w.queue_id = s.queue_id
+), cursors AS MATERIALIZED (
+    SELECT r.has_start, p.id, p.last_seq, p.vacant_seqs, p.vacant_top, p.created_at,
+           CASE WHEN p.last_seq <= pc.last_seq THEN 0
+                WHEN pc.last_seq >= p.vacant_top THEN p.last_seq - pc.last_seq
+                ELSE COALESCE((SELECT LEAST((SELECT n.seq FROM queen.messages n WHERE n.partition_id = p.id
+                                              ORDER BY n.seq DESC LIMIT 1) - m.seq + 1, p.last_seq - p.vacant_seqs)
+                               FROM queen.messages m WHERE m.partition_id = p.id AND m.seq > pc.last_seq
+                               ORDER BY m.seq LIMIT 1), 0) END AS lag,
+           CASE WHEN p.last_seq <= pc.last_seq THEN NULL
+                WHEN pc.last_seq >= p.vacant_top THEN
+                    (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = p.id AND m.seq = pc.last_seq + 1)
+                ELSE (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = p.id AND m.seq > pc.last_seq
+                       ORDER BY m.seq LIMIT 1) END AS oldest
+    FROM queen.partition_consumers pc
+    JOIN queen.partitions p ON p.id = pc.partition_id
+    JOIN reads r ON r.queue_id = p.queue_id AND r.consumer_group = pc.consumer_group
+), started AS (
+    -- The partitions without a cursor of a group with a start time.
+    SELECT CASE WHEN f.seq IS NULL THEN 0 ELSE LEAST(f.newest - f.seq + 1, p.last_seq - p.vacant_seqs) END AS lag,
+           f.created_at AS oldest
+    FROM reads r
+    JOIN queen.partitions p ON p.queue_id = r.queue_id
+    LEFT JOIN LATERAL (
+        SELECT m.seq, m.created_at,
+               (SELECT n.seq FROM queen.messages n WHERE n.partition_id = p.id ORDER BY n.seq DESC LIMIT 1) AS newest
+        FROM queen.messages m
+        WHERE m.partition_id = p.id
+          AND m.created_at > (SELECT s.subscription_timestamp FROM queen.consumer_groups_metadata s
+                               WHERE s.tenant_id = r.tenant_id AND s.consumer_group = r.consumer_group
+                                 AND s.queue_name = r.queue_name AND s.partition_name IN (p.name, '')
+                               ORDER BY s.partition_name DESC LIMIT 1)
+        ORDER BY m.seq LIMIT 1
+    ) f ON true
+    WHERE r.has_start
+      AND NOT EXISTS (SELECT 1 FROM queen.partition_consumers x
+                      WHERE x.partition_id = p.id AND x.consumer_group = r.consumer_group)
+), weighted AS MATERIALIZED (
+    SELECT x.lag,
+           (CASE WHEN x.oldest < now() THEN floor(date_part('epoch', now() - x.oldest)) ELSE 0 END)::bigint AS age,
+           x.pairs
+    FROM (
+        SELECT w.lag, w.oldest, w.n * ws.readers AS pairs FROM whole w JOIN weights ws ON ws.queue_id = w.queue_id
+        UNION ALL
+        SELECT GREATEST(c.last_seq - c.vacant_seqs, 0),
+               CASE WHEN c.last_seq <= c.vacant_seqs THEN NULL
+                    WHEN c.vacant_top = 0 THEN c.created_at
+                    ELSE (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = c.id ORDER BY m.seq LIMIT 1) END,
+               -1
+        FROM cursors c WHERE NOT c.has_start
+        UNION ALL
+        SELECT c.lag, c.oldest, 1 FROM cursors c
+        UNION ALL
+        SELECT s.lag, s.oldest, 1 FROM started s
+    ) x
+)
+SELECT h.kind::text AS kind, h.lag::bigint AS lag, h.pairs::bigint AS pairs
+FROM (
+    SELECT 'offset' AS kind, a.lag, sum(a.pairs) AS pairs FROM weighted a GROUP BY a.lag
+    UNION ALL
+    SELECT 'time', a.age, sum(a.pairs) FROM weighted a GROUP BY a.age
+) h
+WHERE h.pairs <> 0
+ORDER BY 1, 2
+`
+
+type ConsumerLagHistogramRow struct {
+	Kind  string
+	Lag   int64
+	Pairs int64
+}
+
+// The distribution of the lag over every (group, partition) pair of a
+// tenant's queues a group reads, for the overview's lag statistics: rows
+// (kind, lag, pairs), kind 'offset' (messages left) or 'time' (whole
+// seconds since the oldest message left, 0 when none), pairs with no lag
+// included as lag 0. The same lags as queen.consumer_lag's rows, without a
+// row per pair: a group's partitions without a cursor lag by what the
+// partition stores and since its first stored message (migration 0021),
+// which are counted per queue in one pass over its partitions and weighted
+// by the groups reading it, less the partitions each group has a cursor
+// on; the cursors are counted one by one. A group with a subscription
+// start time on the queue has its partitions without a cursor probed one
+// by one, as the view does.
+func (q *Queries) ConsumerLagHistogram(ctx context.Context, tenantID uuid.UUID) ([]ConsumerLagHistogramRow, error) {
+	rows, err := q.db.Query(ctx, consumerLagHistogram, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ConsumerLagHistogramRow
+	for rows.Next() {
+		var i ConsumerLagHistogramRow
+		if err := rows.Scan(&i.Kind, &i.Lag, &i.Pairs); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const consumerLagList = `-- name: ConsumerLagList :many
 SELECT x.queue_name, x.partition_id, x.partition_name::text AS partition_name,
        x.has_cursor, x.offset_lag, x.oldest_unconsumed_at, now()::timestamptz AS observed_at
