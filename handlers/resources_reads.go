@@ -170,24 +170,22 @@ func (s *Server) listPartitions(ctx context.Context, req api.ListPartitionsReque
 	tid := tenantID(ctx)
 	var ids []uuid.UUID
 	var total int64
-	var stats []db.PartitionStatsListRow
 	var err error
 	if queue != "" {
-		ids, stats, total, err = s.queuePartitionPage(ctx, tid, queue, limit, offset)
+		ids, total, err = s.queuePartitionPage(ctx, tid, queue, limit, offset)
 		if errors.Is(err, pgerr.ErrNotFound) {
 			return api.ListPartitions404JSONResponse{NotFoundJSONResponse: api.NotFoundJSONResponse{Error: "Queue not found"}}, nil
 		}
-		if err != nil {
-			return nil, err
-		}
 	} else {
-		if ids, total, err = s.partitionPage(ctx, tid, limit, offset); err != nil {
-			return nil, err
-		}
-		if len(ids) > 0 {
-			if stats, err = s.aq().PartitionStatsList(ctx, ids); err != nil {
-				return nil, fmt.Errorf("count partitions: %w", err)
-			}
+		ids, total, err = s.partitionPage(ctx, tid, limit, offset)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var stats []db.PartitionStatsListRow
+	if len(ids) > 0 {
+		if stats, err = s.aq().PartitionStatsList(ctx, ids); err != nil {
+			return nil, fmt.Errorf("count partitions: %w", err)
 		}
 	}
 	resp := api.ListPartitions200JSONResponse{
@@ -222,56 +220,35 @@ func (s *Server) partitionPage(ctx context.Context, tid uuid.UUID, limit, offset
 	return ids, total, nil
 }
 
-// queuePartitionPage is one page of a queue's partition ids and their
-// counts (PartitionStatsList), by name (a range of the (queue_id, name)
-// index: joined with the queues and sorted by both names, the planner read
-// and sorted every partition of the queue), and how many partitions it
-// has, from the queue's counts (oneQueueCounts: the queue page asks for
-// them in its detail request at the same time), read while the page is.
+// queuePartitionPage is one page of a queue's partition ids, by name (a
+// range of the (queue_id, name) index: joined with the queues and sorted by
+// both names, the planner read and sorted every partition of the queue),
+// and how many it has, from the queue's counts (oneQueueCounts: the queue
+// page asks for them in its detail request at the same time).
 // pgerr.ErrNotFound when the tenant has no such queue.
-func (s *Server) queuePartitionPage(ctx context.Context, tid uuid.UUID, queue string, limit, offset int) ([]uuid.UUID, []db.PartitionStatsListRow, int64, error) {
+func (s *Server) queuePartitionPage(ctx context.Context, tid uuid.UUID, queue string, limit, offset int) ([]uuid.UUID, int64, error) {
 	q, err := s.rq().QueueGetByName(ctx, db.QueueGetByNameParams{TenantID: tid, Name: queue})
 	if err != nil {
 		if err = pgerr.Translate(err); errors.Is(err, pgerr.ErrNotFound) {
-			return nil, nil, 0, err
+			return nil, 0, err
 		}
-		return nil, nil, 0, fmt.Errorf("read queue %q: %w", queue, err)
+		return nil, 0, fmt.Errorf("read queue %q: %w", queue, err)
 	}
-	var (
-		ids   []uuid.UUID
-		stats []db.PartitionStatsListRow
-		total int64
-		reads errgroup.Group
-	)
-	reads.Go(func() (err error) {
-		ids, err = s.rq().PartitionIDsByQueue(ctx, db.PartitionIDsByQueueParams{QueueID: q.ID, RowLimit: int32(limit), RowOffset: int32(offset)})
-		if err != nil {
-			return fmt.Errorf("list partitions: %w", err)
-		}
-		if len(ids) == 0 {
-			return nil
-		}
-		if stats, err = s.aq().PartitionStatsList(ctx, ids); err != nil {
-			return fmt.Errorf("count partitions: %w", err)
-		}
-		return nil
-	})
-	reads.Go(func() error {
-		counts, err := s.oneQueueCounts(ctx, q.ID)
-		if err != nil {
-			return err
-		}
-		for _, c := range counts {
-			if c.QueueID == q.ID {
-				total = c.Partitions
-			}
-		}
-		return nil
-	})
-	if err := reads.Wait(); err != nil {
-		return nil, nil, 0, err
+	ids, err := s.rq().PartitionIDsByQueue(ctx, db.PartitionIDsByQueueParams{QueueID: q.ID, RowLimit: int32(limit), RowOffset: int32(offset)})
+	if err != nil {
+		return nil, 0, fmt.Errorf("list partitions: %w", err)
 	}
-	return ids, stats, total, nil
+	counts, err := s.oneQueueCounts(ctx, q.ID)
+	if err != nil {
+		return nil, 0, err
+	}
+	var total int64
+	for _, c := range counts {
+		if c.QueueID == q.ID {
+			total = c.Partitions
+		}
+	}
+	return ids, total, nil
 }
 
 // getOverview sums the whole broker: queues, partitions, tags, live message
@@ -439,30 +416,19 @@ func (s *Server) getQueue(ctx context.Context, req api.GetQueueRequestObject) (a
 	if err != nil {
 		return nil, fmt.Errorf("read queue %q: %w", req.Queue, err)
 	}
-	// The queue's counts (a pass over its partitions, shared with the
-	// page's other requests) and the page of partitions are read at once.
-	var (
-		counts map[uuid.UUID]msgCounts
-		ids    []uuid.UUID
-		page   []db.PartitionStatsListRow
-		bounds map[uuid.UUID]db.PartitionMessageBoundsRow
-		reads  errgroup.Group
-	)
-	reads.Go(func() (err error) {
-		counts, err = s.queueCounts(ctx, []uuid.UUID{q.ID})
-		return err
-	})
-	if limit > 0 {
-		reads.Go(func() (err error) {
-			ids, err = s.aq().PartitionIDsByQueue(ctx, db.PartitionIDsByQueueParams{QueueID: q.ID, RowLimit: int32(limit), RowOffset: int32(offset)})
-			if err != nil {
-				return fmt.Errorf("list partitions: %w", err)
-			}
-			page, bounds, err = s.partitionDetails(ctx, ids)
-			return err
-		})
+	counts, err := s.queueCounts(ctx, []uuid.UUID{q.ID})
+	if err != nil {
+		return nil, err
 	}
-	if err := reads.Wait(); err != nil {
+	var ids []uuid.UUID
+	if limit > 0 {
+		ids, err = s.aq().PartitionIDsByQueue(ctx, db.PartitionIDsByQueueParams{QueueID: q.ID, RowLimit: int32(limit), RowOffset: int32(offset)})
+		if err != nil {
+			return nil, fmt.Errorf("list partitions: %w", err)
+		}
+	}
+	page, bounds, err := s.partitionDetails(ctx, ids)
+	if err != nil {
 		return nil, err
 	}
 	resp := api.GetQueue200JSONResponse{
