@@ -141,6 +141,7 @@ func (b *testBundle) requireLagsCounted() {
 	var ov struct {
 		Lag struct {
 			Offset struct{ Avg, Median, Min, Max float64 } `json:"offset"`
+			Time   struct{ Avg, Median, Min, Max float64 } `json:"time"`
 		} `json:"lag"`
 		Messages wireCounts `json:"messages"`
 	}
@@ -150,6 +151,21 @@ func (b *testBundle) requireLagsCounted() {
 	require.Equal(b.t, ws.Median, ov.Lag.Offset.Median)
 	require.Equal(b.t, ws.Min, ov.Lag.Offset.Min)
 	require.Equal(b.t, ws.Max, ov.Lag.Offset.Max)
+	// The time lag, whole seconds since the oldest message left (0 when
+	// none), within the seconds between the two readings.
+	var ages []lagCount
+	for _, w := range want {
+		var age int64
+		if w.oldest.Valid {
+			age = max(int64(time.Since(w.oldest.Time)/time.Second), 0)
+		}
+		ages = append(ages, lagCount{lag: age, pairs: 1})
+	}
+	wt := lagStats(ages)
+	require.InDelta(b.t, wt.Avg, ov.Lag.Time.Avg, 2)
+	require.InDelta(b.t, wt.Median, ov.Lag.Time.Median, 2)
+	require.InDelta(b.t, wt.Min, ov.Lag.Time.Min, 2)
+	require.InDelta(b.t, wt.Max, ov.Lag.Time.Max, 2)
 
 	// The listings count the queue-mode group: a queue it reads pends what
 	// it has left, as above, any other what it stores; the overview sums

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -160,4 +161,33 @@ func TestCountFlightsShareOnePass(t *testing.T) {
 	require.ErrorContains(t, err, "boom")
 	require.Nil(t, f.all)
 	require.Empty(t, f.one)
+}
+
+// TestPartitionPassesRunSerially: a pass over every partition is planned
+// without parallel workers (migration 0026) even where the planner would
+// give it one: here with parallelism made free, as a large table under
+// the default costs makes it look.
+func TestPartitionPassesRunSerially(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.pushN("serial-scans", "p1", "m", 3)
+	conn, err := b.pool.Acquire(t.Context())
+	require.NoError(t, err)
+	defer conn.Release()
+	tx, err := conn.Begin(t.Context())
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(t.Context()) }()
+	_, err = tx.Exec(t.Context(), `SET LOCAL parallel_setup_cost = 0; SET LOCAL parallel_tuple_cost = 0;
+		SET LOCAL min_parallel_table_scan_size = 0; SET LOCAL max_parallel_workers_per_gather = 2`)
+	require.NoError(t, err)
+	rows, err := tx.Query(t.Context(), `EXPLAIN SELECT p.queue_id, count(*), sum(p.last_seq) FROM queen.partitions p GROUP BY 1`)
+	require.NoError(t, err)
+	var plan []string
+	for rows.Next() {
+		var line string
+		require.NoError(t, rows.Scan(&line))
+		plan = append(plan, line)
+	}
+	require.NoError(t, rows.Err())
+	require.NotContains(t, strings.Join(plan, "\n"), "Gather", "a parallel plan for the pass over the partitions")
 }

@@ -1,0 +1,14 @@
+-- Passes over every partition run in the backend that asked, without
+-- parallel workers.
+--
+-- The admin routes' aggregates (the counts of every queue, one queue's
+-- counts, the partitions created per bucket) read every row of
+-- queen.partitions; from about 8 MB (some 50,000 partitions) the planner
+-- gave them a parallel worker. The dashboard sends a page's requests at
+-- once and the broker, PostgreSQL and the clients share the machine's
+-- cores, so the worker only competed with the passes beside it and added
+-- its start to each: on 100,000 partitions on two busy cores the counts
+-- pass took 62-265 ms with a worker against 25-70 ms without
+-- (docs/benchmarks.md, "Round 5: the dashboard's first computation"). The
+-- data plane reads partitions by key and is not affected.
+ALTER TABLE queen.partitions SET (parallel_workers = 0);
