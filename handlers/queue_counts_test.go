@@ -164,7 +164,7 @@ func TestCountFlightsShareOnePass(t *testing.T) {
 }
 
 // TestPartitionPassesRunSerially: a pass over every partition is planned
-// without parallel workers (migration 0026) even where the planner would
+// without parallel workers (migration 0024) even where the planner would
 // give it one: here with parallelism made free, as a large table under
 // the default costs makes it look.
 func TestPartitionPassesRunSerially(t *testing.T) {
