@@ -194,8 +194,9 @@ WITH cur AS (
     WHERE pc.partition_id = $1 AND pc.consumer_group = $2
       AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
       AND (SELECT n.seq FROM queen.messages n
-           WHERE n.partition_id = $1 AND n.seq > pc.last_seq
-             AND ($3::integer = 0 OR n.created_at <= now() - make_interval(secs => $3::integer))
+           WHERE n.partition_id = (SELECT $1::uuid) AND n.seq > pc.last_seq
+             AND n.created_at <= (SELECT CASE WHEN $3::integer = 0 THEN 'infinity'::timestamptz
+                                              ELSE now() - make_interval(secs => $3::integer) END)
            ORDER BY n.seq LIMIT 1) IS NOT NULL
     FOR UPDATE SKIP LOCKED
 ),
@@ -206,11 +207,12 @@ batch AS MATERIALIZED (
     CROSS JOIN LATERAL (
         SELECT m.id, m.seq, m.transaction_id, m.trace_id, m.payload, m.is_encrypted, m.producer_sub, m.created_at
         FROM queen.messages m
-        WHERE m.partition_id = $1
+        WHERE m.partition_id = (SELECT $1::uuid)
           AND m.seq > cur.last_seq
-          AND ($3::integer = 0 OR m.created_at <= now() - make_interval(secs => $3::integer))
+          AND m.created_at <= (SELECT CASE WHEN $3::integer = 0 THEN 'infinity'::timestamptz
+                                           ELSE now() - make_interval(secs => $3::integer) END)
         ORDER BY m.seq
-        LIMIT $4
+        LIMIT (SELECT $4::integer)
     ) s
 ),
 moved AS (
@@ -282,6 +284,10 @@ type PartitionConsumerAutoAckReadRow struct {
 // group's first pop of the partition), the caller claims through
 // PartitionConsumerClaimAndRead, which creates it at the subscription's
 // start. One row with seq 0 means nothing was delivered.
+//
+// The partition, the delay and the LIMIT are read through one-row
+// subqueries so that the custom plans cost what the generic plan costs
+// (see PartitionConsumerClaimAndRead).
 func (q *Queries) PartitionConsumerAutoAckRead(ctx context.Context, arg PartitionConsumerAutoAckReadParams) ([]PartitionConsumerAutoAckReadRow, error) {
 	rows, err := q.db.Query(ctx, partitionConsumerAutoAckRead,
 		arg.PartitionID,
@@ -332,9 +338,10 @@ claim AS (
         batch_size, acked_count)
     SELECT
         $1, $4,
-        CASE WHEN $5::timestamptz IS NULL THEN 0
+        CASE WHEN (SELECT $5::timestamptz) IS NULL THEN 0
              ELSE (SELECT COALESCE(max(s.seq), 0) FROM queen.messages s
-                   WHERE s.partition_id = $1 AND s.created_at <= $5::timestamptz)
+                   WHERE s.partition_id = (SELECT $1::uuid)
+                     AND s.created_at <= (SELECT $5::timestamptz))
         END,
         $6, now(), now() + make_interval(secs => $7::integer),
         $3, 0
@@ -362,11 +369,12 @@ FROM claim
 LEFT JOIN LATERAL (
     SELECT s.id, s.seq, s.transaction_id, s.trace_id, s.payload, s.is_encrypted, s.producer_sub, s.created_at
     FROM queen.messages s
-    WHERE s.partition_id = $1
+    WHERE s.partition_id = (SELECT $1::uuid)
       AND s.seq > claim.last_seq
-      AND ($2::integer = 0 OR s.created_at <= now() - make_interval(secs => $2::integer))
+      AND s.created_at <= (SELECT CASE WHEN $2::integer = 0 THEN 'infinity'::timestamptz
+                                       ELSE now() - make_interval(secs => $2::integer) END)
     ORDER BY s.seq
-    LIMIT $3
+    LIMIT (SELECT $3::integer)
 ) m ON true
 ORDER BY m.seq
 `
@@ -405,6 +413,17 @@ type PartitionConsumerClaimAndReadRow struct {
 // in: an ack compares it with the count it locks (PartitionConsumerLockMany)
 // to know that what the broker remembers of the batch still holds
 // (handlers/broker/delivered.go).
+//
+// Each argument that would change an estimate (the partition, the delay,
+// the subscription start, the LIMIT) is read through a one-row subquery,
+// which the planner sees as a value it does not know even when it plans
+// with the arguments. So the five
+// custom plans of a prepared statement cost what its generic plan costs and
+// PostgreSQL keeps the generic plan from the sixth call on, instead of
+// planning every call (with a LIMIT of a parameter the generic plan looked
+// dearer once partitions held a few thousand messages; docs/benchmarks.md,
+// "Round 6: the claim's plans"). Both plans are the ordered walk of
+// messages_partition_id_seq_key.
 //
 // The gate is a try-lock on (partition, group) held until this statement
 // commits: a consumer that finds another one claiming the same partition

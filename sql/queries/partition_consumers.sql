@@ -9,6 +9,17 @@
 -- to know that what the broker remembers of the batch still holds
 -- (handlers/broker/delivered.go).
 --
+-- Each argument that would change an estimate (the partition, the delay,
+-- the subscription start, the LIMIT) is read through a one-row subquery,
+-- which the planner sees as a value it does not know even when it plans
+-- with the arguments. So the five
+-- custom plans of a prepared statement cost what its generic plan costs and
+-- PostgreSQL keeps the generic plan from the sixth call on, instead of
+-- planning every call (with a LIMIT of a parameter the generic plan looked
+-- dearer once partitions held a few thousand messages; docs/benchmarks.md,
+-- "Round 6: the claim's plans"). Both plans are the ordered walk of
+-- messages_partition_id_seq_key.
+--
 -- The gate is a try-lock on (partition, group) held until this statement
 -- commits: a consumer that finds another one claiming the same partition
 -- right now skips it at once instead of queueing on the row lock. A lease
@@ -30,9 +41,10 @@ claim AS (
         batch_size, acked_count)
     SELECT
         @partition_id, @consumer_group,
-        CASE WHEN sqlc.narg(start_after_time)::timestamptz IS NULL THEN 0
+        CASE WHEN (SELECT sqlc.narg(start_after_time)::timestamptz) IS NULL THEN 0
              ELSE (SELECT COALESCE(max(s.seq), 0) FROM queen.messages s
-                   WHERE s.partition_id = @partition_id AND s.created_at <= sqlc.narg(start_after_time)::timestamptz)
+                   WHERE s.partition_id = (SELECT @partition_id::uuid)
+                     AND s.created_at <= (SELECT sqlc.narg(start_after_time)::timestamptz))
         END,
         @lease_id, now(), now() + make_interval(secs => @lease_seconds::integer),
         @batch_size, 0
@@ -60,11 +72,12 @@ FROM claim
 LEFT JOIN LATERAL (
     SELECT s.id, s.seq, s.transaction_id, s.trace_id, s.payload, s.is_encrypted, s.producer_sub, s.created_at
     FROM queen.messages s
-    WHERE s.partition_id = @partition_id
+    WHERE s.partition_id = (SELECT @partition_id::uuid)
       AND s.seq > claim.last_seq
-      AND (@delay_seconds::integer = 0 OR s.created_at <= now() - make_interval(secs => @delay_seconds::integer))
+      AND s.created_at <= (SELECT CASE WHEN @delay_seconds::integer = 0 THEN 'infinity'::timestamptz
+                                       ELSE now() - make_interval(secs => @delay_seconds::integer) END)
     ORDER BY s.seq
-    LIMIT @batch_size
+    LIMIT (SELECT @batch_size::integer)
 ) m ON true
 ORDER BY m.seq;
 
@@ -88,14 +101,19 @@ ORDER BY m.seq;
 -- group's first pop of the partition), the caller claims through
 -- PartitionConsumerClaimAndRead, which creates it at the subscription's
 -- start. One row with seq 0 means nothing was delivered.
+--
+-- The partition, the delay and the LIMIT are read through one-row
+-- subqueries so that the custom plans cost what the generic plan costs
+-- (see PartitionConsumerClaimAndRead).
 WITH cur AS (
     SELECT pc.last_seq, pc.batch_retry_count
     FROM queen.partition_consumers pc
     WHERE pc.partition_id = @partition_id AND pc.consumer_group = @consumer_group
       AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
       AND (SELECT n.seq FROM queen.messages n
-           WHERE n.partition_id = @partition_id AND n.seq > pc.last_seq
-             AND (@delay_seconds::integer = 0 OR n.created_at <= now() - make_interval(secs => @delay_seconds::integer))
+           WHERE n.partition_id = (SELECT @partition_id::uuid) AND n.seq > pc.last_seq
+             AND n.created_at <= (SELECT CASE WHEN @delay_seconds::integer = 0 THEN 'infinity'::timestamptz
+                                              ELSE now() - make_interval(secs => @delay_seconds::integer) END)
            ORDER BY n.seq LIMIT 1) IS NOT NULL
     FOR UPDATE SKIP LOCKED
 ),
@@ -106,11 +124,12 @@ batch AS MATERIALIZED (
     CROSS JOIN LATERAL (
         SELECT m.id, m.seq, m.transaction_id, m.trace_id, m.payload, m.is_encrypted, m.producer_sub, m.created_at
         FROM queen.messages m
-        WHERE m.partition_id = @partition_id
+        WHERE m.partition_id = (SELECT @partition_id::uuid)
           AND m.seq > cur.last_seq
-          AND (@delay_seconds::integer = 0 OR m.created_at <= now() - make_interval(secs => @delay_seconds::integer))
+          AND m.created_at <= (SELECT CASE WHEN @delay_seconds::integer = 0 THEN 'infinity'::timestamptz
+                                           ELSE now() - make_interval(secs => @delay_seconds::integer) END)
         ORDER BY m.seq
-        LIMIT @batch_size
+        LIMIT (SELECT @batch_size::integer)
     ) s
 ),
 moved AS (
