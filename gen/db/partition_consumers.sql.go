@@ -194,8 +194,9 @@ WITH cur AS (
     WHERE pc.partition_id = $1 AND pc.consumer_group = $2
       AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
       AND (SELECT n.seq FROM queen.messages n
-           WHERE n.partition_id = $1 AND n.seq > pc.last_seq
-             AND ($3::integer = 0 OR n.created_at <= now() - make_interval(secs => $3::integer))
+           WHERE n.partition_id = (SELECT $1::uuid) AND n.seq > pc.last_seq
+             AND n.created_at <= (SELECT CASE WHEN $3::integer = 0 THEN 'infinity'::timestamptz
+                                              ELSE now() - make_interval(secs => $3::integer) END)
            ORDER BY n.seq LIMIT 1) IS NOT NULL
     FOR UPDATE SKIP LOCKED
 ),
@@ -204,13 +205,17 @@ batch AS MATERIALIZED (
            cur.batch_retry_count
     FROM cur
     CROSS JOIN LATERAL (
-        SELECT m.id, m.seq, m.transaction_id, m.trace_id, m.payload, m.is_encrypted, m.producer_sub, m.created_at
-        FROM queen.messages m
-        WHERE m.partition_id = $1
-          AND m.seq > cur.last_seq
-          AND ($3::integer = 0 OR m.created_at <= now() - make_interval(secs => $3::integer))
-        ORDER BY m.seq
-        LIMIT $4
+        SELECT w.id, w.seq, w.transaction_id, w.trace_id, w.payload, w.is_encrypted, w.producer_sub, w.created_at FROM (
+            SELECT m.id, m.seq, m.transaction_id, m.trace_id, m.payload, m.is_encrypted, m.producer_sub, m.created_at
+            FROM queen.messages m
+            WHERE m.partition_id = (SELECT $1::uuid)
+              AND m.seq > cur.last_seq
+              AND m.created_at <= (SELECT CASE WHEN $3::integer = 0 THEN 'infinity'::timestamptz
+                                               ELSE now() - make_interval(secs => $3::integer) END)
+            ORDER BY m.seq
+            LIMIT NULLIF($4::integer, $4::integer)
+        ) w
+        LIMIT (SELECT $4::integer)
     ) s
 ),
 moved AS (
@@ -282,6 +287,10 @@ type PartitionConsumerAutoAckReadRow struct {
 // group's first pop of the partition), the caller claims through
 // PartitionConsumerClaimAndRead, which creates it at the subscription's
 // start. One row with seq 0 means nothing was delivered.
+//
+// The arguments and the two LIMITs are written as in
+// PartitionConsumerClaimAndRead, so that the statement keeps its generic
+// plan after five calls.
 func (q *Queries) PartitionConsumerAutoAckRead(ctx context.Context, arg PartitionConsumerAutoAckReadParams) ([]PartitionConsumerAutoAckReadRow, error) {
 	rows, err := q.db.Query(ctx, partitionConsumerAutoAckRead,
 		arg.PartitionID,
@@ -332,9 +341,10 @@ claim AS (
         batch_size, acked_count)
     SELECT
         $1, $4,
-        CASE WHEN $5::timestamptz IS NULL THEN 0
+        CASE WHEN (SELECT $5::timestamptz) IS NULL THEN 0
              ELSE (SELECT COALESCE(max(s.seq), 0) FROM queen.messages s
-                   WHERE s.partition_id = $1 AND s.created_at <= $5::timestamptz)
+                   WHERE s.partition_id = (SELECT $1::uuid)
+                     AND s.created_at <= (SELECT $5::timestamptz))
         END,
         $6, now(), now() + make_interval(secs => $7::integer),
         $3, 0
@@ -360,13 +370,17 @@ SELECT claim.last_seq AS cursor_seq, claim.batch_retry_count, claim.lease_expire
        (SELECT v.vacant_seqs FROM queen.partitions v WHERE v.id = $1)::bigint AS vacant_seqs
 FROM claim
 LEFT JOIN LATERAL (
-    SELECT s.id, s.seq, s.transaction_id, s.trace_id, s.payload, s.is_encrypted, s.producer_sub, s.created_at
-    FROM queen.messages s
-    WHERE s.partition_id = $1
-      AND s.seq > claim.last_seq
-      AND ($2::integer = 0 OR s.created_at <= now() - make_interval(secs => $2::integer))
-    ORDER BY s.seq
-    LIMIT $3
+    SELECT w.id, w.seq, w.transaction_id, w.trace_id, w.payload, w.is_encrypted, w.producer_sub, w.created_at FROM (
+        SELECT s.id, s.seq, s.transaction_id, s.trace_id, s.payload, s.is_encrypted, s.producer_sub, s.created_at
+        FROM queen.messages s
+        WHERE s.partition_id = (SELECT $1::uuid)
+          AND s.seq > claim.last_seq
+          AND s.created_at <= (SELECT CASE WHEN $2::integer = 0 THEN 'infinity'::timestamptz
+                                           ELSE now() - make_interval(secs => $2::integer) END)
+        ORDER BY s.seq
+        LIMIT NULLIF($3::integer, $3::integer)
+    ) w
+    LIMIT (SELECT $3::integer)
 ) m ON true
 ORDER BY m.seq
 `
@@ -405,6 +419,22 @@ type PartitionConsumerClaimAndReadRow struct {
 // in: an ack compares it with the count it locks (PartitionConsumerLockMany)
 // to know that what the broker remembers of the batch still holds
 // (handlers/broker/delivered.go).
+//
+// Planned once per session, not at every call (docs/benchmarks.md, "Round
+// 6: the claim's plans"). PostgreSQL plans a prepared statement with its
+// arguments five times, then keeps its generic plan while that costs less
+// on paper than the average of those custom plans. Each argument that would
+// change an estimate (the partition, the delay, the subscription start) is
+// read through a one-row subquery, a value the planner does not know even
+// when it plans with the arguments, and the batch is read the same way by
+// an outer LIMIT. The inner LIMIT is always NULL (no limit): a plan made
+// with the arguments folds it away and costs the walk as a tenth of the
+// partition, the generic plan cannot and costs it as a hundredth. So the
+// generic plan stays the cheaper one even when the table has grown tenfold
+// since the custom plans were made (a fresh database filling up), and is
+// kept from the sixth call on. Both are the ordered walk of
+// messages_partition_id_seq_key; the outer LIMIT takes the first rows of
+// that ordered subquery.
 //
 // The gate is a try-lock on (partition, group) held until this statement
 // commits: a consumer that finds another one claiming the same partition

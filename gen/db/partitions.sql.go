@@ -419,8 +419,8 @@ o AS (
     SELECT p.last_message_at
     FROM queen.partitions p
     LEFT JOIN queen.partition_consumers pc
-           ON pc.partition_id = p.id AND pc.consumer_group = $1
-    WHERE p.queue_id = $2
+           ON pc.partition_id = p.id AND pc.consumer_group = (SELECT $1::text)
+    WHERE p.queue_id = (SELECT $2::uuid)
       AND p.last_message_at >= (SELECT s.scan_from FROM s)
       AND p.last_seq > COALESCE(pc.last_seq, 0)
     ORDER BY p.last_message_at
@@ -430,14 +430,15 @@ SELECT p.id, p.name, (SELECT o.last_message_at FROM o)::timestamptz AS oldest_pe
        now()::timestamptz AS scanned_at, p.last_seq, COALESCE(pc.last_seq, -1)::bigint AS cursor_seq
 FROM queen.partitions p
 LEFT JOIN queen.partition_consumers pc
-       ON pc.partition_id = p.id AND pc.consumer_group = $1
-WHERE p.queue_id = $2
+       ON pc.partition_id = p.id AND pc.consumer_group = (SELECT $1::text)
+WHERE p.queue_id = (SELECT $2::uuid)
   AND p.last_message_at >= (SELECT s.scan_from FROM s)
-  AND ($3::integer = 0 OR p.last_message_at <= now() - make_interval(secs => $3::integer))
+  AND p.last_message_at <= (SELECT CASE WHEN $3::integer = 0 THEN 'infinity'::timestamptz
+                                        ELSE now() - make_interval(secs => $3::integer) END)
   AND p.last_seq > COALESCE(pc.last_seq, 0)
   AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
 ORDER BY p.last_message_at
-LIMIT $4
+LIMIT (SELECT $4::integer)
 `
 
 type PartitionListPopCandidatesParams struct {
@@ -472,6 +473,10 @@ type PartitionListPopCandidatesRow struct {
 // the group's cursor there (-1 without a cursor row), so that the broker can
 // keep for its next pops the partitions with more than a batch to give
 // (handlers/broker/recent_scan.go).
+// The queue, the group, the window and the LIMIT are read through one-row
+// subqueries so that the custom plans cost what the generic plan costs and
+// PostgreSQL keeps the generic one after five calls (see
+// PartitionConsumerClaimAndRead).
 func (q *Queries) PartitionListPopCandidates(ctx context.Context, arg PartitionListPopCandidatesParams) ([]PartitionListPopCandidatesRow, error) {
 	rows, err := q.db.Query(ctx, partitionListPopCandidates,
 		arg.ConsumerGroup,

@@ -9,6 +9,22 @@
 -- to know that what the broker remembers of the batch still holds
 -- (handlers/broker/delivered.go).
 --
+-- Planned once per session, not at every call (docs/benchmarks.md, "Round
+-- 6: the claim's plans"). PostgreSQL plans a prepared statement with its
+-- arguments five times, then keeps its generic plan while that costs less
+-- on paper than the average of those custom plans. Each argument that would
+-- change an estimate (the partition, the delay, the subscription start) is
+-- read through a one-row subquery, a value the planner does not know even
+-- when it plans with the arguments, and the batch is read the same way by
+-- an outer LIMIT. The inner LIMIT is always NULL (no limit): a plan made
+-- with the arguments folds it away and costs the walk as a tenth of the
+-- partition, the generic plan cannot and costs it as a hundredth. So the
+-- generic plan stays the cheaper one even when the table has grown tenfold
+-- since the custom plans were made (a fresh database filling up), and is
+-- kept from the sixth call on. Both are the ordered walk of
+-- messages_partition_id_seq_key; the outer LIMIT takes the first rows of
+-- that ordered subquery.
+--
 -- The gate is a try-lock on (partition, group) held until this statement
 -- commits: a consumer that finds another one claiming the same partition
 -- right now skips it at once instead of queueing on the row lock. A lease
@@ -30,9 +46,10 @@ claim AS (
         batch_size, acked_count)
     SELECT
         @partition_id, @consumer_group,
-        CASE WHEN sqlc.narg(start_after_time)::timestamptz IS NULL THEN 0
+        CASE WHEN (SELECT sqlc.narg(start_after_time)::timestamptz) IS NULL THEN 0
              ELSE (SELECT COALESCE(max(s.seq), 0) FROM queen.messages s
-                   WHERE s.partition_id = @partition_id AND s.created_at <= sqlc.narg(start_after_time)::timestamptz)
+                   WHERE s.partition_id = (SELECT @partition_id::uuid)
+                     AND s.created_at <= (SELECT sqlc.narg(start_after_time)::timestamptz))
         END,
         @lease_id, now(), now() + make_interval(secs => @lease_seconds::integer),
         @batch_size, 0
@@ -58,13 +75,17 @@ SELECT claim.last_seq AS cursor_seq, claim.batch_retry_count, claim.lease_expire
        (SELECT v.vacant_seqs FROM queen.partitions v WHERE v.id = @partition_id)::bigint AS vacant_seqs
 FROM claim
 LEFT JOIN LATERAL (
-    SELECT s.id, s.seq, s.transaction_id, s.trace_id, s.payload, s.is_encrypted, s.producer_sub, s.created_at
-    FROM queen.messages s
-    WHERE s.partition_id = @partition_id
-      AND s.seq > claim.last_seq
-      AND (@delay_seconds::integer = 0 OR s.created_at <= now() - make_interval(secs => @delay_seconds::integer))
-    ORDER BY s.seq
-    LIMIT @batch_size
+    SELECT w.* FROM (
+        SELECT s.id, s.seq, s.transaction_id, s.trace_id, s.payload, s.is_encrypted, s.producer_sub, s.created_at
+        FROM queen.messages s
+        WHERE s.partition_id = (SELECT @partition_id::uuid)
+          AND s.seq > claim.last_seq
+          AND s.created_at <= (SELECT CASE WHEN @delay_seconds::integer = 0 THEN 'infinity'::timestamptz
+                                           ELSE now() - make_interval(secs => @delay_seconds::integer) END)
+        ORDER BY s.seq
+        LIMIT NULLIF(@batch_size::integer, @batch_size::integer)
+    ) w
+    LIMIT (SELECT @batch_size::integer)
 ) m ON true
 ORDER BY m.seq;
 
@@ -88,14 +109,19 @@ ORDER BY m.seq;
 -- group's first pop of the partition), the caller claims through
 -- PartitionConsumerClaimAndRead, which creates it at the subscription's
 -- start. One row with seq 0 means nothing was delivered.
+--
+-- The arguments and the two LIMITs are written as in
+-- PartitionConsumerClaimAndRead, so that the statement keeps its generic
+-- plan after five calls.
 WITH cur AS (
     SELECT pc.last_seq, pc.batch_retry_count
     FROM queen.partition_consumers pc
     WHERE pc.partition_id = @partition_id AND pc.consumer_group = @consumer_group
       AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
       AND (SELECT n.seq FROM queen.messages n
-           WHERE n.partition_id = @partition_id AND n.seq > pc.last_seq
-             AND (@delay_seconds::integer = 0 OR n.created_at <= now() - make_interval(secs => @delay_seconds::integer))
+           WHERE n.partition_id = (SELECT @partition_id::uuid) AND n.seq > pc.last_seq
+             AND n.created_at <= (SELECT CASE WHEN @delay_seconds::integer = 0 THEN 'infinity'::timestamptz
+                                              ELSE now() - make_interval(secs => @delay_seconds::integer) END)
            ORDER BY n.seq LIMIT 1) IS NOT NULL
     FOR UPDATE SKIP LOCKED
 ),
@@ -104,13 +130,17 @@ batch AS MATERIALIZED (
            cur.batch_retry_count
     FROM cur
     CROSS JOIN LATERAL (
-        SELECT m.id, m.seq, m.transaction_id, m.trace_id, m.payload, m.is_encrypted, m.producer_sub, m.created_at
-        FROM queen.messages m
-        WHERE m.partition_id = @partition_id
-          AND m.seq > cur.last_seq
-          AND (@delay_seconds::integer = 0 OR m.created_at <= now() - make_interval(secs => @delay_seconds::integer))
-        ORDER BY m.seq
-        LIMIT @batch_size
+        SELECT w.* FROM (
+            SELECT m.id, m.seq, m.transaction_id, m.trace_id, m.payload, m.is_encrypted, m.producer_sub, m.created_at
+            FROM queen.messages m
+            WHERE m.partition_id = (SELECT @partition_id::uuid)
+              AND m.seq > cur.last_seq
+              AND m.created_at <= (SELECT CASE WHEN @delay_seconds::integer = 0 THEN 'infinity'::timestamptz
+                                               ELSE now() - make_interval(secs => @delay_seconds::integer) END)
+            ORDER BY m.seq
+            LIMIT NULLIF(@batch_size::integer, @batch_size::integer)
+        ) w
+        LIMIT (SELECT @batch_size::integer)
     ) s
 ),
 moved AS (

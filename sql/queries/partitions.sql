@@ -46,6 +46,10 @@ FROM queen.partitions p WHERE p.queue_id = @queue_id AND p.name = @name;
 -- the group's cursor there (-1 without a cursor row), so that the broker can
 -- keep for its next pops the partitions with more than a batch to give
 -- (handlers/broker/recent_scan.go).
+-- The queue, the group, the window and the LIMIT are read through one-row
+-- subqueries so that the custom plans cost what the generic plan costs and
+-- PostgreSQL keeps the generic one after five calls (see
+-- PartitionConsumerClaimAndRead).
 WITH s AS (
     SELECT COALESCE(
         (SELECT CASE WHEN sqlc.narg(hint_at)::timestamptz > w.reset_at
@@ -59,8 +63,8 @@ o AS (
     SELECT p.last_message_at
     FROM queen.partitions p
     LEFT JOIN queen.partition_consumers pc
-           ON pc.partition_id = p.id AND pc.consumer_group = @consumer_group
-    WHERE p.queue_id = @queue_id
+           ON pc.partition_id = p.id AND pc.consumer_group = (SELECT @consumer_group::text)
+    WHERE p.queue_id = (SELECT @queue_id::uuid)
       AND p.last_message_at >= (SELECT s.scan_from FROM s)
       AND p.last_seq > COALESCE(pc.last_seq, 0)
     ORDER BY p.last_message_at
@@ -70,14 +74,15 @@ SELECT p.id, p.name, (SELECT o.last_message_at FROM o)::timestamptz AS oldest_pe
        now()::timestamptz AS scanned_at, p.last_seq, COALESCE(pc.last_seq, -1)::bigint AS cursor_seq
 FROM queen.partitions p
 LEFT JOIN queen.partition_consumers pc
-       ON pc.partition_id = p.id AND pc.consumer_group = @consumer_group
-WHERE p.queue_id = @queue_id
+       ON pc.partition_id = p.id AND pc.consumer_group = (SELECT @consumer_group::text)
+WHERE p.queue_id = (SELECT @queue_id::uuid)
   AND p.last_message_at >= (SELECT s.scan_from FROM s)
-  AND (@window_seconds::integer = 0 OR p.last_message_at <= now() - make_interval(secs => @window_seconds::integer))
+  AND p.last_message_at <= (SELECT CASE WHEN @window_seconds::integer = 0 THEN 'infinity'::timestamptz
+                                        ELSE now() - make_interval(secs => @window_seconds::integer) END)
   AND p.last_seq > COALESCE(pc.last_seq, 0)
   AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
 ORDER BY p.last_message_at
-LIMIT @max_candidates;
+LIMIT (SELECT @max_candidates::integer);
 
 -- name: PartitionPollReady :many
 -- The shared re-poll of parked long-polls (handlers/broker/repoll.go): of the
