@@ -96,6 +96,28 @@ func (r *autoAckRace) begin(k raceKey, listed uint64, lastSeq int64, look lookKe
 	return r.ticket(), true
 }
 
+// beginUnlisted is begin for a claim of a partition no scan offered and
+// whose last seq is unknown (pushed_hint.go): ok false, recording nothing,
+// while another claim of k is in flight.
+func (r *autoAckRace) beginUnlisted(k raceKey) (t uint64, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = make(map[raceKey]*raceEntry)
+	}
+	e := r.m[k]
+	switch {
+	case e == nil:
+		e = &raceEntry{}
+		r.m[k] = e
+	case e.inFlight:
+		r.passes.Add(1)
+		return 0, false
+	}
+	e.inFlight = true
+	return r.ticket(), true
+}
+
 // wouldPass is begin's answer without its effects: whether a pop would
 // pass the partition over now.
 func (r *autoAckRace) wouldPass(k raceKey, listed uint64, lastSeq int64) bool {

@@ -30,6 +30,9 @@ type ParkedPop struct {
 	due    uint8  // dueWoken, dueExpired
 	notify func() // set by Watch
 	done   bool
+	// hint is the partition offered by the push whose wake-up set
+	// dueWoken (pushed_hint.go); nil when a wake-up for anything did.
+	hint *pushedPart
 }
 
 const (
@@ -46,7 +49,10 @@ func (b *Broker) park(pr popPlan) *ParkedPop {
 		// A push wakes as many autoAck pops of a key as it filled
 		// partitions (wake_pushed.go): a pop that finds more than it takes
 		// wakes the next one (claimAutoAck).
-		p.w = b.wait.RegisterClass(p.look, func() bool { return p.signal(dueWoken) }, pr.waitKeys...)
+		p.w = b.wait.RegisterClass(p.look, func(hint any) bool {
+			h, _ := hint.(*pushedPart)
+			return p.wake(h)
+		}, pr.waitKeys...)
 	} else {
 		p.w = b.wait.RegisterFunc(wake, pr.waitKeys...)
 	}
@@ -64,13 +70,41 @@ func (p *ParkedPop) Timeout() time.Duration { return p.pr.timeout }
 // the pop is finished it is never called again (the holder may have
 // handed its connection on by then).
 func (p *ParkedPop) signal(bit uint8) bool {
+	if bit == dueWoken {
+		return p.wake(nil)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.mark(bit)
+}
+
+// wake is signal(dueWoken) for a wake-up offering hint (nil: a wake-up for
+// anything). A pop that can take the hint and was not due keeps it, and is
+// not counted as due (due_looks.go): it claims that partition, and scans
+// only if the claim finds nothing. A wake-up for anything drops a hint
+// kept, and the pop counts as due.
+func (p *ParkedPop) wake(hint *pushedPart) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fresh := p.due&dueWoken == 0 && !p.done
+	if p.pr.AutoAck && !p.done {
+		switch {
+		case fresh && hint != nil && p.pr.takesHint():
+			p.hint = hint
+		case fresh:
+			p.b.dueLooks.add(p.look, 1)
+		case hint == nil && p.hint != nil:
+			p.hint = nil
+			p.b.dueLooks.add(p.look, 1)
+		}
+	}
+	return p.mark(dueWoken)
+}
+
+// mark sets bit and tells the holder; p.mu is held.
+func (p *ParkedPop) mark(bit uint8) bool {
 	fresh := p.due&bit == 0 && !p.done
 	p.due |= bit
-	if fresh && bit == dueWoken && p.pr.AutoAck {
-		p.b.dueLooks.add(p.look, 1)
-	}
 	if p.notify != nil {
 		p.notify()
 	}
@@ -100,9 +134,10 @@ func (p *ParkedPop) Watch(fn func()) {
 // nothing due is harmless.
 func (p *ParkedPop) Resume(ctx context.Context) (res *PopResult, done bool, err error) {
 	p.mu.Lock()
-	due, finished := p.due, p.done
+	due, finished, hint := p.due, p.done, p.hint
 	p.due &^= dueWoken // a wake-up from here on is after the look below
 	p.undue(due, finished)
+	p.hint = nil
 	p.mu.Unlock()
 	switch {
 	case finished:
@@ -115,7 +150,7 @@ func (p *ParkedPop) Resume(ctx context.Context) (res *PopResult, done bool, err 
 	}
 	start := p.b.lookStart(p.look)
 	pr := p.pr
-	pr.started = start
+	pr.started, pr.hint = start, hint
 	res, err = p.b.popOnce(ctx, pr)
 	if err != nil || res != nil {
 		p.finish(res, err)
@@ -162,7 +197,7 @@ func (p *ParkedPop) finish(res *PopResult, err error) {
 	finished := p.done
 	unlooked := p.due&dueWoken != 0
 	p.undue(p.due, finished)
-	p.done, p.notify = true, nil
+	p.done, p.notify, p.hint = true, nil, nil
 	p.mu.Unlock()
 	if finished {
 		return
@@ -178,9 +213,10 @@ func (p *ParkedPop) finish(res *PopResult, err error) {
 }
 
 // undue takes p out of its key's due count (due_looks.go) when due, its
-// bits before dueWoken is cleared, had it counted. p.mu is held.
+// bits before dueWoken is cleared, had it counted (a pop with a hint is
+// not counted). p.mu is held.
 func (p *ParkedPop) undue(due uint8, finished bool) {
-	if due&dueWoken != 0 && !finished && p.pr.AutoAck {
+	if due&dueWoken != 0 && !finished && p.pr.AutoAck && p.hint == nil {
 		p.b.dueLooks.add(p.look, -1)
 	}
 }

@@ -25,9 +25,10 @@ type Waiter[K comparable] struct {
 	keys []K
 	reg  *Registry[K]
 	// A waiter made by RegisterClass: its class, and its function, which
-	// reports whether the wake-up was a new one to it.
+	// is given the wake-up's hint and reports whether the wake-up was a new
+	// one to it.
 	class any
-	fnNew func() bool
+	fnNew func(hint any) bool
 }
 
 // New returns an empty registry.
@@ -53,8 +54,11 @@ func (r *Registry[K]) RegisterFunc(fn func(), keys ...K) *Waiter[K] {
 // value, not nil): NotifyLimit wakes at most so many waiters of each class,
 // Notify wakes it like any other. fn reports whether the wake-up was new to
 // the waiter (false: it was woken already and has not acted on it yet, or
-// it is done); only new ones count against NotifyLimit's limit.
-func (r *Registry[K]) RegisterClass(class any, fn func() bool, keys ...K) *Waiter[K] {
+// it is done); only new ones count against NotifyLimit's limit. fn's hint
+// is what NotifyLimit's hint function gave the wake-up (what of the event
+// this waiter may answer), nil for a wake-up for anything (Notify,
+// NotifyOne, NotifyMatching).
+func (r *Registry[K]) RegisterClass(class any, fn func(hint any) bool, keys ...K) *Waiter[K] {
 	return r.add(&Waiter[K]{fnNew: fn, class: class, keys: keys, reg: r})
 }
 
@@ -75,7 +79,7 @@ func (r *Registry[K]) add(w *Waiter[K]) *Waiter[K] {
 // wake signals one waiter; r.mu is held.
 func (w *Waiter[K]) wake() {
 	if w.fnNew != nil {
-		w.fnNew()
+		w.fnNew(nil)
 		return
 	}
 	if w.fn != nil {
@@ -115,10 +119,12 @@ func (r *Registry[K]) Notify(key K) {
 // NotifyLimit wakes the waiters parked under key as Notify does, except
 // that of each class (RegisterClass) it gives a new wake-up to n waiters at
 // most: for an event that n of them can answer (n new partitions with
-// messages, where each waiter takes one), the rest staying parked. It
-// returns how many new wake-ups each class got (nil: none); a class that
-// got n has the whole event answered by its waiters.
-func (r *Registry[K]) NotifyLimit(key K, n int) map[any]int {
+// messages, where each waiter takes one), the rest staying parked. The
+// i-th new wake-up of a class (from 0) is offered hint(i), so that the
+// waiters of a class answer different parts of the event (hint nil: no
+// hints). It returns how many new wake-ups each class got (nil: none); a
+// class that got n has the whole event answered by its waiters.
+func (r *Registry[K]) NotifyLimit(key K, n int, hint func(i int) any) map[any]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var woken map[any]int
@@ -127,10 +133,15 @@ func (r *Registry[K]) NotifyLimit(key K, n int) map[any]int {
 			w.wake()
 			continue
 		}
-		if woken[w.class] >= n {
+		i := woken[w.class]
+		if i >= n {
 			continue
 		}
-		if w.fnNew() {
+		var h any
+		if hint != nil {
+			h = hint(i)
+		}
+		if w.fnNew(h) {
 			if woken == nil {
 				woken = make(map[any]int)
 			}

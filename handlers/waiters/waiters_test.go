@@ -74,7 +74,7 @@ func TestNotifyLimitWakesNOfEachClassAndEveryOther(t *testing.T) {
 	r := New[string]()
 	due := map[string]bool{}
 	classed := func(name, class string) *Waiter[string] {
-		return r.RegisterClass(class, func() bool {
+		return r.RegisterClass(class, func(any) bool {
 			fresh := !due[name]
 			due[name] = true
 			return fresh
@@ -88,7 +88,7 @@ func TestNotifyLimitWakesNOfEachClassAndEveryOther(t *testing.T) {
 	}
 	plain := r.Register("q:a")
 
-	require.Equal(t, map[any]int{"x": 1, "y": 1}, r.NotifyLimit("q:a", 1))
+	require.Equal(t, map[any]int{"x": 1, "y": 1}, r.NotifyLimit("q:a", 1, nil))
 	require.Len(t, plain.C, 1, "a waiter without a class is always woken")
 	count := func(prefix byte) (n int) {
 		for k, d := range due {
@@ -102,10 +102,48 @@ func TestNotifyLimitWakesNOfEachClassAndEveryOther(t *testing.T) {
 	require.Equal(t, 1, count('y'))
 
 	// Those already woken do not count: the next one wakes fresh waiters.
-	require.Equal(t, map[any]int{"x": 2, "y": 1}, r.NotifyLimit("q:a", 5), "the new wake-ups of each class")
+	require.Equal(t, map[any]int{"x": 2, "y": 1}, r.NotifyLimit("q:a", 5, nil), "the new wake-ups of each class")
 	require.Equal(t, 3, count('x'))
 	require.Equal(t, 2, count('y'))
 	r.Notify("q:b") // another key: nothing
+}
+
+// The i-th new wake-up of each class is offered hint(i): the waiters of a
+// class get different hints, each class the same ones. A waiter already
+// woken is offered the hint of the next new wake-up, and a wake-up for
+// anything (Notify) offers none.
+func TestNotifyLimitOffersEachClassTheHintsInTurn(t *testing.T) {
+	t.Parallel()
+	r := New[string]()
+	got := map[string][]any{}
+	due := map[string]bool{}
+	for _, name := range []string{"x1", "x2", "x3", "y1", "y2"} {
+		r.RegisterClass(name[:1], func(h any) bool {
+			got[name] = append(got[name], h)
+			fresh := !due[name]
+			due[name] = true
+			return fresh
+		}, "q:a")
+	}
+	hints := []any{"p1", "p2"}
+	require.Equal(t, map[any]int{"x": 2, "y": 2}, r.NotifyLimit("q:a", 2, func(i int) any { return hints[i] }))
+	first := func(class string) (out []any) {
+		for name, hs := range got {
+			if name[:1] == class {
+				out = append(out, hs[0])
+			}
+		}
+		return out
+	}
+	require.ElementsMatch(t, []any{"p1", "p2"}, first("x"), "each new wake-up of a class its own hint")
+	require.ElementsMatch(t, []any{"p1", "p2"}, first("y"), "every class the same hints")
+
+	clear(got)
+	r.Notify("q:a")
+	require.Len(t, got, 5)
+	for _, hs := range got {
+		require.Equal(t, []any{nil}, hs, "Notify offers no hint")
+	}
 }
 
 func TestNotifyOneWakesOneWaiter(t *testing.T) {
