@@ -112,7 +112,11 @@ func (b *Broker) claimAutoAck(ctx context.Context, pr popPlan, q db.QueenQueue, 
 		// one is due already, its look will see what this one left
 		// (due_looks.go): then, as after a look that took all it saw, the
 		// consumer's next long-poll need not look.
-		if !b.wakeNext(look) && pr.Queue != "" && !pr.started.at.IsZero() {
+		var hint *pushedPart
+		if parts[0].pushed != uuid.Nil {
+			hint = pr.hint // what is left there goes on with the partition
+		}
+		if !b.handOn(look, hint) && pr.Queue != "" && !pr.started.at.IsZero() {
 			b.sawEmpty(look, pr.started)
 		}
 	case len(got) > 0 && pr.Queue != "" && !pr.started.at.IsZero():

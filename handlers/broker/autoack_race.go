@@ -190,10 +190,22 @@ func (b *Broker) rewake(look lookKey) { b.wakeNext(look) }
 // (known_empty.go) by the next long-poll, which then looks. When an autoAck
 // pop of look is already due, its look will see those messages: nothing is
 // done, and wakeNext reports false (due_looks.go).
-func (b *Broker) wakeNext(look lookKey) bool {
+func (b *Broker) wakeNext(look lookKey) bool { return b.handOn(look, nil) }
+
+// handOn is wakeNext for a wake-up that may offer a partition a push filled
+// (pushed_hint.go), whose messages the caller did not take all of. Unless
+// an autoAck pop of look is due, a pop parked on look that is not woken
+// already gets the partition, as from the push: it claims it, and scans
+// if it finds nothing, so the generation of look's wait keys need not
+// move. Without a partition, or with no pop to take it, it is wakeNext.
+func (b *Broker) handOn(look lookKey, hint *pushedPart) bool {
 	if b.dueLooks.any(look) {
 		b.dueLooks.deferred.Add(1)
 		return false
+	}
+	if hint != nil && b.looks.NotifyOneHint(look, hint) {
+		b.hinted.handedOn.Add(1)
+		return true
 	}
 	b.emptyMu.Lock()
 	for _, wk := range lookWaitKeys(look) {

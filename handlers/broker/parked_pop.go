@@ -30,6 +30,8 @@ type ParkedPop struct {
 	due    uint8  // dueWoken, dueExpired
 	notify func() // set by Watch
 	done   bool
+	// looking is set while p looks (its first look, or Resume's).
+	looking bool
 	// hint is the partition offered by the push whose wake-up set
 	// dueWoken (pushed_hint.go); nil when a wake-up for anything did.
 	hint *pushedPart
@@ -41,22 +43,29 @@ const (
 )
 
 // park registers a pop with Wait before its first look, so that a wake-up
-// between the look and the park still marks it due.
+// between the look and the park still marks it due. It is looking until
+// PopStart has made or skipped that look.
 func (b *Broker) park(pr popPlan) *ParkedPop {
-	p := &ParkedPop{b: b, pr: pr, look: pr.lookKey(), unpark: b.parked(key(pr.Tenant, pr.Queue))}
+	p := &ParkedPop{b: b, pr: pr, look: pr.lookKey(), unpark: b.parked(key(pr.Tenant, pr.Queue)), looking: true}
 	wake := func() { p.signal(dueWoken) }
 	if pr.AutoAck {
 		// A push wakes as many autoAck pops of a key as it filled
-		// partitions (wake_pushed.go): a pop that finds more than it takes
-		// wakes the next one (claimAutoAck).
+		// partitions (wake_pushed.go), each offered one of them
+		// (pushed_hint.go): a pop that finds more than it takes wakes the
+		// next one (claimAutoAck), offering the partition it left when it
+		// had one (handOn).
 		p.w = b.wait.RegisterClass(p.look, func(hint any) bool {
 			h, _ := hint.(*pushedPart)
-			return p.wake(h)
+			return p.wake(h, false)
 		}, pr.waitKeys...)
+		p.lw = b.looks.RegisterClass(p.look, func(hint any) bool {
+			h, _ := hint.(*pushedPart)
+			return p.wake(h, true)
+		}, p.look)
 	} else {
 		p.w = b.wait.RegisterFunc(wake, pr.waitKeys...)
+		p.lw = b.looks.RegisterFunc(wake, p.look)
 	}
-	p.lw = b.looks.RegisterFunc(wake, p.look)
 	p.timer = time.AfterFunc(pr.timeout, func() { p.signal(dueExpired) })
 	return p
 }
@@ -71,7 +80,7 @@ func (p *ParkedPop) Timeout() time.Duration { return p.pr.timeout }
 // handed its connection on by then).
 func (p *ParkedPop) signal(bit uint8) bool {
 	if bit == dueWoken {
-		return p.wake(nil)
+		return p.wake(nil, false)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -82,10 +91,15 @@ func (p *ParkedPop) signal(bit uint8) bool {
 // anything). A pop that can take the hint and was not due keeps it, and is
 // not counted as due (due_looks.go): it claims that partition, and scans
 // only if the claim finds nothing. A wake-up for anything drops a hint
-// kept, and the pop counts as due.
-func (p *ParkedPop) wake(hint *pushedPart) bool {
+// kept, and the pop counts as due. A partition handed on by another pop
+// (handed, handOn) is not taken by a pop looking right now: that look may
+// be the one handing it on, and a parked pop claims it sooner.
+func (p *ParkedPop) wake(hint *pushedPart, handed bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if handed && hint != nil && p.looking {
+		return false
+	}
 	fresh := p.due&dueWoken == 0 && !p.done
 	if p.pr.AutoAck && !p.done {
 		switch {
@@ -138,6 +152,7 @@ func (p *ParkedPop) Resume(ctx context.Context) (res *PopResult, done bool, err 
 	p.due &^= dueWoken // a wake-up from here on is after the look below
 	p.undue(due, finished)
 	p.hint = nil
+	p.looking = !finished && due&dueExpired == 0 && due&dueWoken != 0
 	p.mu.Unlock()
 	switch {
 	case finished:
@@ -152,12 +167,20 @@ func (p *ParkedPop) Resume(ctx context.Context) (res *PopResult, done bool, err 
 	pr := p.pr
 	pr.started, pr.hint = start, hint
 	res, err = p.b.popOnce(ctx, pr)
+	p.setLooking(false)
 	if err != nil || res != nil {
 		p.finish(res, err)
 		return res, true, pgerr.Translate(err)
 	}
 	p.b.sawEmpty(p.look, start)
 	return nil, false, nil
+}
+
+// setLooking sets p.looking.
+func (p *ParkedPop) setLooking(on bool) {
+	p.mu.Lock()
+	p.looking = on
+	p.mu.Unlock()
 }
 
 // Cancel ends the wait without looking again: the client went away. No
@@ -191,11 +214,13 @@ func (p *ParkedPop) Wait(ctx context.Context) (*PopResult, error) {
 // will not look for (it timed out, its client left, or it was answered
 // by a look that started before the wake-up) goes to another pop parked
 // on its key: some wake-ups wake one pop only (autoack_race.go), and what
-// they announce must not wait for the shared re-poll.
+// they announce must not wait for the shared re-poll. A wake-up offering
+// a partition goes on with it (handOn), unless the answer delivered the
+// last message the push stored there.
 func (p *ParkedPop) finish(res *PopResult, err error) {
 	p.mu.Lock()
 	finished := p.done
-	unlooked := p.due&dueWoken != 0
+	unlooked, hint := p.due&dueWoken != 0, p.hint
 	p.undue(p.due, finished)
 	p.done, p.notify, p.hint = true, nil, nil
 	p.mu.Unlock()
@@ -205,8 +230,10 @@ func (p *ParkedPop) finish(res *PopResult, err error) {
 	p.w.Cancel()
 	p.lw.Cancel()
 	p.timer.Stop()
-	if unlooked {
-		p.b.wakeNext(p.look)
+	// A wake-up offering a partition whose pushed messages the answer
+	// delivered is answered.
+	if unlooked && (hint == nil || !res.delivered(hint.last)) {
+		p.b.handOn(p.look, hint)
 	}
 	p.unpark()
 	p.b.recordPop(p.pr.PopRequest, res, err)

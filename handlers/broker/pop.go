@@ -74,6 +74,7 @@ func (b *Broker) PopStart(ctx context.Context, req PopRequest) (res *PopResult, 
 		}
 		b.sawEmpty(p.look, start)
 	}
+	p.setLooking(false)
 	if b.draining.Load() {
 		p.finish(nil, nil)
 		return nil, nil, nil

@@ -24,8 +24,12 @@ import (
 // What the hint does not cover stays covered as before:
 //
 //   - a pop that takes a full batch from its partition without reaching
-//     the last message the push stored there hands a wake-up on, as a look
-//     leaving messages does (claimAutoAck);
+//     the last message the push stored there hands the partition on to a
+//     parked pop, which claims it in turn (handOn); so does a woken pop
+//     that ends without looking (timeout, client gone, or answered by a
+//     look already under way), unless that answer delivered the last
+//     message the push stored there. With no parked pop to take it, the
+//     hand-on is a wake-up for anything, as before;
 //   - a push that filled more partitions than it found pops to wake is not
 //     excused (known_empty.go): the next long-poll of the key looks. The
 //     pops it could not wake were all woken already; a hinted one answers
@@ -67,6 +71,7 @@ type hintStats struct {
 	answered atomic.Int64 // the claim delivered: no scan
 	fellBack atomic.Int64 // empty or busy: the pop scanned
 	scans    atomic.Int64 // PartitionListPopCandidates calls (claimAny)
+	handedOn atomic.Int64 // offered partitions handed on to a parked pop (handOn)
 }
 
 // claimPushed is a woken pop's claim of the partition its wake-up offered,
@@ -88,6 +93,12 @@ func (b *Broker) claimPushed(ctx context.Context, pr popPlan, q db.QueenQueue, l
 		}
 	}
 	return got, err
+}
+
+// delivered reports whether r delivered the message id; a nil r
+// delivered nothing.
+func (r *PopResult) delivered(id uuid.UUID) bool {
+	return r != nil && slices.ContainsFunc(r.Messages, func(m Message) bool { return m.ID == id })
 }
 
 // deliveredID reports whether c delivered the message id.

@@ -145,3 +145,74 @@ func TestPushToAWindowedQueueOffersNoPartition(t *testing.T) {
 	require.Nil(t, res)
 	require.Zero(t, tb.b.hinted.answered.Load()+tb.b.hinted.fellBack.Load(), "no partition offered")
 }
+
+// A woken pop that ends without looking hands the partition its wake-up
+// offered on: the pop that gets it claims it without a scan, and the key's
+// generation does not move.
+func TestWokenPopThatLeavesHandsItsPartitionOn(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	ctx := t.Context()
+	_, _, err := tb.b.Configure(ctx, "", "handpart", "", "", QueueOptionsDefault())
+	require.NoError(t, err)
+
+	req := PopRequest{Queue: "handpart", Group: "g", AutoAck: true}
+	ws := []*watched{tb.parkWatched(req), tb.parkWatched(req)}
+	look := tb.b.plan(req).lookKey()
+	tb.push(item("handpart", "p1", "m1", ""))
+	require.Len(t, woken(ws), 1)
+	gone := woken(ws)[0]
+	gen, scans := tb.b.genOf(look), tb.b.hinted.scans.Load()
+	gone.p.Cancel()
+
+	require.EqualValues(t, 1, tb.b.hinted.handedOn.Load(), "the partition went on")
+	require.Equal(t, gen, tb.b.genOf(look))
+	got := tb.resumeWoken(ws)
+	require.Equal(t, []string{"m1"}, got)
+	require.Equal(t, scans, tb.b.hinted.scans.Load(), "claimed without a scan")
+}
+
+// A pop that takes a full batch of its partition without reaching what
+// the push stored there hands the partition on to the next pop.
+func TestPopLeavingPartOfItsPartitionHandsItOn(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	ctx := t.Context()
+	_, _, err := tb.b.Configure(ctx, "", "rest", "", "", QueueOptionsDefault())
+	require.NoError(t, err)
+
+	req := PopRequest{Queue: "rest", Group: "g", AutoAck: true, Batch: 2}
+	ws := []*watched{tb.parkWatched(req), tb.parkWatched(req), tb.parkWatched(req)}
+	scans := tb.b.hinted.scans.Load()
+	tb.push(item("rest", "p1", "m1", ""), item("rest", "p1", "m2", ""), item("rest", "p1", "m3", ""),
+		item("rest", "p1", "m4", ""), item("rest", "p1", "m5", ""))
+	require.Len(t, woken(ws), 1)
+
+	got := tb.resumeWoken(ws)
+	require.Equal(t, []string{"m1", "m2", "m3", "m4", "m5"}, got, "in order, each once")
+	require.EqualValues(t, 2, tb.b.hinted.handedOn.Load())
+	require.Equal(t, scans, tb.b.hinted.scans.Load(), "no pop scanned")
+}
+
+// A woken pop answered by a look that delivered what the push stored in
+// the partition its wake-up offered hands nothing on.
+func TestWokenPopAnsweredWithItsPushHandsNothingOn(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	ctx := t.Context()
+	_, _, err := tb.b.Configure(ctx, "", "answered", "", "", QueueOptionsDefault())
+	require.NoError(t, err)
+
+	req := PopRequest{Queue: "answered", Group: "g", AutoAck: true}
+	ws := []*watched{tb.parkWatched(req), tb.parkWatched(req)}
+	tb.push(item("answered", "p1", "m1", ""))
+	require.Len(t, woken(ws), 1)
+	first := woken(ws)[0]
+	// As if the look under way when the push woke it had delivered m1.
+	res := tb.pop(PopRequest{Queue: "answered", Group: "g", AutoAck: true})
+	require.Equal(t, []string{"m1"}, txIDs(res))
+	first.p.finish(res, nil)
+
+	require.Len(t, woken(ws), 1, "nobody else woken")
+	require.Zero(t, tb.b.hinted.handedOn.Load())
+}

@@ -164,6 +164,21 @@ func (r *Registry[K]) NotifyOne(key K) bool {
 	return false
 }
 
+// NotifyOneHint offers hint to one waiter parked under key that takes it
+// as a new wake-up (RegisterClass: its function reports true), any one;
+// false when none did. A waiter that does not take it (woken already, or
+// without a class) is not woken: the caller decides what to do instead.
+func (r *Registry[K]) NotifyOneHint(key K, hint any) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for w := range r.byKey[key] {
+		if w.fnNew != nil && w.fnNew(hint) {
+			return true
+		}
+	}
+	return false
+}
+
 // NotifyMatching wakes every waiter parked under a key for which match
 // holds. It visits every key with a parked waiter, so it is for the rare
 // announcement that names no exact key (one from an older broker, which

@@ -155,3 +155,27 @@ func TestNotifyOneWakesOneWaiter(t *testing.T) {
 	require.True(t, r.NotifyOne("q:a"))
 	require.Equal(t, 1, len(a.C)+len(b.C))
 }
+
+// NotifyOneHint gives the hint to one waiter that takes it as new, and to
+// no other; with none left to take it, it wakes nobody.
+func TestNotifyOneHintWakesOneWaiterThatTakesIt(t *testing.T) {
+	t.Parallel()
+	r := New[string]()
+	got := map[string]any{}
+	for _, name := range []string{"a", "b"} {
+		r.RegisterClass("c", func(h any) bool {
+			if _, due := got[name]; due {
+				return false
+			}
+			got[name] = h
+			return true
+		}, "q:a")
+	}
+	plain := r.Register("q:a")
+	require.True(t, r.NotifyOneHint("q:a", "p1"))
+	require.Len(t, got, 1)
+	require.True(t, r.NotifyOneHint("q:a", "p2"))
+	require.ElementsMatch(t, []any{"p1", "p2"}, []any{got["a"], got["b"]}, "each its own hint")
+	require.False(t, r.NotifyOneHint("q:a", "p3"), "both woken already")
+	require.Empty(t, plain.C, "a waiter without a class is not offered hints")
+}
