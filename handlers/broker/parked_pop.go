@@ -30,8 +30,6 @@ type ParkedPop struct {
 	due    uint8  // dueWoken, dueExpired
 	notify func() // set by Watch
 	done   bool
-	// looking is set while p looks (its first look, or Resume's).
-	looking bool
 	// hint is the partition offered by the push whose wake-up set
 	// dueWoken (pushed_hint.go); nil when a wake-up for anything did.
 	hint *pushedPart
@@ -46,7 +44,7 @@ const (
 // between the look and the park still marks it due. It is looking until
 // PopStart has made or skipped that look.
 func (b *Broker) park(pr popPlan) *ParkedPop {
-	p := &ParkedPop{b: b, pr: pr, look: pr.lookKey(), unpark: b.parked(key(pr.Tenant, pr.Queue)), looking: true}
+	p := &ParkedPop{b: b, pr: pr, look: pr.lookKey(), unpark: b.parked(key(pr.Tenant, pr.Queue))}
 	wake := func() { p.signal(dueWoken) }
 	if pr.AutoAck {
 		// A push wakes as many autoAck pops of a key as it filled
@@ -54,18 +52,17 @@ func (b *Broker) park(pr popPlan) *ParkedPop {
 		// (pushed_hint.go): a pop that finds more than it takes wakes the
 		// next one (claimAutoAck), offering the partition it left when it
 		// had one (handOn).
-		p.w = b.wait.RegisterClass(p.look, func(hint any) bool {
+		woken := func(hint any) bool {
 			h, _ := hint.(*pushedPart)
-			return p.wake(h, false)
-		}, pr.waitKeys...)
-		p.lw = b.looks.RegisterClass(p.look, func(hint any) bool {
-			h, _ := hint.(*pushedPart)
-			return p.wake(h, true)
-		}, p.look)
+			return p.wake(h)
+		}
+		p.w = b.wait.RegisterClass(p.look, woken, pr.waitKeys...)
+		p.lw = b.looks.RegisterClass(p.look, woken, p.look)
 	} else {
 		p.w = b.wait.RegisterFunc(wake, pr.waitKeys...)
 		p.lw = b.looks.RegisterFunc(wake, p.look)
 	}
+	p.looking(true)
 	p.timer = time.AfterFunc(pr.timeout, func() { p.signal(dueExpired) })
 	return p
 }
@@ -80,7 +77,7 @@ func (p *ParkedPop) Timeout() time.Duration { return p.pr.timeout }
 // handed its connection on by then).
 func (p *ParkedPop) signal(bit uint8) bool {
 	if bit == dueWoken {
-		return p.wake(nil, false)
+		return p.wake(nil)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -91,15 +88,10 @@ func (p *ParkedPop) signal(bit uint8) bool {
 // anything). A pop that can take the hint and was not due keeps it, and is
 // not counted as due (due_looks.go): it claims that partition, and scans
 // only if the claim finds nothing. A wake-up for anything drops a hint
-// kept, and the pop counts as due. A partition handed on by another pop
-// (handed, handOn) is not taken by a pop looking right now: that look may
-// be the one handing it on, and a parked pop claims it sooner.
-func (p *ParkedPop) wake(hint *pushedPart, handed bool) bool {
+// kept, and the pop counts as due.
+func (p *ParkedPop) wake(hint *pushedPart) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if handed && hint != nil && p.looking {
-		return false
-	}
 	fresh := p.due&dueWoken == 0 && !p.done
 	if p.pr.AutoAck && !p.done {
 		switch {
@@ -152,7 +144,6 @@ func (p *ParkedPop) Resume(ctx context.Context) (res *PopResult, done bool, err 
 	p.due &^= dueWoken // a wake-up from here on is after the look below
 	p.undue(due, finished)
 	p.hint = nil
-	p.looking = !finished && due&dueExpired == 0 && due&dueWoken != 0
 	p.mu.Unlock()
 	switch {
 	case finished:
@@ -163,11 +154,12 @@ func (p *ParkedPop) Resume(ctx context.Context) (res *PopResult, done bool, err 
 	case due&dueWoken == 0:
 		return nil, false, nil
 	}
+	p.looking(true)
 	start := p.b.lookStart(p.look)
 	pr := p.pr
 	pr.started, pr.hint = start, hint
 	res, err = p.b.popOnce(ctx, pr)
-	p.setLooking(false)
+	p.looking(false)
 	if err != nil || res != nil {
 		p.finish(res, err)
 		return res, true, pgerr.Translate(err)
@@ -176,11 +168,14 @@ func (p *ParkedPop) Resume(ctx context.Context) (res *PopResult, done bool, err 
 	return nil, false, nil
 }
 
-// setLooking sets p.looking.
-func (p *ParkedPop) setLooking(on bool) {
-	p.mu.Lock()
-	p.looking = on
-	p.mu.Unlock()
+// looking marks p busy while it looks (its first look, or Resume's): a
+// push offers its partitions to the pops of the key that are not looking
+// first, and a partition handed on goes to one of those only (handOn).
+// A pop looking may be the one handing it on, and one parked claims it
+// sooner.
+func (p *ParkedPop) looking(on bool) {
+	p.w.SetBusy(on)
+	p.lw.SetBusy(on)
 }
 
 // Cancel ends the wait without looking again: the client went away. No

@@ -74,7 +74,7 @@ func (b *Broker) PopStart(ctx context.Context, req PopRequest) (res *PopResult, 
 		}
 		b.sawEmpty(p.look, start)
 	}
-	p.setLooking(false)
+	p.looking(false)
 	if b.draining.Load() {
 		p.finish(nil, nil)
 		return nil, nil, nil

@@ -8,7 +8,10 @@
 // broker, passes through it.
 package waiters
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Registry holds the parked waiters by key.
 type Registry[K comparable] struct {
@@ -29,6 +32,8 @@ type Waiter[K comparable] struct {
 	// one to it.
 	class any
 	fnNew func(hint any) bool
+	// busy: the waiter is acting already (SetBusy).
+	busy atomic.Bool
 }
 
 // New returns an empty registry.
@@ -92,6 +97,12 @@ func (w *Waiter[K]) wake() {
 	}
 }
 
+// SetBusy marks the waiter busy (on) or idle: while busy, NotifyLimit
+// offers it a wake-up only when no idle waiter of its class takes it, and
+// NotifyOneHint none. For a waiter that is acting on something already
+// (a pop looking for messages), which an idle one would act on sooner.
+func (w *Waiter[K]) SetBusy(on bool) { w.busy.Store(on) }
+
 // Cancel removes the waiter from the registry. Safe to call twice.
 func (w *Waiter[K]) Cancel() {
 	r := w.reg
@@ -122,20 +133,17 @@ func (r *Registry[K]) Notify(key K) {
 // messages, where each waiter takes one), the rest staying parked. The
 // i-th new wake-up of a class (from 0) is offered hint(i), so that the
 // waiters of a class answer different parts of the event (hint nil: no
-// hints). It returns how many new wake-ups each class got (nil: none); a
-// class that got n has the whole event answered by its waiters.
+// hints). Busy waiters (SetBusy) are offered what the idle ones of their
+// class did not take. It returns how many new wake-ups each class got (nil:
+// none); a class that got n has the whole event answered by its waiters.
 func (r *Registry[K]) NotifyLimit(key K, n int, hint func(i int) any) map[any]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var woken map[any]int
-	for w := range r.byKey[key] {
-		if w.class == nil {
-			w.wake()
-			continue
-		}
+	offer := func(w *Waiter[K]) {
 		i := woken[w.class]
 		if i >= n {
-			continue
+			return
 		}
 		var h any
 		if hint != nil {
@@ -147,6 +155,20 @@ func (r *Registry[K]) NotifyLimit(key K, n int, hint func(i int) any) map[any]in
 			}
 			woken[w.class]++
 		}
+	}
+	var busy []*Waiter[K]
+	for w := range r.byKey[key] {
+		switch {
+		case w.class == nil:
+			w.wake()
+		case w.busy.Load():
+			busy = append(busy, w)
+		default:
+			offer(w)
+		}
+	}
+	for _, w := range busy {
+		offer(w)
 	}
 	return woken
 }
@@ -164,15 +186,16 @@ func (r *Registry[K]) NotifyOne(key K) bool {
 	return false
 }
 
-// NotifyOneHint offers hint to one waiter parked under key that takes it
-// as a new wake-up (RegisterClass: its function reports true), any one;
-// false when none did. A waiter that does not take it (woken already, or
-// without a class) is not woken: the caller decides what to do instead.
+// NotifyOneHint offers hint to one idle waiter parked under key that takes
+// it as a new wake-up (RegisterClass: its function reports true), any one;
+// false when none did. A waiter that does not take it (woken already,
+// busy, or without a class) is not woken: the caller decides what to do
+// instead.
 func (r *Registry[K]) NotifyOneHint(key K, hint any) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for w := range r.byKey[key] {
-		if w.fnNew != nil && w.fnNew(hint) {
+		if w.fnNew != nil && !w.busy.Load() && w.fnNew(hint) {
 			return true
 		}
 	}

@@ -179,3 +179,32 @@ func TestNotifyOneHintWakesOneWaiterThatTakesIt(t *testing.T) {
 	require.False(t, r.NotifyOneHint("q:a", "p3"), "both woken already")
 	require.Empty(t, plain.C, "a waiter without a class is not offered hints")
 }
+
+// A busy waiter is offered a wake-up only when the idle waiters of its
+// class do not take it, and no hand-on (NotifyOneHint) at all. (Repeated:
+// the waiters are visited in the map's order, which varies.)
+func TestBusyWaitersAreOfferedWhatIdleOnesLeave(t *testing.T) {
+	t.Parallel()
+	for range 20 {
+		r := New[string]()
+		got := map[string]any{}
+		ws := map[string]*Waiter[string]{}
+		for _, name := range []string{"b1", "b2", "b3", "b4", "idle"} {
+			ws[name] = r.RegisterClass("c", func(h any) bool {
+				if _, due := got[name]; due {
+					return false
+				}
+				got[name] = h
+				return true
+			}, "q:a")
+			ws[name].SetBusy(name != "idle")
+		}
+		hints := []any{"p1", "p2"}
+		hint := func(i int) any { return hints[i] }
+		require.Equal(t, map[any]int{"c": 1}, r.NotifyLimit("q:a", 1, hint))
+		require.Equal(t, map[string]any{"idle": "p1"}, got, "the idle waiter first")
+		require.False(t, r.NotifyOneHint("q:a", "p3"), "no hand-on to a busy waiter")
+		require.Equal(t, map[any]int{"c": 2}, r.NotifyLimit("q:a", 2, hint), "busy ones when the idle ones are woken")
+		require.Len(t, got, 3)
+	}
+}
