@@ -8,9 +8,10 @@ import "github.com/google/uuid"
 // group for a push to one partition sends the whole group to the database
 // for what one of them can take: with consumers that keep up, most of
 // their looks found nothing. Here the push wakes, of each (queue or
-// partition, group) key's autoAck pops, as many as it filled partitions;
-// the others stay parked. What that leaves waiting is never left to the
-// shared re-poll:
+// partition, group) key's autoAck pops, as many as it filled partitions,
+// each offered one of them (pushed_hint.go), pops not looking right now
+// first; the others stay parked. What that leaves waiting is never left
+// to the shared re-poll:
 //
 //   - a pop that finds more than it takes (a candidate it did not try, a
 //     partition with more than its batch) wakes the next pop of its key
