@@ -141,9 +141,11 @@ func (p *ParkedPop) Watch(fn func()) {
 func (p *ParkedPop) Resume(ctx context.Context) (res *PopResult, done bool, err error) {
 	p.mu.Lock()
 	due, finished, hint := p.due, p.done, p.hint
-	p.due &^= dueWoken // a wake-up from here on is after the look below
-	p.undue(due, finished)
-	p.hint = nil
+	if !finished && due&dueExpired == 0 && !p.b.draining.Load() {
+		p.due &^= dueWoken // a wake-up from here on is after the look below
+		p.undue(due, finished)
+		p.hint = nil
+	} // else finish hands on a wake-up it will not look for
 	p.mu.Unlock()
 	switch {
 	case finished:

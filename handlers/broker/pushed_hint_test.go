@@ -216,3 +216,27 @@ func TestWokenPopAnsweredWithItsPushHandsNothingOn(t *testing.T) {
 	require.Len(t, woken(ws), 1, "nobody else woken")
 	require.Zero(t, tb.b.hinted.handedOn.Load())
 }
+
+// A woken pop whose timeout comes before it looks hands its wake-up on,
+// with the partition it offered.
+func TestWokenPopThatTimesOutHandsItsPartitionOn(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	ctx := t.Context()
+	_, _, err := tb.b.Configure(ctx, "", "expired", "", "", QueueOptionsDefault())
+	require.NoError(t, err)
+
+	req := PopRequest{Queue: "expired", Group: "g", AutoAck: true}
+	ws := []*watched{tb.parkWatched(req), tb.parkWatched(req)}
+	tb.push(item("expired", "p1", "m1", ""))
+	require.Len(t, woken(ws), 1)
+	first := woken(ws)[0]
+	first.p.signal(dueExpired) // its timer, before its holder resumed it
+	res, done, err := first.p.Resume(ctx)
+	require.NoError(t, err)
+	require.True(t, done)
+	require.Nil(t, res, "timed out empty")
+
+	require.EqualValues(t, 1, tb.b.hinted.handedOn.Load(), "the partition went on")
+	require.Equal(t, []string{"m1"}, tb.resumeWoken(ws))
+}
