@@ -12,12 +12,29 @@ import (
 
 // partRef is a partition a pop may claim: with the partition's last seq
 // and the ticket taken when the scan that found it returned
-// (autoack_race.go), both 0 for a named partition.
+// (autoack_race.go), both 0 for a named partition; for the partition a
+// push offered the pop it woke (pushed_hint.go), the last message that
+// push stored there.
 type partRef struct {
 	id     uuid.UUID
 	name   string
 	last   int64
 	listed uint64
+	pushed uuid.UUID
+}
+
+// left reports whether p may hold claimable messages after c, a claim of
+// it that delivered up to budget.
+func (p partRef) left(c *claimed, budget int) bool {
+	n := len(c.messages)
+	switch {
+	case p.listed > 0: // what the scan saw there
+		return c.messages[n-1].Seq < p.last
+	case p.pushed != uuid.Nil: // a full batch short of what the push stored
+		return n >= budget && !deliveredID(c, p.pushed)
+	default: // a named partition, which nothing scanned: a full batch
+		return n >= budget
+	}
 }
 
 // claimAutoAck is an autoAck pop's claim of up to maxParts of parts, tried
@@ -57,7 +74,16 @@ func (b *Broker) claimAutoAck(ctx context.Context, pr popPlan, q db.QueenQueue, 
 			break
 		}
 		rk := raceKey{p.id, pr.Group}
-		t, ok := b.race.begin(rk, p.listed, p.last, look)
+		var t uint64
+		var ok bool
+		if p.pushed != uuid.Nil {
+			// A pushed partition claimed right now by another pop: the
+			// pop scans instead (claimPushed), and its scan passes the
+			// partition over as any scan does.
+			t, ok = b.race.beginUnlisted(rk)
+		} else {
+			t, ok = b.race.begin(rk, p.listed, p.last, look)
+		}
 		if !ok {
 			continue
 		}
@@ -72,9 +98,7 @@ func (b *Broker) claimAutoAck(ctx context.Context, pr popPlan, q db.QueenQueue, 
 		}
 		if cursor > 0 {
 			got = append(got, *c)
-			// More in the partition than the batch took (for a named
-			// partition, which nothing scanned: a full batch).
-			left = left || (p.listed > 0 && cursor < p.last) || (p.listed == 0 && len(c.messages) >= budget)
+			left = left || p.left(c, budget)
 			budget -= len(c.messages)
 		}
 	}
@@ -88,7 +112,11 @@ func (b *Broker) claimAutoAck(ctx context.Context, pr popPlan, q db.QueenQueue, 
 		// one is due already, its look will see what this one left
 		// (due_looks.go): then, as after a look that took all it saw, the
 		// consumer's next long-poll need not look.
-		if !b.wakeNext(look) && pr.Queue != "" && !pr.started.at.IsZero() {
+		var hint *pushedPart
+		if parts[0].pushed != uuid.Nil {
+			hint = pr.hint // what is left there goes on with the partition
+		}
+		if !b.handOn(look, hint) && pr.Queue != "" && !pr.started.at.IsZero() {
 			b.sawEmpty(look, pr.started)
 		}
 	case len(got) > 0 && pr.Queue != "" && !pr.started.at.IsZero():

@@ -96,6 +96,28 @@ func (r *autoAckRace) begin(k raceKey, listed uint64, lastSeq int64, look lookKe
 	return r.ticket(), true
 }
 
+// beginUnlisted is begin for a claim of a partition no scan offered and
+// whose last seq is unknown (pushed_hint.go): ok false, recording nothing,
+// while another claim of k is in flight.
+func (r *autoAckRace) beginUnlisted(k raceKey) (t uint64, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = make(map[raceKey]*raceEntry)
+	}
+	e := r.m[k]
+	switch {
+	case e == nil:
+		e = &raceEntry{}
+		r.m[k] = e
+	case e.inFlight:
+		r.passes.Add(1)
+		return 0, false
+	}
+	e.inFlight = true
+	return r.ticket(), true
+}
+
 // wouldPass is begin's answer without its effects: whether a pop would
 // pass the partition over now.
 func (r *autoAckRace) wouldPass(k raceKey, listed uint64, lastSeq int64) bool {
@@ -168,10 +190,22 @@ func (b *Broker) rewake(look lookKey) { b.wakeNext(look) }
 // (known_empty.go) by the next long-poll, which then looks. When an autoAck
 // pop of look is already due, its look will see those messages: nothing is
 // done, and wakeNext reports false (due_looks.go).
-func (b *Broker) wakeNext(look lookKey) bool {
+func (b *Broker) wakeNext(look lookKey) bool { return b.handOn(look, nil) }
+
+// handOn is wakeNext for a wake-up that may offer a partition a push filled
+// (pushed_hint.go), whose messages the caller did not take all of. Unless
+// an autoAck pop of look is due, a pop parked on look that is not woken
+// already gets the partition, as from the push: it claims it, and scans
+// if it finds nothing, so the generation of look's wait keys need not
+// move. Without a partition, or with no pop to take it, it is wakeNext.
+func (b *Broker) handOn(look lookKey, hint *pushedPart) bool {
 	if b.dueLooks.any(look) {
 		b.dueLooks.deferred.Add(1)
 		return false
+	}
+	if hint != nil && b.looks.NotifyOneHint(look, hint) {
+		b.hinted.handedOn.Add(1)
+		return true
 	}
 	b.emptyMu.Lock()
 	for _, wk := range lookWaitKeys(look) {

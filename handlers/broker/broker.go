@@ -184,6 +184,9 @@ type Broker struct {
 	// race is what this broker knows of its own autoAck claims
 	// (autoack_race.go).
 	race autoAckRace
+	// hinted counts the woken pops that claimed the partition their
+	// push offered (pushed_hint.go).
+	hinted hintStats
 	// recent is what recent scans listed for the next pops (recent_scan.go).
 	recent recentScans
 

@@ -78,9 +78,17 @@ func (b *Broker) popOnce(ctx context.Context, pr popPlan) (res *PopResult, err e
 			got = append(got, *c)
 		}
 	} else {
-		got, err = b.claimAny(ctx, pr, queues, leaseID.String())
-		if err != nil {
-			return nil, err
+		if pr.hint != nil {
+			got, err = b.claimPushed(ctx, pr, queues[0], leaseID.String())
+			if err != nil {
+				return nil, err
+			}
+		}
+		if len(got) == 0 {
+			got, err = b.claimAny(ctx, pr, queues, leaseID.String())
+			if err != nil {
+				return nil, err
+			}
 		}
 	}
 	if len(got) == 0 {
@@ -122,6 +130,7 @@ func (b *Broker) claimAny(ctx context.Context, pr popPlan, queues []db.QueenQueu
 		hint := b.startHint(qk, q, pr.Group, b.fullScanDue(qk, pr.Group))
 		floor := b.pushFloor(ctx)
 		scanned := time.Now()
+		b.hinted.scans.Add(1)
 		cands, err := b.q.PartitionListPopCandidates(ctx, db.PartitionListPopCandidatesParams{
 			ConsumerGroup: pr.Group, QueueID: q.ID, WindowSeconds: q.WindowBuffer,
 			MaxCandidates: int32(popCandidates(pr.MaxPartitions)),
@@ -154,7 +163,7 @@ func (b *Broker) claimAny(ctx context.Context, pr popPlan, queues []db.QueenQueu
 			listed := b.race.ticket()
 			parts := make([]partRef, len(cands))
 			for i, c := range cands {
-				parts[i] = partRef{c.ID, c.Name, c.LastSeq, listed}
+				parts[i] = partRef{id: c.ID, name: c.Name, last: c.LastSeq, listed: listed}
 			}
 			cs, err := b.claimAutoAck(ctx, pr, q, parts, leaseID, budget, pr.MaxPartitions-len(got), false)
 			got = append(got, cs...)

@@ -18,6 +18,9 @@ type popPlan struct {
 	// otherwise): an autoAck look that takes all it saw records the key
 	// empty with it (claimAutoAck).
 	started emptyState
+	// hint is the partition the push that woke this pop filled for it
+	// (pushed_hint.go), nil otherwise: claimed before any scan.
+	hint *pushedPart
 }
 
 // Pop claims messages for a consumer: from one partition (Partition set),
@@ -71,6 +74,7 @@ func (b *Broker) PopStart(ctx context.Context, req PopRequest) (res *PopResult, 
 		}
 		b.sawEmpty(p.look, start)
 	}
+	p.looking(false)
 	if b.draining.Load() {
 		p.finish(nil, nil)
 		return nil, nil, nil

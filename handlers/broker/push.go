@@ -54,7 +54,7 @@ func (b *Broker) pushDirect(ctx context.Context, items []PushItem) ([]PushResult
 	if err != nil {
 		return nil, fmt.Errorf("push: %w", err)
 	}
-	b.announcePushed(keys, items)
+	b.announcePushed(keys, items, out)
 	return out, nil
 }
 

@@ -8,7 +8,10 @@
 // broker, passes through it.
 package waiters
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Registry holds the parked waiters by key.
 type Registry[K comparable] struct {
@@ -25,9 +28,12 @@ type Waiter[K comparable] struct {
 	keys []K
 	reg  *Registry[K]
 	// A waiter made by RegisterClass: its class, and its function, which
-	// reports whether the wake-up was a new one to it.
+	// is given the wake-up's hint and reports whether the wake-up was a new
+	// one to it.
 	class any
-	fnNew func() bool
+	fnNew func(hint any) bool
+	// busy: the waiter is acting already (SetBusy).
+	busy atomic.Bool
 }
 
 // New returns an empty registry.
@@ -53,8 +59,11 @@ func (r *Registry[K]) RegisterFunc(fn func(), keys ...K) *Waiter[K] {
 // value, not nil): NotifyLimit wakes at most so many waiters of each class,
 // Notify wakes it like any other. fn reports whether the wake-up was new to
 // the waiter (false: it was woken already and has not acted on it yet, or
-// it is done); only new ones count against NotifyLimit's limit.
-func (r *Registry[K]) RegisterClass(class any, fn func() bool, keys ...K) *Waiter[K] {
+// it is done); only new ones count against NotifyLimit's limit. fn's hint
+// is what NotifyLimit's hint function gave the wake-up (what of the event
+// this waiter may answer), nil for a wake-up for anything (Notify,
+// NotifyOne, NotifyMatching).
+func (r *Registry[K]) RegisterClass(class any, fn func(hint any) bool, keys ...K) *Waiter[K] {
 	return r.add(&Waiter[K]{fnNew: fn, class: class, keys: keys, reg: r})
 }
 
@@ -75,7 +84,7 @@ func (r *Registry[K]) add(w *Waiter[K]) *Waiter[K] {
 // wake signals one waiter; r.mu is held.
 func (w *Waiter[K]) wake() {
 	if w.fnNew != nil {
-		w.fnNew()
+		w.fnNew(nil)
 		return
 	}
 	if w.fn != nil {
@@ -87,6 +96,12 @@ func (w *Waiter[K]) wake() {
 	default:
 	}
 }
+
+// SetBusy marks the waiter busy (on) or idle: while busy, NotifyLimit
+// offers it a wake-up only when no idle waiter of its class takes it, and
+// NotifyOneHint none. For a waiter that is acting on something already
+// (a pop looking for messages), which an idle one would act on sooner.
+func (w *Waiter[K]) SetBusy(on bool) { w.busy.Store(on) }
 
 // Cancel removes the waiter from the registry. Safe to call twice.
 func (w *Waiter[K]) Cancel() {
@@ -115,27 +130,45 @@ func (r *Registry[K]) Notify(key K) {
 // NotifyLimit wakes the waiters parked under key as Notify does, except
 // that of each class (RegisterClass) it gives a new wake-up to n waiters at
 // most: for an event that n of them can answer (n new partitions with
-// messages, where each waiter takes one), the rest staying parked. It
-// returns how many new wake-ups each class got (nil: none); a class that
-// got n has the whole event answered by its waiters.
-func (r *Registry[K]) NotifyLimit(key K, n int) map[any]int {
+// messages, where each waiter takes one), the rest staying parked. The
+// i-th new wake-up of a class (from 0) is offered hint(i), so that the
+// waiters of a class answer different parts of the event (hint nil: no
+// hints). Busy waiters (SetBusy) are offered what the idle ones of their
+// class did not take. It returns how many new wake-ups each class got (nil:
+// none); a class that got n has the whole event answered by its waiters.
+func (r *Registry[K]) NotifyLimit(key K, n int, hint func(i int) any) map[any]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var woken map[any]int
-	for w := range r.byKey[key] {
-		if w.class == nil {
-			w.wake()
-			continue
+	offer := func(w *Waiter[K]) {
+		i := woken[w.class]
+		if i >= n {
+			return
 		}
-		if woken[w.class] >= n {
-			continue
+		var h any
+		if hint != nil {
+			h = hint(i)
 		}
-		if w.fnNew() {
+		if w.fnNew(h) {
 			if woken == nil {
 				woken = make(map[any]int)
 			}
 			woken[w.class]++
 		}
+	}
+	var busy []*Waiter[K]
+	for w := range r.byKey[key] {
+		switch {
+		case w.class == nil:
+			w.wake()
+		case w.busy.Load():
+			busy = append(busy, w)
+		default:
+			offer(w)
+		}
+	}
+	for _, w := range busy {
+		offer(w)
 	}
 	return woken
 }
@@ -149,6 +182,22 @@ func (r *Registry[K]) NotifyOne(key K) bool {
 	for w := range r.byKey[key] {
 		w.wake()
 		return true
+	}
+	return false
+}
+
+// NotifyOneHint offers hint to one idle waiter parked under key that takes
+// it as a new wake-up (RegisterClass: its function reports true), any one;
+// false when none did. A waiter that does not take it (woken already,
+// busy, or without a class) is not woken: the caller decides what to do
+// instead.
+func (r *Registry[K]) NotifyOneHint(key K, hint any) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for w := range r.byKey[key] {
+		if w.fnNew != nil && !w.busy.Load() && w.fnNew(hint) {
+			return true
+		}
 	}
 	return false
 }

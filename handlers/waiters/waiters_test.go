@@ -74,7 +74,7 @@ func TestNotifyLimitWakesNOfEachClassAndEveryOther(t *testing.T) {
 	r := New[string]()
 	due := map[string]bool{}
 	classed := func(name, class string) *Waiter[string] {
-		return r.RegisterClass(class, func() bool {
+		return r.RegisterClass(class, func(any) bool {
 			fresh := !due[name]
 			due[name] = true
 			return fresh
@@ -88,7 +88,7 @@ func TestNotifyLimitWakesNOfEachClassAndEveryOther(t *testing.T) {
 	}
 	plain := r.Register("q:a")
 
-	require.Equal(t, map[any]int{"x": 1, "y": 1}, r.NotifyLimit("q:a", 1))
+	require.Equal(t, map[any]int{"x": 1, "y": 1}, r.NotifyLimit("q:a", 1, nil))
 	require.Len(t, plain.C, 1, "a waiter without a class is always woken")
 	count := func(prefix byte) (n int) {
 		for k, d := range due {
@@ -102,10 +102,48 @@ func TestNotifyLimitWakesNOfEachClassAndEveryOther(t *testing.T) {
 	require.Equal(t, 1, count('y'))
 
 	// Those already woken do not count: the next one wakes fresh waiters.
-	require.Equal(t, map[any]int{"x": 2, "y": 1}, r.NotifyLimit("q:a", 5), "the new wake-ups of each class")
+	require.Equal(t, map[any]int{"x": 2, "y": 1}, r.NotifyLimit("q:a", 5, nil), "the new wake-ups of each class")
 	require.Equal(t, 3, count('x'))
 	require.Equal(t, 2, count('y'))
 	r.Notify("q:b") // another key: nothing
+}
+
+// The i-th new wake-up of each class is offered hint(i): the waiters of a
+// class get different hints, each class the same ones. A waiter already
+// woken is offered the hint of the next new wake-up, and a wake-up for
+// anything (Notify) offers none.
+func TestNotifyLimitOffersEachClassTheHintsInTurn(t *testing.T) {
+	t.Parallel()
+	r := New[string]()
+	got := map[string][]any{}
+	due := map[string]bool{}
+	for _, name := range []string{"x1", "x2", "x3", "y1", "y2"} {
+		r.RegisterClass(name[:1], func(h any) bool {
+			got[name] = append(got[name], h)
+			fresh := !due[name]
+			due[name] = true
+			return fresh
+		}, "q:a")
+	}
+	hints := []any{"p1", "p2"}
+	require.Equal(t, map[any]int{"x": 2, "y": 2}, r.NotifyLimit("q:a", 2, func(i int) any { return hints[i] }))
+	first := func(class string) (out []any) {
+		for name, hs := range got {
+			if name[:1] == class {
+				out = append(out, hs[0])
+			}
+		}
+		return out
+	}
+	require.ElementsMatch(t, []any{"p1", "p2"}, first("x"), "each new wake-up of a class its own hint")
+	require.ElementsMatch(t, []any{"p1", "p2"}, first("y"), "every class the same hints")
+
+	clear(got)
+	r.Notify("q:a")
+	require.Len(t, got, 5)
+	for _, hs := range got {
+		require.Equal(t, []any{nil}, hs, "Notify offers no hint")
+	}
 }
 
 func TestNotifyOneWakesOneWaiter(t *testing.T) {
@@ -116,4 +154,57 @@ func TestNotifyOneWakesOneWaiter(t *testing.T) {
 	b := r.Register("q:a")
 	require.True(t, r.NotifyOne("q:a"))
 	require.Equal(t, 1, len(a.C)+len(b.C))
+}
+
+// NotifyOneHint gives the hint to one waiter that takes it as new, and to
+// no other; with none left to take it, it wakes nobody.
+func TestNotifyOneHintWakesOneWaiterThatTakesIt(t *testing.T) {
+	t.Parallel()
+	r := New[string]()
+	got := map[string]any{}
+	for _, name := range []string{"a", "b"} {
+		r.RegisterClass("c", func(h any) bool {
+			if _, due := got[name]; due {
+				return false
+			}
+			got[name] = h
+			return true
+		}, "q:a")
+	}
+	plain := r.Register("q:a")
+	require.True(t, r.NotifyOneHint("q:a", "p1"))
+	require.Len(t, got, 1)
+	require.True(t, r.NotifyOneHint("q:a", "p2"))
+	require.ElementsMatch(t, []any{"p1", "p2"}, []any{got["a"], got["b"]}, "each its own hint")
+	require.False(t, r.NotifyOneHint("q:a", "p3"), "both woken already")
+	require.Empty(t, plain.C, "a waiter without a class is not offered hints")
+}
+
+// A busy waiter is offered a wake-up only when the idle waiters of its
+// class do not take it, and no hand-on (NotifyOneHint) at all. (Repeated:
+// the waiters are visited in the map's order, which varies.)
+func TestBusyWaitersAreOfferedWhatIdleOnesLeave(t *testing.T) {
+	t.Parallel()
+	for range 20 {
+		r := New[string]()
+		got := map[string]any{}
+		ws := map[string]*Waiter[string]{}
+		for _, name := range []string{"b1", "b2", "b3", "b4", "idle"} {
+			ws[name] = r.RegisterClass("c", func(h any) bool {
+				if _, due := got[name]; due {
+					return false
+				}
+				got[name] = h
+				return true
+			}, "q:a")
+			ws[name].SetBusy(name != "idle")
+		}
+		hints := []any{"p1", "p2"}
+		hint := func(i int) any { return hints[i] }
+		require.Equal(t, map[any]int{"c": 1}, r.NotifyLimit("q:a", 1, hint))
+		require.Equal(t, map[string]any{"idle": "p1"}, got, "the idle waiter first")
+		require.False(t, r.NotifyOneHint("q:a", "p3"), "no hand-on to a busy waiter")
+		require.Equal(t, map[any]int{"c": 2}, r.NotifyLimit("q:a", 2, hint), "busy ones when the idle ones are woken")
+		require.Len(t, got, 3)
+	}
 }
