@@ -63,8 +63,8 @@ func (b *Broker) claimAutoAck(ctx context.Context, pr popPlan, q db.QueenQueue, 
 		}
 		c, err := b.claimPartAutoAck(ctx, pr, q, p, leaseID, budget, targeted)
 		var cursor int64
-		if c != nil && len(c.messages) > 0 {
-			cursor = c.messages[len(c.messages)-1].Seq
+		if c != nil {
+			cursor = c.lastSeq()
 		}
 		b.raceEnd(rk, t, cursor)
 		if err != nil {
@@ -74,8 +74,8 @@ func (b *Broker) claimAutoAck(ctx context.Context, pr popPlan, q db.QueenQueue, 
 			got = append(got, *c)
 			// More in the partition than the batch took (for a named
 			// partition, which nothing scanned: a full batch).
-			left = left || (p.listed > 0 && cursor < p.last) || (p.listed == 0 && len(c.messages) >= budget)
-			budget -= len(c.messages)
+			left = left || (p.listed > 0 && cursor < p.last) || (p.listed == 0 && c.count() >= budget)
+			budget -= c.count()
 		}
 	}
 	if len(parts) > 0 && parts[0].listed > 0 && len(parts) >= popCandidates(pr.MaxPartitions) {
@@ -141,17 +141,8 @@ func (b *Broker) claimOneAutoAck(ctx context.Context, pr popPlan, q db.QueenQueu
 	return &got[0], nil
 }
 
-// autoAckClaimed is what PartitionConsumerAutoAckRead delivered from p, in
-// the shape the general claim gives.
+// autoAckClaimed is what PartitionConsumerAutoAckRead delivered from p,
+// its rows kept as read.
 func autoAckClaimed(q db.QueenQueue, p partRef, rows []db.PartitionConsumerAutoAckReadRow) claimed {
-	c := claimed{queue: q, partitionID: p.id, partitionName: p.name, retryCount: int(rows[0].BatchRetryCount)}
-	c.messages = make([]db.PartitionConsumerClaimAndReadRow, len(rows))
-	for i, r := range rows {
-		c.messages[i] = db.PartitionConsumerClaimAndReadRow{
-			BatchRetryCount: r.BatchRetryCount, Seq: r.Seq, ID: r.ID, TransactionID: r.TransactionID,
-			TraceID: r.TraceID, Payload: r.Payload, IsEncrypted: r.IsEncrypted, ProducerSub: r.ProducerSub,
-			CreatedAt: r.CreatedAt,
-		}
-	}
-	return c
+	return claimed{queue: q, partitionID: p.id, partitionName: p.name, retryCount: int(rows[0].BatchRetryCount), autoAcked: rows}
 }
