@@ -26,9 +26,8 @@ import (
 // binds, and the heap grows to about 2.5 times what is live instead of 3
 // (docs/benchmarks.md, "Round 6: memory of the fan-out run"; the fan-out
 // run's allocations per delivery were cut first, so that it collects no
-// more often than before). Push and consume peaked at 44-51 MB of RSS in
-// the earlier rounds, about 26-32 MB of the runtime's memory: under it,
-// where it changes nothing (not measured again with the lower base).
+// more often than before). Push and consume stay under it (34 MB of the
+// runtime's memory at their peaks), where it changes nothing.
 const (
 	softLimitBase  = 44 << 20
 	softLimitFloor = 2 // times the live heap
