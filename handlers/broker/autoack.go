@@ -26,10 +26,10 @@ type partRef struct {
 // left reports whether p may hold claimable messages after c, a claim of
 // it that delivered up to budget.
 func (p partRef) left(c *claimed, budget int) bool {
-	n := len(c.messages)
+	n := c.count()
 	switch {
 	case p.listed > 0: // what the scan saw there
-		return c.messages[n-1].Seq < p.last
+		return c.lastSeq() < p.last
 	case p.pushed != uuid.Nil: // a full batch short of what the push stored
 		return n >= budget && !deliveredID(c, p.pushed)
 	default: // a named partition, which nothing scanned: a full batch
@@ -89,8 +89,8 @@ func (b *Broker) claimAutoAck(ctx context.Context, pr popPlan, q db.QueenQueue, 
 		}
 		c, err := b.claimPartAutoAck(ctx, pr, q, p, leaseID, budget, targeted)
 		var cursor int64
-		if c != nil && len(c.messages) > 0 {
-			cursor = c.messages[len(c.messages)-1].Seq
+		if c != nil {
+			cursor = c.lastSeq()
 		}
 		b.raceEnd(rk, t, cursor)
 		if err != nil {
@@ -99,7 +99,7 @@ func (b *Broker) claimAutoAck(ctx context.Context, pr popPlan, q db.QueenQueue, 
 		if cursor > 0 {
 			got = append(got, *c)
 			left = left || p.left(c, budget)
-			budget -= len(c.messages)
+			budget -= c.count()
 		}
 	}
 	if len(parts) > 0 && parts[0].listed > 0 && len(parts) >= popCandidates(pr.MaxPartitions) {
@@ -169,17 +169,8 @@ func (b *Broker) claimOneAutoAck(ctx context.Context, pr popPlan, q db.QueenQueu
 	return &got[0], nil
 }
 
-// autoAckClaimed is what PartitionConsumerAutoAckRead delivered from p, in
-// the shape the general claim gives.
+// autoAckClaimed is what PartitionConsumerAutoAckRead delivered from p,
+// its rows kept as read.
 func autoAckClaimed(q db.QueenQueue, p partRef, rows []db.PartitionConsumerAutoAckReadRow) claimed {
-	c := claimed{queue: q, partitionID: p.id, partitionName: p.name, retryCount: int(rows[0].BatchRetryCount)}
-	c.messages = make([]db.PartitionConsumerClaimAndReadRow, len(rows))
-	for i, r := range rows {
-		c.messages[i] = db.PartitionConsumerClaimAndReadRow{
-			BatchRetryCount: r.BatchRetryCount, Seq: r.Seq, ID: r.ID, TransactionID: r.TransactionID,
-			TraceID: r.TraceID, Payload: r.Payload, IsEncrypted: r.IsEncrypted, ProducerSub: r.ProducerSub,
-			CreatedAt: r.CreatedAt,
-		}
-	}
-	return c
+	return claimed{queue: q, partitionID: p.id, partitionName: p.name, retryCount: int(rows[0].BatchRetryCount), autoAcked: rows}
 }

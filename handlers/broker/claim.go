@@ -21,7 +21,26 @@ type claimed struct {
 	partitionName string
 	retryCount    int
 	messages      []db.PartitionConsumerClaimAndReadRow
-	lease         string // the lease the messages were claimed under ("" for autoAck)
+	// autoAcked is what an autoAck read (PartitionConsumerAutoAckRead)
+	// delivered, kept as read, instead of messages: a copy into messages'
+	// type was a sixteenth of the bytes a fan-out run allocated
+	// (docs/benchmarks.md, "Round 6: memory of the fan-out run").
+	autoAcked []db.PartitionConsumerAutoAckReadRow
+	lease     string // the lease the messages were claimed under ("" for autoAck)
+}
+
+// count is how many messages c delivers.
+func (c *claimed) count() int { return len(c.messages) + len(c.autoAcked) }
+
+// lastSeq is the sequence of c's last message, 0 without any.
+func (c *claimed) lastSeq() int64 {
+	switch {
+	case len(c.autoAcked) > 0:
+		return c.autoAcked[len(c.autoAcked)-1].Seq
+	case len(c.messages) > 0:
+		return c.messages[len(c.messages)-1].Seq
+	}
+	return 0
 }
 
 // defaultLeaseSeconds applies when a queue's leaseTime is 0.
@@ -74,7 +93,7 @@ func (b *Broker) popOnce(ctx context.Context, pr popPlan) (res *PopResult, err e
 		if err != nil {
 			return nil, err
 		}
-		if c != nil && len(c.messages) > 0 {
+		if c != nil && c.count() > 0 {
 			got = append(got, *c)
 		}
 	} else {
@@ -171,7 +190,7 @@ func (b *Broker) claimAny(ctx context.Context, pr popPlan, queues []db.QueenQueu
 				return got, err
 			}
 			for _, c := range cs {
-				budget -= len(c.messages)
+				budget -= c.count()
 			}
 			continue
 		}
@@ -186,11 +205,11 @@ func (b *Broker) claimAny(ctx context.Context, pr popPlan, queues []db.QueenQueu
 			if err != nil {
 				return got, err
 			}
-			if c == nil || len(c.messages) == 0 {
+			if c == nil || c.count() == 0 {
 				continue
 			}
 			got = append(got, *c)
-			budget -= len(c.messages)
+			budget -= c.count()
 		}
 		if keeps {
 			b.recent.keep(watermarkKey{qk, pr.Group}, q.ID, cands[tried:], pr.Batch, scanned, time.Now())
@@ -322,23 +341,20 @@ func (b *Broker) popResult(pr popPlan, leaseID string, got []claimed) *PopResult
 	}
 	n := 0
 	for _, c := range got {
-		n += len(c.messages)
+		n += c.count()
 	}
 	res.Messages = make([]Message, 0, n)
 	for _, c := range got {
-		for _, m := range c.messages {
-			res.Messages = append(res.Messages, Message{
-				ID:            m.ID,
-				TransactionID: m.TransactionID,
-				TraceID:       m.TraceID,
-				Payload:       b.seal.open(m.Payload, m.IsEncrypted),
-				ProducerSub:   m.ProducerSub,
-				CreatedAt:     m.CreatedAt.Time,
-				Queue:         c.queue.Name,
-				Partition:     c.partitionName,
-				PartitionID:   c.partitionID,
-				RetryCount:    c.retryCount,
-			})
+		m := Message{Queue: c.queue.Name, Partition: c.partitionName, PartitionID: c.partitionID, RetryCount: c.retryCount}
+		for _, r := range c.messages {
+			m.ID, m.TransactionID, m.TraceID, m.ProducerSub = r.ID, r.TransactionID, r.TraceID, r.ProducerSub
+			m.Payload, m.CreatedAt = b.seal.open(r.Payload, r.IsEncrypted), r.CreatedAt.Time
+			res.Messages = append(res.Messages, m)
+		}
+		for _, r := range c.autoAcked {
+			m.ID, m.TransactionID, m.TraceID, m.ProducerSub = r.ID, r.TransactionID, r.TraceID, r.ProducerSub
+			m.Payload, m.CreatedAt = b.seal.open(r.Payload, r.IsEncrypted), r.CreatedAt.Time
+			res.Messages = append(res.Messages, m)
 		}
 	}
 	return res

@@ -103,5 +103,6 @@ func (r *PopResult) delivered(id uuid.UUID) bool {
 
 // deliveredID reports whether c delivered the message id.
 func deliveredID(c *claimed, id uuid.UUID) bool {
-	return slices.ContainsFunc(c.messages, func(m db.PartitionConsumerClaimAndReadRow) bool { return m.ID == id })
+	return slices.ContainsFunc(c.messages, func(m db.PartitionConsumerClaimAndReadRow) bool { return m.ID == id }) ||
+		slices.ContainsFunc(c.autoAcked, func(m db.PartitionConsumerAutoAckReadRow) bool { return m.ID == id })
 }

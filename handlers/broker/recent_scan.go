@@ -197,7 +197,7 @@ func (b *Broker) claimRecent(ctx context.Context, pr popPlan, q db.QueenQueue, l
 			return nil, nil
 		}
 		c, err := b.claimTracked(ctx, pr, q, p, leaseID, budget)
-		if err != nil || (c != nil && len(c.messages) > 0) {
+		if err != nil || (c != nil && c.count() > 0) {
 			return c, err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -14,20 +15,33 @@ import (
 // Content-Length.
 const chunkingAfter = 2048
 
+// recorderKeepsUpTo is the largest buffer a recorder goes back to the pool
+// with: a pop answer of 100 messages of 64 bytes is about 30 kB, and a rare
+// answer of megabytes is not kept alive for the next one.
+const recorderKeepsUpTo = 1 << 20
+
 // recorder is the ResponseWriter a held request's answer is rendered into.
 // Its writes go through a buffer like net/http's, so that the chunks (or
 // the Content-Length) come out the same.
+//
+// Recorders are pooled with their buffers (newRecorder, release): a held
+// pop's answer is about half of a fan-out run's allocated bytes otherwise,
+// copied three times per answer (docs/benchmarks.md, "Round 6: memory of
+// the fan-out run").
 type recorder struct {
 	header http.Header
 	status int
 	bw     *bufio.Writer
 	chunks chunkSink
+	out    bytes.Buffer // the response, head and body
 }
 
-// chunkSink keeps what the buffer flushes: the chunks of the answer, and
-// whether the handler was still running (then net/http chunks the answer).
+// chunkSink keeps what the buffer flushes: the chunks of the answer, back
+// to back, and whether the handler was still running (then net/http
+// chunks the answer).
 type chunkSink struct {
-	parts       [][]byte
+	body        []byte
+	ends        []int // where each chunk ends in body
 	handlerDone bool
 	chunked     bool
 }
@@ -36,11 +50,43 @@ func (c *chunkSink) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if len(c.parts) == 0 && !c.handlerDone {
+	if len(c.ends) == 0 && !c.handlerDone {
 		c.chunked = true
 	}
-	c.parts = append(c.parts, bytes.Clone(p))
+	c.body = append(c.body, p...)
+	c.ends = append(c.ends, len(c.body))
 	return len(p), nil
+}
+
+var recorders = sync.Pool{New: func() any {
+	r := &recorder{}
+	r.bw = bufio.NewWriterSize(&r.chunks, chunkingAfter)
+	return r
+}}
+
+// newRecorder is a recorder from the pool for an answer with header.
+func newRecorder(header http.Header) *recorder {
+	r := recorders.Get().(*recorder)
+	r.header = header
+	return r
+}
+
+// release empties r and puts it back in the pool; what response returned
+// is no longer r's caller's.
+func (r *recorder) release() {
+	r.header, r.status = nil, 0
+	r.bw.Reset(&r.chunks)
+	r.chunks.handlerDone, r.chunks.chunked = false, false
+	r.chunks.ends = r.chunks.ends[:0]
+	r.chunks.body = r.chunks.body[:0]
+	if cap(r.chunks.body) > recorderKeepsUpTo {
+		r.chunks.body = nil
+	}
+	r.out.Reset()
+	if r.out.Cap() > recorderKeepsUpTo {
+		r.out = bytes.Buffer{}
+	}
+	recorders.Put(r)
 }
 
 func (r *recorder) Header() http.Header { return r.header }
@@ -53,17 +99,11 @@ func (r *recorder) WriteHeader(status int) {
 
 func (r *recorder) Write(p []byte) (int, error) {
 	r.WriteHeader(http.StatusOK)
-	if r.bw == nil {
-		r.bw = bufio.NewWriterSize(&r.chunks, chunkingAfter)
-	}
 	return r.bw.Write(p)
 }
 
 func (r *recorder) WriteString(s string) (int, error) {
 	r.WriteHeader(http.StatusOK)
-	if r.bw == nil {
-		r.bw = bufio.NewWriterSize(&r.chunks, chunkingAfter)
-	}
 	return r.bw.WriteString(s)
 }
 
@@ -73,33 +113,34 @@ func (r *recorder) WriteString(s string) (int, error) {
 // headers, sorted; then Date, Content-Length, a sniffed Content-Type,
 // Connection and Transfer-Encoding, in that order; the body, whole or in
 // the chunks the buffer flushed. closing adds Connection: close, as
-// net/http does while the server shuts down.
+// net/http does while the server shuts down. The bytes are r's until
+// release.
 func (r *recorder) response(closing bool) []byte {
 	r.chunks.handlerDone = true
-	if r.bw != nil {
-		_ = r.bw.Flush()
-	}
+	_ = r.bw.Flush()
 	status := r.status
 	if status == 0 {
 		status = http.StatusOK
 	}
 	h := r.header
-	body := bytes.Join(r.chunks.parts, nil)
+	body := r.chunks.body
 	bodyAllowed := status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
 	if !bodyAllowed {
 		h.Del("Content-Length")
 		h.Del("Transfer-Encoding")
 		body = nil
 	}
-	var contentLength, contentType, connection, transferEncoding string
+	var num, clNum [20]byte
+	var contentLength []byte
+	var contentType, connection, transferEncoding string
 	_, hasCL := h["Content-Length"]
 	chunked := bodyAllowed && !hasCL && r.chunks.chunked
 	if bodyAllowed && !hasCL && !chunked {
-		contentLength = strconv.Itoa(len(body))
+		contentLength = strconv.AppendInt(clNum[:0], int64(len(body)), 10)
 	}
 	if _, haveType := h["Content-Type"]; bodyAllowed && !haveType && h.Get("Content-Encoding") == "" && len(body) > 0 {
 		// net/http sniffs the first chunk it is given.
-		contentType = http.DetectContentType(r.chunks.parts[0])
+		contentType = http.DetectContentType(body[:r.chunks.ends[0]])
 	}
 	if closing {
 		h.Del("Connection")
@@ -108,41 +149,51 @@ func (r *recorder) response(closing bool) []byte {
 	if chunked {
 		transferEncoding = "chunked"
 	}
-	out := make([]byte, 0, 256+len(body))
-	out = append(out, "HTTP/1.1 "...)
+	out := &r.out
+	out.Grow(256 + len(body) + 16*len(r.chunks.ends))
+	out.WriteString("HTTP/1.1 ")
 	if text := http.StatusText(status); text != "" {
-		out = strconv.AppendInt(out, int64(status), 10)
-		out = append(out, ' ')
-		out = append(out, text...)
+		out.Write(strconv.AppendInt(num[:0], int64(status), 10))
+		out.WriteByte(' ')
+		out.WriteString(text)
 	} else {
-		out = append(out, strconv.Itoa(status)+" status code "+strconv.Itoa(status)...)
+		out.WriteString(strconv.Itoa(status) + " status code " + strconv.Itoa(status))
 	}
-	out = append(out, "\r\n"...)
-	var hb bytes.Buffer
-	_ = h.Write(&hb)
-	out = append(out, hb.Bytes()...)
+	out.WriteString("\r\n")
+	_ = h.Write(out)
 	if _, ok := h["Date"]; !ok {
-		out = append(out, "Date: "...)
-		out = time.Now().UTC().AppendFormat(out, http.TimeFormat)
-		out = append(out, "\r\n"...)
+		out.WriteString("Date: ")
+		out.Write(time.Now().UTC().AppendFormat(out.AvailableBuffer(), http.TimeFormat))
+		out.WriteString("\r\n")
+	}
+	if contentLength != nil {
+		out.WriteString("Content-Length: ")
+		out.Write(contentLength)
+		out.WriteString("\r\n")
 	}
 	for _, kv := range [...][2]string{
-		{"Content-Length", contentLength}, {"Content-Type", contentType},
-		{"Connection", connection}, {"Transfer-Encoding", transferEncoding},
+		{"Content-Type", contentType}, {"Connection", connection}, {"Transfer-Encoding", transferEncoding},
 	} {
 		if kv[1] != "" {
-			out = append(out, kv[0]+": "+kv[1]+"\r\n"...)
+			out.WriteString(kv[0])
+			out.WriteString(": ")
+			out.WriteString(kv[1])
+			out.WriteString("\r\n")
 		}
 	}
-	out = append(out, "\r\n"...)
+	out.WriteString("\r\n")
 	if !chunked {
-		return append(out, body...)
+		out.Write(body)
+		return out.Bytes()
 	}
-	for _, c := range r.chunks.parts {
-		out = strconv.AppendInt(out, int64(len(c)), 16)
-		out = append(out, "\r\n"...)
-		out = append(out, c...)
-		out = append(out, "\r\n"...)
+	start := 0
+	for _, end := range r.chunks.ends {
+		out.Write(strconv.AppendInt(num[:0], int64(end-start), 16))
+		out.WriteString("\r\n")
+		out.Write(body[start:end])
+		out.WriteString("\r\n")
+		start = end
 	}
-	return append(out, "0\r\n\r\n"...)
+	out.WriteString("0\r\n\r\n")
+	return out.Bytes()
 }

@@ -216,11 +216,13 @@ func (h *held) answer() {
 	h.woken = false
 	_ = h.conn.SetReadDeadline(time.Time{})
 	h.mu.Unlock()
-	rec := &recorder{header: h.header}
+	rec := newRecorder(h.header)
 	h.p.Answer(rec)
 	h.header, h.p = nil, nil
 	closing := h.l.isClosed()
-	if _, err := h.conn.Write(rec.response(closing)); err != nil || closing {
+	_, err := h.conn.Write(rec.response(closing))
+	rec.release()
+	if err != nil || closing {
 		h.drop()
 		return
 	}
