@@ -131,7 +131,7 @@ func (s *Server) ListConsumerGroups(ctx context.Context, req api.ListConsumerGro
 }
 
 func (s *Server) ListLaggingPartitions(ctx context.Context, req api.ListLaggingPartitionsRequestObject) (api.ListLaggingPartitionsResponseObject, error) {
-	key := "lagging " + optKey(req.Params.MinLagSeconds)
+	key := "lagging " + optKey(req.Params.MinLagSeconds) + " " + optKey(req.Params.Limit)
 	return cachedAnswer(s, ctx, key, func(ctx context.Context) (api.ListLaggingPartitionsResponseObject, error) {
 		resp, err := s.listLaggingPartitions(ctx, req)
 		// A low threshold on a large backlog lists every partition of
