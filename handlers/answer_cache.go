@@ -89,6 +89,11 @@ func optKey[T any](p *T) string {
 }
 
 func (s *Server) GetOverview(ctx context.Context, req api.GetOverviewRequestObject) (api.GetOverviewResponseObject, error) {
+	s.overviewAsked.Store(time.Now().UnixNano())
+	return s.cachedOverview(ctx, req)
+}
+
+func (s *Server) cachedOverview(ctx context.Context, req api.GetOverviewRequestObject) (api.GetOverviewResponseObject, error) {
 	return cachedAnswer(s, ctx, "overview", func(ctx context.Context) (api.GetOverviewResponseObject, error) {
 		return s.getOverview(ctx, req)
 	})
