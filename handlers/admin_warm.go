@@ -104,10 +104,10 @@ func (s *Server) warmOverviewPage(ctx context.Context) {
 // that owns nothing, so that each backend has parsed and planned them
 // (catalog and statistics caches loaded, a few milliseconds to tens of
 // milliseconds a statement on a new backend) while reading no rows. The
-// broker runs it once in the background after it starts serving; the pool
-// keeps those connections idle (cmd/queen sets MinConns) for the pages'
-// first requests. It returns the first error; a connection it could not
-// warm is left as it was.
+// broker runs it once in the background after it starts serving
+// (KeepAdminWarm); the connections go back to the pool idle, for the pages'
+// first requests (pgxpool closes a connection idle for 30 minutes). It
+// returns the errors; a connection it could not warm is left as it was.
 func (s *Server) WarmAdmin(ctx context.Context, n int) error {
 	conns := make([]*pgxpool.Conn, n)
 	var acquire errgroup.Group

@@ -15,7 +15,6 @@ import (
 
 	"github.com/queenforgo/queen/cmd/queen/config"
 	"github.com/queenforgo/queen/cmd/queen/pgtls"
-	"github.com/queenforgo/queen/handlers"
 	"github.com/queenforgo/queen/sql/migrate"
 	"github.com/queenforgo/queen/sql/pgarray"
 	"github.com/queenforgo/queen/sql/pgjsonb"
@@ -60,10 +59,6 @@ func newPool(ctx context.Context, cfg config.Config, logger *slog.Logger) (*pgxp
 		return nil, fmt.Errorf("parse postgres settings: %w", err)
 	}
 	pcfg.MaxConns = int32(cfg.Postgres.PoolSize)
-	// The connections the dashboard's statements were prepared on at start
-	// (handlers.Server.WarmAdmin) stay open while the broker idles, rather
-	// than being closed after 30 idle minutes.
-	pcfg.MinConns = int32(min(handlers.AdminWarmConnsDefault, cfg.Postgres.PoolSize))
 	// PG_USE_SSL and friends (PGT-1..5): replaces the TLS setup pgx derived
 	// from sslmode, on every host's connections and on their cancel
 	// requests; each host's certificate must name that host.
