@@ -115,7 +115,7 @@ type Server struct {
 	counting  countFlights // queue counts, one pass for the requests that ask at once (queue_counts_reads.go)
 	// overviewAsked is when a client last asked for the overview (unix
 	// nanoseconds, 0: never): KeepAdminWarm keeps the page's answers
-	// computed while the dashboard is in use (admin_warm.go).
+	// computed while the dashboard is in use (admin_warm_reads.go).
 	overviewAsked atomic.Int64
 }
 

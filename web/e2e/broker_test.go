@@ -39,7 +39,7 @@ type broker struct {
 	hs    *httptest.Server
 	jobs  *jobs.Services
 	pool  *pgxpool.Pool // the broker's database, for what a test must set up in SQL
-	token string // Authorization header value for the workload, JWT on
+	token string        // Authorization header value for the workload, JWT on
 	// api is the client generated from the spec: the workload's pushes,
 	// pops, acks and traces go through it (with the token when set).
 	api *client.ClientWithResponses
