@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -197,6 +198,77 @@ func TestConsumerGroupsLagging(t *testing.T) {
 
 	for _, bad := range []string{"abc", "-1"} {
 		status, _ := b.do("GET", "/api/v1/consumer-groups/lagging?minLagSeconds="+bad, nil)
+		require.Equal(t, http.StatusBadRequest, status, bad)
+	}
+}
+
+// TestConsumerGroupsLaggingLimit: with limit, /lagging answers the first
+// limit pairs of the whole list, in its order, whichever way each pair's
+// age is found: a cursor behind, no cursor on a partition nothing was
+// deleted from (walked in creation order, ties included), no cursor on a
+// partition whose first messages were deleted, and a group that
+// subscribed at a time.
+func TestConsumerGroupsLaggingLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	groupsWorkload(b)
+	b.push(item("cg", "c", "c0", 0), item("cg", "c", "c1", 1))
+	b.push(item("cg", "d", "d0", 0))
+	b.push(item("cg", "e", "e0", 0), item("cg", "e", "e1", 1))
+	out := b.push(item("cg", "f", "f0", 0), item("cg", "f", "f1", 1), item("cg", "f", "f2", 2))
+	var r struct{ Success bool }
+	b.doJSON("DELETE", "/api/v1/messages/"+out[0].PartitionID+"/f0", nil, http.StatusOK, &r)
+	require.True(t, r.Success)
+
+	// Ages as pushes would have stamped them, hours ago: each partition's
+	// messages one second apart from its creation; c and d tie; f was
+	// created six hours ago but its first message left is 2.5 hours old.
+	hours := map[string]string{"a": "5", "b": "4", "c": "3", "d": "3", "e": "2", "f": "6"}
+	for name, h := range hours {
+		b.exec(`UPDATE queen.partitions SET created_at = now() - make_interval(hours => $2::int)
+			WHERE name = $1`, name, h)
+		b.exec(`UPDATE queen.messages m SET created_at = p.created_at + make_interval(secs => m.seq)
+			FROM queen.partitions p WHERE p.id = m.partition_id AND p.name = $1`, name)
+	}
+	b.exec(`UPDATE queen.messages m SET created_at = now() - interval '150 minutes' + make_interval(secs => m.seq)
+		FROM queen.partitions p WHERE p.id = m.partition_id AND p.name = 'f'`)
+	// late subscribed three and a half hours ago: c, d, e and f are new to it.
+	b.exec(`UPDATE queen.consumer_groups_metadata SET subscription_timestamp = now() - interval '210 minutes'
+		WHERE consumer_group = 'late'`)
+
+	type key struct {
+		group, partition string
+		offset           int
+		oldest           string
+	}
+	keysOf := func(rows []wireLagging) []key {
+		var got []key
+		for _, l := range rows {
+			require.NotNil(t, l.Oldest)
+			got = append(got, key{l.ConsumerGroup, l.PartitionName, l.OffsetLag, *l.Oldest})
+		}
+		return got
+	}
+	var one, all []wireLagging
+	b.doJSON("GET", "/api/v1/consumer-groups/lagging?limit=1", nil, http.StatusOK, &one)
+	require.Len(t, one, 1, "a limit of its own in the answer cache's key")
+	b.doJSON("GET", "/api/v1/consumer-groups/lagging", nil, http.StatusOK, &all)
+	want := keysOf(all)
+	seen := map[[2]string]bool{}
+	for _, k := range want {
+		seen[[2]string{k.group, k.partition}] = true
+	}
+	for _, pair := range [][2]string{{"__QUEUE_MODE__", "a"}, {"lease", "b"}, {"g1", "c"}, {"g1", "f"}, {"late", "f"}, {"late", "c"}} {
+		require.True(t, seen[pair], "%v lags", pair)
+	}
+	require.False(t, seen[[2]string{"late", "b"}], "older than late's subscription")
+	for n := 1; n <= len(want)+1; n++ {
+		var got []wireLagging
+		b.doJSON("GET", fmt.Sprintf("/api/v1/consumer-groups/lagging?limit=%d", n), nil, http.StatusOK, &got)
+		require.Equal(t, want[:min(n, len(want))], keysOf(got), "limit %d", n)
+	}
+	for _, bad := range []string{"0", "-1", "10001", "x"} {
+		status, _ := b.do("GET", "/api/v1/consumer-groups/lagging?limit="+bad, nil)
 		require.Equal(t, http.StatusBadRequest, status, bad)
 	}
 }

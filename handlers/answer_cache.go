@@ -89,6 +89,11 @@ func optKey[T any](p *T) string {
 }
 
 func (s *Server) GetOverview(ctx context.Context, req api.GetOverviewRequestObject) (api.GetOverviewResponseObject, error) {
+	s.overviewAsked.Store(time.Now().UnixNano())
+	return s.cachedOverview(ctx, req)
+}
+
+func (s *Server) cachedOverview(ctx context.Context, req api.GetOverviewRequestObject) (api.GetOverviewResponseObject, error) {
 	return cachedAnswer(s, ctx, "overview", func(ctx context.Context) (api.GetOverviewResponseObject, error) {
 		return s.getOverview(ctx, req)
 	})
@@ -131,7 +136,7 @@ func (s *Server) ListConsumerGroups(ctx context.Context, req api.ListConsumerGro
 }
 
 func (s *Server) ListLaggingPartitions(ctx context.Context, req api.ListLaggingPartitionsRequestObject) (api.ListLaggingPartitionsResponseObject, error) {
-	key := "lagging " + optKey(req.Params.MinLagSeconds)
+	key := "lagging " + optKey(req.Params.MinLagSeconds) + " " + optKey(req.Params.Limit)
 	return cachedAnswer(s, ctx, key, func(ctx context.Context) (api.ListLaggingPartitionsResponseObject, error) {
 		resp, err := s.listLaggingPartitions(ctx, req)
 		// A low threshold on a large backlog lists every partition of

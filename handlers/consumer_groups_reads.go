@@ -72,10 +72,17 @@ func (s *Server) listConsumerGroups(ctx context.Context, _ api.ListConsumerGroup
 }
 
 // listLaggingPartitions returns the (group, partition) pairs whose oldest
-// unconsumed message is older than the threshold, worst first.
+// unconsumed message is older than the threshold, worst first, the first
+// limit of them when one is given.
 func (s *Server) listLaggingPartitions(ctx context.Context, req api.ListLaggingPartitionsRequestObject) (api.ListLaggingPartitionsResponseObject, error) {
 	threshold := deref(req.Params.MinLagSeconds, laggingThresholdDefault)
-	rows, err := s.aq().ConsumerLagOlderThan(ctx, db.ConsumerLagOlderThanParams{TenantID: tenantID(ctx), MinLagSeconds: int64(threshold)})
+	maxRows := int64(math.MaxInt64)
+	if req.Params.Limit != nil {
+		maxRows = int64(*req.Params.Limit)
+	}
+	rows, err := s.aq().ConsumerLagOlderThan(ctx, db.ConsumerLagOlderThanParams{
+		TenantID: tenantID(ctx), MinLagSeconds: int64(threshold), MaxRows: maxRows,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read consumer lag: %w", err)
 	}

@@ -28,7 +28,7 @@ func TestScenariosAgainstABroker(t *testing.T) {
 		{
 			[]string{"backlog", "-backlog-messages", "2500", "-backlog-partitions", "250", "-pop-samples", "3", "-admin-samples", "1", "-admin-interval", "0s"},
 			[]string{"| backlog fill |", "3 pushes of up to 1000 items over 250 partitions", "| backlog pop group b10, backlog |", "3 pops of batch 10",
-				"| GET /api/v1/resources/overview (overview) |", "| GET /api/v1/consumer-groups/lagging?minLagSeconds=3600 (consumers) |"},
+				"| GET /api/v1/resources/overview (overview) |", "| GET /api/v1/consumer-groups/lagging?minLagSeconds=3600&limit=101 (consumers) |"},
 		},
 	} {
 		var out, errOut bytes.Buffer

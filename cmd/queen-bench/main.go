@@ -86,6 +86,7 @@ type config struct {
 	BacklogDrain      bool
 	BacklogRecent     bool
 	AdminIdle         time.Duration
+	AdminDelay        time.Duration
 }
 
 // configDefault holds the value of every flag that is not given.
@@ -215,6 +216,7 @@ func parseArgs(args []string, lookupEnv func(string) (string, bool)) (config, er
 		checkRange("-admin-samples", cfg.AdminSamples, 1, 10_000),
 		checkDuration("-admin-interval", cfg.AdminInterval, 0, time.Minute),
 		checkDuration("-admin-idle", cfg.AdminIdle, 0, time.Hour),
+		checkDuration("-admin-delay", cfg.AdminDelay, 0, time.Hour),
 	)
 	if cfg.BacklogRecent && !cfg.BacklogDrain {
 		errs = append(errs, errors.New("-backlog-recent: only with -backlog-drain"))
@@ -263,6 +265,7 @@ func newFlagSet(cfg *config, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.AdminSamples, "admin-samples", cfg.AdminSamples, "requests timed per dashboard route in the backlog scenario")
 	fs.DurationVar(&cfg.AdminInterval, "admin-interval", cfg.AdminInterval, "backlog: time between two refreshes of a dashboard page (the dashboard's default is 5s)")
 	fs.DurationVar(&cfg.AdminIdle, "admin-idle", cfg.AdminIdle, "backlog: after the polls, ask nothing for this long, then open every page once more (0: don't)")
+	fs.DurationVar(&cfg.AdminDelay, "admin-delay", cfg.AdminDelay, "backlog: after the pops, ask nothing for this long before the first page (a broker left idle since its start)")
 	fs.BoolVar(&cfg.BacklogReuse, "backlog-reuse", cfg.BacklogReuse, "backlog: skip the fill and measure the -queue an earlier run filled and kept (-keep)")
 	fs.BoolVar(&cfg.BacklogDrain, "backlog-drain", cfg.BacklogDrain, "backlog: instead of the fresh-backlog pops and the dashboard, time the pops with the older half of the partitions consumed (needs -pg)")
 	fs.BoolVar(&cfg.BacklogRecent, "backlog-recent", cfg.BacklogRecent, "backlog, with -backlog-drain: before each shape's pops, move the partitions' times up so that the newest is now, as a fill that just ended leaves them")

@@ -208,6 +208,9 @@ func run() int {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
 	bg.start()
+	// The dashboard's first page on a fresh broker would otherwise open its
+	// connections and plan its statements while the user waits.
+	go srv.KeepAdminWarm(ctx, min(handlers.AdminWarmConnsDefault, cfg.Postgres.PoolSize))
 	logger.Info("queen listening", "addr", ln.Addr().String(), "version", version)
 
 	select {

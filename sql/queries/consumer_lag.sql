@@ -116,21 +116,42 @@ ORDER BY g.consumer_group, g.queue_name;
 
 -- name: ConsumerLagOlderThan :many
 -- The (group, partition) pairs whose oldest unconsumed message is more than
--- min_lag_seconds whole seconds old, oldest first: queen.consumer_lag's
--- rows over the threshold, found without a row per (group, partition).
+-- min_lag_seconds whole seconds old, oldest first (then by group, queue and
+-- partition name), at most max_rows of them: queen.consumer_lag's rows over
+-- the threshold, found without a row per (group, partition).
 -- Cursors behind their partition are counted one by one (migration 0021's
 -- arithmetic, a probe for the time of the first message left). A partition
 -- a group reads but holds no cursor on lags from its first stored message,
--- which is no older than the partition (see queen.oldest_unread): only
--- partitions created before the threshold are looked at (a range of the
--- created_at index), except for a group with a subscription start time on
--- the queue, whose partitions are probed one by one as the view does.
--- Names and cursor times are looked up per row returned.
+-- which is as old as the partition when nothing was ever deleted from it
+-- (see queen.oldest_unread): those are walked in creation order through
+-- the created_at index, up to the threshold, and the walk stops after
+-- max_rows pairs (and the pairs tied with the last), since every pair it
+-- leaves is younger than those. Partitions with deletes are probed for
+-- their first message, and a group with a subscription start time on the
+-- queue has its partitions probed one by one as the view does; both only
+-- up to the walk's last creation time when it found max_rows pairs (a
+-- first message is no older than its partition).
 WITH reads AS MATERIALIZED (
     SELECT r.consumer_group, r.queue_id, r.queue_name, r.tenant_id, r.has_start
     FROM queen.queue_readers r WHERE r.tenant_id = @tenant_id
+), fresh AS MATERIALIZED (
+    SELECT r.consumer_group, r.queue_name, p.id AS partition_id, p.name AS partition_name, NULL::timestamptz AS last_consumed_at,
+           p.last_seq - p.vacant_seqs AS offset_lag, p.created_at AS oldest
+    FROM queen.partitions p
+    JOIN reads r ON r.queue_id = p.queue_id AND NOT r.has_start
+    WHERE p.created_at < now() - make_interval(secs => @min_lag_seconds::bigint)
+      AND floor(extract(epoch FROM now() - p.created_at)) > @min_lag_seconds::bigint
+      AND p.vacant_top = 0 AND p.last_seq > p.vacant_seqs
+      AND NOT EXISTS (SELECT 1 FROM queen.partition_consumers x
+                      WHERE x.partition_id = p.id AND x.consumer_group = r.consumer_group)
+    ORDER BY p.created_at
+    FETCH FIRST (@max_rows::bigint) ROWS WITH TIES
+), fresh_bound AS (
+    -- Pairs created after the walk's last are younger than max_rows others.
+    SELECT CASE WHEN count(*) >= @max_rows::bigint THEN max(f.oldest) END AS top FROM fresh f
 ), pairs AS (
-    SELECT pc.consumer_group, r.queue_name, p.id AS partition_id,
+    SELECT pc.consumer_group, r.queue_name, p.id AS partition_id, p.name AS partition_name,
+           pc.last_consumed_at,
            CASE WHEN pc.last_seq >= p.vacant_top THEN p.last_seq - pc.last_seq
                 ELSE COALESCE((SELECT LEAST((SELECT n.seq FROM queen.messages n WHERE n.partition_id = p.id
                                               ORDER BY n.seq DESC LIMIT 1) - m.seq + 1, p.last_seq - p.vacant_seqs)
@@ -145,17 +166,20 @@ WITH reads AS MATERIALIZED (
     JOIN reads r ON r.queue_id = p.queue_id AND r.consumer_group = pc.consumer_group
     WHERE p.last_seq > pc.last_seq
     UNION ALL
-    SELECT r.consumer_group, r.queue_name, p.id, p.last_seq - p.vacant_seqs,
-           CASE WHEN p.vacant_top = 0 THEN p.created_at
-                ELSE (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = p.id ORDER BY m.seq LIMIT 1) END
+    SELECT f.consumer_group, f.queue_name, f.partition_id, f.partition_name, f.last_consumed_at, f.offset_lag, f.oldest
+    FROM fresh f
+    UNION ALL
+    SELECT r.consumer_group, r.queue_name, p.id, p.name, NULL::timestamptz, p.last_seq - p.vacant_seqs,
+           (SELECT m.created_at FROM queen.messages m WHERE m.partition_id = p.id ORDER BY m.seq LIMIT 1)
     FROM queen.partitions p
     JOIN reads r ON r.queue_id = p.queue_id AND NOT r.has_start
     WHERE p.created_at < now() - make_interval(secs => @min_lag_seconds::bigint)
-      AND p.last_seq > p.vacant_seqs
+      AND p.created_at <= COALESCE((SELECT b.top FROM fresh_bound b), 'infinity')
+      AND p.vacant_top > 0 AND p.last_seq > p.vacant_seqs
       AND NOT EXISTS (SELECT 1 FROM queen.partition_consumers x
                       WHERE x.partition_id = p.id AND x.consumer_group = r.consumer_group)
     UNION ALL
-    SELECT r.consumer_group, r.queue_name, p.id,
+    SELECT r.consumer_group, r.queue_name, p.id, p.name, NULL::timestamptz,
            CASE WHEN f.seq IS NULL THEN 0 ELSE LEAST(f.newest - f.seq + 1, p.last_seq - p.vacant_seqs) END,
            f.created_at
     FROM reads r
@@ -172,22 +196,18 @@ WITH reads AS MATERIALIZED (
         ORDER BY m.seq LIMIT 1
     ) f
     WHERE r.has_start
+      AND p.created_at <= COALESCE((SELECT b.top FROM fresh_bound b), 'infinity')
       AND NOT EXISTS (SELECT 1 FROM queen.partition_consumers x
                       WHERE x.partition_id = p.id AND x.consumer_group = r.consumer_group)
 )
-SELECT x.consumer_group, x.queue_name, x.partition_id, x.partition_name::text AS partition_name,
-       x.last_consumed_at, x.offset_lag::bigint AS offset_lag, x.oldest_unconsumed_at, now()::timestamptz AS observed_at
-FROM (
-    SELECT l.consumer_group, l.queue_name, l.partition_id::uuid AS partition_id, l.offset_lag,
-           l.oldest::timestamptz AS oldest_unconsumed_at,
-           (SELECT p.name FROM queen.partitions p WHERE p.id = l.partition_id) AS partition_name,
-           (SELECT c.last_consumed_at FROM queen.partition_consumers c
-             WHERE c.partition_id = l.partition_id AND c.consumer_group = l.consumer_group)::timestamptz AS last_consumed_at
-    FROM pairs l
-    WHERE l.oldest < now()
-      AND floor(extract(epoch FROM now() - l.oldest)) > @min_lag_seconds::bigint
-) x
-ORDER BY x.oldest_unconsumed_at, x.consumer_group, x.queue_name, x.partition_name;
+SELECT l.consumer_group, l.queue_name, l.partition_id::uuid AS partition_id, l.partition_name::text AS partition_name,
+       l.last_consumed_at::timestamptz AS last_consumed_at, l.offset_lag::bigint AS offset_lag,
+       l.oldest::timestamptz AS oldest_unconsumed_at, now()::timestamptz AS observed_at
+FROM pairs l
+WHERE l.oldest < now()
+  AND floor(extract(epoch FROM now() - l.oldest)) > @min_lag_seconds::bigint
+ORDER BY l.oldest, l.consumer_group, l.queue_name, l.partition_name
+LIMIT @max_rows::bigint;
 
 -- name: ConsumerLagHistogram :many
 -- The distribution of the lag over every (group, partition) pair of a

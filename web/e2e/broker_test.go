@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/queenforgo/queen/gen/client"
@@ -37,7 +38,8 @@ type broker struct {
 	url   string
 	hs    *httptest.Server
 	jobs  *jobs.Services
-	token string // Authorization header value for the workload, JWT on
+	pool  *pgxpool.Pool // the broker's database, for what a test must set up in SQL
+	token string        // Authorization header value for the workload, JWT on
 	// api is the client generated from the spec: the workload's pushes,
 	// pops, acks and traces go through it (with the token when set).
 	api *client.ClientWithResponses
@@ -77,7 +79,7 @@ func startBroker(t *testing.T, authn *auth.Authenticator, opts ...func(*handlers
 	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
 	t.Cleanup(srv.Drain)
-	b := &broker{t: t, url: hs.URL, hs: hs, jobs: js}
+	b := &broker{t: t, url: hs.URL, hs: hs, jobs: js, pool: pool}
 	b.api, err = client.NewClientWithResponses(hs.URL, client.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
 		if b.token != "" {
 			req.Header.Set("Authorization", "Bearer "+b.token)

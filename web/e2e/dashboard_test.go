@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/queenforgo/queen/gen/client"
 )
 
 // TestDashboard runs the scenarios in tabs of one chromium, each against a
@@ -23,6 +26,32 @@ func TestDashboard(t *testing.T) {
 	t.Run("search", func(t *testing.T) { t.Parallel(); headerSearch(t, br) })
 	t.Run("seek and migration", func(t *testing.T) { t.Parallel(); seekAndMigrate(t, br) })
 	t.Run("tenants", func(t *testing.T) { t.Parallel(); tenants(t, br) })
+	t.Run("lagging", func(t *testing.T) { t.Parallel(); laggingList(t, br) })
+}
+
+// laggingList: the consumer groups page lists the 100 pairs that lag
+// longest and says that there are more, asking the broker for no more than
+// that (a deep backlog has a pair per partition and group).
+func laggingList(t *testing.T, br *browser) {
+	b := startBroker(t, nil)
+	var items []client.PushItem
+	for i := range 150 {
+		part, tx := fmt.Sprintf("p%03d", i), fmt.Sprintf("t%03d", i)
+		items = append(items, client.PushItem{Queue: "wide", Partition: &part, TransactionId: &tx, Payload: b.jsonOf(i)})
+	}
+	b.pushItems(items...)
+	b.popPartition("wide", "p000", client.PopPartitionParams{}) // the queue-mode group reads wide
+	// Stored two hours ago, as pushes then would have stamped them: every
+	// other partition lags over the page's default threshold (an hour).
+	_, err := b.pool.Exec(t.Context(), `UPDATE queen.partitions SET created_at = created_at - interval '2 hours'`)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(t.Context(), `UPDATE queen.messages SET created_at = created_at - interval '2 hours'`)
+	require.NoError(t, err)
+	p := br.newPage(t, b.url)
+	p.open("/consumers", "consumers")
+	p.waitJS(`document.querySelector('[data-panel="Lagging partitions"] [data-more]') !== null`)
+	require.Equal(t, "100", p.eval(`String(document.querySelectorAll('[data-panel="Lagging partitions"] tbody tr').length)`))
+	require.Equal(t, "true", p.eval(`String(performance.getEntriesByType('resource').some((e) => e.name.includes('/consumer-groups/lagging?') && e.name.includes('limit=101')))`))
 }
 
 // walkthrough visits every view of a broker with JWT off and a scripted

@@ -705,7 +705,11 @@ export interface paths {
         /**
          * (group, partition) pairs whose oldest unconsumed message is older than minLagSeconds, worst first.
          * @description Ages as in `/api/v1/consumer-groups` (a partition's first message is as old as the
-         *     partition when nothing was ever deleted from it).
+         *     partition when nothing was ever deleted from it). Worst first: the oldest unconsumed
+         *     message first, then by group, queue and partition name. Without `limit`, every pair over
+         *     the threshold (on a large backlog hundreds of thousands of rows, computed for each
+         *     request: an answer of more than 1,000 rows is not cached); with it, the first `limit`
+         *     of that list, found without computing the rest (the dashboard asks for 101 and lists 100).
          *     Cached on a large database: an answer that took 50 ms or more is served to later
          *     requests for up to 5 minutes while one recomputation runs behind them, so it may be one
          *     poll behind, or after a pause in polling up to 5 minutes old (docs/observability.md, "The
@@ -4767,6 +4771,8 @@ export interface operations {
             query?: {
                 /** @description seconds (default 3600) */
                 minLagSeconds?: number;
+                /** @description at most this many pairs, the worst ones (default every pair) */
+                limit?: number;
             };
             header?: {
                 /**

@@ -135,7 +135,7 @@ export const api = {
   listDeadLetters: (q) => get('/api/v1/dlq', q),
 
   listConsumerGroups: () => get('/api/v1/consumer-groups'),
-  listLaggingPartitions: (minLagSeconds) => get('/api/v1/consumer-groups/lagging', { minLagSeconds }),
+  listLaggingPartitions: (minLagSeconds, limit) => get('/api/v1/consumer-groups/lagging', { minLagSeconds, limit }),
   seekConsumerGroup: (group, queue, body) => post(`/api/v1/consumer-groups/${seg(group)}/queues/${seg(queue)}/seek`, body),
   deleteConsumerGroupForQueue: (group, queue, deleteMetadata) =>
     del(`/api/v1/consumer-groups/${seg(group)}/queues/${seg(queue)}`, { deleteMetadata }),

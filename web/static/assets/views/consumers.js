@@ -5,6 +5,9 @@
 import { api } from '../api.js';
 import { h, panel, num, dec, table, link, seconds, time, chip, confirm, act } from '../ui.js';
 
+// LAGGING_ROWS is how many lagging pairs the page lists.
+const LAGGING_ROWS = 100;
+
 export default {
   title: 'Consumer groups',
   mount(el, ctx) {
@@ -74,9 +77,14 @@ export default {
 
     const threshold = h('input', { type: 'number', min: 0, value: q.minLag, 'aria-label': 'minimum lag in seconds', class: 'narrow' });
     threshold.addEventListener('change', () => set({ minLag: threshold.value }));
-    const lagging = panel('Lagging partitions', () => api.listLaggingPartitions(Number(q.minLag) || 0), (rows) => {
-      if (!rows || !rows.length) return `No partition lags more than ${seconds(Number(q.minLag) || 0)}.`;
-      return table([
+    // The worst LAGGING_ROWS pairs, asked for with one more to tell whether
+    // there are others: a deep backlog has a pair per partition and group.
+    const lagging = panel('Lagging partitions', () => api.listLaggingPartitions(Number(q.minLag) || 0, LAGGING_ROWS + 1), (all) => {
+      if (!all || !all.length) return `No partition lags more than ${seconds(Number(q.minLag) || 0)}.`;
+      const more = all.length > LAGGING_ROWS;
+      const rows = more ? all.slice(0, LAGGING_ROWS) : all;
+      const note = more ? h('p', { class: 'hint', dataset: { more: '' } }, `The ${num(LAGGING_ROWS)} that lag longest; more lag over ${seconds(Number(q.minLag) || 0)}.`) : null;
+      return h('div', {}, note, table([
         ['Group', (r) => r.consumer_group],
         ['Queue', (r) => r.queue_name],
         ['Partition', (r) => r.partition_name],
@@ -84,7 +92,7 @@ export default {
         ['Time lag', (r) => seconds(r.time_lag_seconds), { class: 'n' }],
         ['Hours', (r) => dec(r.lag_hours), { class: 'n' }],
         ['Last consumed', (r) => time(r.last_consumed_at)],
-      ], rows);
+      ], rows));
     }, { actions: h('label', { class: 'inline' }, 'older than ', threshold, ' s') });
 
     el.append(groups.el, lagging.el);
