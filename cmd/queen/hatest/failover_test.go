@@ -178,23 +178,24 @@ func (r *haRun) inject(fl fault) {
 	})
 	at := time.Now()
 	fl.inject(r)
+	done := time.Now()
 	url := ""
 	if fl.broker >= 0 {
 		url = r.url(fl.broker)
 	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		if _, _, ok := r.load.recovery(at, url); ok {
+		if _, _, ok := r.load.recovery(at, done, url); ok {
 			break
 		}
 		if time.Now().After(deadline) {
-			disrupted, _, _ := r.load.recovery(at, url)
+			disrupted, _, _ := r.load.recovery(at, done, url)
 			t.Fatalf("%s: %d push requests disrupted, and none answered queued after them within 3m:\n%s",
 				fl.name, disrupted, diagnose(t, r.f.URL(), r.load, r.brokers))
 		}
 		<-time.After(20 * time.Millisecond)
 	}
-	disrupted, recovery, _ := r.load.recovery(at, url)
+	disrupted, recovery, _ := r.load.recovery(at, done, url)
 	r.faults = append(r.faults, faultResult{name: fl.name, disrupted: disrupted, recovery: recovery})
 	t.Logf("ha: %s: %d push requests answered buffered or refused, queued again %s after the fault",
 		fl.name, disrupted, recovery.Round(10*time.Millisecond))

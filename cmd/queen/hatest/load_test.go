@@ -365,7 +365,12 @@ func (l *load) waitProgress(t testing.TB, what string, n int) {
 // count). With a url, only that broker's queued answers count: the
 // recovery of one broker rather than of the database. ok is false while
 // no such push has been answered.
-func (l *load) recovery(fault time.Time, url string) (disrupted int, recovered time.Duration, ok bool) {
+//
+// A fault may disrupt no push at all (a switchover between two pushes of
+// every producer, the brokers' sessions moved on before any request
+// failed): then the load goes on when a push sent after the fault was
+// injected (faultDone) answers queued, and recovered is measured to it.
+func (l *load) recovery(fault, faultDone time.Time, url string) (disrupted int, recovered time.Duration, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var firstBad time.Time
@@ -378,7 +383,7 @@ func (l *load) recovery(fault time.Time, url string) (disrupted int, recovered t
 		}
 	}
 	if disrupted == 0 {
-		return 0, 0, false
+		firstBad = faultDone
 	}
 	var best time.Time
 	for _, a := range l.answers {
