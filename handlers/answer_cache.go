@@ -89,7 +89,6 @@ func optKey[T any](p *T) string {
 }
 
 func (s *Server) GetOverview(ctx context.Context, req api.GetOverviewRequestObject) (api.GetOverviewResponseObject, error) {
-	s.overviewAsked.Store(time.Now().UnixNano())
 	return s.cachedOverview(ctx, req)
 }
 

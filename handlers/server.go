@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -113,10 +112,6 @@ type Server struct {
 	validator *requestValidator
 	exp       *exposition.Exposition
 	counting  countFlights // queue counts, one pass for the requests that ask at once (queue_counts_reads.go)
-	// overviewAsked is when a client last asked for the overview (unix
-	// nanoseconds, 0: never): KeepAdminWarm keeps the page's answers
-	// computed while the dashboard is in use (admin_warm_reads.go).
-	overviewAsked atomic.Int64
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)

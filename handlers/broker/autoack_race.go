@@ -72,14 +72,8 @@ func (r *autoAckRace) ticket() uint64 { return r.tickets.Add(1) }
 func (r *autoAckRace) begin(k raceKey, listed uint64, lastSeq int64, look lookKey) (t uint64, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.m == nil {
-		r.m = make(map[raceKey]*raceEntry)
-	}
-	e := r.m[k]
+	e := r.entry(k)
 	switch {
-	case e == nil:
-		e = &raceEntry{}
-		r.m[k] = e
 	case e.inFlight:
 		seen := lastSeq
 		if listed == 0 {
@@ -102,20 +96,27 @@ func (r *autoAckRace) begin(k raceKey, listed uint64, lastSeq int64, look lookKe
 func (r *autoAckRace) beginUnlisted(k raceKey) (t uint64, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.m == nil {
-		r.m = make(map[raceKey]*raceEntry)
-	}
-	e := r.m[k]
-	switch {
-	case e == nil:
-		e = &raceEntry{}
-		r.m[k] = e
-	case e.inFlight:
+	e := r.entry(k)
+	if e.inFlight {
 		r.passes.Add(1)
 		return 0, false
 	}
 	e.inFlight = true
 	return r.ticket(), true
+}
+
+// entry is k's entry, a new one (no claim in flight, none sent) when k has
+// none; r.mu is held.
+func (r *autoAckRace) entry(k raceKey) *raceEntry {
+	if r.m == nil {
+		r.m = make(map[raceKey]*raceEntry)
+	}
+	e := r.m[k]
+	if e == nil {
+		e = &raceEntry{}
+		r.m[k] = e
+	}
+	return e
 }
 
 // wouldPass is begin's answer without its effects: whether a pop would
