@@ -156,7 +156,7 @@ func TestWokenPopThatLeavesHandsItsPartitionOn(t *testing.T) {
 	_, _, err := tb.b.Configure(ctx, "", "handpart", "", "", QueueOptionsDefault())
 	require.NoError(t, err)
 
-	req := PopRequest{Queue: "handpart", Group: "g", AutoAck: true}
+	req := PopRequest{Tenant: DefaultTenant, Queue: "handpart", Group: "g", AutoAck: true}
 	ws := []*watched{tb.parkWatched(req), tb.parkWatched(req)}
 	look := tb.b.plan(req).lookKey()
 	tb.push(item("handpart", "p1", "m1", ""))
