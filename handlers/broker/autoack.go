@@ -64,13 +64,15 @@ func (b *Broker) claimAutoAck(ctx context.Context, pr popPlan, q db.QueenQueue, 
 	}
 	var got []claimed
 	look := pr.lookKey()
-	left := false // claimable messages seen and not taken
+	left := false      // claimable messages seen and not taken
+	var rest []partRef // the scanned candidates with those (leftHint)
 	for i, p := range parts {
 		if len(got) >= maxParts || budget <= 0 {
 			// Candidates not tried; those another claim of this broker
 			// is taking or took wake nobody (that claim's pop, or the
 			// push after it, does).
-			left = b.anyClaimable(parts[i:], pr.Group)
+			rest = b.claimable(rest, parts[i:], pr.Group)
+			left = left || len(rest) > 0
 			break
 		}
 		rk := raceKey{p.id, pr.Group}
@@ -98,11 +100,17 @@ func (b *Broker) claimAutoAck(ctx context.Context, pr popPlan, q db.QueenQueue, 
 		}
 		if cursor > 0 {
 			got = append(got, *c)
-			left = left || p.left(c, budget)
+			if p.left(c, budget) {
+				left = true
+				if p.listed > 0 {
+					rest = append(rest, p)
+				}
+			}
 			budget -= c.count()
 		}
 	}
-	if len(parts) > 0 && parts[0].listed > 0 && len(parts) >= popCandidates(pr.MaxPartitions) {
+	limit := len(parts) > 0 && parts[0].listed > 0 && len(parts) >= popCandidates(pr.MaxPartitions)
+	if limit {
 		left = true // the scan stopped at its limit: there may be more
 	}
 	switch {
@@ -112,11 +120,19 @@ func (b *Broker) claimAutoAck(ctx context.Context, pr popPlan, q db.QueenQueue, 
 		// one is due already, its look will see what this one left
 		// (due_looks.go): then, as after a look that took all it saw, the
 		// consumer's next long-poll need not look.
+		// What is left goes on with the hint: the partition a push
+		// filled, or the candidates of a scan that did not stop at its
+		// limit (with it, other partitions may hold messages the scan
+		// did not list: then a pop woken for anything scans). When a pop
+		// takes it, the whole look is answered as when a pop is due.
 		var hint *pushedPart
-		if parts[0].pushed != uuid.Nil {
+		switch {
+		case parts[0].pushed != uuid.Nil:
 			hint = pr.hint // what is left there goes on with the partition
+		case len(rest) > 0 && !limit && pr.takesHint() && pushedHintable(q):
+			hint = &pushedPart{queueID: q.ID, listed: rest}
 		}
-		if !b.handOn(look, hint) && pr.Queue != "" && !pr.started.at.IsZero() {
+		if b.handOn(look, hint) != handWoke && pr.Queue != "" && !pr.started.at.IsZero() {
 			b.sawEmpty(look, pr.started)
 		}
 	case len(got) > 0 && pr.Queue != "" && !pr.started.at.IsZero():
@@ -131,15 +147,15 @@ func (b *Broker) claimAutoAck(ctx context.Context, pr popPlan, q db.QueenQueue, 
 // popCandidates is how many candidate partitions a pop's scan asks for.
 func popCandidates(maxPartitions int) int { return maxPartitions*2 + 8 }
 
-// anyClaimable reports whether a pop of group might claim one of parts,
-// as far as this broker knows (autoack_race.go).
-func (b *Broker) anyClaimable(parts []partRef, group string) bool {
+// claimable appends to dst those of parts a pop of group might claim, as
+// far as this broker knows (autoack_race.go), and returns it.
+func (b *Broker) claimable(dst, parts []partRef, group string) []partRef {
 	for _, p := range parts {
 		if !b.race.wouldPass(raceKey{p.id, group}, p.listed, p.last) {
-			return true
+			dst = append(dst, p)
 		}
 	}
-	return false
+	return dst
 }
 
 // claimPartAutoAck is claimAutoAck's claim of one partition.

@@ -190,23 +190,35 @@ func (b *Broker) rewake(look lookKey) { b.wakeNext(look) }
 // (nothing, perhaps, or all it saw) is not taken as the key being empty
 // (known_empty.go) by the next long-poll, which then looks. When an autoAck
 // pop of look is already due, its look will see those messages: nothing is
-// done, and wakeNext reports false (due_looks.go).
-func (b *Broker) wakeNext(look lookKey) bool { return b.handOn(look, nil) }
+// done (due_looks.go).
+func (b *Broker) wakeNext(look lookKey) { b.handOn(look, nil) }
 
-// handOn is wakeNext for a wake-up that may offer a partition a push filled
-// (pushed_hint.go), whose messages the caller did not take all of. Unless
-// an autoAck pop of look is due, a pop parked on look that is not woken
-// already gets the partition, as from the push: it claims it, and scans
-// if it finds nothing, so the generation of look's wait keys need not
-// move. Without a partition, or with no pop to take it, it is wakeNext.
-func (b *Broker) handOn(look lookKey, hint *pushedPart) bool {
+// handOff is what handOn did.
+type handOff uint8
+
+const (
+	handDeferred handOff = iota // an autoAck pop of the key is due: it looks
+	handHinted                  // a pop took the hint: it claims what it names
+	handWoke                    // the generation moved, one pop was woken
+)
+
+// handOn is wakeNext for a wake-up that may offer what the caller left
+// (pushed_hint.go): a partition a push filled, whose messages the caller
+// did not take all of, or the candidates a scan saw and its pop left.
+// Unless an autoAck pop of look is due, a pop parked on look that is not
+// woken already gets the hint, one not looking first, one looking when no
+// other takes it (it claims the hint after its look, or hands it on when
+// that look answers it): it claims what the hint names, and scans if it
+// finds nothing, so the generation of look's wait keys need not move.
+// Without a hint, or with no pop to take it, it is wakeNext.
+func (b *Broker) handOn(look lookKey, hint *pushedPart) handOff {
 	if b.dueLooks.any(look) {
 		b.dueLooks.deferred.Add(1)
-		return false
+		return handDeferred
 	}
 	if hint != nil && b.looks.NotifyOneHint(look, hint) {
 		b.hinted.handedOn.Add(1)
-		return true
+		return handHinted
 	}
 	b.emptyMu.Lock()
 	for _, wk := range lookWaitKeys(look) {
@@ -214,5 +226,5 @@ func (b *Broker) handOn(look lookKey, hint *pushedPart) bool {
 	}
 	b.emptyMu.Unlock()
 	b.looks.NotifyOne(look)
-	return true
+	return handWoke
 }

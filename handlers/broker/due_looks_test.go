@@ -20,7 +20,7 @@ func TestLookLeavingMessagesDefersToADuePop(t *testing.T) {
 	_, _, err := tb.b.Configure(ctx, "", "due", "", "", QueueOptionsDefault())
 	require.NoError(t, err)
 
-	req := PopRequest{Queue: "due", Group: "g", AutoAck: true, Batch: 1}
+	req := PopRequest{Tenant: DefaultTenant, Queue: "due", Group: "g", AutoAck: true, Batch: 1}
 	ws := []*watched{tb.parkWatched(req), tb.parkWatched(req)}
 	// Three partitions filled, two pops woken; an announcement for
 	// anything (another broker's) reaches them before they look: each

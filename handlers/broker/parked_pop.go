@@ -172,9 +172,9 @@ func (p *ParkedPop) Resume(ctx context.Context) (res *PopResult, done bool, err 
 
 // looking marks p busy while it looks (its first look, or Resume's): a
 // push offers its partitions to the pops of the key that are not looking
-// first, and a partition handed on goes to one of those only (handOn).
-// A pop looking may be the one handing it on, and one parked claims it
-// sooner.
+// first, and so does a hand-on (handOn): one parked claims it sooner. A
+// pop looking takes only what those leave, and claims it after its look
+// (or hands it on, when that look answers it).
 func (p *ParkedPop) looking(on bool) {
 	p.w.SetBusy(on)
 	p.lw.SetBusy(on)

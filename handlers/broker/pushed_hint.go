@@ -28,7 +28,11 @@ import (
 //     parked pop, which claims it in turn (handOn); so does a woken pop
 //     that ends without looking (timeout, client gone, or answered by a
 //     look already under way), unless that answer delivered the last
-//     message the push stored there. With no parked pop to take it, the
+//     message the push stored there. A pop not looking gets it first, one
+//     looking when no other takes it (it claims it after its look). A
+//     scan's pop that leaves candidates (untried, or one taken short of
+//     the last seq the scan saw there) hands them on the same way, unless
+//     the scan stopped at its limit. With no parked pop to take it, the
 //     hand-on is a wake-up for anything, as before;
 //   - a push that filled more partitions than it found pops to wake is not
 //     excused (known_empty.go): the next long-poll of the key looks. The
@@ -43,12 +47,18 @@ import (
 
 // pushedPart is a partition a push filled, offered to the pop it wakes:
 // the partition, its queue's id, and the last message the push stored
-// there. The zero value offers nothing.
+// there. With listed, it is instead what a scan's pop left of the
+// candidates the scan saw (untried ones, and one taken short of the last
+// seq the scan saw there), offered to the pop a hand-on wakes (handOn),
+// which claims them as the scanning pop would have: the generation need
+// not move, and the next long-poll of the key need not look. The zero
+// value offers nothing.
 type pushedPart struct {
 	queueID uuid.UUID
 	id      uuid.UUID
 	name    string
 	last    uuid.UUID
+	listed  []partRef
 }
 
 // pushedHintable reports whether an autoAck claim of a partition of q can
@@ -84,7 +94,11 @@ func (b *Broker) claimPushed(ctx context.Context, pr popPlan, q db.QueenQueue, l
 		return nil, nil // the queue was replaced or reconfigured since the push
 	}
 	pr.started = emptyState{}
-	got, err := b.claimAutoAck(ctx, pr, q, []partRef{{id: h.id, name: h.name, pushed: h.last}}, leaseID, pr.Batch, 1, false)
+	parts := h.listed
+	if parts == nil {
+		parts = []partRef{{id: h.id, name: h.name, pushed: h.last}}
+	}
+	got, err := b.claimAutoAck(ctx, pr, q, parts, leaseID, pr.Batch, 1, false)
 	if err == nil {
 		if len(got) > 0 {
 			b.hinted.answered.Add(1)

@@ -156,7 +156,7 @@ func TestWokenPopThatLeavesHandsItsPartitionOn(t *testing.T) {
 	_, _, err := tb.b.Configure(ctx, "", "handpart", "", "", QueueOptionsDefault())
 	require.NoError(t, err)
 
-	req := PopRequest{Queue: "handpart", Group: "g", AutoAck: true}
+	req := PopRequest{Tenant: DefaultTenant, Queue: "handpart", Group: "g", AutoAck: true}
 	ws := []*watched{tb.parkWatched(req), tb.parkWatched(req)}
 	look := tb.b.plan(req).lookKey()
 	tb.push(item("handpart", "p1", "m1", ""))
@@ -239,4 +239,83 @@ func TestWokenPopThatTimesOutHandsItsPartitionOn(t *testing.T) {
 
 	require.EqualValues(t, 1, tb.b.hinted.handedOn.Load(), "the partition went on")
 	require.Equal(t, []string{"m1"}, tb.resumeWoken(ws))
+}
+
+// A partition handed on when no pop of the key is idle goes to one that is
+// looking: it claims the partition after its look, without a scan, and the
+// key's generation does not move.
+func TestHandOnGoesToALookingPopWhenNoneIsIdle(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	ctx := t.Context()
+	_, _, err := tb.b.Configure(ctx, "", "busyon", "", "", QueueOptionsDefault())
+	require.NoError(t, err)
+
+	req := PopRequest{Tenant: DefaultTenant, Queue: "busyon", Group: "g", AutoAck: true}
+	ws := []*watched{tb.parkWatched(req), tb.parkWatched(req)}
+	look := tb.b.plan(req).lookKey()
+	tb.push(item("busyon", "p1", "m1", ""))
+	require.Len(t, woken(ws), 1)
+	gone, busy := ws[0], ws[1]
+	if woken(ws)[0] == busy {
+		gone, busy = busy, gone
+	}
+	busy.p.looking(true) // as in the middle of a look
+	gen, scans := tb.b.genOf(look), tb.b.hinted.scans.Load()
+	gone.p.Cancel()
+
+	require.EqualValues(t, 1, tb.b.hinted.handedOn.Load(), "the partition went to the looking pop")
+	require.Equal(t, gen, tb.b.genOf(look), "the generation did not move")
+	busy.p.looking(false)
+	require.Equal(t, []string{"m1"}, tb.resumeWoken([]*watched{busy}))
+	require.Equal(t, scans, tb.b.hinted.scans.Load(), "claimed without a scan")
+}
+
+// A long-poll whose scan leaves candidates it did not try hands them on
+// to a parked pop, which claims them without a scan of its own and hands
+// on what it leaves in turn. The key's generation does not move, so the
+// group's next long-poll parks without a look.
+func TestScanLeavingCandidatesHandsThemOn(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	ctx := t.Context()
+	_, _, err := tb.b.Configure(ctx, "", "scanon", "", "", QueueOptionsDefault())
+	require.NoError(t, err)
+
+	req := PopRequest{Tenant: DefaultTenant, Queue: "scanon", Group: "g", AutoAck: true, Batch: 1}
+	ws := []*watched{tb.parkWatched(req), tb.parkWatched(req)}
+	look := tb.b.plan(req).lookKey()
+	// Stored by another broker and not announced: nobody here is woken.
+	other := New(Config{Pool: tb.pool, RepollInterval: time.Hour})
+	require.NoError(t, other.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, other.Stop(t.Context())) })
+	_, err = other.Push(ctx, "", []PushItem{item("scanon", "p1", "m1", ""), item("scanon", "p2", "m2", ""), item("scanon", "p3", "m3", "")})
+	require.NoError(t, err)
+	require.Empty(t, woken(ws))
+
+	// A long-poll that looks (as after a wake-up) takes one and leaves two.
+	tb.b.forgetEmpty(look)
+	gen, scans := tb.b.genOf(look), tb.b.hinted.scans.Load()
+	timeout := time.Minute
+	lr := req
+	lr.Wait, lr.Timeout = true, &timeout
+	res, p, err := tb.b.PopStart(ctx, lr)
+	require.NoError(t, err)
+	require.Nil(t, p)
+	got := txIDs(res)
+	require.Len(t, got, 1)
+	require.Equal(t, scans+1, tb.b.hinted.scans.Load())
+	require.EqualValues(t, 1, tb.b.hinted.handedOn.Load(), "what it left went on")
+	require.Len(t, woken(ws), 1)
+	require.Equal(t, gen, tb.b.genOf(look), "the generation did not move")
+
+	// The group's next long-poll parks without a look.
+	skipped := tb.b.repolled.skipped.Load()
+	ws = append(ws, tb.parkWatched(req))
+	require.Equal(t, skipped+1, tb.b.repolled.skipped.Load(), "parked without a look")
+
+	got = append(got, tb.resumeWoken(ws)...)
+	require.ElementsMatch(t, []string{"m1", "m2", "m3"}, got, "each once")
+	require.Equal(t, scans+1, tb.b.hinted.scans.Load(), "the others claimed without a scan")
+	require.Equal(t, gen, tb.b.genOf(look))
 }

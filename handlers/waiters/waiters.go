@@ -98,8 +98,8 @@ func (w *Waiter[K]) wake() {
 }
 
 // SetBusy marks the waiter busy (on) or idle: while busy, NotifyLimit
-// offers it a wake-up only when no idle waiter of its class takes it, and
-// NotifyOneHint none. For a waiter that is acting on something already
+// and NotifyOneHint offer it a wake-up only when no idle waiter takes it.
+// For a waiter that is acting on something already
 // (a pop looking for messages), which an idle one would act on sooner.
 func (w *Waiter[K]) SetBusy(on bool) { w.busy.Store(on) }
 
@@ -186,16 +186,27 @@ func (r *Registry[K]) NotifyOne(key K) bool {
 	return false
 }
 
-// NotifyOneHint offers hint to one idle waiter parked under key that takes
-// it as a new wake-up (RegisterClass: its function reports true), any one;
-// false when none did. A waiter that does not take it (woken already,
-// busy, or without a class) is not woken: the caller decides what to do
-// instead.
+// NotifyOneHint offers hint to one waiter parked under key that takes it
+// as a new wake-up (RegisterClass: its function reports true), an idle one
+// first, a busy one (SetBusy) only when no idle one took it; false when
+// none did. A busy waiter that takes it acts on it after what it is doing.
+// A waiter that does not take it (woken already, or without a class) is
+// not woken: the caller decides what to do instead.
 func (r *Registry[K]) NotifyOneHint(key K, hint any) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var busy []*Waiter[K]
 	for w := range r.byKey[key] {
-		if w.fnNew != nil && !w.busy.Load() && w.fnNew(hint) {
+		switch {
+		case w.fnNew == nil:
+		case w.busy.Load():
+			busy = append(busy, w)
+		case w.fnNew(hint):
+			return true
+		}
+	}
+	for _, w := range busy {
+		if w.fnNew(hint) {
 			return true
 		}
 	}

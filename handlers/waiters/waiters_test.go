@@ -181,7 +181,7 @@ func TestNotifyOneHintWakesOneWaiterThatTakesIt(t *testing.T) {
 }
 
 // A busy waiter is offered a wake-up only when the idle waiters of its
-// class do not take it, and no hand-on (NotifyOneHint) at all. (Repeated:
+// class do not take it. (Repeated:
 // the waiters are visited in the map's order, which varies.)
 func TestBusyWaitersAreOfferedWhatIdleOnesLeave(t *testing.T) {
 	t.Parallel()
@@ -203,8 +203,35 @@ func TestBusyWaitersAreOfferedWhatIdleOnesLeave(t *testing.T) {
 		hint := func(i int) any { return hints[i] }
 		require.Equal(t, map[any]int{"c": 1}, r.NotifyLimit("q:a", 1, hint))
 		require.Equal(t, map[string]any{"idle": "p1"}, got, "the idle waiter first")
-		require.False(t, r.NotifyOneHint("q:a", "p3"), "no hand-on to a busy waiter")
 		require.Equal(t, map[any]int{"c": 2}, r.NotifyLimit("q:a", 2, hint), "busy ones when the idle ones are woken")
 		require.Len(t, got, 3)
+	}
+}
+
+// A hand-on (NotifyOneHint) goes to an idle waiter when one takes it, and
+// to a busy one when none does: the busy one acts on it after what it is
+// doing, instead of the caller waking every pop of the key. (Repeated: the
+// waiters are visited in the map's order, which varies.)
+func TestNotifyOneHintOffersBusyWaitersWhatIdleOnesLeave(t *testing.T) {
+	t.Parallel()
+	for range 20 {
+		r := New[string]()
+		got := map[string]any{}
+		for _, name := range []string{"b1", "b2", "idle"} {
+			w := r.RegisterClass("c", func(h any) bool {
+				if _, due := got[name]; due {
+					return false
+				}
+				got[name] = h
+				return true
+			}, "q:a")
+			w.SetBusy(name != "idle")
+		}
+		require.True(t, r.NotifyOneHint("q:a", "p1"))
+		require.Equal(t, map[string]any{"idle": "p1"}, got, "the idle waiter first")
+		require.True(t, r.NotifyOneHint("q:a", "p2"), "a busy one when the idle one is woken")
+		require.Len(t, got, 2)
+		require.True(t, r.NotifyOneHint("q:a", "p3"))
+		require.False(t, r.NotifyOneHint("q:a", "p4"), "all woken")
 	}
 }
