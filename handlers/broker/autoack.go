@@ -1,8 +1,10 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 
@@ -172,8 +174,20 @@ func (b *Broker) claimPartAutoAck(ctx context.Context, pr popPlan, q db.QueenQue
 	if rows[0].Seq == 0 {
 		return nil, nil
 	}
+	autoAckInOrder(rows)
 	c := autoAckClaimed(q, p, rows)
 	return &c, nil
+}
+
+// autoAckInOrder puts an autoAck read's rows in seq order. The statement
+// returns them as its batch read them, in that order, without an ORDER BY
+// that would sort (copy) the whole batch again; SQL does not promise it, so
+// this checks it and sorts only when it does not hold.
+func autoAckInOrder(rows []db.PartitionConsumerAutoAckReadRow) {
+	bySeq := func(a, b db.PartitionConsumerAutoAckReadRow) int { return cmp.Compare(a.Seq, b.Seq) }
+	if !slices.IsSortedFunc(rows, bySeq) {
+		slices.SortFunc(rows, bySeq)
+	}
 }
 
 // claimOneAutoAck is claimAutoAck of one partition, in claim's shape.

@@ -108,7 +108,15 @@ ORDER BY m.seq;
 -- The first row says whether the cursor row exists: when it does not (a
 -- group's first pop of the partition), the caller claims through
 -- PartitionConsumerClaimAndRead, which creates it at the subscription's
--- start. One row with seq 0 means nothing was delivered.
+-- start. One row with seq 0 means nothing was delivered; only then is the
+-- cursor row looked up again.
+--
+-- The batch's rows come back as the batch read them, in seq order, with
+-- no sort and no join after it, and the cursor's last message is found by
+-- its seq rather than by an ordered aggregate: each sort copied the whole
+-- batch, payloads included (docs/benchmarks.md, "Round 7: the autoAck
+-- read"). SQL promises no order without an ORDER BY, so the caller checks
+-- it (autoAckInOrder).
 --
 -- The arguments and the two LIMITs are written as in
 -- PartitionConsumerClaimAndRead, so that the statement keeps its generic
@@ -146,19 +154,17 @@ batch AS MATERIALIZED (
 moved AS (
     UPDATE queen.partition_consumers pc
     SET last_seq = GREATEST(pc.last_seq, t.last_seq),
-        last_consumed_id = t.last_id,
+        last_consumed_id = (SELECT l.id FROM batch l WHERE l.seq = t.last_seq),
         last_consumed_at = now(),
         total_messages_consumed = pc.total_messages_consumed + t.n,
         total_batches_consumed = pc.total_batches_consumed + 1,
         batch_retry_count = 0,
         lease_id = NULL, lease_acquired_at = NULL, lease_expires_at = NULL, batch_size = 0, acked_count = 0
-    FROM (SELECT max(b.seq) AS last_seq, count(*) AS n, (array_agg(b.id ORDER BY b.seq DESC))[1] AS last_id
-          FROM batch b) t
+    FROM (SELECT max(b.seq) AS last_seq, count(*) AS n FROM batch b) t
     WHERE pc.partition_id = @partition_id AND pc.consumer_group = @consumer_group AND t.n > 0
     RETURNING pc.last_seq
 )
-SELECT EXISTS (SELECT 1 FROM queen.partition_consumers x
-               WHERE x.partition_id = @partition_id AND x.consumer_group = @consumer_group)::boolean AS cursor_found,
+SELECT true AS cursor_found,
        COALESCE(b.batch_retry_count, 0)::integer AS batch_retry_count,
        COALESCE(b.seq, 0)::bigint AS seq,
        COALESCE(b.id, '00000000-0000-0000-0000-000000000000'::uuid)::uuid AS id,
@@ -168,9 +174,12 @@ SELECT EXISTS (SELECT 1 FROM queen.partition_consumers x
        COALESCE(b.is_encrypted, false)::boolean AS is_encrypted,
        b.producer_sub,
        COALESCE(b.created_at, now())::timestamptz AS created_at
-FROM (SELECT 1) one
-LEFT JOIN batch b ON true
-ORDER BY b.seq;
+FROM batch b
+UNION ALL
+SELECT EXISTS (SELECT 1 FROM queen.partition_consumers x
+               WHERE x.partition_id = @partition_id AND x.consumer_group = @consumer_group),
+       0, 0, '00000000-0000-0000-0000-000000000000'::uuid, '', NULL, 'null'::jsonb, false, NULL, now()
+WHERE NOT EXISTS (SELECT 1 FROM batch);
 
 -- name: PartitionConsumerSetBatchSize :exec
 -- Records how many messages a pop delivered, so the lease is released when
