@@ -45,10 +45,7 @@ func TestAutoAckRacePassesOverWhatALaterClaimDelivered(t *testing.T) {
 // meanwhile does not wait for the shared re-poll (an hour here).
 func TestAutoAckPopPassesOverAClaimInFlightAndIsWokenAfter(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
-	ctx := t.Context()
-	_, _, err := tb.b.Configure(ctx, "", "race", "", "", QueueOptionsDefault())
-	require.NoError(t, err)
+	tb := setupWakeOnly(t, "race")
 	req := PopRequest{Queue: "race", Group: "g", AutoAck: true}
 	tb.push(item("race", "p1", "m0", ""))
 	first := tb.pop(req) // the group's cursor row on p1 exists from here

@@ -65,3 +65,16 @@ func (tb *testBundle) pop(req PopRequest) *PopResult {
 	require.NoError(tb.t, err)
 	return res
 }
+
+// setupWakeOnly is setup for the wake-up tests: no shared re-poll (an
+// hour), so a parked pop answers only when a wake-up reaches it, and the
+// named queues configured with the default options.
+func setupWakeOnly(t *testing.T, queues ...string) *testBundle {
+	t.Helper()
+	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	for _, q := range queues {
+		_, _, err := tb.b.Configure(t.Context(), "", q, "", "", QueueOptionsDefault())
+		require.NoError(t, err)
+	}
+	return tb
+}

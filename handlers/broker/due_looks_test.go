@@ -15,10 +15,8 @@ import (
 // next pop, which gets what was left.
 func TestLookLeavingMessagesDefersToADuePop(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	tb := setupWakeOnly(t, "due")
 	ctx := t.Context()
-	_, _, err := tb.b.Configure(ctx, "", "due", "", "", QueueOptionsDefault())
-	require.NoError(t, err)
 
 	req := PopRequest{Tenant: DefaultTenant, Queue: "due", Group: "g", AutoAck: true, Batch: 1}
 	ws := []*watched{tb.parkWatched(req), tb.parkWatched(req)}
@@ -66,10 +64,8 @@ func TestLookLeavingMessagesDefersToADuePop(t *testing.T) {
 // could wake pops for still makes the next long-poll look.
 func TestLongPollAfterAPushItsWokenPopsAnswerParksWithoutLooking(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	tb := setupWakeOnly(t, "excused")
 	ctx := t.Context()
-	_, _, err := tb.b.Configure(ctx, "", "excused", "", "", QueueOptionsDefault())
-	require.NoError(t, err)
 
 	req := PopRequest{Queue: "excused", Group: "g", AutoAck: true, Batch: 10}
 	first := tb.parkWatched(req) // looks, finds nothing

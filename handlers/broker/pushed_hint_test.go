@@ -39,10 +39,8 @@ func (tb *testBundle) resumeWoken(ws []*watched) (got []string) {
 // scan of the queue's partitions.
 func TestWokenAutoAckPopClaimsThePushedPartitionWithoutAScan(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	tb := setupWakeOnly(t, "hinted")
 	ctx := t.Context()
-	_, _, err := tb.b.Configure(ctx, "", "hinted", "", "", QueueOptionsDefault())
-	require.NoError(t, err)
 
 	req := PopRequest{Queue: "hinted", Group: "g", AutoAck: true, Batch: 10}
 	ws := []*watched{tb.parkWatched(req), tb.parkWatched(req), tb.parkWatched(req)}
@@ -66,10 +64,8 @@ func TestWokenAutoAckPopClaimsThePushedPartitionWithoutAScan(t *testing.T) {
 // pop does, and gets what another push left without a pop of its own.
 func TestWokenPopWhosePushedPartitionIsTakenScans(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	tb := setupWakeOnly(t, "taken")
 	ctx := t.Context()
-	_, _, err := tb.b.Configure(ctx, "", "taken", "", "", QueueOptionsDefault())
-	require.NoError(t, err)
 
 	req := PopRequest{Queue: "taken", Group: "g", AutoAck: true, Batch: 10}
 	w := tb.parkWatched(req)
@@ -93,10 +89,8 @@ func TestWokenPopWhosePushedPartitionIsTakenScans(t *testing.T) {
 // the hand-on wakes a pop that scans, and nothing is left waiting.
 func TestHandOnDoesNotWaitForAPopWithAPushedPartition(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	tb := setupWakeOnly(t, "handon")
 	ctx := t.Context()
-	_, _, err := tb.b.Configure(ctx, "", "handon", "", "", QueueOptionsDefault())
-	require.NoError(t, err)
 
 	req := PopRequest{Queue: "handon", Group: "g", AutoAck: true, Batch: 1}
 	ws := []*watched{tb.parkWatched(req), tb.parkWatched(req), tb.parkWatched(req)}
@@ -151,10 +145,7 @@ func TestPushToAWindowedQueueOffersNoPartition(t *testing.T) {
 // generation does not move.
 func TestWokenPopThatLeavesHandsItsPartitionOn(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
-	ctx := t.Context()
-	_, _, err := tb.b.Configure(ctx, "", "handpart", "", "", QueueOptionsDefault())
-	require.NoError(t, err)
+	tb := setupWakeOnly(t, "handpart")
 
 	req := PopRequest{Tenant: DefaultTenant, Queue: "handpart", Group: "g", AutoAck: true}
 	ws := []*watched{tb.parkWatched(req), tb.parkWatched(req)}
@@ -176,10 +167,7 @@ func TestWokenPopThatLeavesHandsItsPartitionOn(t *testing.T) {
 // the push stored there hands the partition on to the next pop.
 func TestPopLeavingPartOfItsPartitionHandsItOn(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
-	ctx := t.Context()
-	_, _, err := tb.b.Configure(ctx, "", "rest", "", "", QueueOptionsDefault())
-	require.NoError(t, err)
+	tb := setupWakeOnly(t, "rest")
 
 	req := PopRequest{Queue: "rest", Group: "g", AutoAck: true, Batch: 2}
 	ws := []*watched{tb.parkWatched(req), tb.parkWatched(req), tb.parkWatched(req)}
@@ -198,10 +186,7 @@ func TestPopLeavingPartOfItsPartitionHandsItOn(t *testing.T) {
 // the partition its wake-up offered hands nothing on.
 func TestWokenPopAnsweredWithItsPushHandsNothingOn(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
-	ctx := t.Context()
-	_, _, err := tb.b.Configure(ctx, "", "answered", "", "", QueueOptionsDefault())
-	require.NoError(t, err)
+	tb := setupWakeOnly(t, "answered")
 
 	req := PopRequest{Queue: "answered", Group: "g", AutoAck: true}
 	ws := []*watched{tb.parkWatched(req), tb.parkWatched(req)}
@@ -221,10 +206,8 @@ func TestWokenPopAnsweredWithItsPushHandsNothingOn(t *testing.T) {
 // with the partition it offered.
 func TestWokenPopThatTimesOutHandsItsPartitionOn(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	tb := setupWakeOnly(t, "expired")
 	ctx := t.Context()
-	_, _, err := tb.b.Configure(ctx, "", "expired", "", "", QueueOptionsDefault())
-	require.NoError(t, err)
 
 	req := PopRequest{Queue: "expired", Group: "g", AutoAck: true}
 	ws := []*watched{tb.parkWatched(req), tb.parkWatched(req)}
@@ -246,10 +229,7 @@ func TestWokenPopThatTimesOutHandsItsPartitionOn(t *testing.T) {
 // key's generation does not move.
 func TestHandOnGoesToALookingPopWhenNoneIsIdle(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
-	ctx := t.Context()
-	_, _, err := tb.b.Configure(ctx, "", "busyon", "", "", QueueOptionsDefault())
-	require.NoError(t, err)
+	tb := setupWakeOnly(t, "busyon")
 
 	req := PopRequest{Tenant: DefaultTenant, Queue: "busyon", Group: "g", AutoAck: true}
 	ws := []*watched{tb.parkWatched(req), tb.parkWatched(req)}
@@ -277,10 +257,8 @@ func TestHandOnGoesToALookingPopWhenNoneIsIdle(t *testing.T) {
 // group's next long-poll parks without a look.
 func TestScanLeavingCandidatesHandsThemOn(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	tb := setupWakeOnly(t, "scanon")
 	ctx := t.Context()
-	_, _, err := tb.b.Configure(ctx, "", "scanon", "", "", QueueOptionsDefault())
-	require.NoError(t, err)
 
 	req := PopRequest{Tenant: DefaultTenant, Queue: "scanon", Group: "g", AutoAck: true, Batch: 1}
 	ws := []*watched{tb.parkWatched(req), tb.parkWatched(req)}
@@ -289,7 +267,7 @@ func TestScanLeavingCandidatesHandsThemOn(t *testing.T) {
 	other := New(Config{Pool: tb.pool, RepollInterval: time.Hour})
 	require.NoError(t, other.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, other.Stop(t.Context())) })
-	_, err = other.Push(ctx, "", []PushItem{item("scanon", "p1", "m1", ""), item("scanon", "p2", "m2", ""), item("scanon", "p3", "m3", "")})
+	_, err := other.Push(ctx, "", []PushItem{item("scanon", "p1", "m1", ""), item("scanon", "p2", "m2", ""), item("scanon", "p3", "m3", "")})
 	require.NoError(t, err)
 	require.Empty(t, woken(ws))
 

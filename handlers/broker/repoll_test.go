@@ -44,10 +44,8 @@ func (tb *testBundle) waitParked(req PopRequest, n int) {
 // (the interval is an hour), so the counts are exact.
 func TestParkedPopsShareOneLook(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	tb := setupWakeOnly(t, "shared")
 	ctx := t.Context()
-	_, _, err := tb.b.Configure(ctx, "", "shared", "", "", QueueOptionsDefault())
-	require.NoError(t, err)
 
 	queueMode := PopRequest{Queue: "shared"}
 	group := PopRequest{Queue: "shared", Group: "g1"}
@@ -68,7 +66,7 @@ func TestParkedPopsShareOneLook(t *testing.T) {
 
 	// Stored by a broker that announces nothing to this one: only the
 	// shared look can find it.
-	_, err = tb.unlinked().Push(ctx, DefaultTenant, []PushItem{item("shared", "", "m1", `{"n":1}`)})
+	_, err := tb.unlinked().Push(ctx, DefaultTenant, []PushItem{item("shared", "", "m1", `{"n":1}`)})
 	require.NoError(t, err)
 	require.NoError(t, tb.b.repollOnce(ctx))
 	require.EqualValues(t, 2, tb.b.repolled.statements.Load())
@@ -186,10 +184,8 @@ func TestRepollLoopDeliversUnannouncedPush(t *testing.T) {
 // unlinked broker) the shared look finds, as for every parked pop.
 func TestNewPopOnKnownEmptyKeyParksWithoutLooking(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	tb := setupWakeOnly(t, "known")
 	ctx := t.Context()
-	_, _, err := tb.b.Configure(ctx, "", "known", "", "", QueueOptionsDefault())
-	require.NoError(t, err)
 	req := PopRequest{Queue: "known"}
 	first := tb.parkPop(req)
 	tb.waitParked(req, 1)
@@ -205,7 +201,7 @@ func TestNewPopOnKnownEmptyKeyParksWithoutLooking(t *testing.T) {
 	require.Eventually(t, func() bool { return tb.b.repolled.skipped.Load() == 1 }, 10*time.Second, 2*time.Millisecond,
 		"the second parks on what the first saw")
 
-	_, err = tb.unlinked().Push(ctx, DefaultTenant, []PushItem{item("known", "", "m1", "")})
+	_, err := tb.unlinked().Push(ctx, DefaultTenant, []PushItem{item("known", "", "m1", "")})
 	require.NoError(t, err)
 	require.NoError(t, tb.b.repollOnce(ctx))
 	var r *PopResult
@@ -263,10 +259,8 @@ func TestKnownEmptyEndsWithAWakeUpForTheKey(t *testing.T) {
 // busy and the next round later still.
 func TestKnownEmptyOutlivesALateRepoll(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	tb := setupWakeOnly(t, "late")
 	ctx := t.Context()
-	_, _, err := tb.b.Configure(ctx, "", "late", "", "", QueueOptionsDefault())
-	require.NoError(t, err)
 	timeout := time.Hour
 	req := PopRequest{Queue: "late", Wait: true, Timeout: &timeout}
 	parked, p, err := tb.b.PopStart(ctx, req)

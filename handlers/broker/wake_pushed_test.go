@@ -45,10 +45,8 @@ func woken(ws []*watched) (out []*watched) {
 // without autoAck are all woken, as before.
 func TestPushWakesAsManyAutoAckPopsAsPartitionsFilled(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	tb := setupWakeOnly(t, "fan")
 	ctx := t.Context()
-	_, _, err := tb.b.Configure(ctx, "", "fan", "", "", QueueOptionsDefault())
-	require.NoError(t, err)
 
 	auto := PopRequest{Queue: "fan", Group: "g", AutoAck: true, Batch: 10}
 	var autos []*watched
@@ -77,10 +75,7 @@ func TestPushWakesAsManyAutoAckPopsAsPartitionsFilled(t *testing.T) {
 // hour).
 func TestAutoAckPopLeavingMessagesWakesTheNext(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
-	ctx := t.Context()
-	_, _, err := tb.b.Configure(ctx, "", "chain", "", "", QueueOptionsDefault())
-	require.NoError(t, err)
+	tb := setupWakeOnly(t, "chain")
 
 	req := PopRequest{Queue: "chain", Group: "g", AutoAck: true, Batch: 1}
 	a, b, c := tb.parkPop(req), tb.parkPop(req), tb.parkPop(req)
@@ -105,10 +100,8 @@ func TestAutoAckPopLeavingMessagesWakesTheNext(t *testing.T) {
 // hands the wake-up to another pop of its key.
 func TestWokenPopThatLeavesPassesTheWakeUpOn(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	tb := setupWakeOnly(t, "handoff")
 	ctx := t.Context()
-	_, _, err := tb.b.Configure(ctx, "", "handoff", "", "", QueueOptionsDefault())
-	require.NoError(t, err)
 
 	req := PopRequest{Queue: "handoff", Group: "g", AutoAck: true}
 	ws := []*watched{tb.parkWatched(req), tb.parkWatched(req)}
@@ -135,10 +128,8 @@ func TestWokenPopThatLeavesPassesTheWakeUpOn(t *testing.T) {
 // that left messages looks, and gets them.
 func TestLongPollAfterAnAutoAckLookThatTookAllParksWithoutLooking(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	tb := setupWakeOnly(t, "took")
 	ctx := t.Context()
-	_, _, err := tb.b.Configure(ctx, "", "took", "", "", QueueOptionsDefault())
-	require.NoError(t, err)
 	timeout := time.Minute
 	req := PopRequest{Queue: "took", Group: "g", AutoAck: true, Batch: 2, Wait: true, Timeout: &timeout}
 
@@ -180,10 +171,8 @@ func txIDs(r *PopResult) []string {
 // long-poll park without looking.
 func TestAutoAckLookAtTheScanLimitDoesNotMarkTheKeyEmpty(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, func(c *Config) { c.RepollInterval = time.Hour })
+	tb := setupWakeOnly(t, "cap")
 	ctx := t.Context()
-	_, _, err := tb.b.Configure(ctx, "", "cap", "", "", QueueOptionsDefault())
-	require.NoError(t, err)
 	limit := popCandidates(1)
 	var parts []string
 	for i := range limit + 1 { // one push each: the scan's order is the push order
