@@ -187,6 +187,77 @@ func (q *Queries) PartitionConsumerAutoAck(ctx context.Context, arg PartitionCon
 	return err
 }
 
+const partitionConsumerAutoAckAdvance = `-- name: PartitionConsumerAutoAckAdvance :many
+WITH cur AS (
+    SELECT pc.batch_retry_count
+    FROM queen.partition_consumers pc
+    WHERE pc.partition_id = $1 AND pc.consumer_group = $2
+      AND pc.last_seq = $3::bigint
+      AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
+    FOR UPDATE SKIP LOCKED
+),
+moved AS (
+    UPDATE queen.partition_consumers pc
+    SET last_seq = $4::bigint,
+        last_consumed_id = $5::uuid,
+        last_consumed_at = now(),
+        total_messages_consumed = pc.total_messages_consumed + $6::bigint,
+        total_batches_consumed = pc.total_batches_consumed + 1,
+        batch_retry_count = 0,
+        lease_id = NULL, lease_acquired_at = NULL, lease_expires_at = NULL, batch_size = 0, acked_count = 0
+    FROM cur
+    WHERE pc.partition_id = $1 AND pc.consumer_group = $2
+    RETURNING pc.last_seq
+)
+SELECT cur.batch_retry_count::integer AS batch_retry_count FROM cur
+`
+
+type PartitionConsumerAutoAckAdvanceParams struct {
+	PartitionID    uuid.UUID
+	ConsumerGroup  string
+	ExpectedSeq    int64
+	LastSeq        int64
+	LastConsumedID uuid.UUID
+	N              int64
+}
+
+// An autoAck pop of one partition served from rows another group's autoAck
+// read of it returned a moment ago on this broker (read_share.go): moves
+// the group's cursor from expected_seq to last_seq, past the n messages the
+// pop delivers from those rows, without reading them again. The cursor row
+// is locked as PartitionConsumerAutoAckRead locks it (SKIP LOCKED, no live
+// lease) and only while its last_seq still equals expected_seq: locking
+// re-reads the latest committed row, so a cursor another pop moved
+// meanwhile (or a seek) gives no row, and the caller reads as usual. The
+// columns set are those the read sets (the update is HOT). The row is the
+// retry count the read would have delivered with the batch.
+func (q *Queries) PartitionConsumerAutoAckAdvance(ctx context.Context, arg PartitionConsumerAutoAckAdvanceParams) ([]int32, error) {
+	rows, err := q.db.Query(ctx, partitionConsumerAutoAckAdvance,
+		arg.PartitionID,
+		arg.ConsumerGroup,
+		arg.ExpectedSeq,
+		arg.LastSeq,
+		arg.LastConsumedID,
+		arg.N,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int32
+	for rows.Next() {
+		var batch_retry_count int32
+		if err := rows.Scan(&batch_retry_count); err != nil {
+			return nil, err
+		}
+		items = append(items, batch_retry_count)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const partitionConsumerAutoAckRead = `-- name: PartitionConsumerAutoAckRead :many
 WITH cur AS (
     SELECT pc.last_seq, pc.batch_retry_count

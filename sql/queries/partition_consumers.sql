@@ -181,6 +181,40 @@ SELECT EXISTS (SELECT 1 FROM queen.partition_consumers x
        0, 0, '00000000-0000-0000-0000-000000000000'::uuid, '', NULL, 'null'::jsonb, false, NULL, now()
 WHERE NOT EXISTS (SELECT 1 FROM batch);
 
+-- name: PartitionConsumerAutoAckAdvance :many
+-- An autoAck pop of one partition served from rows another group's autoAck
+-- read of it returned a moment ago on this broker (read_share.go): moves
+-- the group's cursor from expected_seq to last_seq, past the n messages the
+-- pop delivers from those rows, without reading them again. The cursor row
+-- is locked as PartitionConsumerAutoAckRead locks it (SKIP LOCKED, no live
+-- lease) and only while its last_seq still equals expected_seq: locking
+-- re-reads the latest committed row, so a cursor another pop moved
+-- meanwhile (or a seek) gives no row, and the caller reads as usual. The
+-- columns set are those the read sets (the update is HOT). The row is the
+-- retry count the read would have delivered with the batch.
+WITH cur AS (
+    SELECT pc.batch_retry_count
+    FROM queen.partition_consumers pc
+    WHERE pc.partition_id = @partition_id AND pc.consumer_group = @consumer_group
+      AND pc.last_seq = @expected_seq::bigint
+      AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
+    FOR UPDATE SKIP LOCKED
+),
+moved AS (
+    UPDATE queen.partition_consumers pc
+    SET last_seq = @last_seq::bigint,
+        last_consumed_id = @last_consumed_id::uuid,
+        last_consumed_at = now(),
+        total_messages_consumed = pc.total_messages_consumed + @n::bigint,
+        total_batches_consumed = pc.total_batches_consumed + 1,
+        batch_retry_count = 0,
+        lease_id = NULL, lease_acquired_at = NULL, lease_expires_at = NULL, batch_size = 0, acked_count = 0
+    FROM cur
+    WHERE pc.partition_id = @partition_id AND pc.consumer_group = @consumer_group
+    RETURNING pc.last_seq
+)
+SELECT cur.batch_retry_count::integer AS batch_retry_count FROM cur;
+
 -- name: PartitionConsumerSetBatchSize :exec
 -- Records how many messages a pop delivered, so the lease is released when
 -- that many have been acked.

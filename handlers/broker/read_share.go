@@ -1,0 +1,267 @@
+package broker
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/queenforgo/queen/gen/db"
+	"github.com/queenforgo/queen/sql/pgerr"
+)
+
+// In a fan-out every consumer group reads every message: a push's wake-up
+// offers the partition it filled to one autoAck pop of each group, and each
+// group's autoAck read (PartitionConsumerAutoAckRead) fetches the same rows
+// of the same partition within milliseconds of the others, converts each
+// payload to text again and sends it over the socket again. So the rows an
+// autoAck read returns are kept here a moment, per partition, and another
+// group's autoAck claim of the partition that this broker knows the cursor
+// of (its own last autoAck claim of it, autoack_race.go), and whose next
+// rows are kept, is served from them: one statement moves that group's
+// cursor (PartitionConsumerAutoAckAdvance: the lock and the HOT update of
+// the read, only while the cursor is still where this broker saw it)
+// without reading the messages. When that statement finds the cursor
+// moved, locked or leased, the claim reads as usual: correctness never
+// depends on what is kept.
+//
+// Why the kept rows are complete: a push locks its partitions' rows until
+// it commits, so inside a partition sequence order is commit order (queen.
+// push_messages, migration 0012), and a snapshot that sees a message sees
+// every message of lower seq. An autoAck read returns the visible messages
+// past the cursor in seq order, so its rows are every message with a seq
+// from its first to its last (lo, hi]: none with a lower seq can commit
+// later. Rows are only ever taken out by deletes: this broker's own
+// (message, partition, queue) drop everything kept; other brokers' and the
+// retention jobs' are covered by the age bound, as a read of a moment ago
+// would have delivered the message too.
+//
+// What a group served from kept rows misses is what committed after the
+// read that kept them: the messages past hi. A serve answers as that read
+// would have, had the group made it then, so it is used only where the
+// pop's bookkeeping (the hand-ons, known_empty.go's "the key was empty
+// since the look started") holds for a read made then:
+//
+//   - the serve fills the pop's whole batch: it is exactly the batch a read
+//     now would return (the first budget messages past the cursor);
+//   - or the pop's wake-up offered the partition (pushed_hint.go) and the
+//     last message that push stored there is among the kept rows: what
+//     committed after it was announced by its own wake-up;
+//   - or the read that kept the rows was sent after this pop's look started
+//     and found nothing past hi then (it returned less than its batch):
+//     anything past hi committed after the look started, so its wake-up
+//     came after the look's start, as for a read of the pop's own.
+//
+// Only queues without a delay or a window buffer (pushedHintable): their
+// reads have no other filter, so every group's read of a partition returns
+// the same rows. Payloads are kept as stored (encrypted ones are opened per
+// answer, popResult).
+
+// sharedReadAge is how long kept rows may serve another group.
+const sharedReadAge = 2 * time.Second
+
+// sharedReadBytes bounds what is kept, payloads and ids counted; past it
+// the oldest partitions' rows go first.
+const sharedReadBytes = 8 << 20
+
+// sharedReadRows bounds one partition's rows: past it, the oldest go.
+const sharedReadRows = 2000
+
+// sharedRead is what autoAck reads of one partition returned: every
+// message with a seq in (lo, hi], in seq order.
+type sharedRead struct {
+	queueID uuid.UUID
+	lo, hi  int64
+	rows    []db.PartitionConsumerAutoAckReadRow
+	bytes   int
+	born    time.Time // when the first of its reads was sent
+	// sentAt is when the read that brought hi was sent; short that it
+	// returned less than its batch, so nothing past hi was visible then.
+	sentAt time.Time
+	short  bool
+}
+
+// sharedReads holds the kept rows of this broker's autoAck reads.
+type sharedReads struct {
+	mu    sync.Mutex
+	m     map[uuid.UUID]*sharedRead
+	bytes int
+	// epoch moves with every delete of this broker: a read sent before
+	// it keeps nothing.
+	epoch atomic.Uint64
+
+	reads    atomic.Int64 // autoAck reads sent (PartitionConsumerAutoAckRead)
+	served   atomic.Int64 // autoAck claims served from kept rows
+	fellBack atomic.Int64 // kept rows tried, the cursor was not as known: read
+}
+
+// SharedReadStats counts the autoAck claims: those that read, those served
+// from the rows another group's read kept, and the tries of kept rows that
+// found the cursor moved, locked or leased and read after all.
+type SharedReadStats struct {
+	Reads, Served, FellBack int64
+}
+
+// SharedReadStatsSnapshot is what the autoAck claims did since boot.
+func (b *Broker) SharedReadStatsSnapshot() SharedReadStats {
+	return SharedReadStats{Reads: b.shared.reads.Load(), Served: b.shared.served.Load(), FellBack: b.shared.fellBack.Load()}
+}
+
+// forgetAll drops what is kept: a delete of this broker committed.
+func (s *sharedReads) forgetAll() {
+	s.epoch.Add(1)
+	s.mu.Lock()
+	s.m, s.bytes = nil, 0
+	s.mu.Unlock()
+}
+
+// rowBytes is about what a kept row holds.
+func rowBytes(r *db.PartitionConsumerAutoAckReadRow) int {
+	n := 128 + len(r.Payload) + len(r.TransactionID)
+	if r.ProducerSub != nil {
+		n += len(*r.ProducerSub)
+	}
+	return n
+}
+
+// keep stores the rows of an autoAck read of part sent at sentAt, while
+// this broker's deletes were at epoch, for batch messages at most.
+func (s *sharedReads) keep(queueID, part uuid.UUID, rows []db.PartitionConsumerAutoAckReadRow, batch int, sentAt time.Time, epoch uint64) {
+	first, last := rows[0].Seq, rows[len(rows)-1].Seq
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.epoch.Load() != epoch {
+		return // a delete committed since the read was sent
+	}
+	if s.m == nil {
+		s.m = make(map[uuid.UUID]*sharedRead)
+	}
+	e := s.m[part]
+	fresh := e != nil && e.queueID == queueID && time.Since(e.born) < sharedReadAge
+	switch {
+	case fresh && first > e.lo && first <= e.hi+1 && last >= e.hi:
+		// Adjacent to what is kept, or overlapping its end: the read
+		// goes on from it.
+		cut, _ := slices.BinarySearchFunc(e.rows, first, func(r db.PartitionConsumerAutoAckReadRow, seq int64) int {
+			return cmp.Compare(r.Seq, seq)
+		})
+		for i := cut; i < len(e.rows); i++ {
+			e.bytes -= rowBytes(&e.rows[i])
+			s.bytes -= rowBytes(&e.rows[i])
+		}
+		e.rows = append(e.rows[:cut:cut], rows...)
+	case fresh && last <= e.hi:
+		return // behind what is kept
+	default:
+		if e != nil {
+			s.bytes -= e.bytes
+		}
+		e = &sharedRead{queueID: queueID, lo: first - 1, born: sentAt}
+		s.m[part] = e
+		e.rows = slices.Clone(rows)
+	}
+	for i := len(e.rows) - len(rows); i < len(e.rows); i++ {
+		n := rowBytes(&e.rows[i])
+		e.bytes += n
+		s.bytes += n
+	}
+	e.hi, e.sentAt, e.short = last, sentAt, len(rows) < batch
+	if over := len(e.rows) - sharedReadRows; over > 0 {
+		for i := range over {
+			n := rowBytes(&e.rows[i])
+			e.bytes -= n
+			s.bytes -= n
+		}
+		e.lo = e.rows[over-1].Seq
+		e.rows = slices.Clone(e.rows[over:])
+	}
+	for s.bytes > sharedReadBytes {
+		s.dropOldestLocked()
+	}
+}
+
+// dropOldestLocked forgets the partition kept longest.
+func (s *sharedReads) dropOldestLocked() {
+	var oldest uuid.UUID
+	var at time.Time
+	for id, e := range s.m {
+		if at.IsZero() || e.born.Before(at) {
+			oldest, at = id, e.born
+		}
+	}
+	if e := s.m[oldest]; e != nil {
+		s.bytes -= e.bytes
+		delete(s.m, oldest)
+	} else {
+		s.bytes = 0
+	}
+}
+
+// take is what kept rows of part give a claim of budget messages from a
+// cursor at cur: copies of the next rows past it, when what is kept covers
+// it and the serve may answer the pop (see above: pushed is the message
+// the pop's wake-up offered, lookAt when its look started). nil: read.
+func (s *sharedReads) take(queueID, part uuid.UUID, cur int64, budget int, pushed uuid.UUID, lookAt time.Time) []db.PartitionConsumerAutoAckReadRow {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.m[part]
+	if e == nil || e.queueID != queueID || cur < e.lo || cur >= e.hi {
+		return nil
+	}
+	if time.Since(e.born) >= sharedReadAge {
+		s.bytes -= e.bytes
+		delete(s.m, part)
+		return nil
+	}
+	i, _ := slices.BinarySearchFunc(e.rows, cur+1, func(r db.PartitionConsumerAutoAckReadRow, seq int64) int {
+		return cmp.Compare(r.Seq, seq)
+	})
+	next := e.rows[i:min(len(e.rows), i+budget)]
+	switch {
+	case len(next) == budget:
+	case pushed != uuid.Nil && slices.ContainsFunc(e.rows, func(r db.PartitionConsumerAutoAckReadRow) bool { return r.ID == pushed }):
+	case e.short && !lookAt.IsZero() && e.sentAt.After(lookAt):
+	default:
+		return nil
+	}
+	return slices.Clone(next)
+}
+
+// claimShared serves an autoAck claim of p from the rows another group's
+// read kept, when it can (above): ok false means the claim must read.
+func (b *Broker) claimShared(ctx context.Context, pr popPlan, q db.QueenQueue, p partRef, budget int) (c *claimed, ok bool, err error) {
+	if !pushedHintable(q) {
+		return nil, false, nil
+	}
+	cur, known := b.race.cursorOf(raceKey{p.id, pr.Group})
+	if !known {
+		return nil, false, nil
+	}
+	rows := b.shared.take(q.ID, p.id, cur, budget, p.pushed, pr.lookAt)
+	if rows == nil {
+		return nil, false, nil
+	}
+	last := rows[len(rows)-1]
+	got, err := b.q.PartitionConsumerAutoAckAdvance(ctx, db.PartitionConsumerAutoAckAdvanceParams{
+		PartitionID: p.id, ConsumerGroup: pr.Group, ExpectedSeq: cur,
+		LastSeq: last.Seq, LastConsumedID: last.ID, N: int64(len(rows)),
+	})
+	if err = pgerr.Translate(err); err != nil {
+		return nil, true, fmt.Errorf("autoAck claim of partition %s: %w", p.id, err)
+	}
+	if len(got) == 0 {
+		b.shared.fellBack.Add(1)
+		return nil, false, nil
+	}
+	for i := range rows {
+		rows[i].CursorFound, rows[i].BatchRetryCount = true, got[0]
+	}
+	b.shared.served.Add(1)
+	cl := autoAckClaimed(q, p, rows)
+	return &cl, true, nil
+}
