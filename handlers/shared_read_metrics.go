@@ -9,17 +9,19 @@ import "github.com/prometheus/client_golang/prometheus"
 // the share of autoAck claims that read no message.
 type sharedReadCollector struct {
 	s     *Server
-	descs [3]*prometheus.Desc
+	descs [4]*prometheus.Desc
 }
 
 func newSharedReadCollector(s *Server) sharedReadCollector {
-	return sharedReadCollector{s: s, descs: [3]*prometheus.Desc{
+	return sharedReadCollector{s: s, descs: [4]*prometheus.Desc{
 		prometheus.NewDesc("queen_pop_autoack_reads_total",
 			"AutoAck claims of a partition that read its messages (one statement that reads the batch and moves the cursor).", nil, nil),
 		prometheus.NewDesc("queen_pop_autoack_shared_total",
 			"AutoAck claims served from the messages another consumer group's autoAck read of the partition returned on this broker a moment before: their statement only moved the cursor.", nil, nil),
 		prometheus.NewDesc("queen_pop_autoack_shared_fallbacks_total",
 			"AutoAck claims that tried those messages but found the group's cursor moved, locked or leased, and read after all.", nil, nil),
+		prometheus.NewDesc("queen_pop_autoack_shared_waits_total",
+			"AutoAck claims that waited for another consumer group's autoAck read of the partition in flight on this broker, to be served from its messages.", nil, nil),
 	}}
 }
 
@@ -31,7 +33,7 @@ func (c sharedReadCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c sharedReadCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.s.b.SharedReadStatsSnapshot()
-	for i, v := range []int64{st.Reads, st.Served, st.FellBack} {
+	for i, v := range []int64{st.Reads, st.Served, st.FellBack, st.Waited} {
 		ch <- prometheus.MustNewConstMetric(c.descs[i], prometheus.CounterValue, float64(v))
 	}
 }

@@ -168,6 +168,13 @@ func (b *Broker) claimPartAutoAck(ctx context.Context, pr popPlan, q db.QueenQue
 	if c, ok, err := b.claimShared(ctx, pr, q, p, budget); ok || err != nil {
 		return c, err
 	}
+	var reading chan struct{}
+	if pushedHintable(q) {
+		if ch, mine := b.shared.begin(p.id); mine {
+			reading = ch
+			defer func() { b.shared.end(p.id, reading) }()
+		}
+	}
 	epoch, sent := b.shared.epoch.Load(), time.Now()
 	b.shared.reads.Add(1)
 	rows, err := b.q.PartitionConsumerAutoAckRead(ctx, db.PartitionConsumerAutoAckReadParams{

@@ -49,6 +49,10 @@ import (
 //
 //   - the serve fills the pop's whole batch: it is exactly the batch a read
 //     now would return (the first budget messages past the cursor);
+//   - or the pop's scan listed the partition and the serve reaches the last
+//     seq that scan saw there: the claim's hand-on (p.left) and the key's
+//     "empty" (only when all the scan saw was taken) are judged against
+//     the scan, whose pushes after it announce themselves;
 //   - or the pop's wake-up offered the partition (pushed_hint.go) and the
 //     last message that push stored there is among the kept rows: what
 //     committed after it was announced by its own wake-up;
@@ -57,12 +61,18 @@ import (
 //     anything past hi committed after the look started, so its wake-up
 //     came after the look's start, as for a read of the pop's own.
 //
+// The groups a push wakes claim its partition together: a claim that finds
+// another group's read of the partition in flight here waits for it (a
+// read of a moment) and is served from its rows, instead of sending a read
+// beside it.
+//
 // Only queues without a delay or a window buffer (pushedHintable): their
 // reads have no other filter, so every group's read of a partition returns
 // the same rows. Payloads are kept as stored (encrypted ones are opened per
 // answer, popResult).
 
-// sharedReadAge is how long kept rows may serve another group.
+// sharedReadAge is how long kept rows may serve another group, from the
+// read that brought them.
 const sharedReadAge = 2 * time.Second
 
 // sharedReadBytes bounds what is kept, payloads and ids counted; past it
@@ -70,7 +80,7 @@ const sharedReadAge = 2 * time.Second
 const sharedReadBytes = 8 << 20
 
 // sharedReadRows bounds one partition's rows: past it, the oldest go.
-const sharedReadRows = 2000
+const sharedReadRows = 1000
 
 // sharedRead is what autoAck reads of one partition returned: every
 // message with a seq in (lo, hi], in seq order.
@@ -79,11 +89,43 @@ type sharedRead struct {
 	lo, hi  int64
 	rows    []db.PartitionConsumerAutoAckReadRow
 	bytes   int
-	born    time.Time // when the first of its reads was sent
+	// reads is when the reads that brought the rows were sent: rows up
+	// to upTo (and past the one before) by the read sent at at, oldest
+	// first; rows older than sharedReadAge go (expire).
+	reads []keptRead
 	// sentAt is when the read that brought hi was sent; short that it
 	// returned less than its batch, so nothing past hi was visible then.
 	sentAt time.Time
 	short  bool
+}
+
+type keptRead struct {
+	upTo int64
+	at   time.Time
+}
+
+// expire drops the rows read sharedReadAge ago or earlier, and returns
+// the bytes freed; an entry left without rows is empty (lo == hi).
+func (e *sharedRead) expire(now time.Time) (freed int) {
+	n := 0
+	for i, r := range e.reads { // times may cross: reads overlap in flight
+		if now.Sub(r.at) >= sharedReadAge {
+			n = i + 1
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	upTo := e.reads[n-1].upTo
+	e.reads = e.reads[n:]
+	i, _ := slices.BinarySearchFunc(e.rows, upTo+1, func(r db.PartitionConsumerAutoAckReadRow, seq int64) int {
+		return cmp.Compare(r.Seq, seq)
+	})
+	for j := range i {
+		freed += rowBytes(&e.rows[j])
+	}
+	e.rows, e.lo, e.bytes = e.rows[i:], upTo, e.bytes-freed
+	return freed
 }
 
 // sharedReads holds the kept rows of this broker's autoAck reads.
@@ -91,25 +133,37 @@ type sharedReads struct {
 	mu    sync.Mutex
 	m     map[uuid.UUID]*sharedRead
 	bytes int
+	swept time.Time // when keep last dropped the partitions with nothing left
 	// epoch moves with every delete of this broker: a read sent before
 	// it keeps nothing.
 	epoch atomic.Uint64
 
+	// reading is the autoAck reads of a partition in flight here: another
+	// group's claim of it waits for the read's rows instead of sending
+	// its own read beside it (the groups a push wakes claim together).
+	reading map[uuid.UUID]chan struct{}
+
 	reads    atomic.Int64 // autoAck reads sent (PartitionConsumerAutoAckRead)
 	served   atomic.Int64 // autoAck claims served from kept rows
 	fellBack atomic.Int64 // kept rows tried, the cursor was not as known: read
+	waited   atomic.Int64 // claims that waited for another group's read
+	// Claims that read for want of kept rows: the group's cursor unknown
+	// here, not covered by what is kept, or kept rows that may not answer
+	// the pop (above).
+	unknown, uncovered, refused atomic.Int64
 }
 
 // SharedReadStats counts the autoAck claims: those that read, those served
 // from the rows another group's read kept, and the tries of kept rows that
-// found the cursor moved, locked or leased and read after all.
+// found the cursor moved, locked or leased and read after all; and the
+// claims that waited for another group's read of the partition in flight.
 type SharedReadStats struct {
-	Reads, Served, FellBack int64
+	Reads, Served, FellBack, Waited int64
 }
 
 // SharedReadStatsSnapshot is what the autoAck claims did since boot.
 func (b *Broker) SharedReadStatsSnapshot() SharedReadStats {
-	return SharedReadStats{Reads: b.shared.reads.Load(), Served: b.shared.served.Load(), FellBack: b.shared.fellBack.Load()}
+	return SharedReadStats{Reads: b.shared.reads.Load(), Served: b.shared.served.Load(), FellBack: b.shared.fellBack.Load(), Waited: b.shared.waited.Load()}
 }
 
 // forgetAll drops what is kept: a delete of this broker committed.
@@ -118,6 +172,41 @@ func (s *sharedReads) forgetAll() {
 	s.mu.Lock()
 	s.m, s.bytes = nil, 0
 	s.mu.Unlock()
+}
+
+// begin is called before an autoAck read of part is sent: when another
+// read of it is in flight here, it returns that read's done channel and
+// false; otherwise the read is registered, and end must follow.
+func (s *sharedReads) begin(part uuid.UUID) (wait chan struct{}, mine bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ch, ok := s.reading[part]; ok {
+		return ch, false
+	}
+	if s.reading == nil {
+		s.reading = make(map[uuid.UUID]chan struct{})
+	}
+	ch := make(chan struct{})
+	s.reading[part] = ch
+	return ch, true
+}
+
+// inFlight is the done channel of an autoAck read of part in flight
+// here, nil when there is none.
+func (s *sharedReads) inFlight(part uuid.UUID) chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reading[part]
+}
+
+// end ends the read of part begun with begin, after its rows are kept.
+func (s *sharedReads) end(part uuid.UUID, ch chan struct{}) {
+	s.mu.Lock()
+	if s.reading[part] == ch {
+		delete(s.reading, part)
+	}
+	s.mu.Unlock()
+	close(ch)
 }
 
 // rowBytes is about what a kept row holds.
@@ -142,7 +231,11 @@ func (s *sharedReads) keep(queueID, part uuid.UUID, rows []db.PartitionConsumerA
 		s.m = make(map[uuid.UUID]*sharedRead)
 	}
 	e := s.m[part]
-	fresh := e != nil && e.queueID == queueID && time.Since(e.born) < sharedReadAge
+	now := time.Now()
+	if e != nil {
+		s.bytes -= e.expire(now)
+	}
+	fresh := e != nil && e.queueID == queueID && e.lo < e.hi
 	switch {
 	case fresh && first > e.lo && first <= e.hi+1 && last >= e.hi:
 		// Adjacent to what is kept, or overlapping its end: the read
@@ -154,14 +247,28 @@ func (s *sharedReads) keep(queueID, part uuid.UUID, rows []db.PartitionConsumerA
 			e.bytes -= rowBytes(&e.rows[i])
 			s.bytes -= rowBytes(&e.rows[i])
 		}
-		e.rows = append(e.rows[:cut:cut], rows...)
+		e.rows = append(e.rows[:cut], rows...) // what take gave out are copies
+		for len(e.reads) > 0 && e.reads[len(e.reads)-1].upTo >= first {
+			// The rows from first on are read again: the older read
+			// keeps those before first, if any.
+			k := len(e.reads) - 1
+			before := e.lo
+			if k > 0 {
+				before = e.reads[k-1].upTo
+			}
+			if before < first-1 {
+				e.reads[k].upTo = first - 1
+				break
+			}
+			e.reads = e.reads[:k]
+		}
 	case fresh && last <= e.hi:
 		return // behind what is kept
 	default:
 		if e != nil {
 			s.bytes -= e.bytes
 		}
-		e = &sharedRead{queueID: queueID, lo: first - 1, born: sentAt}
+		e = &sharedRead{queueID: queueID, lo: first - 1}
 		s.m[part] = e
 		e.rows = slices.Clone(rows)
 	}
@@ -171,6 +278,7 @@ func (s *sharedReads) keep(queueID, part uuid.UUID, rows []db.PartitionConsumerA
 		s.bytes += n
 	}
 	e.hi, e.sentAt, e.short = last, sentAt, len(rows) < batch
+	e.reads = append(e.reads, keptRead{upTo: last, at: sentAt})
 	if over := len(e.rows) - sharedReadRows; over > 0 {
 		for i := range over {
 			n := rowBytes(&e.rows[i])
@@ -178,10 +286,22 @@ func (s *sharedReads) keep(queueID, part uuid.UUID, rows []db.PartitionConsumerA
 			s.bytes -= n
 		}
 		e.lo = e.rows[over-1].Seq
-		e.rows = slices.Clone(e.rows[over:])
+		e.rows = e.rows[over:] // the next append past its capacity lets the rest go
+		for len(e.reads) > 0 && e.reads[0].upTo <= e.lo {
+			e.reads = e.reads[1:]
+		}
 	}
 	for s.bytes > sharedReadBytes {
 		s.dropOldestLocked()
+	}
+	if now.Sub(s.swept) >= sharedReadAge {
+		s.swept = now
+		for id, e := range s.m {
+			s.bytes -= e.expire(now)
+			if e.lo >= e.hi {
+				delete(s.m, id)
+			}
+		}
 	}
 }
 
@@ -190,8 +310,12 @@ func (s *sharedReads) dropOldestLocked() {
 	var oldest uuid.UUID
 	var at time.Time
 	for id, e := range s.m {
-		if at.IsZero() || e.born.Before(at) {
-			oldest, at = id, e.born
+		if len(e.reads) == 0 {
+			oldest, at = id, time.Time{}
+			break
+		}
+		if at.IsZero() || e.reads[0].at.Before(at) {
+			oldest, at = id, e.reads[0].at
 		}
 	}
 	if e := s.m[oldest]; e != nil {
@@ -206,16 +330,15 @@ func (s *sharedReads) dropOldestLocked() {
 // cursor at cur: copies of the next rows past it, when what is kept covers
 // it and the serve may answer the pop (see above: pushed is the message
 // the pop's wake-up offered, lookAt when its look started). nil: read.
-func (s *sharedReads) take(queueID, part uuid.UUID, cur int64, budget int, pushed uuid.UUID, lookAt time.Time) []db.PartitionConsumerAutoAckReadRow {
+func (s *sharedReads) take(queueID uuid.UUID, p partRef, cur int64, budget int, lookAt time.Time) []db.PartitionConsumerAutoAckReadRow {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.m[part]
-	if e == nil || e.queueID != queueID || cur < e.lo || cur >= e.hi {
-		return nil
+	e := s.m[p.id]
+	if e != nil {
+		s.bytes -= e.expire(time.Now())
 	}
-	if time.Since(e.born) >= sharedReadAge {
-		s.bytes -= e.bytes
-		delete(s.m, part)
+	if e == nil || e.queueID != queueID || cur < e.lo || cur >= e.hi {
+		s.uncovered.Add(1)
 		return nil
 	}
 	i, _ := slices.BinarySearchFunc(e.rows, cur+1, func(r db.PartitionConsumerAutoAckReadRow, seq int64) int {
@@ -224,9 +347,11 @@ func (s *sharedReads) take(queueID, part uuid.UUID, cur int64, budget int, pushe
 	next := e.rows[i:min(len(e.rows), i+budget)]
 	switch {
 	case len(next) == budget:
-	case pushed != uuid.Nil && slices.ContainsFunc(e.rows, func(r db.PartitionConsumerAutoAckReadRow) bool { return r.ID == pushed }):
+	case p.listed > 0 && next[len(next)-1].Seq >= p.last:
+	case p.pushed != uuid.Nil && slices.ContainsFunc(e.rows, func(r db.PartitionConsumerAutoAckReadRow) bool { return r.ID == p.pushed }):
 	case e.short && !lookAt.IsZero() && e.sentAt.After(lookAt):
 	default:
+		s.refused.Add(1)
 		return nil
 	}
 	return slices.Clone(next)
@@ -240,9 +365,18 @@ func (b *Broker) claimShared(ctx context.Context, pr popPlan, q db.QueenQueue, p
 	}
 	cur, known := b.race.cursorOf(raceKey{p.id, pr.Group})
 	if !known {
+		b.shared.unknown.Add(1)
 		return nil, false, nil
 	}
-	rows := b.shared.take(q.ID, p.id, cur, budget, p.pushed, pr.lookAt)
+	if ch := b.shared.inFlight(p.id); ch != nil {
+		select { // another group's read of p: its rows, in a moment
+		case <-ch:
+			b.shared.waited.Add(1)
+		case <-ctx.Done():
+			return nil, true, ctx.Err()
+		}
+	}
+	rows := b.shared.take(q.ID, p, cur, budget, pr.lookAt)
 	if rows == nil {
 		return nil, false, nil
 	}
