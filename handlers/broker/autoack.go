@@ -168,11 +168,9 @@ func (b *Broker) claimPartAutoAck(ctx context.Context, pr popPlan, q db.QueenQue
 	if c, ok, err := b.claimShared(ctx, pr, q, p, budget); ok || err != nil {
 		return c, err
 	}
-	var reading chan struct{}
 	if pushedHintable(q) {
-		if ch, mine := b.shared.begin(p.id); mine {
-			reading = ch
-			defer func() { b.shared.end(p.id, reading) }()
+		if r := b.shared.begin(p.id); r != nil {
+			defer b.shared.end(p.id, r)
 		}
 	}
 	epoch, sent := b.shared.epoch.Load(), time.Now()

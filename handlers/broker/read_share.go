@@ -141,12 +141,13 @@ type sharedReads struct {
 	// reading is the autoAck reads of a partition in flight here: another
 	// group's claim of it waits for the read's rows instead of sending
 	// its own read beside it (the groups a push wakes claim together).
-	reading map[uuid.UUID]chan struct{}
+	reading map[uuid.UUID]*readInFlight
 
 	reads    atomic.Int64 // autoAck reads sent (PartitionConsumerAutoAckRead)
 	served   atomic.Int64 // autoAck claims served from kept rows
 	fellBack atomic.Int64 // kept rows tried, the cursor was not as known: read
 	waited   atomic.Int64 // claims that waited for another group's read
+	advances atomic.Int64 // PartitionConsumerAutoAckAdvance statements sent
 	// Claims that read for want of kept rows: the group's cursor unknown
 	// here, not covered by what is kept, or kept rows that may not answer
 	// the pop (above).
@@ -174,39 +175,55 @@ func (s *sharedReads) forgetAll() {
 	s.mu.Unlock()
 }
 
-// begin is called before an autoAck read of part is sent: when another
-// read of it is in flight here, it returns that read's done channel and
-// false; otherwise the read is registered, and end must follow.
-func (s *sharedReads) begin(part uuid.UUID) (wait chan struct{}, mine bool) {
+// readInFlight is an autoAck read of a partition in flight here: done is
+// closed when its rows are kept. The claims that wait for it (waiters)
+// move their cursors together (advance), in one statement.
+type readInFlight struct {
+	done    chan struct{}
+	waiters int // under sharedReads.mu, until done
+	advance advanceBatch
+}
+
+// begin is called before an autoAck read of part is sent: the read is
+// registered, and end must follow, unless another read of it is in
+// flight here (nil).
+func (s *sharedReads) begin(part uuid.UUID) *readInFlight {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ch, ok := s.reading[part]; ok {
-		return ch, false
+	if _, ok := s.reading[part]; ok {
+		return nil
 	}
 	if s.reading == nil {
-		s.reading = make(map[uuid.UUID]chan struct{})
+		s.reading = make(map[uuid.UUID]*readInFlight)
 	}
-	ch := make(chan struct{})
-	s.reading[part] = ch
-	return ch, true
+	r := &readInFlight{done: make(chan struct{})}
+	s.reading[part] = r
+	return r
 }
 
-// inFlight is the done channel of an autoAck read of part in flight
-// here, nil when there is none.
-func (s *sharedReads) inFlight(part uuid.UUID) chan struct{} {
+// waitFor counts a claim as waiting for the autoAck read of part in flight
+// here and returns it, nil when there is none. A claim given one must
+// join its advance (advanceTogether), whatever it finds.
+func (s *sharedReads) waitFor(part uuid.UUID) *readInFlight {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.reading[part]
+	r := s.reading[part]
+	if r != nil {
+		r.waiters++
+	}
+	return r
 }
 
-// end ends the read of part begun with begin, after its rows are kept.
-func (s *sharedReads) end(part uuid.UUID, ch chan struct{}) {
+// end ends the read of part begun with begin, after its rows are kept:
+// no claim waits for it from here on.
+func (s *sharedReads) end(part uuid.UUID, r *readInFlight) {
 	s.mu.Lock()
-	if s.reading[part] == ch {
+	if s.reading[part] == r {
 		delete(s.reading, part)
 	}
+	r.advance.expect = r.waiters
 	s.mu.Unlock()
-	close(ch)
+	close(r.done)
 }
 
 // rowBytes is about what a kept row holds.
@@ -357,6 +374,72 @@ func (s *sharedReads) take(queueID uuid.UUID, p partRef, cur int64, budget int, 
 	return slices.Clone(next)
 }
 
+// advanceBatch gathers the cursor moves of the claims that waited for one
+// read: the last of them to join sends them all (one statement, one
+// commit) and the others wait for its answer.
+type advanceBatch struct {
+	mu     sync.Mutex
+	expect int // the read's waiters, set when the read ends
+	joined int
+	want   db.PartitionConsumerAutoAckAdvanceParams
+	done   chan struct{}
+	moved  map[string]int32 // group → retry count, for the cursors moved
+	err    error
+}
+
+// advanceTogether joins the claim of group (want: its move, nil when it
+// has none) to the cursor moves of the claims that waited for r, and
+// returns whether its cursor moved, with its retry count. The statement
+// is sent by the last to join, without its pop's cancellation: it moves
+// the others' cursors too.
+func (b *Broker) advanceTogether(ctx context.Context, r *readInFlight, part uuid.UUID, group string, want *advanceItem) (int32, bool, error) {
+	a := &r.advance
+	a.mu.Lock()
+	if a.done == nil {
+		a.done = make(chan struct{})
+	}
+	done := a.done
+	if want != nil {
+		a.want.ConsumerGroups = append(a.want.ConsumerGroups, group)
+		a.want.ExpectedSeqs = append(a.want.ExpectedSeqs, want.expected)
+		a.want.LastSeqs = append(a.want.LastSeqs, want.last)
+		a.want.LastConsumedIds = append(a.want.LastConsumedIds, want.lastID)
+		a.want.Ns = append(a.want.Ns, want.n)
+	}
+	a.joined++
+	last := a.joined == a.expect
+	a.mu.Unlock()
+	if last {
+		if len(a.want.ConsumerGroups) > 0 {
+			a.want.PartitionID = part
+			rows, err := b.q.PartitionConsumerAutoAckAdvance(context.WithoutCancel(ctx), a.want)
+			a.err = pgerr.Translate(err)
+			a.moved = make(map[string]int32, len(rows))
+			for _, row := range rows {
+				a.moved[row.ConsumerGroup] = row.BatchRetryCount
+			}
+			b.shared.advances.Add(1)
+		}
+		close(done)
+	} else {
+		<-done // the last joiner is a claim that finished its wait: a moment
+	}
+	if want == nil {
+		return 0, false, nil
+	}
+	if a.err != nil {
+		return 0, false, a.err
+	}
+	retry, ok := a.moved[group]
+	return retry, ok, nil
+}
+
+// advanceItem is one claim's cursor move.
+type advanceItem struct {
+	expected, last, n int64
+	lastID            uuid.UUID
+}
+
 // claimShared serves an autoAck claim of p from the rows another group's
 // read kept, when it can (above): ok false means the claim must read.
 func (b *Broker) claimShared(ctx context.Context, pr popPlan, q db.QueenQueue, p partRef, budget int) (c *claimed, ok bool, err error) {
@@ -368,32 +451,54 @@ func (b *Broker) claimShared(ctx context.Context, pr popPlan, q db.QueenQueue, p
 		b.shared.unknown.Add(1)
 		return nil, false, nil
 	}
-	if ch := b.shared.inFlight(p.id); ch != nil {
+	r := b.shared.waitFor(p.id)
+	if r != nil {
 		select { // another group's read of p: its rows, in a moment
-		case <-ch:
+		case <-r.done:
 			b.shared.waited.Add(1)
 		case <-ctx.Done():
+			go func() { // the others' move waits for this claim's part
+				<-r.done
+				b.advanceTogether(ctx, r, p.id, pr.Group, nil)
+			}()
 			return nil, true, ctx.Err()
 		}
 	}
 	rows := b.shared.take(q.ID, p, cur, budget, pr.lookAt)
-	if rows == nil {
-		return nil, false, nil
+	var item *advanceItem
+	if rows != nil {
+		last := rows[len(rows)-1]
+		item = &advanceItem{expected: cur, last: last.Seq, lastID: last.ID, n: int64(len(rows))}
 	}
-	last := rows[len(rows)-1]
-	got, err := b.q.PartitionConsumerAutoAckAdvance(ctx, db.PartitionConsumerAutoAckAdvanceParams{
-		PartitionID: p.id, ConsumerGroup: pr.Group, ExpectedSeq: cur,
-		LastSeq: last.Seq, LastConsumedID: last.ID, N: int64(len(rows)),
-	})
-	if err = pgerr.Translate(err); err != nil {
+	var retry int32
+	var moved bool
+	switch {
+	case r != nil:
+		retry, moved, err = b.advanceTogether(ctx, r, p.id, pr.Group, item)
+	case item != nil:
+		var got []db.PartitionConsumerAutoAckAdvanceRow
+		got, err = b.q.PartitionConsumerAutoAckAdvance(ctx, db.PartitionConsumerAutoAckAdvanceParams{
+			PartitionID: p.id, ConsumerGroups: []string{pr.Group}, ExpectedSeqs: []int64{item.expected},
+			LastSeqs: []int64{item.last}, LastConsumedIds: []uuid.UUID{item.lastID}, Ns: []int64{item.n},
+		})
+		err = pgerr.Translate(err)
+		b.shared.advances.Add(1)
+		if len(got) > 0 {
+			retry, moved = got[0].BatchRetryCount, true
+		}
+	}
+	if err != nil {
 		return nil, true, fmt.Errorf("autoAck claim of partition %s: %w", p.id, err)
 	}
-	if len(got) == 0 {
+	if item == nil {
+		return nil, false, nil
+	}
+	if !moved {
 		b.shared.fellBack.Add(1)
 		return nil, false, nil
 	}
 	for i := range rows {
-		rows[i].CursorFound, rows[i].BatchRetryCount = true, got[0]
+		rows[i].CursorFound, rows[i].BatchRetryCount = true, retry
 	}
 	b.shared.served.Add(1)
 	cl := autoAckClaimed(q, p, rows)

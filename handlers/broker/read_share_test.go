@@ -3,9 +3,12 @@ package broker
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/queenforgo/queen/gen/db"
 )
 
 // sharedSetup makes queue q's partition p1 hold m0, consumed by groups a
@@ -156,4 +159,60 @@ func TestDelayQueueNeverSharesReads(t *testing.T) {
 	require.Equal(t, []string{"m1", "m2", "m3"}, ids(tb.pop(b)))
 	require.EqualValues(t, 0, tb.b.shared.served.Load())
 	require.Empty(t, tb.b.shared.m)
+}
+
+// The claims of two groups that wait for a third group's read of the
+// partition in flight are served from its rows and move their cursors in
+// one statement (one commit).
+func TestGroupsWaitingForOneReadMoveTogether(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	_, _, err := tb.b.Configure(t.Context(), "", "together", "", "", QueueOptionsDefault())
+	require.NoError(t, err)
+	req := func(g string, batch int) PopRequest {
+		return PopRequest{Queue: "together", Group: g, AutoAck: true, Batch: batch}
+	}
+	tb.push(item("together", "p1", "m0", ""))
+	first := tb.pop(req("a", 10))
+	require.Equal(t, []string{"m0"}, ids(first))
+	require.Equal(t, []string{"m0"}, ids(tb.pop(req("b", 10))))
+	require.Equal(t, []string{"m0"}, ids(tb.pop(req("c", 10))))
+	for i := 1; i <= 5; i++ {
+		tb.push(item("together", "p1", fmt.Sprintf("m%d", i), ""))
+	}
+
+	r := tb.b.shared.begin(first.PartitionID) // a read of p1 in flight
+	require.NotNil(t, r)
+	got := make(chan []string, 2)
+	for _, g := range []string{"b", "c"} {
+		go func() {
+			res, err := tb.b.Pop(t.Context(), req(g, 5))
+			require.NoError(t, err)
+			got <- ids(res)
+		}()
+	}
+	require.Eventually(t, func() bool {
+		tb.b.shared.mu.Lock()
+		defer tb.b.shared.mu.Unlock()
+		return r.waiters == 2
+	}, 10*time.Second, time.Millisecond, "both claims wait for the read")
+	// The read in flight: group a's, its rows kept as its claim keeps them
+	// (a pop of a would wait for the read registered above).
+	epoch, sent := tb.b.shared.epoch.Load(), time.Now()
+	rows, err := tb.b.q.PartitionConsumerAutoAckRead(t.Context(), db.PartitionConsumerAutoAckReadParams{
+		PartitionID: first.PartitionID, ConsumerGroup: "a", BatchSize: 10,
+	})
+	require.NoError(t, err)
+	require.Len(t, rows, 5)
+	var queueID uuid.UUID
+	require.NoError(t, tb.pool.QueryRow(t.Context(), `SELECT id FROM queen.queues WHERE name = 'together'`).Scan(&queueID))
+	tb.b.shared.keep(queueID, first.PartitionID, rows, 10, sent, epoch)
+	tb.b.shared.end(first.PartitionID, r)
+	for range 2 {
+		require.Equal(t, []string{"m1", "m2", "m3", "m4", "m5"}, <-got)
+	}
+	require.EqualValues(t, 2, tb.b.shared.served.Load())
+	require.EqualValues(t, 1, tb.b.shared.advances.Load(), "one statement moved both cursors")
+	require.Equal(t, tb.lastSeqOf("together", "a"), tb.lastSeqOf("together", "b"))
+	require.Equal(t, tb.lastSeqOf("together", "a"), tb.lastSeqOf("together", "c"))
 }
