@@ -459,7 +459,7 @@ func (b *Broker) claimShared(ctx context.Context, pr popPlan, q db.QueenQueue, p
 		case <-ctx.Done():
 			go func() { // the others' move waits for this claim's part
 				<-r.done
-				b.advanceTogether(ctx, r, p.id, pr.Group, nil)
+				_, _, _ = b.advanceTogether(ctx, r, p.id, pr.Group, nil) // nothing of its own to move
 			}()
 			return nil, true, ctx.Err()
 		}
