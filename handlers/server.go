@@ -140,7 +140,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	}
 	s.validator = validator
 	s.exp, err = exposition.New(exposition.Config{
-		Metrics: s.metrics, Broker: s.b, Pool: s.pool, Logger: s.log, Collectors: append(slices.Clip(s.cfg.Collectors), sharedStateCollector{s}, newRepollCollector(s)),
+		Metrics: s.metrics, Broker: s.b, Pool: s.pool, Logger: s.log, Collectors: append(slices.Clip(s.cfg.Collectors), sharedStateCollector{s}, newRepollCollector(s), newSharedReadCollector(s)),
 	})
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -161,7 +162,19 @@ func (b *Broker) claimable(dst, parts []partRef, group string) []partRef {
 }
 
 // claimPartAutoAck is claimAutoAck's claim of one partition.
+// The rows another group's read of p kept serve it when they can
+// (read_share.go); the rows it reads are kept for the other groups.
 func (b *Broker) claimPartAutoAck(ctx context.Context, pr popPlan, q db.QueenQueue, p partRef, leaseID string, budget int, targeted bool) (*claimed, error) {
+	if c, ok, err := b.claimShared(ctx, pr, q, p, budget); ok || err != nil {
+		return c, err
+	}
+	if pushedHintable(q) {
+		if r := b.shared.begin(p.id); r != nil {
+			defer b.shared.end(p.id, r)
+		}
+	}
+	epoch, sent := b.shared.epoch.Load(), time.Now()
+	b.shared.reads.Add(1)
 	rows, err := b.q.PartitionConsumerAutoAckRead(ctx, db.PartitionConsumerAutoAckReadParams{
 		PartitionID: p.id, ConsumerGroup: pr.Group, DelaySeconds: q.DelayedProcessing, BatchSize: int32(budget),
 	})
@@ -175,6 +188,9 @@ func (b *Broker) claimPartAutoAck(ctx context.Context, pr popPlan, q db.QueenQue
 		return nil, nil
 	}
 	autoAckInOrder(rows)
+	if pushedHintable(q) {
+		b.shared.keep(q.ID, p.id, rows, budget, sent, epoch)
+	}
 	c := autoAckClaimed(q, p, rows)
 	return &c, nil
 }

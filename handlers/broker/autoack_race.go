@@ -119,6 +119,19 @@ func (r *autoAckRace) entry(k raceKey) *raceEntry {
 	return e
 }
 
+// cursorOf is where the last claim of k of this broker that delivered
+// moved the cursor, if one is remembered; called by the claim in flight
+// (begin), so no other claim of this broker moves it meanwhile.
+func (r *autoAckRace) cursorOf(k raceKey) (int64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.m[k]
+	if e == nil || e.sentAt == 0 {
+		return 0, false
+	}
+	return e.cursor, true
+}
+
 // wouldPass is begin's answer without its effects: whether a pop would
 // pass the partition over now.
 func (r *autoAckRace) wouldPass(k raceKey, listed uint64, lastSeq int64) bool {

@@ -187,6 +187,9 @@ type Broker struct {
 	// hinted counts the woken pops that claimed the partition their
 	// push offered (pushed_hint.go).
 	hinted hintStats
+	// shared is what autoAck reads returned, kept for the other groups
+	// (read_share.go).
+	shared sharedReads
 	// recent is what recent scans listed for the next pops (recent_scan.go).
 	recent recentScans
 

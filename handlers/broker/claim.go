@@ -49,6 +49,7 @@ const defaultLeaseSeconds = 60
 // popOnce looks for messages once, without waiting.
 func (b *Broker) popOnce(ctx context.Context, pr popPlan) (res *PopResult, err error) {
 	start := time.Now()
+	pr.lookAt = start
 	defer func() { b.timed.Pop(time.Since(start), res != nil) }()
 	var queues []db.QueenQueue
 	if pr.Namespace != "" || pr.Task != "" {

@@ -28,6 +28,7 @@ func (b *Broker) DeleteMessage(ctx context.Context, tenant string, partitionID u
 		return false, pgerr.Translate(fmt.Errorf("delete message: %w", err))
 	}
 	if n > 0 {
+		b.shared.forgetAll() // no autoAck pop serves it from a read kept here
 		// As after retention: cursors waiting right before the deleted
 		// message move over its number, so it does not count as pending
 		// (nor keep the partition a pop candidate when it was the newest).

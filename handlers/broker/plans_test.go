@@ -116,3 +116,35 @@ func customPlans(t *testing.T, conn *pgxpool.Conn, runs int) map[string]int64 {
 	}
 	return planned
 }
+
+// The statement that moves a cursor over rows another group's read kept
+// (read_share.go) settles on its generic plan as the other pop statements
+// do: after five custom plans.
+func TestAutoAckAdvanceSettlesOnItsGenericPlan(t *testing.T) {
+	tb := setup(t)
+	ctx := t.Context()
+	tb.pushMany("advplans", 200, 1)
+	var part uuid.UUID
+	require.NoError(t, tb.pool.QueryRow(ctx, `SELECT p.id FROM queen.partitions p
+		JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'advplans' AND p.name = 'P'`).Scan(&part))
+	conn, err := tb.pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	q := db.New(conn)
+	_, err = conn.Exec(ctx, `INSERT INTO queen.partition_consumers (partition_id, consumer_group, last_seq)
+		VALUES ($1, 'g', 0)`, part) // the cursor row, at seq 0
+	require.NoError(t, err)
+	const runs = 12
+	for i := range int64(runs) {
+		got, err := q.PartitionConsumerAutoAckAdvance(ctx, db.PartitionConsumerAutoAckAdvanceParams{
+			PartitionID: part, ConsumerGroups: []string{"g"}, ExpectedSeqs: []int64{i}, LastSeqs: []int64{i + 1},
+			LastConsumedIds: []uuid.UUID{uuid.New()}, Ns: []int64{1},
+		})
+		require.NoError(t, err)
+		require.Len(t, got, 1, "the cursor moved from %d", i)
+	}
+	var custom int64
+	require.NoError(t, conn.QueryRow(ctx, `SELECT custom_plans FROM pg_prepared_statements
+		WHERE statement LIKE '-- name: PartitionConsumerAutoAckAdvance %'`).Scan(&custom))
+	require.EqualValues(t, 5, custom)
+}

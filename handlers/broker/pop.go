@@ -21,6 +21,9 @@ type popPlan struct {
 	// hint is the partition the push that woke this pop filled for it
 	// (pushed_hint.go), nil otherwise: claimed before any scan.
 	hint *pushedPart
+	// lookAt is when the look in progress started (popOnce): kept rows of
+	// another group's read serve it only on conditions (read_share.go).
+	lookAt time.Time
 }
 
 // Pop claims messages for a consumer: from one partition (Partition set),

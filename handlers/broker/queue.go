@@ -122,6 +122,7 @@ func (b *Broker) DeleteQueue(ctx context.Context, tenant, name string) (bool, er
 		_, err = qtx.SubscriptionDeleteByQueue(ctx, db.SubscriptionDeleteByQueueParams{TenantID: tid, QueueName: name})
 		return err
 	})
+	b.shared.forgetAll() // its messages are not served from reads kept here
 	b.notify.QueueChanged([]QueueKey{key(tenant, name)})
 	if err != nil {
 		return false, pgerr.Translate(fmt.Errorf("delete queue %q: %w", name, err))
@@ -197,6 +198,7 @@ func (b *Broker) ClearQueue(ctx context.Context, tenant, name string, partition 
 		}
 		break
 	}
+	b.shared.forgetAll() // its messages are not served from reads kept here
 	if err != nil {
 		return Cleared{}, fmt.Errorf("clear queue %q: %w", name, err)
 	}
