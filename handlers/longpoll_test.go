@@ -306,9 +306,10 @@ func TestHeldLongPollsEndOnStop(t *testing.T) {
 }
 
 // A pop answer declares its length, whether the pop was answered at once
-// (net/http writes it) or held first (handlers/longpoll renders it): an
-// answer larger than net/http's buffers is not sent in chunks.
-func TestPopAnswerHasAContentLength(t *testing.T) {
+// (net/http writes it) or held first (handlers/longpoll renders it), and
+// so does a push's: an answer larger than net/http's buffers is not sent
+// in chunks.
+func TestPopAndPushAnswersHaveAContentLength(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{repoll: time.Hour})
 	pad := strings.Repeat("x", 200)
@@ -319,18 +320,21 @@ func TestPopAnswerHasAContentLength(t *testing.T) {
 		}
 		return its
 	}
-	check := func(res *http.Response, err error) {
+	check := func(res *http.Response, err error, status ...int) {
 		t.Helper()
 		require.NoError(t, err)
 		defer res.Body.Close()
 		body, err := io.ReadAll(res.Body)
 		require.NoError(t, err)
-		require.Equal(t, http.StatusOK, res.StatusCode, "%s", body)
+		require.Equal(t, append(status, http.StatusOK)[0], res.StatusCode, "%s", body)
 		require.Greater(t, len(body), 8192)
 		require.Empty(t, res.TransferEncoding, "the answer went in chunks")
 		require.Equal(t, int64(len(body)), res.ContentLength)
 	}
-	b.push(items(1)...)
+	raw, err := json.Marshal(client.PushRequest{Items: items(1)})
+	require.NoError(t, err)
+	res, err := http.Post(b.url+"/api/v1/push", "application/json", bytes.NewReader(raw))
+	check(res, err, http.StatusCreated)
 	check(http.Get(b.url + "/api/v1/pop/queue/cl?batch=100&autoAck=true"))
 	type answer struct {
 		res *http.Response

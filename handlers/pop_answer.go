@@ -58,15 +58,21 @@ func (a popAnswer) write(w http.ResponseWriter) error {
 	buf = append(buf, `,"queue":`...)
 	buf = appendJSONString(buf, r.Queue)
 	buf = append(buf, ",\"success\":true}\n"...)
+	return writeJSONAnswer(w, http.StatusOK, buf)
+}
+
+// writeJSONAnswer writes a whole JSON answer with its Content-Type and
+// Content-Length. With its length declared, an answer larger than
+// net/http's buffers goes out whole instead of in chunks: one system call
+// fewer per answer (two instead of three) and no chunk framing for the
+// client to undo (docs/benchmarks.md, "Round 8: the broker's CPU per
+// delivery").
+func writeJSONAnswer(w http.ResponseWriter, status int, body []byte) error {
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
-	// With its length declared, an answer larger than net/http's buffers
-	// goes out whole instead of in chunks: one system call fewer per answer
-	// and no chunk framing for the client to undo (docs/benchmarks.md,
-	// "Round 8: the broker's CPU per delivery").
-	h["Content-Length"] = []string{strconv.Itoa(len(buf))}
-	w.WriteHeader(http.StatusOK)
-	_, err := w.Write(buf)
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	_, err := w.Write(body)
 	return err
 }
 

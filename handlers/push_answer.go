@@ -47,10 +47,7 @@ func (a pushAnswer) VisitPushMessagesResponse(w http.ResponseWriter) error {
 		buf = appendPushResult(buf, i, a.items[i], a.out[i])
 	}
 	buf = append(buf, "]\n"...)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusCreated)
-	_, err := w.Write(buf)
-	return err
+	return writeJSONAnswer(w, http.StatusCreated, buf)
 }
 
 // appendPushResult appends pushResult(i, it, o) as encoding/json writes it.
