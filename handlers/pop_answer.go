@@ -112,6 +112,33 @@ type popFragments struct {
 	partName, queueName string
 	partID              uuid.UUID
 	part, queue         []byte
+
+	// The last time's text up to its microseconds ("2026-12-04T04:28:33."),
+	// for the next time in the same second: the messages of an answer were
+	// mostly pushed together.
+	timeSec    int64
+	timeOK     bool
+	timePrefix [20]byte
+}
+
+// appendTime appends t as appendTimeMicros does, the date and clock taken
+// from the last time's when t is in the same second.
+func (f *popFragments) appendTime(buf []byte, t time.Time) []byte {
+	sec := t.Unix()
+	if !f.timeOK || sec != f.timeSec {
+		var b [32]byte
+		s := appendTimeMicros(b[:0], t)
+		if len(s) != 27 { // a year outside 0-9999
+			return append(buf, s...)
+		}
+		copy(f.timePrefix[:], s)
+		f.timeSec, f.timeOK = sec, true
+	}
+	buf = append(buf, f.timePrefix[:]...)
+	var us [6]byte
+	putDigits(us[:], t.Nanosecond()/1000)
+	buf = append(buf, us[:]...)
+	return append(buf, 'Z')
 }
 
 var popFragmentsPool = sync.Pool{New: func() any { return new(popFragments) }}
@@ -128,6 +155,7 @@ func (f *popFragments) reset(r *broker.PopResult) {
 	f.head, f.lease = buf[:n], buf[n:]
 	f.part, f.queue = f.part[:0], f.queue[:0]
 	f.partName, f.queueName = "", ""
+	f.timeOK = false
 }
 
 // release puts f back in the pool, unless a long name grew it.
@@ -144,7 +172,7 @@ const popFragmentsKeepMax = 4 << 10
 // encoding/json writes it.
 func (f *popFragments) appendMessage(buf []byte, m *broker.Message) []byte {
 	buf = append(buf, f.head...)
-	buf = appendTimeMicros(buf, m.CreatedAt)
+	buf = f.appendTime(buf, m.CreatedAt)
 	buf = append(buf, `","data":`...)
 	if m.Payload == nil {
 		buf = append(buf, "null"...)

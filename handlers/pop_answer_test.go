@@ -63,7 +63,7 @@ func TestPopAnswerMatchesTheGeneratedEncoding(t *testing.T) {
 	for i, p := range payloads {
 		m := broker.Message{
 			ID: uuid.New(), TransactionID: `tx "` + string(rune('a'+i)) + `" é` + "\x01", Payload: json.RawMessage(p),
-			CreatedAt: at.Add(time.Duration(i) * time.Microsecond), Queue: "orders.eu", Partition: "p <1>",
+			CreatedAt: at.Add(time.Duration(i) * 200 * time.Millisecond), Queue: "orders.eu", Partition: "p <1>",
 			PartitionID: res.PartitionID, RetryCount: i,
 		}
 		if i%2 == 0 {
@@ -71,6 +71,11 @@ func TestPopAnswerMatchesTheGeneratedEncoding(t *testing.T) {
 		}
 		res.Messages = append(res.Messages, m)
 	}
+	// Times in one second and across seconds (popFragments.appendTime), and
+	// a year appendTimeMicros leaves to AppendFormat.
+	res.Messages = append(res.Messages, res.Messages[0], res.Messages[1])
+	res.Messages[len(res.Messages)-2].CreatedAt = time.Date(10001, 1, 2, 3, 4, 5, 6000, time.UTC)
+	res.Messages[len(res.Messages)-1].CreatedAt = at.Add(time.Second)
 	for _, r := range []*broker.PopResult{res, {Queue: "q", Partition: "Default", PartitionID: uuid.New(), Group: "__QUEUE_MODE__", Partitions: 1, Messages: res.Messages[:1]}} {
 		wr := httptest.NewRecorder()
 		require.NoError(t, api.PopQueue200JSONResponse{PopOKJSONResponse: popResponse(r)}.VisitPopQueueResponse(wr))
