@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/queenforgo/queen/gen/client"
 	"github.com/queenforgo/queen/handlers/longpoll"
 	"github.com/queenforgo/queen/sql/pgtest"
 )
@@ -301,4 +303,50 @@ func TestHeldLongPollsEndOnStop(t *testing.T) {
 		_, err := rc.br.ReadByte()
 		require.ErrorIs(t, err, io.EOF, "the connection is closed after the answer")
 	}
+}
+
+// A pop answer declares its length, whether the pop was answered at once
+// (net/http writes it) or held first (handlers/longpoll renders it), and
+// so does a push's: an answer larger than net/http's buffers is not sent
+// in chunks.
+func TestPopAndPushAnswersHaveAContentLength(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{repoll: time.Hour})
+	pad := strings.Repeat("x", 200)
+	items := func(round int) []client.PushItem {
+		its := make([]client.PushItem, 50) // about 25 kB of answer
+		for i := range its {
+			its[i] = item("cl", "", fmt.Sprintf("m%d-%d", round, i), map[string]any{"i": i, "pad": pad})
+		}
+		return its
+	}
+	check := func(res *http.Response, err error, status ...int) {
+		t.Helper()
+		require.NoError(t, err)
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		require.Equal(t, append(status, http.StatusOK)[0], res.StatusCode, "%s", body)
+		require.Greater(t, len(body), 8192)
+		require.Empty(t, res.TransferEncoding, "the answer went in chunks")
+		require.Equal(t, int64(len(body)), res.ContentLength)
+	}
+	raw, err := json.Marshal(client.PushRequest{Items: items(1)})
+	require.NoError(t, err)
+	res, err := http.Post(b.url+"/api/v1/push", "application/json", bytes.NewReader(raw))
+	check(res, err, http.StatusCreated)
+	check(http.Get(b.url + "/api/v1/pop/queue/cl?batch=100&autoAck=true"))
+	type answer struct {
+		res *http.Response
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		res, err := http.Get(b.url + "/api/v1/pop/queue/cl?batch=100&autoAck=true&wait=true&timeout=60000")
+		got <- answer{res, err}
+	}()
+	b.waitHeld("cl", 1)
+	b.push(items(2)...)
+	a := <-got
+	check(a.res, a.err)
 }

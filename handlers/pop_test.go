@@ -3,6 +3,7 @@ package handlers
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -385,4 +386,45 @@ func TestSubscriptionModeFromBeginning(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, status)
 	require.Contains(t, string(body), "subscriptionMode")
 	require.Contains(t, string(body), "from_beginning", "the error names the accepted values: %s", body)
+}
+
+// The validator remembers the body-less requests that passed (validate_
+// passed.go): the same request passes again without being validated, and
+// one that differs in anything the spec checks (a parameter's value, the
+// path) is validated as if nothing had passed before; a refused request is
+// refused again.
+func TestPopValidationRemembersOnlyWhatPassed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for range 2 {
+		for _, path := range []string{"/api/v1/pop/queue/q?batch=10", "/api/v1/pop/queue/q?batch=10&wait=false"} {
+			status, body := b.do("GET", path, nil)
+			require.Equal(t, http.StatusNoContent, status, "%s: %s", path, body)
+		}
+		for _, path := range []string{
+			"/api/v1/pop/queue/q?batch=1001",
+			"/api/v1/pop/queue/q?batch=10&wait=maybe",
+			"/api/v1/pop/queue/q?wait=false&batch=10&batch=abc",
+			"/api/v1/pop/queue/a%20b?batch=10",
+		} {
+			status, body := b.do("GET", path, nil)
+			require.Equal(t, http.StatusBadRequest, status, "%s: %s", path, body)
+		}
+	}
+	v, err := sharedValidator()
+	require.NoError(t, err)
+	req := httptest.NewRequest("GET", "/api/v1/pop/queue/q?batch=10", nil)
+	req.Pattern = "GET /api/v1/pop/queue/{queue}"
+	key, ok := v.passed.key(nil, req)
+	require.True(t, ok)
+	require.True(t, v.passed.has(key), "a request that passed is remembered")
+	req = httptest.NewRequest("GET", "/api/v1/pop/queue/q?batch=1001", nil)
+	req.Pattern = "GET /api/v1/pop/queue/{queue}"
+	key, ok = v.passed.key(nil, req)
+	require.True(t, ok)
+	require.False(t, v.passed.has(key), "a refused one is not")
+	req.Header.Set("X-Queen-Tenant", "x")
+	other, ok := v.passed.key(nil, req)
+	require.True(t, ok)
+	require.NotEqual(t, key, other, "the header parameters are part of the key")
 }

@@ -47,10 +47,7 @@ func (a pushAnswer) VisitPushMessagesResponse(w http.ResponseWriter) error {
 		buf = appendPushResult(buf, i, a.items[i], a.out[i])
 	}
 	buf = append(buf, "]\n"...)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusCreated)
-	_, err := w.Write(buf)
-	return err
+	return writeJSONAnswer(w, http.StatusCreated, buf)
 }
 
 // appendPushResult appends pushResult(i, it, o) as encoding/json writes it.
@@ -96,8 +93,7 @@ func appendPushResult(buf []byte, i int, it broker.PushItem, o broker.PushResult
 // anything else through json.Marshal.
 func appendJSONString(buf []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if !jsonPlain[s[i]] {
 			q, _ := json.Marshal(s) // a string always encodes
 			return append(buf, q...)
 		}
@@ -106,6 +102,14 @@ func appendJSONString(buf []byte, s string) []byte {
 	buf = append(buf, s...)
 	return append(buf, '"')
 }
+
+// jsonPlain marks the bytes appendJSONString copies as they are.
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c <= 0x7e; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
 
 // appendUUID appends u in its canonical form, as u.String() gives it.
 func appendUUID(buf []byte, u uuid.UUID) []byte {

@@ -34,6 +34,9 @@ type requestValidator struct {
 	pushItemProps []pushItemProp
 	// The batch ack likewise (ack_validate.go).
 	ack ackSchemas
+
+	// passed remembers the body-less requests that passed (passedCache).
+	passed passedCache
 }
 
 type pushItemProp struct {
@@ -72,10 +75,14 @@ func newRequestValidator() (*requestValidator, error) {
 		return nil, err
 	}
 	typed := 0
+	v.passed.headers = map[string][]string{}
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
 			v.byPattern[method+" "+path] = &routers.Route{
 				Spec: doc, Path: path, PathItem: item, Method: method, Operation: withoutSecurity(op),
+			}
+			if headers, ok := bodylessInputs(item, op); ok {
+				v.passed.headers[method+" "+path] = headers
 			}
 			if typedBodyOperations[op.OperationID] {
 				typed++
@@ -231,6 +238,12 @@ func (v *requestValidator) middleware(s *Server) api.MiddlewareFunc {
 				next.ServeHTTP(w, r)
 				return
 			}
+			var keyBuf [256]byte
+			key, cacheable := v.passed.key(keyBuf[:0], r)
+			if cacheable && v.passed.has(key) {
+				next.ServeHTTP(w, r)
+				return
+			}
 			params := map[string]string{}
 			for _, p := range route.Operation.Parameters {
 				if p.Value != nil && p.Value.In == openapi3.ParameterInPath {
@@ -256,6 +269,9 @@ func (v *requestValidator) middleware(s *Server) api.MiddlewareFunc {
 				}
 				writeError(w, http.StatusBadRequest, describeValidationError(err))
 				return
+			}
+			if cacheable {
+				v.passed.add(key)
 			}
 			next.ServeHTTP(w, r)
 		})

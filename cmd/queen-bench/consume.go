@@ -21,8 +21,9 @@ type consumer struct {
 	params *client.PopQueueParams
 	group  string // "" is queue mode
 	resp   bytes.Buffer
-	cycle  recorder // pop request sent -> ack answered
-	e2e    recorder // push request built -> pop answered, from the payload's "t"
+	popped popResponse // the last answer, its Messages reused
+	cycle  recorder    // pop request sent -> ack answered
+	e2e    recorder    // push request built -> pop answered, from the payload's "t"
 }
 
 // newConsumer pops from queue in group ("" for queue mode) through the
@@ -32,6 +33,9 @@ func (b *bench) newConsumer(queue, group string, i int) *consumer {
 	return &consumer{
 		b: b, base: b.baseFor(i), queue: queue, group: group,
 		params: b.popParams(group, b.cfg.Batch, b.cfg.PollTimeout, b.cfg.AutoAck),
+		// With autoAck nothing is acked: the count and the payloads'
+		// times are all a delivery is read for.
+		popped: popResponse{DataOnly: b.cfg.AutoAck},
 	}
 }
 
@@ -57,7 +61,7 @@ func (b *bench) popParams(group string, batch int, timeout time.Duration, autoAc
 func (c *consumer) run(ctx context.Context, deadline time.Time, t *tally, stopOnEmpty func() bool) {
 	for ctx.Err() == nil && time.Now().Before(deadline) && t.msgs.Load() < c.b.cfg.MaxMessages {
 		start := time.Now()
-		p, err := c.b.pop(ctx, c.base, c.queue, c.params, &c.resp)
+		p, err := c.b.popInto(ctx, c.base, c.queue, c.params, &c.resp, &c.popped)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -102,6 +106,8 @@ func (c *consumer) run(ctx context.Context, deadline time.Time, t *tally, stopOn
 type popResponse struct {
 	LeaseID  string          `json:"leaseId"`
 	Messages []poppedMessage `json:"messages"`
+	// DataOnly: decodePop leaves the messages' ids and leases empty.
+	DataOnly bool `json:"-"`
 }
 
 type poppedMessage struct {
@@ -113,6 +119,12 @@ type poppedMessage struct {
 
 // pop long-polls a broker once; a nil answer is a 204.
 func (b *bench) pop(ctx context.Context, base, queue string, params *client.PopQueueParams, resp *bytes.Buffer) (*popResponse, error) {
+	return b.popInto(ctx, base, queue, params, resp, &popResponse{})
+}
+
+// popInto is pop decoding into p (popResponse.DataOnly, reused Messages);
+// it returns p, or nil for a 204.
+func (b *bench) popInto(ctx context.Context, base, queue string, params *client.PopQueueParams, resp *bytes.Buffer, p *popResponse) (*popResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(*params.Timeout)*time.Millisecond+requestTimeout)
 	defer cancel()
 	res, err := b.apiAt(base).PopQueue(ctx, queue, params)
@@ -124,11 +136,10 @@ func (b *bench) pop(ctx context.Context, base, queue string, params *client.PopQ
 	case http.StatusNoContent:
 		return nil, nil
 	case http.StatusOK:
-		var p popResponse
-		if err := decodePop(resp.Bytes(), &p); err != nil {
+		if err := decodePop(resp.Bytes(), p); err != nil {
 			return nil, fmt.Errorf("pop: decode answer: %w", err)
 		}
-		return &p, nil
+		return p, nil
 	default:
 		return nil, fmt.Errorf("pop: status %d: %s", status, excerpt(resp.Bytes()))
 	}

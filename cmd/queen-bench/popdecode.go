@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 )
@@ -14,10 +15,15 @@ import (
 // comes out of the broker's (docs/benchmarks.md). A string with an escape
 // in it is decoded by encoding/json; anything this scanner does not expect
 // falls back to json.Unmarshal, which then reports the error.
+//
+// p's Messages are reused (emptied first); with p.DataOnly set, the
+// messages' ids and leases are skipped, not decoded: a consumer that sends
+// no ack (autoAck) needs only the count and the payloads.
 func decodePop(b []byte, p *popResponse) error {
+	p.LeaseID, p.Messages = "", p.Messages[:0]
 	d := popScanner{b: b}
 	if err := d.answer(p); err != nil {
-		*p = popResponse{}
+		*p = popResponse{DataOnly: p.DataOnly}
 		return json.Unmarshal(b, p)
 	}
 	return nil
@@ -93,24 +99,30 @@ func (d *popScanner) object(member func(key []byte) error) error {
 	}
 }
 
-// rawString returns the bytes between the quotes of the next string.
+// rawString returns the bytes between the quotes of the next string. It
+// jumps from quote to quote (bytes.IndexByte); a quote is the string's end
+// unless an odd run of backslashes comes before it.
 func (d *popScanner) rawString() ([]byte, error) {
 	if err := d.expect('"'); err != nil {
 		return nil, err
 	}
 	start := d.i
-	for d.i < len(d.b) {
-		switch d.b[d.i] {
-		case '\\':
-			d.i += 2
-			continue
-		case '"':
-			d.i++
-			return d.b[start : d.i-1], nil
+	for {
+		j := bytes.IndexByte(d.b[d.i:], '"')
+		if j < 0 {
+			d.i = len(d.b)
+			return nil, errUnexpected
 		}
-		d.i++
+		end := d.i + j
+		d.i = end + 1
+		k := end
+		for k > start && d.b[k-1] == '\\' {
+			k--
+		}
+		if (end-k)%2 == 0 {
+			return d.b[start:end], nil
+		}
 	}
-	return nil, errUnexpected
 }
 
 // str decodes the next string (null gives "").
@@ -217,10 +229,19 @@ func (d *popScanner) messages(p *popResponse) error {
 			var err error
 			switch string(key) {
 			case "transactionId":
+				if p.DataOnly {
+					return d.skip()
+				}
 				m.TransactionID, err = d.str()
 			case "partitionId":
+				if p.DataOnly {
+					return d.skip()
+				}
 				m.PartitionID, err = d.str()
 			case "leaseId":
+				if p.DataOnly {
+					return d.skip()
+				}
 				m.LeaseID, err = d.str()
 			case "data":
 				d.ws()

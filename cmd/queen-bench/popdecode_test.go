@@ -19,11 +19,20 @@ func TestDecodePopMatchesEncodingJSON(t *testing.T) {
 		`{"messages":null}`,
 		`{"unknown":{"nested":[{"leaseId":"not this one"}]},"messages":[{"data":null},{"data":12}]}`,
 		`{}`,
+		`{"leaseId":"a\\\\","messages":[{"transactionId":"\\\\\"q\\","data":"\\","partitionId":"\"\""}]}`,
 	}
+	var got, dataOnly popResponse // reused across answers, as a consumer does
+	dataOnly.DataOnly = true
 	for _, a := range answers {
-		var want, got popResponse
+		var want popResponse
 		require.NoError(t, json.Unmarshal([]byte(a), &want), a)
 		require.NoError(t, decodePop([]byte(a), &got), a)
+		require.NoError(t, decodePop([]byte(a), &dataOnly), a)
+		require.Equal(t, want.LeaseID, dataOnly.LeaseID, a)
+		require.Len(t, dataOnly.Messages, len(want.Messages), a)
+		for i := range want.Messages {
+			require.Equal(t, poppedMessage{Data: want.Messages[i].Data}, dataOnly.Messages[i], a)
+		}
 		require.Equal(t, want.LeaseID, got.LeaseID, a)
 		require.Len(t, got.Messages, len(want.Messages), a)
 		for i := range want.Messages {

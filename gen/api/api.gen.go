@@ -3959,9 +3959,13 @@ func (siw *ServerInterfaceWrapper) GetQueueLag(w http.ResponseWriter, r *http.Re
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetQueueLagParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "from" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", queryValues, &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -3974,7 +3978,7 @@ func (siw *ServerInterfaceWrapper) GetQueueLag(w http.ResponseWriter, r *http.Re
 
 	// ------------- Optional query parameter "to" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", queryValues, &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -3987,7 +3991,7 @@ func (siw *ServerInterfaceWrapper) GetQueueLag(w http.ResponseWriter, r *http.Re
 
 	// ------------- Optional query parameter "queue" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", r.URL.Query(), &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", queryValues, &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4018,9 +4022,13 @@ func (siw *ServerInterfaceWrapper) GetQueueOps(w http.ResponseWriter, r *http.Re
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetQueueOpsParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "from" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", queryValues, &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4033,7 +4041,7 @@ func (siw *ServerInterfaceWrapper) GetQueueOps(w http.ResponseWriter, r *http.Re
 
 	// ------------- Optional query parameter "to" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", queryValues, &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4046,7 +4054,7 @@ func (siw *ServerInterfaceWrapper) GetQueueOps(w http.ResponseWriter, r *http.Re
 
 	// ------------- Optional query parameter "queue" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", r.URL.Query(), &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", queryValues, &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4077,9 +4085,13 @@ func (siw *ServerInterfaceWrapper) GetQueueParkedReplicas(w http.ResponseWriter,
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetQueueParkedReplicasParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "from" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", queryValues, &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4092,7 +4104,7 @@ func (siw *ServerInterfaceWrapper) GetQueueParkedReplicas(w http.ResponseWriter,
 
 	// ------------- Optional query parameter "to" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", queryValues, &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4105,7 +4117,7 @@ func (siw *ServerInterfaceWrapper) GetQueueParkedReplicas(w http.ResponseWriter,
 
 	// ------------- Optional query parameter "queue" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", r.URL.Query(), &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", queryValues, &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4136,9 +4148,13 @@ func (siw *ServerInterfaceWrapper) GetRetentionAnalytics(w http.ResponseWriter, 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetRetentionAnalyticsParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "from" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", queryValues, &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4151,7 +4167,7 @@ func (siw *ServerInterfaceWrapper) GetRetentionAnalytics(w http.ResponseWriter, 
 
 	// ------------- Optional query parameter "to" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", queryValues, &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4164,7 +4180,7 @@ func (siw *ServerInterfaceWrapper) GetRetentionAnalytics(w http.ResponseWriter, 
 
 	// ------------- Optional query parameter "queue" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", r.URL.Query(), &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", queryValues, &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4195,9 +4211,13 @@ func (siw *ServerInterfaceWrapper) GetSystemMetrics(w http.ResponseWriter, r *ht
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetSystemMetricsParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "from" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", queryValues, &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4210,7 +4230,7 @@ func (siw *ServerInterfaceWrapper) GetSystemMetrics(w http.ResponseWriter, r *ht
 
 	// ------------- Optional query parameter "to" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", queryValues, &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4223,7 +4243,7 @@ func (siw *ServerInterfaceWrapper) GetSystemMetrics(w http.ResponseWriter, r *ht
 
 	// ------------- Optional query parameter "hostname" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "hostname", r.URL.Query(), &params.Hostname, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "hostname", queryValues, &params.Hostname, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4236,7 +4256,7 @@ func (siw *ServerInterfaceWrapper) GetSystemMetrics(w http.ResponseWriter, r *ht
 
 	// ------------- Optional query parameter "workerId" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "workerId", r.URL.Query(), &params.WorkerId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "workerId", queryValues, &params.WorkerId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4267,9 +4287,13 @@ func (siw *ServerInterfaceWrapper) GetWorkerMetrics(w http.ResponseWriter, r *ht
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetWorkerMetricsParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "from" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", queryValues, &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4282,7 +4306,7 @@ func (siw *ServerInterfaceWrapper) GetWorkerMetrics(w http.ResponseWriter, r *ht
 
 	// ------------- Optional query parameter "to" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", queryValues, &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4295,7 +4319,7 @@ func (siw *ServerInterfaceWrapper) GetWorkerMetrics(w http.ResponseWriter, r *ht
 
 	// ------------- Optional query parameter "hostname" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "hostname", r.URL.Query(), &params.Hostname, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "hostname", queryValues, &params.Hostname, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4308,7 +4332,7 @@ func (siw *ServerInterfaceWrapper) GetWorkerMetrics(w http.ResponseWriter, r *ht
 
 	// ------------- Optional query parameter "workerId" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "workerId", r.URL.Query(), &params.WorkerId, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "workerId", queryValues, &params.WorkerId, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4421,9 +4445,13 @@ func (siw *ServerInterfaceWrapper) ListLaggingPartitions(w http.ResponseWriter, 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListLaggingPartitionsParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "minLagSeconds" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "minLagSeconds", r.URL.Query(), &params.MinLagSeconds, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "minLagSeconds", queryValues, &params.MinLagSeconds, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4436,7 +4464,7 @@ func (siw *ServerInterfaceWrapper) ListLaggingPartitions(w http.ResponseWriter, 
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", queryValues, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4497,9 +4525,13 @@ func (siw *ServerInterfaceWrapper) DeleteConsumerGroup(w http.ResponseWriter, r 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params DeleteConsumerGroupParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "deleteMetadata" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "deleteMetadata", r.URL.Query(), &params.DeleteMetadata, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "deleteMetadata", queryValues, &params.DeleteMetadata, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4619,9 +4651,13 @@ func (siw *ServerInterfaceWrapper) DeleteConsumerGroupForQueue(w http.ResponseWr
 	// Parameter object where we will unmarshal all parameters from the context
 	var params DeleteConsumerGroupForQueueParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "deleteMetadata" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "deleteMetadata", r.URL.Query(), &params.DeleteMetadata, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "deleteMetadata", queryValues, &params.DeleteMetadata, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4850,9 +4886,13 @@ func (siw *ServerInterfaceWrapper) PurgeDeadLetters(w http.ResponseWriter, r *ht
 	// Parameter object where we will unmarshal all parameters from the context
 	var params PurgeDeadLettersParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Required query parameter "queue" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "queue", r.URL.Query(), &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "queue", queryValues, &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4865,7 +4905,7 @@ func (siw *ServerInterfaceWrapper) PurgeDeadLetters(w http.ResponseWriter, r *ht
 
 	// ------------- Optional query parameter "consumerGroup" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "consumerGroup", r.URL.Query(), &params.ConsumerGroup, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "consumerGroup", queryValues, &params.ConsumerGroup, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4917,9 +4957,13 @@ func (siw *ServerInterfaceWrapper) ListDeadLetters(w http.ResponseWriter, r *htt
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListDeadLettersParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "queue" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", r.URL.Query(), &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", queryValues, &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4932,7 +4976,7 @@ func (siw *ServerInterfaceWrapper) ListDeadLetters(w http.ResponseWriter, r *htt
 
 	// ------------- Optional query parameter "consumerGroup" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "consumerGroup", r.URL.Query(), &params.ConsumerGroup, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "consumerGroup", queryValues, &params.ConsumerGroup, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4945,7 +4989,7 @@ func (siw *ServerInterfaceWrapper) ListDeadLetters(w http.ResponseWriter, r *htt
 
 	// ------------- Optional query parameter "partition" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "partition", r.URL.Query(), &params.Partition, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "partition", queryValues, &params.Partition, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4958,7 +5002,7 @@ func (siw *ServerInterfaceWrapper) ListDeadLetters(w http.ResponseWriter, r *htt
 
 	// ------------- Optional query parameter "from" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", queryValues, &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4971,7 +5015,7 @@ func (siw *ServerInterfaceWrapper) ListDeadLetters(w http.ResponseWriter, r *htt
 
 	// ------------- Optional query parameter "to" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", queryValues, &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4984,7 +5028,7 @@ func (siw *ServerInterfaceWrapper) ListDeadLetters(w http.ResponseWriter, r *htt
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", queryValues, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -4997,7 +5041,7 @@ func (siw *ServerInterfaceWrapper) ListDeadLetters(w http.ResponseWriter, r *htt
 
 	// ------------- Optional query parameter "offset" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", r.URL.Query(), &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", queryValues, &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5149,9 +5193,13 @@ func (siw *ServerInterfaceWrapper) ListMessages(w http.ResponseWriter, r *http.R
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListMessagesParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "queue" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", r.URL.Query(), &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", queryValues, &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5164,7 +5212,7 @@ func (siw *ServerInterfaceWrapper) ListMessages(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "partition" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "partition", r.URL.Query(), &params.Partition, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "partition", queryValues, &params.Partition, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5177,7 +5225,7 @@ func (siw *ServerInterfaceWrapper) ListMessages(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "ns" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ns", r.URL.Query(), &params.Ns, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ns", queryValues, &params.Ns, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5190,7 +5238,7 @@ func (siw *ServerInterfaceWrapper) ListMessages(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "namespace" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", r.URL.Query(), &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", queryValues, &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5203,7 +5251,7 @@ func (siw *ServerInterfaceWrapper) ListMessages(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "task" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "task", r.URL.Query(), &params.Task, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "task", queryValues, &params.Task, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5216,7 +5264,7 @@ func (siw *ServerInterfaceWrapper) ListMessages(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "status" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "status", r.URL.Query(), &params.Status, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "status", queryValues, &params.Status, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5229,7 +5277,7 @@ func (siw *ServerInterfaceWrapper) ListMessages(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "from" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", queryValues, &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5242,7 +5290,7 @@ func (siw *ServerInterfaceWrapper) ListMessages(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "to" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", queryValues, &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5255,7 +5303,7 @@ func (siw *ServerInterfaceWrapper) ListMessages(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "consumerGroup" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "consumerGroup", r.URL.Query(), &params.ConsumerGroup, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "consumerGroup", queryValues, &params.ConsumerGroup, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5268,7 +5316,7 @@ func (siw *ServerInterfaceWrapper) ListMessages(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", queryValues, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5281,7 +5329,7 @@ func (siw *ServerInterfaceWrapper) ListMessages(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "offset" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", r.URL.Query(), &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", queryValues, &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5639,9 +5687,13 @@ func (siw *ServerInterfaceWrapper) PopNamespaceTask(w http.ResponseWriter, r *ht
 	// Parameter object where we will unmarshal all parameters from the context
 	var params PopNamespaceTaskParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "namespace" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", r.URL.Query(), &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", queryValues, &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5654,7 +5706,7 @@ func (siw *ServerInterfaceWrapper) PopNamespaceTask(w http.ResponseWriter, r *ht
 
 	// ------------- Optional query parameter "task" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "task", r.URL.Query(), &params.Task, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "task", queryValues, &params.Task, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5667,7 +5719,7 @@ func (siw *ServerInterfaceWrapper) PopNamespaceTask(w http.ResponseWriter, r *ht
 
 	// ------------- Optional query parameter "batch" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "batch", r.URL.Query(), &params.Batch, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "batch", queryValues, &params.Batch, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5680,7 +5732,7 @@ func (siw *ServerInterfaceWrapper) PopNamespaceTask(w http.ResponseWriter, r *ht
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", queryValues, &params.Wait, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5693,7 +5745,7 @@ func (siw *ServerInterfaceWrapper) PopNamespaceTask(w http.ResponseWriter, r *ht
 
 	// ------------- Optional query parameter "timeout" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "timeout", r.URL.Query(), &params.Timeout, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "timeout", queryValues, &params.Timeout, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5706,7 +5758,7 @@ func (siw *ServerInterfaceWrapper) PopNamespaceTask(w http.ResponseWriter, r *ht
 
 	// ------------- Optional query parameter "consumerGroup" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "consumerGroup", r.URL.Query(), &params.ConsumerGroup, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "consumerGroup", queryValues, &params.ConsumerGroup, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5719,7 +5771,7 @@ func (siw *ServerInterfaceWrapper) PopNamespaceTask(w http.ResponseWriter, r *ht
 
 	// ------------- Optional query parameter "autoAck" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "autoAck", r.URL.Query(), &params.AutoAck, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "autoAck", queryValues, &params.AutoAck, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5732,7 +5784,7 @@ func (siw *ServerInterfaceWrapper) PopNamespaceTask(w http.ResponseWriter, r *ht
 
 	// ------------- Optional query parameter "subscriptionMode" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "subscriptionMode", r.URL.Query(), &params.SubscriptionMode, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "subscriptionMode", queryValues, &params.SubscriptionMode, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5745,7 +5797,7 @@ func (siw *ServerInterfaceWrapper) PopNamespaceTask(w http.ResponseWriter, r *ht
 
 	// ------------- Optional query parameter "subscriptionFrom" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "subscriptionFrom", r.URL.Query(), &params.SubscriptionFrom, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "subscriptionFrom", queryValues, &params.SubscriptionFrom, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5758,7 +5810,7 @@ func (siw *ServerInterfaceWrapper) PopNamespaceTask(w http.ResponseWriter, r *ht
 
 	// ------------- Optional query parameter "partitions" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "partitions", r.URL.Query(), &params.Partitions, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "partitions", queryValues, &params.Partitions, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5819,9 +5871,13 @@ func (siw *ServerInterfaceWrapper) PopQueue(w http.ResponseWriter, r *http.Reque
 	// Parameter object where we will unmarshal all parameters from the context
 	var params PopQueueParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "batch" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "batch", r.URL.Query(), &params.Batch, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "batch", queryValues, &params.Batch, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5834,7 +5890,7 @@ func (siw *ServerInterfaceWrapper) PopQueue(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", queryValues, &params.Wait, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5847,7 +5903,7 @@ func (siw *ServerInterfaceWrapper) PopQueue(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "timeout" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "timeout", r.URL.Query(), &params.Timeout, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "timeout", queryValues, &params.Timeout, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5860,7 +5916,7 @@ func (siw *ServerInterfaceWrapper) PopQueue(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "consumerGroup" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "consumerGroup", r.URL.Query(), &params.ConsumerGroup, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "consumerGroup", queryValues, &params.ConsumerGroup, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5873,7 +5929,7 @@ func (siw *ServerInterfaceWrapper) PopQueue(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "autoAck" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "autoAck", r.URL.Query(), &params.AutoAck, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "autoAck", queryValues, &params.AutoAck, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5886,7 +5942,7 @@ func (siw *ServerInterfaceWrapper) PopQueue(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "subscriptionMode" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "subscriptionMode", r.URL.Query(), &params.SubscriptionMode, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "subscriptionMode", queryValues, &params.SubscriptionMode, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5899,7 +5955,7 @@ func (siw *ServerInterfaceWrapper) PopQueue(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "subscriptionFrom" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "subscriptionFrom", r.URL.Query(), &params.SubscriptionFrom, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "subscriptionFrom", queryValues, &params.SubscriptionFrom, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5912,7 +5968,7 @@ func (siw *ServerInterfaceWrapper) PopQueue(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "partitions" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "partitions", r.URL.Query(), &params.Partitions, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "partitions", queryValues, &params.Partitions, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5982,9 +6038,13 @@ func (siw *ServerInterfaceWrapper) PopPartition(w http.ResponseWriter, r *http.R
 	// Parameter object where we will unmarshal all parameters from the context
 	var params PopPartitionParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "batch" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "batch", r.URL.Query(), &params.Batch, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "batch", queryValues, &params.Batch, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5997,7 +6057,7 @@ func (siw *ServerInterfaceWrapper) PopPartition(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", queryValues, &params.Wait, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6010,7 +6070,7 @@ func (siw *ServerInterfaceWrapper) PopPartition(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "timeout" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "timeout", r.URL.Query(), &params.Timeout, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "timeout", queryValues, &params.Timeout, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6023,7 +6083,7 @@ func (siw *ServerInterfaceWrapper) PopPartition(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "consumerGroup" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "consumerGroup", r.URL.Query(), &params.ConsumerGroup, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "consumerGroup", queryValues, &params.ConsumerGroup, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6036,7 +6096,7 @@ func (siw *ServerInterfaceWrapper) PopPartition(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "autoAck" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "autoAck", r.URL.Query(), &params.AutoAck, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "autoAck", queryValues, &params.AutoAck, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6049,7 +6109,7 @@ func (siw *ServerInterfaceWrapper) PopPartition(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "subscriptionMode" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "subscriptionMode", r.URL.Query(), &params.SubscriptionMode, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "subscriptionMode", queryValues, &params.SubscriptionMode, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6062,7 +6122,7 @@ func (siw *ServerInterfaceWrapper) PopPartition(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "subscriptionFrom" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "subscriptionFrom", r.URL.Query(), &params.SubscriptionFrom, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "subscriptionFrom", queryValues, &params.SubscriptionFrom, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6164,9 +6224,13 @@ func (siw *ServerInterfaceWrapper) ClearQueue(w http.ResponseWriter, r *http.Req
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ClearQueueParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "partition" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "partition", r.URL.Query(), &params.Partition, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "partition", queryValues, &params.Partition, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6300,9 +6364,13 @@ func (siw *ServerInterfaceWrapper) ListPartitions(w http.ResponseWriter, r *http
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListPartitionsParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "queue" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", r.URL.Query(), &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", queryValues, &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6315,7 +6383,7 @@ func (siw *ServerInterfaceWrapper) ListPartitions(w http.ResponseWriter, r *http
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", queryValues, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6328,7 +6396,7 @@ func (siw *ServerInterfaceWrapper) ListPartitions(w http.ResponseWriter, r *http
 
 	// ------------- Optional query parameter "offset" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", r.URL.Query(), &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", queryValues, &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6380,9 +6448,13 @@ func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Req
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListQueuesParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "namespace" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", r.URL.Query(), &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", queryValues, &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6395,7 +6467,7 @@ func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Req
 
 	// ------------- Optional query parameter "task" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "task", r.URL.Query(), &params.Task, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "task", queryValues, &params.Task, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6408,7 +6480,7 @@ func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Req
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", queryValues, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6421,7 +6493,7 @@ func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Req
 
 	// ------------- Optional query parameter "offset" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", r.URL.Query(), &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", queryValues, &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6532,9 +6604,13 @@ func (siw *ServerInterfaceWrapper) GetQueue(w http.ResponseWriter, r *http.Reque
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetQueueParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", queryValues, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6547,7 +6623,7 @@ func (siw *ServerInterfaceWrapper) GetQueue(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "offset" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", r.URL.Query(), &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", queryValues, &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6695,9 +6771,13 @@ func (siw *ServerInterfaceWrapper) GetStatus(w http.ResponseWriter, r *http.Requ
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetStatusParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "from" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", queryValues, &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6710,7 +6790,7 @@ func (siw *ServerInterfaceWrapper) GetStatus(w http.ResponseWriter, r *http.Requ
 
 	// ------------- Optional query parameter "to" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", queryValues, &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6723,7 +6803,7 @@ func (siw *ServerInterfaceWrapper) GetStatus(w http.ResponseWriter, r *http.Requ
 
 	// ------------- Optional query parameter "queue" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", r.URL.Query(), &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", queryValues, &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6736,7 +6816,7 @@ func (siw *ServerInterfaceWrapper) GetStatus(w http.ResponseWriter, r *http.Requ
 
 	// ------------- Optional query parameter "namespace" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", r.URL.Query(), &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", queryValues, &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6749,7 +6829,7 @@ func (siw *ServerInterfaceWrapper) GetStatus(w http.ResponseWriter, r *http.Requ
 
 	// ------------- Optional query parameter "task" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "task", r.URL.Query(), &params.Task, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "task", queryValues, &params.Task, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6780,9 +6860,13 @@ func (siw *ServerInterfaceWrapper) GetStatusAnalytics(w http.ResponseWriter, r *
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetStatusAnalyticsParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "interval" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "interval", r.URL.Query(), &params.Interval, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "interval", queryValues, &params.Interval, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6795,7 +6879,7 @@ func (siw *ServerInterfaceWrapper) GetStatusAnalytics(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "from" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", queryValues, &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6808,7 +6892,7 @@ func (siw *ServerInterfaceWrapper) GetStatusAnalytics(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "to" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", queryValues, &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6821,7 +6905,7 @@ func (siw *ServerInterfaceWrapper) GetStatusAnalytics(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "queue" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", r.URL.Query(), &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", queryValues, &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6834,7 +6918,7 @@ func (siw *ServerInterfaceWrapper) GetStatusAnalytics(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "namespace" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", r.URL.Query(), &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", queryValues, &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6847,7 +6931,7 @@ func (siw *ServerInterfaceWrapper) GetStatusAnalytics(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "task" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "task", r.URL.Query(), &params.Task, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "task", queryValues, &params.Task, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6892,9 +6976,13 @@ func (siw *ServerInterfaceWrapper) ListStatusQueues(w http.ResponseWriter, r *ht
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListStatusQueuesParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "queue" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", r.URL.Query(), &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", queryValues, &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6907,7 +6995,7 @@ func (siw *ServerInterfaceWrapper) ListStatusQueues(w http.ResponseWriter, r *ht
 
 	// ------------- Optional query parameter "namespace" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", r.URL.Query(), &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", queryValues, &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6920,7 +7008,7 @@ func (siw *ServerInterfaceWrapper) ListStatusQueues(w http.ResponseWriter, r *ht
 
 	// ------------- Optional query parameter "task" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "task", r.URL.Query(), &params.Task, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "task", queryValues, &params.Task, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6933,7 +7021,7 @@ func (siw *ServerInterfaceWrapper) ListStatusQueues(w http.ResponseWriter, r *ht
 
 	// ------------- Optional query parameter "from" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", r.URL.Query(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", queryValues, &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6946,7 +7034,7 @@ func (siw *ServerInterfaceWrapper) ListStatusQueues(w http.ResponseWriter, r *ht
 
 	// ------------- Optional query parameter "to" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", r.URL.Query(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", queryValues, &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6959,7 +7047,7 @@ func (siw *ServerInterfaceWrapper) ListStatusQueues(w http.ResponseWriter, r *ht
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", queryValues, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6972,7 +7060,7 @@ func (siw *ServerInterfaceWrapper) ListStatusQueues(w http.ResponseWriter, r *ht
 
 	// ------------- Optional query parameter "offset" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", r.URL.Query(), &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", queryValues, &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7033,9 +7121,13 @@ func (siw *ServerInterfaceWrapper) GetStatusQueue(w http.ResponseWriter, r *http
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetStatusQueueParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "includePartitions" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "includePartitions", r.URL.Query(), &params.IncludePartitions, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "includePartitions", queryValues, &params.IncludePartitions, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7048,7 +7140,7 @@ func (siw *ServerInterfaceWrapper) GetStatusQueue(w http.ResponseWriter, r *http
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", queryValues, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7061,7 +7153,7 @@ func (siw *ServerInterfaceWrapper) GetStatusQueue(w http.ResponseWriter, r *http
 
 	// ------------- Optional query parameter "offset" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", r.URL.Query(), &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", queryValues, &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7122,9 +7214,13 @@ func (siw *ServerInterfaceWrapper) ListStatusQueueMessages(w http.ResponseWriter
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListStatusQueueMessagesParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", queryValues, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7137,7 +7233,7 @@ func (siw *ServerInterfaceWrapper) ListStatusQueueMessages(w http.ResponseWriter
 
 	// ------------- Optional query parameter "offset" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", r.URL.Query(), &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", queryValues, &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7309,9 +7405,13 @@ func (siw *ServerInterfaceWrapper) ListTracesByName(w http.ResponseWriter, r *ht
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListTracesByNameParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", queryValues, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7324,7 +7424,7 @@ func (siw *ServerInterfaceWrapper) ListTracesByName(w http.ResponseWriter, r *ht
 
 	// ------------- Optional query parameter "offset" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", r.URL.Query(), &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", queryValues, &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7376,9 +7476,13 @@ func (siw *ServerInterfaceWrapper) ListTraceNames(w http.ResponseWriter, r *http
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListTraceNamesParams
 
+	// The query, parsed once for all the parameters (queen: a user template,
+	// openapi/templates; the stock one parses it again for each).
+	queryValues := r.URL.Query()
+
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", queryValues, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7391,7 +7495,7 @@ func (siw *ServerInterfaceWrapper) ListTraceNames(w http.ResponseWriter, r *http
 
 	// ------------- Optional query parameter "offset" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", r.URL.Query(), &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "offset", queryValues, &params.Offset, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
