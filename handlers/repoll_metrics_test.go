@@ -26,3 +26,30 @@ func TestRepollFamilies(t *testing.T) {
 	require.Equal(t, statements, value(t, fams, "queen_pop_repoll_keys_total"), "one parked key per statement")
 	require.Zero(t, value(t, fams, "queen_pop_repoll_woken_total"), "an empty queue wakes nobody")
 }
+
+// The shared autoAck reads' counters reach /metrics/prometheus as counters:
+// once both groups' cursors are known here, group g2's pop of what g1's pop
+// just read is served from g1's rows (handlers/broker/read_share.go).
+func TestSharedReadFamilies(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	fams := b.scrape()
+	for _, name := range []string{"queen_pop_autoack_reads_total", "queen_pop_autoack_shared_total", "queen_pop_autoack_shared_fallbacks_total", "queen_pop_autoack_shared_waits_total"} {
+		require.Contains(t, fams, name)
+		require.Equal(t, dto.MetricType_COUNTER, fams[name].GetType(), name)
+		require.Zero(t, value(t, fams, name), "%s before any pop", name)
+	}
+	b.push(item("fan", "p", "m0", 0))
+	for _, g := range []string{"g1", "g2"} {
+		require.Len(t, b.pop("/api/v1/pop/queue/fan?consumerGroup="+g+"&autoAck=true&batch=2").Messages, 1, g)
+	}
+	b.push(item("fan", "p", "m1", 1))
+	b.push(item("fan", "p", "m2", 2))
+	for _, g := range []string{"g1", "g2"} {
+		require.Len(t, b.pop("/api/v1/pop/queue/fan?consumerGroup="+g+"&autoAck=true&batch=2").Messages, 2, g)
+	}
+	fams = b.scrape()
+	require.Equal(t, 1.0, value(t, fams, "queen_pop_autoack_shared_total"), "g2's second pop served from g1's read")
+	require.Equal(t, 3.0, value(t, fams, "queen_pop_autoack_reads_total"), "the first pop of each group and g1's second")
+	require.Zero(t, value(t, fams, "queen_pop_autoack_shared_fallbacks_total"))
+}
