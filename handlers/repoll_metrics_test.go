@@ -14,11 +14,7 @@ func TestRepollFamilies(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	fams := b.scrape()
-	for _, name := range []string{"queen_pop_repoll_statements_total", "queen_pop_repoll_keys_total", "queen_pop_repoll_woken_total", "queen_pop_repoll_skipped_total"} {
-		require.Contains(t, fams, name)
-		require.Equal(t, dto.MetricType_COUNTER, fams[name].GetType(), name)
-		require.Zero(t, value(t, fams, name), "%s before any long-poll", name)
-	}
+	requireZeroCounters(t, fams, "queen_pop_repoll_statements_total", "queen_pop_repoll_keys_total", "queen_pop_repoll_woken_total", "queen_pop_repoll_skipped_total")
 	require.Nil(t, b.pop("/api/v1/pop/queue/idle?wait=true&timeout=400"))
 	fams = b.scrape()
 	statements := value(t, fams, "queen_pop_repoll_statements_total")
@@ -34,11 +30,7 @@ func TestSharedReadFamilies(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	fams := b.scrape()
-	for _, name := range []string{"queen_pop_autoack_reads_total", "queen_pop_autoack_shared_total", "queen_pop_autoack_shared_fallbacks_total", "queen_pop_autoack_shared_waits_total"} {
-		require.Contains(t, fams, name)
-		require.Equal(t, dto.MetricType_COUNTER, fams[name].GetType(), name)
-		require.Zero(t, value(t, fams, name), "%s before any pop", name)
-	}
+	requireZeroCounters(t, fams, "queen_pop_autoack_reads_total", "queen_pop_autoack_shared_total", "queen_pop_autoack_shared_fallbacks_total", "queen_pop_autoack_shared_waits_total")
 	b.push(item("fan", "p", "m0", 0))
 	for _, g := range []string{"g1", "g2"} {
 		require.Len(t, b.pop("/api/v1/pop/queue/fan?consumerGroup="+g+"&autoAck=true&batch=2").Messages, 1, g)
@@ -52,4 +44,15 @@ func TestSharedReadFamilies(t *testing.T) {
 	require.Equal(t, 1.0, value(t, fams, "queen_pop_autoack_shared_total"), "g2's second pop served from g1's read")
 	require.Equal(t, 3.0, value(t, fams, "queen_pop_autoack_reads_total"), "the first pop of each group and g1's second")
 	require.Zero(t, value(t, fams, "queen_pop_autoack_shared_fallbacks_total"))
+}
+
+// requireZeroCounters checks that each family is exposed as a counter and is
+// still at zero (nothing has happened on the fresh broker yet).
+func requireZeroCounters(t *testing.T, fams map[string]*dto.MetricFamily, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		require.Contains(t, fams, name)
+		require.Equal(t, dto.MetricType_COUNTER, fams[name].GetType(), name)
+		require.Zero(t, value(t, fams, name), name)
+	}
 }
