@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/queenforgo/queen/gen/db"
-	"github.com/queenforgo/queen/sql/pgerr"
 )
 
 // partRef is a partition a pop may claim: with the partition's last seq
@@ -175,10 +174,10 @@ func (b *Broker) claimPartAutoAck(ctx context.Context, pr popPlan, q db.QueenQue
 	}
 	epoch, sent := b.shared.epoch.Load(), time.Now()
 	b.shared.reads.Add(1)
-	rows, err := b.q.PartitionConsumerAutoAckRead(ctx, db.PartitionConsumerAutoAckReadParams{
+	rows, err := b.readAutoAck(ctx, readItem{
 		PartitionID: p.id, ConsumerGroup: pr.Group, DelaySeconds: q.DelayedProcessing, BatchSize: int32(budget),
 	})
-	if err = pgerr.Translate(err); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("autoAck claim of partition %s: %w", p.id, err)
 	}
 	if len(rows) == 0 || !rows[0].CursorFound {

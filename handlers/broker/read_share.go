@@ -148,6 +148,9 @@ type sharedReads struct {
 	fellBack atomic.Int64 // kept rows tried, the cursor was not as known: read
 	waited   atomic.Int64 // claims that waited for another group's read
 	advances atomic.Int64 // PartitionConsumerAutoAckAdvance statements sent
+	// readBatches counts the batches of autoAck reads sent
+	// (read_commit.go): each one commit.
+	readBatches atomic.Int64
 	// Claims that read for want of kept rows: the group's cursor unknown
 	// here, not covered by what is kept, or kept rows that may not answer
 	// the pop (above).
