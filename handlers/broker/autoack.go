@@ -42,8 +42,9 @@ func (p partRef) left(c *claimed, budget int) bool {
 // claimAutoAck is an autoAck pop's claim of up to maxParts of parts, tried
 // in their order, until budget messages are delivered. Where the group's
 // cursor row on a partition exists, one statement reads the batch and
-// moves the cursor past it (PartitionConsumerAutoAckRead): one commit per
-// delivery and no lease, and a partition another consumer of the group is
+// moves the cursor past it (PartitionConsumerAutoAckRead, sent in the
+// reads' group commit, read_commit.go: one commit for the reads that wait
+// together) and no lease, and a partition another consumer of the group is
 // popping right now is passed over at once (by this broker before any
 // statement when the other pop is its own, autoack_race.go, otherwise by
 // the statement's SKIP LOCKED). Where the row does not exist

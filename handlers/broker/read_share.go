@@ -63,8 +63,11 @@ import (
 // The groups a push wakes claim its partition together: a claim that finds
 // another group's read of the partition in flight here waits for it (a
 // read of a moment) and is served from its rows, instead of sending a read
-// beside it; the claims that waited for one read move their cursors in one
-// statement, sent by the last of them to take its rows (advanceTogether).
+// beside it; the claims that waited for one read move their cursors
+// together, sent by the last of them to take its rows (advanceTogether).
+// Every serve's move goes through the group commit of cursor moves
+// (move_commit.go): one statement and one commit for the moves of all the
+// partitions and groups that wait for the flush in flight.
 //
 // Only queues without a delay or a window buffer (pushedHintable): their
 // reads have no other filter, so every group's read of a partition returns
