@@ -42,11 +42,15 @@ import (
 // past, as a pop whose read committed as its client went away.
 
 // The reads' group commit: up to readMaxFlushes batches in flight; a
-// further one starts beside them once readParallelMin reads wait.
+// further one starts beside them once readParallelMin reads wait. Two and
+// eight gave fewer commits (2.4 reads a batch against 2.2) but a claim
+// waited longer for its read: the fan-out's p99 delivery was about 50 ms
+// above main's, about 25 ms with four and four, for as many deliveries
+// (docs/benchmarks.md, round 9).
 const (
 	readMaxItems    = 64
-	readMaxFlushes  = 2
-	readParallelMin = 8
+	readMaxFlushes  = 4
+	readParallelMin = 4
 )
 
 type readItem = db.PartitionConsumerAutoAckReadBatchParams
