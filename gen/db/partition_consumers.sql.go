@@ -189,14 +189,15 @@ func (q *Queries) PartitionConsumerAutoAck(ctx context.Context, arg PartitionCon
 
 const partitionConsumerAutoAckAdvance = `-- name: PartitionConsumerAutoAckAdvance :many
 WITH want AS (
-    SELECT unnest($1::text[]) AS consumer_group, unnest($2::bigint[]) AS expected_seq,
-           unnest($3::bigint[]) AS last_seq, unnest($4::uuid[]) AS last_consumed_id,
-           unnest($5::bigint[]) AS n
+    SELECT unnest($1::uuid[]) AS partition_id,
+           unnest($2::text[]) AS consumer_group, unnest($3::bigint[]) AS expected_seq,
+           unnest($4::bigint[]) AS last_seq, unnest($5::uuid[]) AS last_consumed_id,
+           unnest($6::bigint[]) AS n
 ),
 cur AS (
-    SELECT pc.consumer_group, pc.batch_retry_count, w.last_seq, w.last_consumed_id, w.n
+    SELECT pc.partition_id, pc.consumer_group, pc.batch_retry_count, w.last_seq, w.last_consumed_id, w.n
     FROM want w
-    JOIN queen.partition_consumers pc ON pc.partition_id = $6 AND pc.consumer_group = w.consumer_group
+    JOIN queen.partition_consumers pc ON pc.partition_id = w.partition_id AND pc.consumer_group = w.consumer_group
     WHERE pc.last_seq = w.expected_seq
       AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
     FOR UPDATE OF pc SKIP LOCKED
@@ -211,46 +212,55 @@ moved AS (
         batch_retry_count = 0,
         lease_id = NULL, lease_acquired_at = NULL, lease_expires_at = NULL, batch_size = 0, acked_count = 0
     FROM cur
-    WHERE pc.partition_id = $6 AND pc.consumer_group = cur.consumer_group
+    WHERE pc.partition_id = cur.partition_id AND pc.consumer_group = cur.consumer_group
     RETURNING pc.consumer_group
 )
-SELECT cur.consumer_group::text AS consumer_group, cur.batch_retry_count::integer AS batch_retry_count FROM cur
+SELECT cur.partition_id::uuid AS partition_id, cur.consumer_group::text AS consumer_group,
+       cur.batch_retry_count::integer AS batch_retry_count
+FROM cur
 `
 
 type PartitionConsumerAutoAckAdvanceParams struct {
+	PartitionIds    []uuid.UUID
 	ConsumerGroups  []string
 	ExpectedSeqs    []int64
 	LastSeqs        []int64
 	LastConsumedIds []uuid.UUID
 	Ns              []int64
-	PartitionID     uuid.UUID
 }
 
 type PartitionConsumerAutoAckAdvanceRow struct {
+	PartitionID     uuid.UUID
 	ConsumerGroup   string
 	BatchRetryCount int32
 }
 
-// AutoAck pops of one partition served from rows another group's autoAck
-// read of it returned a moment ago on this broker (read_share.go): moves
-// each listed group's cursor from its expected_seq to its last_seq, past
-// the n messages its pop delivers from those rows, without reading them
-// again; the pops a read served together move in one statement (one
-// commit). Each cursor row is locked as PartitionConsumerAutoAckRead locks
-// it (SKIP LOCKED, no live lease) and only while its last_seq still equals
-// the expected one: locking re-reads the latest committed row, so a cursor
-// another pop moved meanwhile (or a seek) gives no row, and that group's
-// claim reads as usual. The columns set are those the read sets (the
-// update is HOT). A row per group moved, with the retry count the read
-// would have delivered with the batch.
+// AutoAck pops served from rows another group's autoAck read of the
+// partition returned a moment ago on this broker (read_share.go): moves
+// each listed (partition, group) cursor from its expected_seq to its
+// last_seq, past the n messages its pop delivers from those rows, without
+// reading them again. The broker's group commit of cursor moves sends the
+// serves of every partition and group that wait together in one statement
+// (one commit). Each cursor row is locked as PartitionConsumerAutoAckRead
+// locks it (SKIP LOCKED, no live lease) and only while its last_seq still
+// equals the expected one: locking re-reads the latest committed row, so a
+// cursor another pop moved meanwhile (or a seek) gives no row, and that
+// claim reads as usual; the other rows move all the same. The rows are
+// locked in no particular order, which cannot deadlock: SKIP LOCKED never
+// waits for a row lock, and the update only writes rows this statement
+// locked, so it waits for no other transaction's row and cannot close a
+// cycle of waits. The columns set are those the read sets (the update is
+// HOT). A row per cursor moved, with the retry count the read would have
+// delivered with the batch. A (partition, group) pair appears once at most
+// (the caller's guarantee).
 func (q *Queries) PartitionConsumerAutoAckAdvance(ctx context.Context, arg PartitionConsumerAutoAckAdvanceParams) ([]PartitionConsumerAutoAckAdvanceRow, error) {
 	rows, err := q.db.Query(ctx, partitionConsumerAutoAckAdvance,
+		arg.PartitionIds,
 		arg.ConsumerGroups,
 		arg.ExpectedSeqs,
 		arg.LastSeqs,
 		arg.LastConsumedIds,
 		arg.Ns,
-		arg.PartitionID,
 	)
 	if err != nil {
 		return nil, err
@@ -259,7 +269,7 @@ func (q *Queries) PartitionConsumerAutoAckAdvance(ctx context.Context, arg Parti
 	var items []PartitionConsumerAutoAckAdvanceRow
 	for rows.Next() {
 		var i PartitionConsumerAutoAckAdvanceRow
-		if err := rows.Scan(&i.ConsumerGroup, &i.BatchRetryCount); err != nil {
+		if err := rows.Scan(&i.PartitionID, &i.ConsumerGroup, &i.BatchRetryCount); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/queenforgo/queen/gen/db"
-	"github.com/queenforgo/queen/sql/pgerr"
 )
 
 // partRef is a partition a pop may claim: with the partition's last seq
@@ -43,8 +42,9 @@ func (p partRef) left(c *claimed, budget int) bool {
 // claimAutoAck is an autoAck pop's claim of up to maxParts of parts, tried
 // in their order, until budget messages are delivered. Where the group's
 // cursor row on a partition exists, one statement reads the batch and
-// moves the cursor past it (PartitionConsumerAutoAckRead): one commit per
-// delivery and no lease, and a partition another consumer of the group is
+// moves the cursor past it (PartitionConsumerAutoAckRead, sent in the
+// reads' group commit, read_commit.go: one commit for the reads that wait
+// together) and no lease, and a partition another consumer of the group is
 // popping right now is passed over at once (by this broker before any
 // statement when the other pop is its own, autoack_race.go, otherwise by
 // the statement's SKIP LOCKED). Where the row does not exist
@@ -175,10 +175,10 @@ func (b *Broker) claimPartAutoAck(ctx context.Context, pr popPlan, q db.QueenQue
 	}
 	epoch, sent := b.shared.epoch.Load(), time.Now()
 	b.shared.reads.Add(1)
-	rows, err := b.q.PartitionConsumerAutoAckRead(ctx, db.PartitionConsumerAutoAckReadParams{
+	rows, err := b.readAutoAck(ctx, readItem{
 		PartitionID: p.id, ConsumerGroup: pr.Group, DelaySeconds: q.DelayedProcessing, BatchSize: int32(budget),
 	})
-	if err = pgerr.Translate(err); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("autoAck claim of partition %s: %w", p.id, err)
 	}
 	if len(rows) == 0 || !rows[0].CursorFound {

@@ -168,6 +168,11 @@ type Broker struct {
 
 	pusher *coalescer[PushItem, PushResult]
 	acker  *coalescer[AckItem, AckResult]
+	// mover commits the cursor moves of served autoAck claims together
+	// (move_commit.go).
+	mover *coalescer[moveItem, moveResult]
+	// reader commits autoAck reads together (read_commit.go).
+	reader *coalescer[readItem, []db.PartitionConsumerAutoAckReadRow]
 	// delivered is what this broker's pops delivered under a lease, for
 	// their acks (delivered.go).
 	delivered *deliveries
@@ -242,6 +247,8 @@ func New(cfg Config) *Broker {
 	b.pusher.flushed = func(items int, d time.Duration) { b.timed.Flush(FlushPush, items, d) }
 	b.acker = newCoalescer(limits, b.ackDirect)
 	b.acker.flushed = func(items int, d time.Duration) { b.timed.Flush(FlushAck, items, d) }
+	b.mover = newMover(b)
+	b.reader = newReader(b)
 	return b
 }
 
@@ -263,6 +270,8 @@ func (b *Broker) Start(ctx context.Context) error {
 	cancel()
 	b.pusher.start()
 	b.acker.start()
+	b.mover.start()
+	b.reader.start()
 	b.loops.Add(2)
 	go func() {
 		defer b.loops.Done()
@@ -292,6 +301,8 @@ func (b *Broker) Stop(context.Context) error {
 	b.stopped = true
 	b.pusher.stop()
 	b.acker.stop()
+	b.mover.stop()
+	b.reader.stop()
 	close(b.stopCh)
 	b.loops.Wait()
 	if b.spool != nil {

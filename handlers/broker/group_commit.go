@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -43,6 +44,9 @@ type coalescer[I, O any] struct {
 	// flushed, when set, is told each flush's items and duration (the
 	// broker's Timings); set before start.
 	flushed func(items int, d time.Duration)
+	// queued counts the items the dispatcher took in, since start: a
+	// test's signal that a request waits for a flush.
+	queued atomic.Int64
 
 	startOnce sync.Once
 	running   chan struct{} // closed by start
@@ -180,6 +184,7 @@ func (c *coalescer[I, O]) dispatch() {
 		case j := <-in:
 			waiting = append(waiting, j)
 			items += len(j.items)
+			c.queued.Add(int64(len(j.items)))
 		case <-stopping:
 			in, stopping = nil, nil
 		case <-finished:

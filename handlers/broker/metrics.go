@@ -24,7 +24,7 @@ type Timings interface {
 	Pop(d time.Duration, delivered bool)
 	// Ack: one Ack call, group commit included.
 	Ack(d time.Duration)
-	// Flush: one group-commit flush of kind FlushPush or FlushAck, with
+	// Flush: one group-commit flush of kind FlushPush, FlushAck, FlushMove or FlushRead, with
 	// the items it committed (or failed to), retries one by one included.
 	Flush(kind string, items int, d time.Duration)
 }
@@ -33,6 +33,11 @@ type Timings interface {
 const (
 	FlushPush = "push"
 	FlushAck  = "ack"
+	// FlushMove: the cursor moves of autoAck claims served from kept rows
+	// (move_commit.go).
+	FlushMove = "autoack_move"
+	// FlushRead: the autoAck reads (read_commit.go).
+	FlushRead = "autoack_read"
 )
 
 type noTimings struct{}

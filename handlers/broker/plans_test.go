@@ -137,7 +137,7 @@ func TestAutoAckAdvanceSettlesOnItsGenericPlan(t *testing.T) {
 	const runs = 12
 	for i := range int64(runs) {
 		got, err := q.PartitionConsumerAutoAckAdvance(ctx, db.PartitionConsumerAutoAckAdvanceParams{
-			PartitionID: part, ConsumerGroups: []string{"g"}, ExpectedSeqs: []int64{i}, LastSeqs: []int64{i + 1},
+			PartitionIds: []uuid.UUID{part}, ConsumerGroups: []string{"g"}, ExpectedSeqs: []int64{i}, LastSeqs: []int64{i + 1},
 			LastConsumedIds: []uuid.UUID{uuid.New()}, Ns: []int64{1},
 		})
 		require.NoError(t, err)

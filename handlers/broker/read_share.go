@@ -12,7 +12,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/queenforgo/queen/gen/db"
-	"github.com/queenforgo/queen/sql/pgerr"
 )
 
 // In a fan-out every consumer group reads every message: a push's wake-up
@@ -64,8 +63,11 @@ import (
 // The groups a push wakes claim its partition together: a claim that finds
 // another group's read of the partition in flight here waits for it (a
 // read of a moment) and is served from its rows, instead of sending a read
-// beside it; the claims that waited for one read move their cursors in one
-// statement, sent by the last of them to take its rows (advanceTogether).
+// beside it; the claims that waited for one read move their cursors
+// together, sent by the last of them to take its rows (advanceTogether).
+// Every serve's move goes through the group commit of cursor moves
+// (move_commit.go): one statement and one commit for the moves of all the
+// partitions and groups that wait for the flush in flight.
 //
 // Only queues without a delay or a window buffer (pushedHintable): their
 // reads have no other filter, so every group's read of a partition returns
@@ -149,6 +151,9 @@ type sharedReads struct {
 	fellBack atomic.Int64 // kept rows tried, the cursor was not as known: read
 	waited   atomic.Int64 // claims that waited for another group's read
 	advances atomic.Int64 // PartitionConsumerAutoAckAdvance statements sent
+	// readBatches counts the batches of autoAck reads sent
+	// (read_commit.go): each one commit.
+	readBatches atomic.Int64
 	// Claims that read for want of kept rows: the group's cursor unknown
 	// here, not covered by what is kept, or kept rows that may not answer
 	// the pop (above).
@@ -376,24 +381,24 @@ func (s *sharedReads) take(queueID uuid.UUID, p partRef, cur int64, budget int, 
 }
 
 // advanceBatch gathers the cursor moves of the claims that waited for one
-// read: the last of them to join sends them all (one statement, one
-// commit) and the others wait for its answer.
+// read: the last of them to join sends them all to the group commit of
+// cursor moves as one job (move_commit.go: one flush, one commit, with
+// whatever else waits there), and the others wait for its answer.
 type advanceBatch struct {
 	mu     sync.Mutex
 	expect int // the read's waiters, set when the read ends
 	joined int
-	want   db.PartitionConsumerAutoAckAdvanceParams
+	want   []moveItem
 	done   chan struct{}
 	moved  map[string]int32 // group → retry count, for the cursors moved
 	err    error
 }
 
-// advanceTogether joins the claim of group (want: its move, nil when it
-// has none) to the cursor moves of the claims that waited for r, and
-// returns whether its cursor moved, with its retry count. The statement
-// is sent by the last to join, without its pop's cancellation: it moves
-// the others' cursors too.
-func (b *Broker) advanceTogether(ctx context.Context, r *readInFlight, part uuid.UUID, group string, want *advanceItem) (int32, bool, error) {
+// advanceTogether joins the claim (want: its move, nil when it has none)
+// to the cursor moves of the claims that waited for r, and returns whether
+// its cursor moved, with its retry count. The moves are sent by the last
+// to join, without its pop's cancellation: they are the others' too.
+func (b *Broker) advanceTogether(ctx context.Context, r *readInFlight, want *moveItem) (int32, bool, error) {
 	a := &r.advance
 	a.mu.Lock()
 	if a.done == nil {
@@ -401,25 +406,21 @@ func (b *Broker) advanceTogether(ctx context.Context, r *readInFlight, part uuid
 	}
 	done := a.done
 	if want != nil {
-		a.want.ConsumerGroups = append(a.want.ConsumerGroups, group)
-		a.want.ExpectedSeqs = append(a.want.ExpectedSeqs, want.expected)
-		a.want.LastSeqs = append(a.want.LastSeqs, want.last)
-		a.want.LastConsumedIds = append(a.want.LastConsumedIds, want.lastID)
-		a.want.Ns = append(a.want.Ns, want.n)
+		a.want = append(a.want, *want)
 	}
 	a.joined++
 	last := a.joined == a.expect
 	a.mu.Unlock()
 	if last {
-		if len(a.want.ConsumerGroups) > 0 {
-			a.want.PartitionID = part
-			rows, err := b.q.PartitionConsumerAutoAckAdvance(context.WithoutCancel(ctx), a.want)
-			a.err = pgerr.Translate(err)
-			a.moved = make(map[string]int32, len(rows))
-			for _, row := range rows {
-				a.moved[row.ConsumerGroup] = row.BatchRetryCount
+		if len(a.want) > 0 {
+			var res []moveResult
+			res, a.err = b.moveCursors(context.WithoutCancel(ctx), a.want)
+			a.moved = make(map[string]int32, len(res))
+			for i, m := range res {
+				if m.moved {
+					a.moved[a.want[i].group] = m.retry
+				}
 			}
-			b.shared.advances.Add(1)
 		}
 		close(done)
 	} else {
@@ -431,14 +432,8 @@ func (b *Broker) advanceTogether(ctx context.Context, r *readInFlight, part uuid
 	if a.err != nil {
 		return 0, false, a.err
 	}
-	retry, ok := a.moved[group]
+	retry, ok := a.moved[want.group]
 	return retry, ok, nil
-}
-
-// advanceItem is one claim's cursor move.
-type advanceItem struct {
-	expected, last, n int64
-	lastID            uuid.UUID
 }
 
 // claimShared serves an autoAck claim of p from the rows another group's
@@ -460,32 +455,27 @@ func (b *Broker) claimShared(ctx context.Context, pr popPlan, q db.QueenQueue, p
 		case <-ctx.Done():
 			go func() { // the others' move waits for this claim's part
 				<-r.done
-				_, _, _ = b.advanceTogether(ctx, r, p.id, pr.Group, nil) // nothing of its own to move
+				_, _, _ = b.advanceTogether(ctx, r, nil) // nothing of its own to move
 			}()
 			return nil, true, ctx.Err()
 		}
 	}
 	rows := b.shared.take(q.ID, p, cur, budget, pr.lookAt)
-	var item *advanceItem
+	var item *moveItem
 	if rows != nil {
 		last := rows[len(rows)-1]
-		item = &advanceItem{expected: cur, last: last.Seq, lastID: last.ID, n: int64(len(rows))}
+		item = &moveItem{part: p.id, group: pr.Group, expected: cur, last: last.Seq, lastID: last.ID, n: int64(len(rows))}
 	}
 	var retry int32
 	var moved bool
 	switch {
 	case r != nil:
-		retry, moved, err = b.advanceTogether(ctx, r, p.id, pr.Group, item)
+		retry, moved, err = b.advanceTogether(ctx, r, item)
 	case item != nil:
-		var got []db.PartitionConsumerAutoAckAdvanceRow
-		got, err = b.q.PartitionConsumerAutoAckAdvance(ctx, db.PartitionConsumerAutoAckAdvanceParams{
-			PartitionID: p.id, ConsumerGroups: []string{pr.Group}, ExpectedSeqs: []int64{item.expected},
-			LastSeqs: []int64{item.last}, LastConsumedIds: []uuid.UUID{item.lastID}, Ns: []int64{item.n},
-		})
-		err = pgerr.Translate(err)
-		b.shared.advances.Add(1)
-		if len(got) > 0 {
-			retry, moved = got[0].BatchRetryCount, true
+		var got []moveResult
+		got, err = b.moveCursors(ctx, []moveItem{*item})
+		if err == nil {
+			retry, moved = got[0].retry, got[0].moved
 		}
 	}
 	if err != nil {

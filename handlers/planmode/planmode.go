@@ -43,3 +43,10 @@ func (c custom) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, e
 func (c custom) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return c.d.QueryRow(ctx, sql, withMode(args)...)
 }
+
+// SendBatch sends b as it is: only the data plane's autoAck reads are
+// batched (handlers/broker/read_commit.go), and it keeps its prepared
+// statements.
+func (c custom) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return c.d.SendBatch(ctx, b)
+}

@@ -181,28 +181,102 @@ SELECT EXISTS (SELECT 1 FROM queen.partition_consumers x
        0, 0, '00000000-0000-0000-0000-000000000000'::uuid, '', NULL, 'null'::jsonb, false, NULL, now()
 WHERE NOT EXISTS (SELECT 1 FROM batch);
 
+-- name: PartitionConsumerAutoAckReadBatch :batchmany
+-- PartitionConsumerAutoAckRead, word for word, for the broker's group
+-- commit of autoAck reads (read_commit.go): the reads of several claims go
+-- out in one pgx batch, which PostgreSQL runs as one implicit transaction
+-- (one commit). Each read still takes its own snapshot (READ COMMITTED:
+-- per statement) and locks its cursor row with SKIP LOCKED, so it never
+-- waits for a row lock and returns what it would alone.
+WITH cur AS (
+    SELECT pc.last_seq, pc.batch_retry_count
+    FROM queen.partition_consumers pc
+    WHERE pc.partition_id = @partition_id AND pc.consumer_group = @consumer_group
+      AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
+      AND (SELECT n.seq FROM queen.messages n
+           WHERE n.partition_id = (SELECT @partition_id::uuid) AND n.seq > pc.last_seq
+             AND n.created_at <= (SELECT CASE WHEN @delay_seconds::integer = 0 THEN 'infinity'::timestamptz
+                                              ELSE now() - make_interval(secs => @delay_seconds::integer) END)
+           ORDER BY n.seq LIMIT 1) IS NOT NULL
+    FOR UPDATE SKIP LOCKED
+),
+batch AS MATERIALIZED (
+    SELECT s.id, s.seq, s.transaction_id, s.trace_id, s.payload, s.is_encrypted, s.producer_sub, s.created_at,
+           cur.batch_retry_count
+    FROM cur
+    CROSS JOIN LATERAL (
+        SELECT w.* FROM (
+            SELECT m.id, m.seq, m.transaction_id, m.trace_id, m.payload, m.is_encrypted, m.producer_sub, m.created_at
+            FROM queen.messages m
+            WHERE m.partition_id = (SELECT @partition_id::uuid)
+              AND m.seq > cur.last_seq
+              AND m.created_at <= (SELECT CASE WHEN @delay_seconds::integer = 0 THEN 'infinity'::timestamptz
+                                               ELSE now() - make_interval(secs => @delay_seconds::integer) END)
+            ORDER BY m.seq
+            LIMIT NULLIF(@batch_size::integer, @batch_size::integer)
+        ) w
+        LIMIT (SELECT @batch_size::integer)
+    ) s
+),
+moved AS (
+    UPDATE queen.partition_consumers pc
+    SET last_seq = GREATEST(pc.last_seq, t.last_seq),
+        last_consumed_id = (SELECT l.id FROM batch l WHERE l.seq = t.last_seq),
+        last_consumed_at = now(),
+        total_messages_consumed = pc.total_messages_consumed + t.n,
+        total_batches_consumed = pc.total_batches_consumed + 1,
+        batch_retry_count = 0,
+        lease_id = NULL, lease_acquired_at = NULL, lease_expires_at = NULL, batch_size = 0, acked_count = 0
+    FROM (SELECT max(b.seq) AS last_seq, count(*) AS n FROM batch b) t
+    WHERE pc.partition_id = @partition_id AND pc.consumer_group = @consumer_group AND t.n > 0
+    RETURNING pc.last_seq
+)
+SELECT true AS cursor_found,
+       COALESCE(b.batch_retry_count, 0)::integer AS batch_retry_count,
+       COALESCE(b.seq, 0)::bigint AS seq,
+       COALESCE(b.id, '00000000-0000-0000-0000-000000000000'::uuid)::uuid AS id,
+       COALESCE(b.transaction_id, '')::text AS transaction_id,
+       b.trace_id,
+       COALESCE(b.payload, 'null'::jsonb)::jsonb AS payload,
+       COALESCE(b.is_encrypted, false)::boolean AS is_encrypted,
+       b.producer_sub,
+       COALESCE(b.created_at, now())::timestamptz AS created_at
+FROM batch b
+UNION ALL
+SELECT EXISTS (SELECT 1 FROM queen.partition_consumers x
+               WHERE x.partition_id = @partition_id AND x.consumer_group = @consumer_group),
+       0, 0, '00000000-0000-0000-0000-000000000000'::uuid, '', NULL, 'null'::jsonb, false, NULL, now()
+WHERE NOT EXISTS (SELECT 1 FROM batch);
+
 -- name: PartitionConsumerAutoAckAdvance :many
--- AutoAck pops of one partition served from rows another group's autoAck
--- read of it returned a moment ago on this broker (read_share.go): moves
--- each listed group's cursor from its expected_seq to its last_seq, past
--- the n messages its pop delivers from those rows, without reading them
--- again; the pops a read served together move in one statement (one
--- commit). Each cursor row is locked as PartitionConsumerAutoAckRead locks
--- it (SKIP LOCKED, no live lease) and only while its last_seq still equals
--- the expected one: locking re-reads the latest committed row, so a cursor
--- another pop moved meanwhile (or a seek) gives no row, and that group's
--- claim reads as usual. The columns set are those the read sets (the
--- update is HOT). A row per group moved, with the retry count the read
--- would have delivered with the batch.
+-- AutoAck pops served from rows another group's autoAck read of the
+-- partition returned a moment ago on this broker (read_share.go): moves
+-- each listed (partition, group) cursor from its expected_seq to its
+-- last_seq, past the n messages its pop delivers from those rows, without
+-- reading them again. The broker's group commit of cursor moves sends the
+-- serves of every partition and group that wait together in one statement
+-- (one commit). Each cursor row is locked as PartitionConsumerAutoAckRead
+-- locks it (SKIP LOCKED, no live lease) and only while its last_seq still
+-- equals the expected one: locking re-reads the latest committed row, so a
+-- cursor another pop moved meanwhile (or a seek) gives no row, and that
+-- claim reads as usual; the other rows move all the same. The rows are
+-- locked in no particular order, which cannot deadlock: SKIP LOCKED never
+-- waits for a row lock, and the update only writes rows this statement
+-- locked, so it waits for no other transaction's row and cannot close a
+-- cycle of waits. The columns set are those the read sets (the update is
+-- HOT). A row per cursor moved, with the retry count the read would have
+-- delivered with the batch. A (partition, group) pair appears once at most
+-- (the caller's guarantee).
 WITH want AS (
-    SELECT unnest(@consumer_groups::text[]) AS consumer_group, unnest(@expected_seqs::bigint[]) AS expected_seq,
+    SELECT unnest(@partition_ids::uuid[]) AS partition_id,
+           unnest(@consumer_groups::text[]) AS consumer_group, unnest(@expected_seqs::bigint[]) AS expected_seq,
            unnest(@last_seqs::bigint[]) AS last_seq, unnest(@last_consumed_ids::uuid[]) AS last_consumed_id,
            unnest(@ns::bigint[]) AS n
 ),
 cur AS (
-    SELECT pc.consumer_group, pc.batch_retry_count, w.last_seq, w.last_consumed_id, w.n
+    SELECT pc.partition_id, pc.consumer_group, pc.batch_retry_count, w.last_seq, w.last_consumed_id, w.n
     FROM want w
-    JOIN queen.partition_consumers pc ON pc.partition_id = @partition_id AND pc.consumer_group = w.consumer_group
+    JOIN queen.partition_consumers pc ON pc.partition_id = w.partition_id AND pc.consumer_group = w.consumer_group
     WHERE pc.last_seq = w.expected_seq
       AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
     FOR UPDATE OF pc SKIP LOCKED
@@ -217,10 +291,12 @@ moved AS (
         batch_retry_count = 0,
         lease_id = NULL, lease_acquired_at = NULL, lease_expires_at = NULL, batch_size = 0, acked_count = 0
     FROM cur
-    WHERE pc.partition_id = @partition_id AND pc.consumer_group = cur.consumer_group
+    WHERE pc.partition_id = cur.partition_id AND pc.consumer_group = cur.consumer_group
     RETURNING pc.consumer_group
 )
-SELECT cur.consumer_group::text AS consumer_group, cur.batch_retry_count::integer AS batch_retry_count FROM cur;
+SELECT cur.partition_id::uuid AS partition_id, cur.consumer_group::text AS consumer_group,
+       cur.batch_retry_count::integer AS batch_retry_count
+FROM cur;
 
 -- name: PartitionConsumerSetBatchSize :exec
 -- Records how many messages a pop delivered, so the lease is released when

@@ -1,0 +1,166 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+// moveSetup makes queue q's partitions p1..p3 each hold m0, consumed by
+// groups a and b with autoAck (their cursor rows exist, and this broker
+// knows every cursor), then pushes <p>-m1..<p>-m5 to each and lets group a
+// read them: the rows are kept for group b.
+func moveSetup(t *testing.T, q string) *testBundle {
+	t.Helper()
+	tb := setup(t)
+	_, _, err := tb.b.Configure(t.Context(), "", q, "", "", QueueOptionsDefault())
+	require.NoError(t, err)
+	for _, p := range []string{"p1", "p2", "p3"} {
+		tb.push(item(q, p, p+"-m0", ""))
+		for _, g := range []string{"a", "b"} {
+			require.Equal(t, []string{p + "-m0"}, ids(tb.pop(PopRequest{Queue: q, Partition: p, Group: g, AutoAck: true, Batch: 10})))
+		}
+		for i := 1; i <= 5; i++ {
+			tb.push(item(q, p, fmt.Sprintf("%s-m%d", p, i), ""))
+		}
+		require.Equal(t, fiveOf(p), ids(tb.pop(PopRequest{Queue: q, Partition: p, Group: "a", AutoAck: true, Batch: 10})))
+	}
+	return tb
+}
+
+// fiveOf is partition p's m1..m5.
+func fiveOf(p string) []string {
+	out := make([]string, 5)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-m%d", p, i+1)
+	}
+	return out
+}
+
+// lastSeqIn is group's last_seq on queue q's partition p.
+func (tb *testBundle) lastSeqIn(q, p, group string) int64 {
+	tb.t.Helper()
+	var seq int64
+	require.NoError(tb.t, tb.pool.QueryRow(tb.t.Context(), `SELECT pc.last_seq FROM queen.partition_consumers pc
+		JOIN queen.partitions p ON p.id = pc.partition_id JOIN queen.queues qu ON qu.id = p.queue_id
+		WHERE qu.name = $1 AND p.name = $2 AND pc.consumer_group = $3`, q, p, group).Scan(&seq))
+	return seq
+}
+
+// popped is one pop's answer.
+type popped struct {
+	part string
+	ids  []string
+	err  error
+}
+
+// holdMoves starts group b's pops of the three partitions, each served
+// from group a's kept rows, so that p1's move is the flush in flight and
+// p2's and p3's wait for it together: the flush is held by a transaction
+// that locks the cursor table, which the test ends (commit or rollback)
+// when it is done with it. ctx2 is p2's pop's context.
+func holdMoves(t *testing.T, tb *testBundle, q string, ctx2 context.Context) (pgx.Tx, chan popped) {
+	t.Helper()
+	tx, err := tb.pool.Begin(t.Context())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	_, err = tx.Exec(t.Context(), `LOCK TABLE queen.partition_consumers IN EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	got := make(chan popped, 3)
+	start := func(ctx context.Context, p string) {
+		go func() {
+			res, err := tb.b.Pop(ctx, PopRequest{Queue: q, Partition: p, Group: "b", AutoAck: true, Batch: 5})
+			got <- popped{p, ids(res), err}
+		}()
+	}
+	queued := tb.b.mover.queued.Load()
+	start(t.Context(), "p1")
+	// Taken in by the group commit, p1's move is flushed at once: the
+	// flush is in flight (held by the lock) before the next move comes.
+	require.Eventually(t, func() bool { return tb.b.mover.queued.Load() == queued+1 }, 10*time.Second, time.Millisecond)
+	start(ctx2, "p2")
+	start(t.Context(), "p3")
+	require.Eventually(t, func() bool { return tb.b.mover.queued.Load() == queued+3 }, 10*time.Second, time.Millisecond,
+		"p2's and p3's moves wait for the flush in flight")
+	return tx, got
+}
+
+// The serves of several partitions that wait for the flush in flight are
+// committed together: three served claims, two statements, and each
+// delivers its partition's messages once.
+func TestServesOfSeveralPartitionsShareOneCommit(t *testing.T) {
+	t.Parallel()
+	tb := moveSetup(t, "moves")
+	advances := tb.b.shared.advances.Load()
+	tx, got := holdMoves(t, tb, "moves", t.Context())
+	require.NoError(t, tx.Commit(t.Context()))
+	for range 3 {
+		r := <-got
+		require.NoError(t, r.err)
+		require.Equal(t, fiveOf(r.part), r.ids)
+	}
+	require.EqualValues(t, 3, tb.b.shared.served.Load())
+	require.EqualValues(t, 2, tb.b.shared.advances.Load()-advances, "p2's and p3's moves in one statement")
+	for _, p := range []string{"p1", "p2", "p3"} {
+		require.Equal(t, tb.lastSeqIn("moves", p, "a"), tb.lastSeqIn("moves", p, "b"), p)
+		require.Nil(t, tb.pop(PopRequest{Queue: "moves", Partition: p, Group: "b", AutoAck: true, Batch: 10}), "nothing delivered twice")
+	}
+}
+
+// A move that misses in a shared flush (the cursor moved behind this
+// broker's back, as another broker's read moves it) does not keep the
+// others in the flush from moving: its claim reads from the real cursor,
+// nothing twice and nothing skipped.
+func TestMoveThatMissesLeavesTheOthersInItsFlush(t *testing.T) {
+	t.Parallel()
+	tb := moveSetup(t, "miss")
+	tx, got := holdMoves(t, tb, "miss", t.Context())
+	// Another broker delivered p3's m1 and m2 to group b (the lock is the
+	// test's own).
+	_, err := tx.Exec(t.Context(), `UPDATE queen.partition_consumers pc SET last_seq = m.seq
+		FROM queen.messages m WHERE m.transaction_id = 'p3-m2' AND pc.partition_id = m.partition_id AND pc.consumer_group = 'b'`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(t.Context()))
+	want := map[string][]string{"p1": fiveOf("p1"), "p2": fiveOf("p2"), "p3": fiveOf("p3")[2:]}
+	for range 3 {
+		r := <-got
+		require.NoError(t, r.err)
+		require.Equal(t, want[r.part], r.ids, r.part)
+	}
+	require.EqualValues(t, 2, tb.b.shared.served.Load())
+	require.EqualValues(t, 1, tb.b.shared.fellBack.Load(), "p3's move missed, its claim read")
+	for _, p := range []string{"p1", "p2", "p3"} {
+		require.Equal(t, tb.lastSeqIn("miss", p, "a"), tb.lastSeqIn("miss", p, "b"), p)
+		require.Nil(t, tb.pop(PopRequest{Queue: "miss", Partition: p, Group: "b", AutoAck: true, Batch: 10}), "nothing delivered twice")
+	}
+}
+
+// A pop cancelled while its move waits in the group commit does not
+// cancel the flush that carries the other claims' moves (p3's), and its
+// own move, queued, is committed and answered: the pop delivers what its
+// cursor moved past (its client may be gone, as after a read that
+// committed), nothing twice.
+func TestCancelledPopKeepsTheOthersMoves(t *testing.T) {
+	t.Parallel()
+	tb := moveSetup(t, "cancel")
+	ctx2, cancel := context.WithCancel(t.Context())
+	advances := tb.b.shared.advances.Load()
+	tx, got := holdMoves(t, tb, "cancel", ctx2)
+	cancel()
+	require.NoError(t, tx.Commit(t.Context()))
+	for range 3 {
+		r := <-got
+		require.NoError(t, r.err)
+		require.Equal(t, fiveOf(r.part), r.ids, r.part)
+	}
+	require.EqualValues(t, 3, tb.b.shared.served.Load())
+	require.EqualValues(t, 2, tb.b.shared.advances.Load()-advances, "p2's and p3's moves in one statement")
+	for _, p := range []string{"p2", "p3"} {
+		require.Equal(t, tb.lastSeqIn("cancel", p, "a"), tb.lastSeqIn("cancel", p, "b"), p)
+		require.Nil(t, tb.pop(PopRequest{Queue: "cancel", Partition: p, Group: "b", AutoAck: true, Batch: 10}), "nothing delivered twice")
+	}
+}
