@@ -19,7 +19,7 @@ var (
 	ErrBatchAlreadyClosed = errors.New("batch already closed")
 )
 
-const partitionConsumerAutoAckReadBatch = `-- name: PartitionConsumerAutoAckReadBatch :batchmany
+const partitionConsumerAutoAckRead = `-- name: PartitionConsumerAutoAckRead :batchmany
 WITH cur AS (
     SELECT pc.last_seq, pc.batch_retry_count
     FROM queen.partition_consumers pc
@@ -81,20 +81,20 @@ SELECT EXISTS (SELECT 1 FROM queen.partition_consumers x
 WHERE NOT EXISTS (SELECT 1 FROM batch)
 `
 
-type PartitionConsumerAutoAckReadBatchBatchResults struct {
+type PartitionConsumerAutoAckReadBatchResults struct {
 	br     pgx.BatchResults
 	tot    int
 	closed bool
 }
 
-type PartitionConsumerAutoAckReadBatchParams struct {
+type PartitionConsumerAutoAckReadParams struct {
 	PartitionID   uuid.UUID
 	ConsumerGroup string
 	DelaySeconds  int32
 	BatchSize     int32
 }
 
-type PartitionConsumerAutoAckReadBatchRow struct {
+type PartitionConsumerAutoAckReadRow struct {
 	CursorFound     bool
 	BatchRetryCount int32
 	Seq             int64
@@ -107,13 +107,45 @@ type PartitionConsumerAutoAckReadBatchRow struct {
 	CreatedAt       pgtype.Timestamptz
 }
 
-// PartitionConsumerAutoAckRead, word for word, for the broker's group
-// commit of autoAck reads (read_commit.go): the reads of several claims go
-// out in one pgx batch, which PostgreSQL runs as one implicit transaction
-// (one commit). Each read still takes its own snapshot (READ COMMITTED:
-// per statement) and locks its cursor row with SKIP LOCKED, so it never
-// waits for a row lock and returns what it would alone.
-func (q *Queries) PartitionConsumerAutoAckReadBatch(ctx context.Context, arg []PartitionConsumerAutoAckReadBatchParams) *PartitionConsumerAutoAckReadBatchBatchResults {
+// An autoAck pop of one partition whose cursor row exists: reads the next
+// batch and moves the cursor past it in one statement, so one commit (not a
+// lease write, then a cursor write) makes the delivery final. No lease is
+// taken: with the cursor moved in the same statement there is nothing to
+// release. The cursor row is locked with SKIP LOCKED, so a consumer of the
+// group finding another one's pop of this partition in flight skips it at
+// once instead of queueing behind its commit; a live lease (a pop without
+// autoAck) skips it too. Locking re-reads the latest committed row, so the
+// batch always starts past the cursor another pop just moved. Only columns
+// outside every index change while no lease is set (lease_id stays NULL):
+// the update is HOT. A cursor with nothing past it is not locked at all
+// (a lock is a write: a transaction id and a WAL flush at commit); the
+// probe for a next message is ordered with LIMIT 1, so it stops at the
+// first.
+//
+// The first row says whether the cursor row exists: when it does not (a
+// group's first pop of the partition), the caller claims through
+// PartitionConsumerClaimAndRead, which creates it at the subscription's
+// start. One row with seq 0 means nothing was delivered; only then is the
+// cursor row looked up again.
+//
+// The batch's rows come back as the batch read them, in seq order, with
+// no sort and no join after it, and the cursor's last message is found by
+// its seq rather than by an ordered aggregate: each sort copied the whole
+// batch, payloads included (docs/benchmarks.md, "Round 7: the autoAck
+// read"). SQL promises no order without an ORDER BY, so the caller checks
+// it (autoAckInOrder).
+//
+// The arguments and the two LIMITs are written as in
+// PartitionConsumerClaimAndRead, so that the statement keeps its generic
+// plan after five calls.
+//
+// Sent as a pgx batch of one or more claims' reads: the broker's group
+// commit of autoAck reads (read_commit.go) sends the reads of several
+// claims together, which PostgreSQL runs as one implicit transaction (one
+// commit). Each read still takes its own snapshot (READ COMMITTED: per
+// statement) and locks its cursor row with SKIP LOCKED, so it never waits
+// for a row lock and returns what it would alone.
+func (q *Queries) PartitionConsumerAutoAckRead(ctx context.Context, arg []PartitionConsumerAutoAckReadParams) *PartitionConsumerAutoAckReadBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
 		vals := []interface{}{
@@ -122,16 +154,16 @@ func (q *Queries) PartitionConsumerAutoAckReadBatch(ctx context.Context, arg []P
 			a.DelaySeconds,
 			a.BatchSize,
 		}
-		batch.Queue(partitionConsumerAutoAckReadBatch, vals...)
+		batch.Queue(partitionConsumerAutoAckRead, vals...)
 	}
 	br := q.db.SendBatch(ctx, batch)
-	return &PartitionConsumerAutoAckReadBatchBatchResults{br, len(arg), false}
+	return &PartitionConsumerAutoAckReadBatchResults{br, len(arg), false}
 }
 
-func (b *PartitionConsumerAutoAckReadBatchBatchResults) Query(f func(int, []PartitionConsumerAutoAckReadBatchRow, error)) {
+func (b *PartitionConsumerAutoAckReadBatchResults) Query(f func(int, []PartitionConsumerAutoAckReadRow, error)) {
 	defer b.br.Close()
 	for t := 0; t < b.tot; t++ {
-		var items []PartitionConsumerAutoAckReadBatchRow
+		var items []PartitionConsumerAutoAckReadRow
 		if b.closed {
 			if f != nil {
 				f(t, items, ErrBatchAlreadyClosed)
@@ -145,7 +177,7 @@ func (b *PartitionConsumerAutoAckReadBatchBatchResults) Query(f func(int, []Part
 			}
 			defer rows.Close()
 			for rows.Next() {
-				var i PartitionConsumerAutoAckReadBatchRow
+				var i PartitionConsumerAutoAckReadRow
 				if err := rows.Scan(
 					&i.CursorFound,
 					&i.BatchRetryCount,
@@ -170,7 +202,7 @@ func (b *PartitionConsumerAutoAckReadBatchBatchResults) Query(f func(int, []Part
 	}
 }
 
-func (b *PartitionConsumerAutoAckReadBatchBatchResults) Close() error {
+func (b *PartitionConsumerAutoAckReadBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }

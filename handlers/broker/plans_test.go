@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"context"
+	"errors"
 	"testing"
 
 	"github.com/google/uuid"
@@ -90,7 +92,7 @@ func callPopStatements(t *testing.T, conn *pgxpool.Conn, part, queue uuid.UUID, 
 			PartitionID: part, ConsumerGroup: "g", LeaseID: &lease, LeaseSeconds: 0, BatchSize: 10,
 		})
 		require.NoError(t, err)
-		rows, err := q.PartitionConsumerAutoAckRead(ctx, db.PartitionConsumerAutoAckReadParams{
+		rows, err := autoAckReadAlone(ctx, q, db.PartitionConsumerAutoAckReadParams{
 			PartitionID: part, ConsumerGroup: "g", BatchSize: 10,
 		})
 		require.NoError(t, err)
@@ -100,6 +102,16 @@ func callPopStatements(t *testing.T, conn *pgxpool.Conn, part, queue uuid.UUID, 
 		})
 		require.NoError(t, err)
 	}
+}
+
+// autoAckReadAlone sends one autoAck read as a batch of its own, as the
+// reads' group commit does when no other read waits (read_commit.go).
+func autoAckReadAlone(ctx context.Context, q *db.Queries, p db.PartitionConsumerAutoAckReadParams) ([]db.PartitionConsumerAutoAckReadRow, error) {
+	var rows []db.PartitionConsumerAutoAckReadRow
+	var readErr error
+	br := q.PartitionConsumerAutoAckRead(ctx, []db.PartitionConsumerAutoAckReadParams{p})
+	br.Query(func(_ int, got []db.PartitionConsumerAutoAckReadRow, err error) { rows, readErr = got, err })
+	return rows, errors.Join(readErr, br.Close())
 }
 
 // customPlans reads, per pop statement, how many of its runs executions on

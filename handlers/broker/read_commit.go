@@ -13,7 +13,7 @@ import (
 // The autoAck reads (claimPartAutoAck) go through a group commit of their
 // own, as the cursor moves do (move_commit.go): the reads that wait while a
 // flush is in flight go out together in one pgx batch
-// (PartitionConsumerAutoAckReadBatch), which PostgreSQL runs as one
+// (PartitionConsumerAutoAckRead), which PostgreSQL runs as one
 // implicit transaction: one commit, one WAL flush, for the cursor moves of
 // several claims, of any partitions and groups.
 //
@@ -53,7 +53,7 @@ const (
 	readParallelMin = 4
 )
 
-type readItem = db.PartitionConsumerAutoAckReadBatchParams
+type readItem = db.PartitionConsumerAutoAckReadParams
 
 func newReader(b *Broker) *coalescer[readItem, []db.PartitionConsumerAutoAckReadRow] {
 	c := newCoalescer(coalescerLimits{MaxItems: readMaxItems, MaxFlushes: readMaxFlushes, ParallelMin: readParallelMin}, b.readDirect)
@@ -81,17 +81,13 @@ func (b *Broker) readDirect(ctx context.Context, items []readItem) ([][]db.Parti
 	out := make([][]db.PartitionConsumerAutoAckReadRow, len(items))
 	var failed error
 	b.shared.readBatches.Add(1)
-	br := b.q.PartitionConsumerAutoAckReadBatch(ctx, items)
-	br.Query(func(i int, rows []db.PartitionConsumerAutoAckReadBatchRow, err error) {
+	br := b.q.PartitionConsumerAutoAckRead(ctx, items)
+	br.Query(func(i int, rows []db.PartitionConsumerAutoAckReadRow, err error) {
 		if err != nil {
 			failed = cmpErr(failed, err)
 			return
 		}
-		got := make([]db.PartitionConsumerAutoAckReadRow, len(rows))
-		for j := range rows {
-			got[j] = db.PartitionConsumerAutoAckReadRow(rows[j])
-		}
-		out[i] = got
+		out[i] = rows
 	})
 	// Query closed the batch without its error: Close answers it again
 	// (the commit's, among others).

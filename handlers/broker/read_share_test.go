@@ -199,7 +199,7 @@ func TestGroupsWaitingForOneReadMoveTogether(t *testing.T) {
 	// The read in flight: group a's, its rows kept as its claim keeps them
 	// (a pop of a would wait for the read registered above).
 	epoch, sent := tb.b.shared.epoch.Load(), time.Now()
-	rows, err := tb.b.q.PartitionConsumerAutoAckRead(t.Context(), db.PartitionConsumerAutoAckReadParams{
+	rows, err := autoAckReadAlone(t.Context(), tb.b.q, db.PartitionConsumerAutoAckReadParams{
 		PartitionID: first.PartitionID, ConsumerGroup: "a", BatchSize: 10,
 	})
 	require.NoError(t, err)

@@ -89,7 +89,7 @@ func cursorReads(ctx context.Context, part uuid.UUID) map[string]planRead {
 			return err
 		}},
 		"autoAck read": {"queen.messages", func(q *db.Queries) error {
-			_, err := q.PartitionConsumerAutoAckRead(ctx, db.PartitionConsumerAutoAckReadParams{
+			_, err := autoAckReadAlone(ctx, q, db.PartitionConsumerAutoAckReadParams{
 				PartitionID: part, ConsumerGroup: "auto", BatchSize: planBatch,
 			})
 			return err

@@ -89,7 +89,7 @@ LEFT JOIN LATERAL (
 ) m ON true
 ORDER BY m.seq;
 
--- name: PartitionConsumerAutoAckRead :many
+-- name: PartitionConsumerAutoAckRead :batchmany
 -- An autoAck pop of one partition whose cursor row exists: reads the next
 -- batch and moves the cursor past it in one statement, so one commit (not a
 -- lease write, then a cursor write) makes the delivery final. No lease is
@@ -121,73 +121,13 @@ ORDER BY m.seq;
 -- The arguments and the two LIMITs are written as in
 -- PartitionConsumerClaimAndRead, so that the statement keeps its generic
 -- plan after five calls.
-WITH cur AS (
-    SELECT pc.last_seq, pc.batch_retry_count
-    FROM queen.partition_consumers pc
-    WHERE pc.partition_id = @partition_id AND pc.consumer_group = @consumer_group
-      AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= now())
-      AND (SELECT n.seq FROM queen.messages n
-           WHERE n.partition_id = (SELECT @partition_id::uuid) AND n.seq > pc.last_seq
-             AND n.created_at <= (SELECT CASE WHEN @delay_seconds::integer = 0 THEN 'infinity'::timestamptz
-                                              ELSE now() - make_interval(secs => @delay_seconds::integer) END)
-           ORDER BY n.seq LIMIT 1) IS NOT NULL
-    FOR UPDATE SKIP LOCKED
-),
-batch AS MATERIALIZED (
-    SELECT s.id, s.seq, s.transaction_id, s.trace_id, s.payload, s.is_encrypted, s.producer_sub, s.created_at,
-           cur.batch_retry_count
-    FROM cur
-    CROSS JOIN LATERAL (
-        SELECT w.* FROM (
-            SELECT m.id, m.seq, m.transaction_id, m.trace_id, m.payload, m.is_encrypted, m.producer_sub, m.created_at
-            FROM queen.messages m
-            WHERE m.partition_id = (SELECT @partition_id::uuid)
-              AND m.seq > cur.last_seq
-              AND m.created_at <= (SELECT CASE WHEN @delay_seconds::integer = 0 THEN 'infinity'::timestamptz
-                                               ELSE now() - make_interval(secs => @delay_seconds::integer) END)
-            ORDER BY m.seq
-            LIMIT NULLIF(@batch_size::integer, @batch_size::integer)
-        ) w
-        LIMIT (SELECT @batch_size::integer)
-    ) s
-),
-moved AS (
-    UPDATE queen.partition_consumers pc
-    SET last_seq = GREATEST(pc.last_seq, t.last_seq),
-        last_consumed_id = (SELECT l.id FROM batch l WHERE l.seq = t.last_seq),
-        last_consumed_at = now(),
-        total_messages_consumed = pc.total_messages_consumed + t.n,
-        total_batches_consumed = pc.total_batches_consumed + 1,
-        batch_retry_count = 0,
-        lease_id = NULL, lease_acquired_at = NULL, lease_expires_at = NULL, batch_size = 0, acked_count = 0
-    FROM (SELECT max(b.seq) AS last_seq, count(*) AS n FROM batch b) t
-    WHERE pc.partition_id = @partition_id AND pc.consumer_group = @consumer_group AND t.n > 0
-    RETURNING pc.last_seq
-)
-SELECT true AS cursor_found,
-       COALESCE(b.batch_retry_count, 0)::integer AS batch_retry_count,
-       COALESCE(b.seq, 0)::bigint AS seq,
-       COALESCE(b.id, '00000000-0000-0000-0000-000000000000'::uuid)::uuid AS id,
-       COALESCE(b.transaction_id, '')::text AS transaction_id,
-       b.trace_id,
-       COALESCE(b.payload, 'null'::jsonb)::jsonb AS payload,
-       COALESCE(b.is_encrypted, false)::boolean AS is_encrypted,
-       b.producer_sub,
-       COALESCE(b.created_at, now())::timestamptz AS created_at
-FROM batch b
-UNION ALL
-SELECT EXISTS (SELECT 1 FROM queen.partition_consumers x
-               WHERE x.partition_id = @partition_id AND x.consumer_group = @consumer_group),
-       0, 0, '00000000-0000-0000-0000-000000000000'::uuid, '', NULL, 'null'::jsonb, false, NULL, now()
-WHERE NOT EXISTS (SELECT 1 FROM batch);
-
--- name: PartitionConsumerAutoAckReadBatch :batchmany
--- PartitionConsumerAutoAckRead, word for word, for the broker's group
--- commit of autoAck reads (read_commit.go): the reads of several claims go
--- out in one pgx batch, which PostgreSQL runs as one implicit transaction
--- (one commit). Each read still takes its own snapshot (READ COMMITTED:
--- per statement) and locks its cursor row with SKIP LOCKED, so it never
--- waits for a row lock and returns what it would alone.
+--
+-- Sent as a pgx batch of one or more claims' reads: the broker's group
+-- commit of autoAck reads (read_commit.go) sends the reads of several
+-- claims together, which PostgreSQL runs as one implicit transaction (one
+-- commit). Each read still takes its own snapshot (READ COMMITTED: per
+-- statement) and locks its cursor row with SKIP LOCKED, so it never waits
+-- for a row lock and returns what it would alone.
 WITH cur AS (
     SELECT pc.last_seq, pc.batch_retry_count
     FROM queen.partition_consumers pc
