@@ -105,10 +105,7 @@ func TestServesOfSeveralPartitionsShareOneCommit(t *testing.T) {
 	}
 	require.EqualValues(t, 3, tb.b.shared.served.Load())
 	require.EqualValues(t, 2, tb.b.shared.advances.Load()-advances, "p2's and p3's moves in one statement")
-	for _, p := range []string{"p1", "p2", "p3"} {
-		require.Equal(t, tb.lastSeqIn("moves", p, "a"), tb.lastSeqIn("moves", p, "b"), p)
-		require.Nil(t, tb.pop(PopRequest{Queue: "moves", Partition: p, Group: "b", AutoAck: true, Batch: 10}), "nothing delivered twice")
-	}
+	requireBCaughtUpWithA(t, tb, "moves", "p1", "p2", "p3")
 }
 
 // A move that misses in a shared flush (the cursor moved behind this
@@ -133,10 +130,7 @@ func TestMoveThatMissesLeavesTheOthersInItsFlush(t *testing.T) {
 	}
 	require.EqualValues(t, 2, tb.b.shared.served.Load())
 	require.EqualValues(t, 1, tb.b.shared.fellBack.Load(), "p3's move missed, its claim read")
-	for _, p := range []string{"p1", "p2", "p3"} {
-		require.Equal(t, tb.lastSeqIn("miss", p, "a"), tb.lastSeqIn("miss", p, "b"), p)
-		require.Nil(t, tb.pop(PopRequest{Queue: "miss", Partition: p, Group: "b", AutoAck: true, Batch: 10}), "nothing delivered twice")
-	}
+	requireBCaughtUpWithA(t, tb, "miss", "p1", "p2", "p3")
 }
 
 // A pop cancelled while its move waits in the group commit does not
@@ -159,8 +153,16 @@ func TestCancelledPopKeepsTheOthersMoves(t *testing.T) {
 	}
 	require.EqualValues(t, 3, tb.b.shared.served.Load())
 	require.EqualValues(t, 2, tb.b.shared.advances.Load()-advances, "p2's and p3's moves in one statement")
-	for _, p := range []string{"p2", "p3"} {
-		require.Equal(t, tb.lastSeqIn("cancel", p, "a"), tb.lastSeqIn("cancel", p, "b"), p)
-		require.Nil(t, tb.pop(PopRequest{Queue: "cancel", Partition: p, Group: "b", AutoAck: true, Batch: 10}), "nothing delivered twice")
+	requireBCaughtUpWithA(t, tb, "cancel", "p2", "p3")
+}
+
+// requireBCaughtUpWithA checks that group b's cursor on each partition of
+// queue q stands where group a's does (b was served what a read) and that
+// a pop of b finds nothing more: nothing skipped, nothing delivered twice.
+func requireBCaughtUpWithA(t *testing.T, tb *testBundle, q string, parts ...string) {
+	t.Helper()
+	for _, p := range parts {
+		require.Equal(t, tb.lastSeqIn(q, p, "a"), tb.lastSeqIn(q, p, "b"), p)
+		require.Nil(t, tb.pop(PopRequest{Queue: q, Partition: p, Group: "b", AutoAck: true, Batch: 10}), "nothing delivered twice")
 	}
 }
