@@ -10,23 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// moveSetup makes queue q's partitions p1..p3 each hold m0, consumed by
-// groups a and b with autoAck (their cursor rows exist, and this broker
-// knows every cursor), then pushes <p>-m1..<p>-m5 to each and lets group a
-// read them: the rows are kept for group b.
+// moveSetup is readSetup with groups a and b, and group a then reads
+// each partition's m1..m5: the rows are kept for group b (this broker
+// knows every cursor).
 func moveSetup(t *testing.T, q string) *testBundle {
 	t.Helper()
-	tb := setup(t)
-	_, _, err := tb.b.Configure(t.Context(), "", q, "", "", QueueOptionsDefault())
-	require.NoError(t, err)
+	tb := readSetup(t, q, "a", "b")
 	for _, p := range []string{"p1", "p2", "p3"} {
-		tb.push(item(q, p, p+"-m0", ""))
-		for _, g := range []string{"a", "b"} {
-			require.Equal(t, []string{p + "-m0"}, ids(tb.pop(PopRequest{Queue: q, Partition: p, Group: g, AutoAck: true, Batch: 10})))
-		}
-		for i := 1; i <= 5; i++ {
-			tb.push(item(q, p, fmt.Sprintf("%s-m%d", p, i), ""))
-		}
 		require.Equal(t, fiveOf(p), ids(tb.pop(PopRequest{Queue: q, Partition: p, Group: "a", AutoAck: true, Batch: 10})))
 	}
 	return tb

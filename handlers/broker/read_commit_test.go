@@ -14,16 +14,18 @@ import (
 )
 
 // readSetup makes queue q's partitions p1..p3 each hold m0, consumed by
-// group a with autoAck (its cursor rows exist), then pushes <p>-m1..<p>-m5
-// to each.
-func readSetup(t *testing.T, q string) *testBundle {
+// each of groups with autoAck (their cursor rows exist), then pushes
+// <p>-m1..<p>-m5 to each.
+func readSetup(t *testing.T, q string, groups ...string) *testBundle {
 	t.Helper()
 	tb := setup(t)
 	_, _, err := tb.b.Configure(t.Context(), "", q, "", "", QueueOptionsDefault())
 	require.NoError(t, err)
 	for _, p := range []string{"p1", "p2", "p3"} {
 		tb.push(item(q, p, p+"-m0", ""))
-		require.Equal(t, []string{p + "-m0"}, ids(tb.pop(PopRequest{Queue: q, Partition: p, Group: "a", AutoAck: true, Batch: 10})))
+		for _, g := range groups {
+			require.Equal(t, []string{p + "-m0"}, ids(tb.pop(PopRequest{Queue: q, Partition: p, Group: g, AutoAck: true, Batch: 10})))
+		}
 		for i := 1; i <= 5; i++ {
 			tb.push(item(q, p, fmt.Sprintf("%s-m%d", p, i), ""))
 		}
@@ -60,7 +62,7 @@ func holdReads(t *testing.T, tb *testBundle, first func(), rest ...func()) {
 // each pop its partition's messages once.
 func TestReadsOfSeveralPartitionsShareOneCommit(t *testing.T) {
 	t.Parallel()
-	tb := readSetup(t, "reads")
+	tb := readSetup(t, "reads", "a")
 	batches := tb.b.shared.readBatches.Load()
 	got := make(chan popped, 3)
 	pop := func(p string) func() {
@@ -86,7 +88,7 @@ func TestReadsOfSeveralPartitionsShareOneCommit(t *testing.T) {
 // failing one's error is translated.
 func TestFailingReadFailsOnlyItsOwnClaim(t *testing.T) {
 	t.Parallel()
-	tb := readSetup(t, "fails")
+	tb := readSetup(t, "fails", "a")
 	var parts [3]uuid.UUID
 	for i, p := range []string{"p1", "p2", "p3"} {
 		require.NoError(t, tb.pool.QueryRow(t.Context(), `SELECT p.id FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
